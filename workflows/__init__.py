@@ -1,0 +1,1 @@
+"""rollwright workflows."""
