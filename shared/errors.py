@@ -1,0 +1,59 @@
+"""Errors caused by the fleet repository, as users read them: `path:line: message`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing wrong with a fleet repo. `path` is relative to the repo root."""
+
+    path: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        if self.line is not None:
+            return f"{self.path}:{self.line}: {self.message}"
+        if self.path:
+            return f"{self.path}: {self.message}"
+        return self.message
+
+
+class FleetError(Exception):
+    """A mistake in the fleet repo (never an infrastructure failure).
+
+    Workers turn it into a non-retryable error and the check run shows `str(err)`.
+    It never carries secret values: callers build messages from paths and keys only.
+    """
+
+    def __init__(self, message: str, *, path: str = "", line: int | None = None) -> None:
+        self.problem = Problem(path, line, message)
+        super().__init__(str(self.problem))
+
+    @property
+    def path(self) -> str:
+        return self.problem.path
+
+    @property
+    def line(self) -> int | None:
+        return self.problem.line
+
+    def within(self, context: str) -> FleetError:
+        """The same error, prefixed with what was being done (`rendering root "x"`)."""
+        err = FleetError(f"{context}: {self.problem.message}", path=self.path, line=self.line)
+        err.__cause__ = self
+        return err
+
+
+class FleetErrors(FleetError):
+    """Several problems found at once (validation)."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = sorted(problems, key=lambda p: (p.path, p.line or 0, p.message))
+        first = self.problems[0] if self.problems else Problem("", None, "no problems")
+        super().__init__(first.message, path=first.path, line=first.line)
+
+    def __str__(self) -> str:
+        return "\n".join(str(p) for p in self.problems)

@@ -1,0 +1,148 @@
+"""The fleet model: a repo at one revision, its layout, its roots and their renders.
+
+    fleet = Fleet.open(WorkTree(Path("examples/atlas-fleet")))
+    fleet.roots()                      # ['prod/eu-1', 'staging/cluster-a', 'standalone']
+    fleet.render("staging/cluster-a")  # Render(files={...}, digest="sha256:...")
+
+Each layout (`shared.atlas`, `shared.dimensions`) implements `Layout`; this module picks one
+and adds what is common: output files, digests, extra affected inputs and validation runs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shared import fleetconfig
+from shared.errors import FleetError, FleetErrors, Problem
+from shared.fleetconfig import FleetConfig
+from shared.render import Render
+from shared.tree import Tree
+
+
+@dataclass(frozen=True)
+class ReleaseInfo:
+    """What `rollwright values --release` and listings show about one release."""
+
+    id: str  # "<deployment>/<release>" (atlas) or the root's chart name (dimensions)
+    template: str
+    namespace: str
+    labels: dict[str, str]
+
+
+class Layout(Protocol):
+    name: str
+
+    def roots(self) -> list[str]:
+        """Root ids, sorted."""
+        ...
+
+    def releases(self, root: str) -> list[ReleaseInfo]: ...
+
+    def values(self, root: str, release: str | None) -> dict[str, Any]:
+        """Merged values of one release (atlas) or of the root (dimensions)."""
+        ...
+
+    def render_files(self, root: str) -> dict[str, bytes]:
+        """Every output file of the root, path relative to the root directory."""
+        ...
+
+    def affected(self, changed: set[str]) -> set[str]:
+        """Roots (of this tree) whose render may change when `changed` paths change."""
+        ...
+
+    def validate(self) -> list[Problem]: ...
+
+
+def detect_layout(tree: Tree, config: FleetConfig) -> str:
+    if config.layout:
+        return config.layout
+    if tree.is_file("config/config.yaml"):
+        return "dimensions"
+    if tree.is_dir("deployments"):
+        return "atlas"
+    raise FleetError(
+        "cannot tell the fleet layout: no rollwright.yaml 'layout', no config/config.yaml "
+        "(dimensions) and no deployments/ directory (atlas)",
+        path=fleetconfig.CONFIG_FILE,
+    )
+
+
+class Fleet:
+    def __init__(self, tree: Tree, config: FleetConfig, layout: Layout) -> None:
+        self.tree = tree
+        self.config = config
+        self.layout = layout
+
+    @classmethod
+    def open(cls, tree: Tree) -> Fleet:
+        config = fleetconfig.load(tree)
+        kind = detect_layout(tree, config)
+        layout: Layout
+        if kind == "atlas":
+            from shared.atlas import AtlasLayout
+
+            layout = AtlasLayout(tree, config)
+        else:
+            from shared.dimensions import DimensionsLayout
+
+            layout = DimensionsLayout(tree, config)
+        return cls(tree, config, layout)
+
+    @property
+    def layout_name(self) -> str:
+        return self.layout.name
+
+    def roots(self) -> list[str]:
+        return self.layout.roots()
+
+    def check_root(self, root: str) -> None:
+        if root not in set(self.roots()):
+            raise FleetError(f"unknown root {root!r}; `rollwright roots` lists them")
+
+    def releases(self, root: str) -> list[ReleaseInfo]:
+        self.check_root(root)
+        return self.layout.releases(root)
+
+    def values(self, root: str, release: str | None = None) -> dict[str, Any]:
+        self.check_root(root)
+        return self.layout.values(root, release)
+
+    def render(self, root: str) -> Render:
+        self.check_root(root)
+        try:
+            files = self.layout.render_files(root)
+        except FleetErrors:
+            raise
+        except FleetError as err:
+            raise err.within(f'rendering root "{root}"') from None
+        return Render.of(root, files)
+
+    def render_all(self, roots: list[str] | None = None) -> Iterator[Render]:
+        for root in roots if roots is not None else self.roots():
+            yield self.render(root)
+
+    def affected(self, changed: set[str]) -> set[str]:
+        """Roots of this tree affected by `changed` paths (layout rules + extra inputs)."""
+        out = self.layout.affected(changed)
+        extra = self.config.affected.extra_inputs
+        if extra:
+            roots = self.roots()
+            for rule in extra:
+                if any(_glob(path, rule.path) for path in changed):
+                    out |= {r for r in roots if any(fnmatch.fnmatchcase(r, g) for g in rule.roots)}
+        if fleetconfig.CONFIG_FILE in changed:
+            out |= set(self.roots())
+        return out
+
+    def validate(self) -> list[Problem]:
+        return sorted(set(self.layout.validate()))
+
+
+def _glob(path: str, pattern: str) -> bool:
+    if "**" in pattern:
+        prefix = pattern.split("**", 1)[0]
+        return path.startswith(prefix) and fnmatch.fnmatchcase(path, pattern.replace("**", "*"))
+    return fnmatch.fnmatchcase(path, pattern)

@@ -1,0 +1,226 @@
+"""The Helm engine, behind one small surface.
+
+This is the only module that imports `helm_python` (the Helm v4 Go SDK through ctypes). It
+offers what the rest of rollwright needs: render a chart with final values, render a Go
+template with Helm's own engine (sprig, `tpl`, `toYaml`, ...), read a chart's defaults and pull
+a chart from a repository. Swapping in a `helm` CLI or another binding means rewriting this
+file only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import tarfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import helm_python as _helm
+
+from shared.errors import FleetError
+
+# helm_python logs through its own logger; keep the Go side quiet unless asked.
+_helm.disable_logging()
+
+
+@dataclass(frozen=True)
+class RenderedChart:
+    """Templates (`chart/templates/x.yaml` → text) and CRD files, as Helm produced them."""
+
+    templates: dict[str, str]
+    crds: dict[str, str] = field(default_factory=dict)
+
+
+class _Cache:
+    """Loaded charts keyed by a fingerprint of their files, shared by threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._charts: dict[str, Any] = {}
+
+    def get(self, key: str, load: Any) -> Any:
+        with self._lock:
+            chart = self._charts.get(key)
+        if chart is None:
+            chart = load()
+            with self._lock:
+                # Another thread may have loaded it meanwhile; keep one.
+                chart = self._charts.setdefault(key, chart)
+        return chart
+
+    def clear(self) -> None:
+        with self._lock:
+            self._charts.clear()
+
+
+_charts = _Cache()
+_templates = _Cache()
+
+
+def clear_caches() -> None:
+    _charts.clear()
+    _templates.clear()
+
+
+def _fingerprint(path: Path) -> str:
+    """Cheap identity of a chart on disk: names, sizes and mtimes of its files."""
+    digest = hashlib.sha256(str(path.resolve()).encode())
+    if path.is_file():
+        st = path.stat()
+        digest.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+        return digest.hexdigest()
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames.sort()
+        for name in sorted(filenames):
+            st = os.stat(os.path.join(dirpath, name))
+            digest.update(f"{dirpath}/{name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _load_chart(path: Path, source: str) -> Any:
+    def load() -> Any:
+        try:
+            return _helm.Chart.load(str(path))
+        except _helm.HelmError as err:
+            raise FleetError(f"loading chart: {_clean(str(err))}", path=source) from None
+
+    return _charts.get(_fingerprint(path), load)
+
+
+def is_chart(path: Path) -> bool:
+    return (path / "Chart.yaml").is_file() or (path.is_file() and path.name.endswith(".tgz"))
+
+
+def chart_defaults(path: Path, source: str) -> dict[str, Any]:
+    values: dict[str, Any] = _load_chart(path, source).values
+    return values
+
+
+def chart_metadata(path: Path, source: str) -> dict[str, Any]:
+    meta: dict[str, Any] = _load_chart(path, source).metadata
+    return meta
+
+
+def render_chart(
+    path: Path,
+    values: dict[str, Any],
+    *,
+    release: str,
+    namespace: str,
+    source: str,
+    include_crds: bool = True,
+) -> RenderedChart:
+    """Render the chart at `path` offline with `values` laid over its defaults.
+
+    `source` is the repo-relative name used in error messages.
+    """
+    chart = _load_chart(path, source)
+    try:
+        templates: dict[str, str] = chart.render(
+            values, name=release, namespace=namespace, is_install=True, revision=1
+        )
+    except _helm.HelmError as err:
+        raise FleetError(f"rendering chart: {_clean(str(err))}", path=source) from None
+    templates = {k: v for k, v in templates.items() if not k.endswith("NOTES.txt")}
+    crds: dict[str, str] = {}
+    if include_crds:
+        for crd in chart.crds:
+            crds[crd.get("filename") or crd["name"]] = crd["data"]
+    return RenderedChart(templates=templates, crds=crds)
+
+
+_TEMPLATE_NAME = "rollwright/templates/t"
+_CHART_YAML = b"apiVersion: v2\nname: rollwright\nversion: 0.0.0\n"
+
+
+def _template_chart(text: str) -> Any:
+    # `.x` and `.Values.x` must both work: the body runs inside `with .Values`, and the values
+    # carry themselves again under `Values` (see render_template). `$` stays the Helm root.
+    body = "{{- with .Values }}" + text + "{{- end }}"
+    data = body.encode()
+    key = hashlib.sha256(data).hexdigest()
+
+    def load() -> Any:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+            for name, content in (("rollwright/Chart.yaml", _CHART_YAML), (_TEMPLATE_NAME, data)):
+                info = tarfile.TarInfo(name)
+                info.size = len(content)
+                tf.addfile(info, io.BytesIO(content))
+        return _helm.Chart.load_archive(buf.getvalue())
+
+    return _templates.get(key, load)
+
+
+def render_template(text: str, values: dict[str, Any], *, source: str) -> str:
+    """Render a Go template with Helm's engine; `.Values.x` and `.x` both reach `values`.
+
+    Errors name `source` (repo-relative path) and the template line.
+    """
+    chart = _template_chart(text)
+    context = dict(values)
+    context["Values"] = values
+    try:
+        out: dict[str, str] = chart.render(context, name="rollwright", namespace="default")
+    except _helm.HelmError as err:
+        raise _template_error(str(err), source) from None
+    return out.get(_TEMPLATE_NAME, "")
+
+
+_POSITION = re.compile(re.escape(_TEMPLATE_NAME) + r":(\d+)(?::(\d+))?")
+
+
+def _template_error(message: str, source: str) -> FleetError:
+    match = _POSITION.search(message)
+    line = int(match.group(1)) if match else None
+    text = _POSITION.sub(lambda m: f"{source}:{m.group(1)}", _clean(message))
+    text = text.replace("template: rollwright/templates/t", f"template {source}")
+    return FleetError(f"template error: {text}", path=source, line=line)
+
+
+def _clean(message: str) -> str:
+    return " ".join(message.split())
+
+
+def pull_chart(
+    name: str,
+    *,
+    version: str | None,
+    repo_url: str | None,
+    destination: Path,
+    source: str,
+) -> Path:
+    """Download a chart archive (HTTP repository or `oci://`) into `destination`."""
+    destination.mkdir(parents=True, exist_ok=True)
+    plain_http = name.startswith("oci://") and _is_loopback_oci(name)
+    try:
+        result = _helm.pull(
+            name,
+            destination=str(destination),
+            version=version,
+            repo_url=repo_url,
+            plain_http=plain_http,
+        )
+    except _helm.HelmError as err:
+        where = repo_url or name
+        raise FleetError(
+            f"pulling chart {name!r} version {version!r} from {where}: {_clean(str(err))}",
+            path=source,
+        ) from None
+    archives = sorted(destination.glob("*.tgz"))
+    if not archives:
+        raise FleetError(f"pulling chart {name!r}: no archive written ({result})", path=source)
+    return archives[0]
+
+
+def _is_loopback_oci(ref: str) -> bool:
+    host = ref.removeprefix("oci://").split("/", 1)[0].split(":", 1)[0]
+    return host in {"127.0.0.1", "localhost", "::1"}
+
+
+def engine_version() -> str:
+    return f"helm-sdk {_helm.helm_sdk_version()}"
