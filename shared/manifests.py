@@ -193,7 +193,9 @@ def validate_pattern(pattern: str) -> str | None:
     used = set(re.findall(r"{(\w+)}", pattern))
     unknown = used - PATTERN_FIELDS
     if unknown:
-        return f"unknown field(s) {sorted(unknown)} in output pattern; known: {sorted(PATTERN_FIELDS)}"
+        return (
+            f"unknown field(s) {sorted(unknown)} in output pattern; known: {sorted(PATTERN_FIELDS)}"
+        )
     if not {"kind", "name"} <= used:
         return "output pattern must contain {kind} and {name} so that every resource gets a file"
     return None

@@ -80,7 +80,9 @@ def apply_release_patches(
             raise FleetError(f"{where}: 'patch' must be a list of operations", path=origin)
         hits = [r for r in resources if _matches(r, entry["target"])]
         if not hits:
-            raise FleetError(f"{where}: no rendered object matches target {entry['target']}", path=origin)
+            raise FleetError(
+                f"{where}: no rendered object matches target {entry['target']}", path=origin
+            )
         for res in hits:
             try:
                 res.doc = jsonpatch.apply_patch(res.doc, ops)

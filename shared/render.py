@@ -145,7 +145,9 @@ def render_release(
     for res in resources:
         if res.section != "crds":
             res.section = manifests.hook_section(res)
-        if (res.section == "hooks" and not keep_hooks) or (res.section == "tests" and not keep_tests):
+        if (res.section == "hooks" and not keep_hooks) or (
+            res.section == "tests" and not keep_tests
+        ):
             continue
         kept.append(res)
 

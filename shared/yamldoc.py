@@ -32,7 +32,7 @@ def _syntax_error(err: yaml.YAMLError, source: str) -> FleetError:
 def loads(text: str, source: str) -> Any:
     """Parse one YAML document; `source` (a repo-relative path) names it in errors."""
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as err:
         raise _syntax_error(err, source) from None
 
@@ -108,10 +108,13 @@ def _key_line(text: str, keys: tuple[str | int, ...]) -> int | None:
                 if isinstance(k, yaml.ScalarNode) and k.value == str(key):
                     found = (k.start_mark.line + 1, v)
                     break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int):
-            if 0 <= key < len(node.value):
-                child = node.value[key]
-                found = (child.start_mark.line + 1, child)
+        elif (
+            isinstance(node, yaml.SequenceNode)
+            and isinstance(key, int)
+            and 0 <= key < len(node.value)
+        ):
+            child = node.value[key]
+            found = (child.start_mark.line + 1, child)
         if found is None:
             return line
         line, node = found
@@ -125,7 +128,9 @@ def file_key_line(path: Path, keys: tuple[str | int, ...]) -> int | None:
         return None
 
 
-def walk_leaves(data: Any, prefix: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+def walk_leaves(
+    data: Any, prefix: tuple[str | int, ...] = ()
+) -> Iterator[tuple[tuple[str | int, ...], Any]]:
     """Every leaf (scalar or empty container) with its key path."""
     if isinstance(data, dict) and data:
         for k, v in data.items():
