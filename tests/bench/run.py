@@ -1,0 +1,228 @@
+"""`make bench`: render-engine benchmarks, written to docs/benchmarks.md.
+
+Measures, on a generated atlas fleet of 1,000 roots × 10 releases:
+- full-fleet render rate through the real CLI (`rollwright render`) and its peak RSS;
+- the raw Helm engine rendering the same chart with the same final values in a bare loop;
+and on a 10,000-root git repo, `roots --changed` for a one-file edit (in process and CLI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.bench import fleetgen
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def machine() -> str:
+    cpu = "unknown cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB RAM, "
+        f"{platform.system()} {platform.release()}, Python {platform.python_version()}"
+    )
+
+
+def bench_render(work: Path) -> dict[str, float]:
+    fleet_dir = work / "fleet-1000"
+    roots = fleetgen.generate(fleet_dir, groups=10, clusters_per_group=100, releases=10)
+    releases = roots * 10
+    out = work / "out"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    subprocess.run(
+        [str(BIN / "rollwright"), "render", "--repo", str(fleet_dir), "--out", str(out)],
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
+    elapsed = time.perf_counter() - start
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    files = sum(1 for _ in out.rglob("*.yaml"))
+    raw_rate = raw_engine_rate(fleet_dir)
+    rate = releases / elapsed
+    return {
+        "roots": roots,
+        "releases": releases,
+        "files": files,
+        "seconds": elapsed,
+        "rate": rate,
+        "peak_rss_mib": max(peak_kib, before) / 1024,
+        "raw_rate": raw_rate,
+        "ratio": rate / raw_rate,
+    }
+
+
+def raw_engine_rate(fleet_dir: Path, sample_roots: int = 100) -> float:
+    """helm_python rendering the same chart with the same final values, nothing else."""
+    import helm_python
+
+    from shared.fleet import Fleet
+    from shared.tree import WorkTree
+
+    fleet = Fleet.open(WorkTree(fleet_dir))
+    jobs = []
+    for root in fleet.roots()[:sample_roots]:
+        for info in fleet.releases(root):
+            jobs.append((info.id.split("/")[-1], info.namespace, fleet.values(root, info.id)))
+    chart = helm_python.Chart.load(str(fleet_dir / "templates/svc/chart"))
+    start = time.perf_counter()
+    for name, namespace, values in jobs:
+        chart.render(values, name=name, namespace=namespace)
+    return len(jobs) / (time.perf_counter() - start)
+
+
+def bench_changed(work: Path) -> dict[str, float]:
+    repo = work / "fleet-10000"
+    roots = fleetgen.generate(repo, groups=100, clusters_per_group=100, releases=2)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "-c", "user.email=b@x", "-c", "user.name=b", "add", "-A")
+    git(repo, "-c", "user.email=b@x", "-c", "user.name=b", "commit", "-qm", "fleet")
+    edited = repo / "deployments/g042/c042-017/cluster.values.yaml"
+    edited.write_text("replicas: 7\n")
+    git(repo, "-c", "user.email=b@x", "-c", "user.name=b", "commit", "-qam", "edit")
+
+    from shared.affected import affected_between
+
+    timings = []
+    for _ in range(7):
+        start = time.perf_counter()
+        affected = affected_between(repo, "HEAD~1", "HEAD")
+        timings.append(time.perf_counter() - start)
+    assert affected == ["g042/c042-017"], affected
+    cli = []
+    for _ in range(3):
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [str(BIN / "rollwright"), "roots", "--repo", str(repo), "--changed", "HEAD~1..HEAD"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        cli.append(time.perf_counter() - start)
+        assert proc.stdout.split() == ["g042/c042-017"], proc.stdout
+    return {
+        "roots": roots,
+        "median_ms": statistics.median(timings) * 1000,
+        "max_ms": max(timings) * 1000,
+        "cli_median_ms": statistics.median(cli) * 1000,
+    }
+
+
+def report(render: dict[str, float], changed: dict[str, float]) -> str:
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "**missed**"
+
+    rows = [
+        (
+            "full-fleet render rate",
+            f"{render['rate']:.0f} releases/s "
+            f"({render['releases']:.0f} in {render['seconds']:.1f} s)",
+            "≥ 300 releases/s",
+            verdict(render["rate"] >= 300),
+        ),
+        (
+            "raw Helm engine, same chart and final values, bare loop",
+            f"{render['raw_rate']:.0f} releases/s",
+            "—",
+            "",
+        ),
+        (
+            "ratio to the raw engine",
+            f"{render['ratio']:.2f}",
+            "≥ 0.5",
+            verdict(render["ratio"] >= 0.5),
+        ),
+        (
+            "peak RSS of `rollwright render`",
+            f"{render['peak_rss_mib']:.0f} MiB",
+            "≤ 1024 MiB",
+            verdict(render["peak_rss_mib"] <= 1024),
+        ),
+        (
+            f"`roots --changed`, one cluster file, {changed['roots']:.0f} roots "
+            "(in process, median of 7)",
+            f"{changed['median_ms']:.1f} ms (max {changed['max_ms']:.1f} ms)",
+            "≤ 100 ms",
+            verdict(changed["median_ms"] <= 100),
+        ),
+        (
+            "the same through the CLI, process start included (median of 3)",
+            f"{changed['cli_median_ms']:.0f} ms",
+            "—",
+            "",
+        ),
+    ]
+    table = "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"""## Render engine (issue 2)
+
+- Date: {now}
+- Machine: {machine()}
+- Command: `make bench` (`python -m tests.bench.run --write docs/benchmarks.md`)
+
+Generated atlas fleet: {render["roots"]:.0f} roots × 10 releases (a Deployment + Service chart,
+values from chart defaults, template values, global, group and cluster files), rendered with
+`rollwright render` into {render["files"]:.0f} files.
+
+| measure | result | target | |
+|---|---|---|---|
+{table}
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.run")
+    parser.add_argument("--write", metavar="FILE", help="replace the render section of FILE")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rollwright-bench-") as tmp:
+        work = Path(tmp)
+        render = bench_render(work)
+        changed = bench_changed(work)
+    section = report(render, changed)
+    print(section)
+    if args.write:
+        path = Path(args.write)
+        header = (
+            "# Benchmarks\n\nResults of `make bench`; each section is rewritten by its own run.\n\n"
+        )
+        text = path.read_text() if path.exists() else header
+        marker = "## Render engine (issue 2)"
+        if marker in text:
+            start = text.index(marker)
+            rest = text[start + len(marker) :]
+            end = rest.find("\n## ")
+            tail = rest[end + 1 :] if end >= 0 else ""
+            text = text[:start] + section + ("\n" + tail if tail else "")
+        else:
+            text = text.rstrip("\n") + "\n\n" + section
+        path.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
