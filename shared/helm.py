@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import helm_python as _helm
 
@@ -193,10 +194,16 @@ def pull_chart(
     repo_url: str | None,
     destination: Path,
     source: str,
+    display: str | None = None,
 ) -> Path:
-    """Download a chart archive (HTTP repository or `oci://`) into `destination`."""
+    """Download a chart archive (HTTP repository or `oci://`) into `destination`.
+
+    `display` names the chart in errors (default: name, version and repository).
+    Loopback `oci://` registries are spoken to over plain HTTP (test and dev registries).
+    """
     destination.mkdir(parents=True, exist_ok=True)
     plain_http = name.startswith("oci://") and _is_loopback_oci(name)
+    what = display or f"chart {name!r} version {version or 'latest'!r} from {repo_url or name}"
     try:
         result = _helm.pull(
             name,
@@ -206,19 +213,15 @@ def pull_chart(
             plain_http=plain_http,
         )
     except _helm.HelmError as err:
-        where = repo_url or name
-        raise FleetError(
-            f"pulling chart {name!r} version {version!r} from {where}: {_clean(str(err))}",
-            path=source,
-        ) from None
+        raise FleetError(f"pulling {what}: {_clean(str(err))}", path=source) from None
     archives = sorted(destination.glob("*.tgz"))
     if not archives:
-        raise FleetError(f"pulling chart {name!r}: no archive written ({result})", path=source)
+        raise FleetError(f"pulling {what}: no archive written ({result})", path=source)
     return archives[0]
 
 
 def _is_loopback_oci(ref: str) -> bool:
-    host = ref.removeprefix("oci://").split("/", 1)[0].split(":", 1)[0]
+    host = urlsplit(ref).hostname or ""
     return host in {"127.0.0.1", "localhost", "::1"}
 
 

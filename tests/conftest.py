@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import helm_python
 import pytest
 import yaml
+
+from shared import charts
+from tests.support.chart_repo import ChartRepo
+from tests.support.oci_registry import OciRegistry
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -74,3 +79,54 @@ def echo_chart() -> Path:
 def copy_example(name: str, dest: Path) -> Path:
     shutil.copytree(EXAMPLES / name, dest)
     return dest
+
+
+# --- remote charts: a Helm HTTP repository and an OCI registry on 127.0.0.1 -----------------
+
+
+@pytest.fixture(autouse=True)
+def _isolated_chart_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Every test gets its own remote-chart cache, never the user's ~/.cache/rollwright."""
+    cache = tmp_path_factory.mktemp("rollwright-cache")
+    monkeypatch.setenv(charts.CACHE_ENV, str(cache))
+    charts.forget_resolutions()
+    return cache
+
+
+@pytest.fixture
+def chart_cache(_isolated_chart_cache: Path) -> Path:
+    """The directory `ROLLWRIGHT_CACHE_DIR` points at for this test."""
+    return _isolated_chart_cache
+
+
+@pytest.fixture(scope="session")
+def echo_archives(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The echo chart packaged by Helm at versions 0.1.0 and 0.2.0 (version → archive)."""
+    out = tmp_path_factory.mktemp("echo-archives")
+    return {
+        version: Path(helm_python.package(ECHO_CHART, destination=out, version=version))
+        for version in ("0.1.0", "0.2.0")
+    }
+
+
+@pytest.fixture
+def chart_repo(tmp_path: Path, echo_archives: dict[str, Path]) -> Iterator[ChartRepo]:
+    """A running Helm HTTP chart repository holding echo 0.1.0 and 0.2.0."""
+    repo = ChartRepo(tmp_path / "chart-repo")
+    for archive in echo_archives.values():
+        repo.add_archive(archive)
+    repo.index()
+    with repo:
+        yield repo
+
+
+@pytest.fixture
+def oci_registry(echo_archives: dict[str, Path]) -> Iterator[OciRegistry]:
+    """A running OCI registry holding echo 0.1.0 and 0.2.0 at oci://HOST/charts/echo."""
+    registry = OciRegistry()
+    for archive in echo_archives.values():
+        registry.add_chart(archive)
+    with registry:
+        yield registry
