@@ -125,13 +125,29 @@ def render_chart(
             values, name=release, namespace=namespace, is_install=True, revision=1
         )
     except _helm.HelmError as err:
-        raise FleetError(f"rendering chart: {_clean(str(err))}", path=source) from None
+        raise _chart_error(str(err), path, source) from None
     templates = {k: v for k, v in templates.items() if not k.endswith("NOTES.txt")}
     crds: dict[str, str] = {}
     if include_crds:
         for crd in chart.crds:
             crds[crd.get("filename") or crd["name"]] = crd["data"]
     return RenderedChart(templates=templates, crds=crds)
+
+
+# Where Helm says a template failed: `<chart>/templates/x.yaml:12:5` (or inside a subchart,
+# `<chart>/charts/<sub>/templates/x.yaml:3`).
+_CHART_POSITION = re.compile(
+    r"[A-Za-z0-9_.-]+/(?P<file>(?:charts/[A-Za-z0-9_.-]+/)*templates/[^\s:()]+):(?P<line>\d+)"
+)
+
+
+def _chart_error(message: str, path: Path, source: str) -> FleetError:
+    """A render error; for a chart directory in the repo it points at the template's line."""
+    text = f"rendering chart: {_clean(message)}"
+    match = _CHART_POSITION.search(message)
+    if match and path.is_dir() and (path / match.group("file")).is_file():
+        return FleetError(text, path=f"{source}/{match.group('file')}", line=int(match["line"]))
+    return FleetError(text, path=source)
 
 
 _TEMPLATE_NAME = "rollwright/templates/t"

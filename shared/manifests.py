@@ -105,8 +105,17 @@ def parse(text: str, source: str, section: str = "") -> list[Resource]:
                 f"rendered document is {yamldoc.type_name(doc)}, expected a Kubernetes object",
                 path=source,
             )
-        if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-            out.extend(Resource(item, source, section) for item in doc["items"] if item)
+        if _is_list(doc):
+            for item in doc["items"]:
+                if item is None:
+                    continue
+                if not isinstance(item, dict):
+                    raise FleetError(
+                        f"item of {doc.get('kind')} is {yamldoc.type_name(item)}, "
+                        "expected a Kubernetes object",
+                        path=source,
+                    )
+                out.append(Resource(item, source, section))
             continue
         out.append(Resource(doc, source, section))
     for res in out:
@@ -117,6 +126,12 @@ def parse(text: str, source: str, section: str = "") -> list[Resource]:
                 path=source,
             )
     return out
+
+
+def _is_list(doc: dict[str, Any]) -> bool:
+    """`v1/List` and typed lists (`ConfigMapList`, ...), as kubectl and kustomize see them."""
+    kind = doc.get("kind")
+    return isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list)
 
 
 def hook_section(res: Resource) -> str:
@@ -148,7 +163,14 @@ def apply_namespace(res: Resource, namespace: str, cluster_kinds: frozenset[str]
     if res.kind in cluster_kinds:
         res.metadata.pop("namespace", None)
     elif not res.namespace and namespace:
-        res.metadata["namespace"] = namespace
+        # Right after `name`, where charts and kubectl put it, so diffs read naturally.
+        meta = res.metadata
+        items = list(meta.items())
+        at = next((i + 1 for i, (k, _) in enumerate(items) if k == "name"), len(items))
+        items = [(k, v) for k, v in items if k != "namespace"]
+        items.insert(min(at, len(items)), ("namespace", namespace))
+        meta.clear()
+        meta.update(items)
 
 
 def remove_labels(res: Resource, keys: list[str]) -> None:
@@ -198,6 +220,14 @@ def validate_pattern(pattern: str) -> str | None:
         )
     if not {"kind", "name"} <= used:
         return "output pattern must contain {kind} and {name} so that every resource gets a file"
+    try:
+        sample = pattern.format(**{name: "x" for name in PATTERN_FIELDS})
+    except (ValueError, IndexError, KeyError, AttributeError) as err:
+        return f"output pattern is not a valid format string: {err}"
+    if any(part == ".." for part in sample.split("/")):
+        return "output pattern must not leave the root directory ('..')"
+    if not sample.endswith((".yaml", ".yml")):
+        return "output pattern must end with .yaml or .yml"
     return None
 
 

@@ -18,6 +18,7 @@ A patch that matches no rendered object is an error: a silent no-op hides typos.
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import jsonpatch
@@ -44,24 +45,51 @@ MERGE_KEYS: dict[str, str] = {
     "conditions": "type",
     "finalizers": "",
 }
+# Lists whose items carry another merge key in some kinds: Service ports merge by `port`.
+ALT_MERGE_KEYS: dict[str, str] = {"ports": "port"}
 # Lists of scalars Kubernetes merges as sets.
 SCALAR_SET_KEYS = frozenset({"finalizers"})
 
 
-def _matches(res: Resource, target: dict[str, Any]) -> bool:
-    for key, actual in (
-        ("kind", res.kind),
-        ("name", res.name),
-        ("namespace", res.namespace),
-        ("group", res.group),
-    ):
-        if key in target and target[key] is not None and str(target[key]) != actual:
-            return False
-    if target.get("version"):
-        version = res.api_version.rpartition("/")[2]
-        if str(target["version"]) != version:
-            return False
-    return True
+# Keys of a jsonPatches target (kustomize's selector, as helmfile passes it on). Each value is a
+# regular expression matched against the whole field, as kustomize does: `name: web-.*`.
+TARGET_KEYS = ("group", "version", "kind", "name", "namespace")
+
+
+def _target_matchers(target: dict[str, Any], where: str, origin: str) -> dict[str, re.Pattern[str]]:
+    unknown = sorted(str(k) for k in target if k not in TARGET_KEYS)
+    if unknown:
+        raise FleetError(
+            f"{where}: unknown target key(s) {unknown}; known: {list(TARGET_KEYS)}", path=origin
+        )
+    matchers: dict[str, re.Pattern[str]] = {}
+    for key in TARGET_KEYS:
+        value = target.get(key)
+        if value is None:
+            continue
+        try:
+            matchers[key] = re.compile(f"(?:{value})")
+        except re.error as err:
+            raise FleetError(
+                f"{where}: target {key} {value!r} is not a valid regular expression: {err}",
+                path=origin,
+            ) from None
+    return matchers
+
+
+def _fields(res: Resource) -> dict[str, str]:
+    return {
+        "group": res.group,
+        "version": res.api_version.rpartition("/")[2],
+        "kind": res.kind,
+        "name": res.name,
+        "namespace": res.namespace,
+    }
+
+
+def _matches(res: Resource, matchers: dict[str, re.Pattern[str]]) -> bool:
+    fields = _fields(res)
+    return all(m.fullmatch(fields[key]) for key, m in matchers.items())
 
 
 def apply_release_patches(
@@ -71,66 +99,100 @@ def apply_release_patches(
     *,
     origin: str,
 ) -> None:
+    """Apply a release's patches to its rendered objects, in place.
+
+    JSON patches run first, then strategic merge patches, each in the order given. A strategic
+    merge patch whose top level says `$patch: delete` removes the object from the release.
+    """
     for index, entry in enumerate(json_patches):
         where = f"jsonPatches[{index}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("target"), dict):
             raise FleetError(f"{where}: needs a 'target' mapping and a 'patch' list", path=origin)
         ops = entry.get("patch")
-        if not isinstance(ops, list):
+        if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
             raise FleetError(f"{where}: 'patch' must be a list of operations", path=origin)
-        hits = [r for r in resources if _matches(r, entry["target"])]
+        matchers = _target_matchers(entry["target"], where, origin)
+        hits = [r for r in resources if _matches(r, matchers)]
         if not hits:
             raise FleetError(
-                f"{where}: no rendered object matches target {entry['target']}", path=origin
+                f"{where}: no rendered object matches target {_describe(entry['target'])}",
+                path=origin,
             )
         for res in hits:
             try:
-                res.doc = jsonpatch.apply_patch(res.doc, ops)
+                patched = jsonpatch.apply_patch(res.doc, ops)
             except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as err:
                 raise FleetError(
                     f"{where}: applying to {res.kind} {res.name!r}: {err}", path=origin
                 ) from None
+            if not isinstance(patched, dict):
+                raise FleetError(
+                    f"{where}: applying to {res.kind} {res.name!r} left no Kubernetes object",
+                    path=origin,
+                )
+            res.doc = patched
     for index, patch in enumerate(strategic_merge_patches):
         where = f"strategicMergePatches[{index}]"
-        if not isinstance(patch, dict) or not isinstance(patch.get("metadata"), dict):
+        if (
+            not isinstance(patch, dict)
+            or not patch.get("kind")
+            or not isinstance(patch.get("metadata"), dict)
+            or not patch["metadata"].get("name")
+        ):
             raise FleetError(f"{where}: needs apiVersion, kind and metadata.name", path=origin)
+        meta = patch["metadata"]
         target = {
-            "kind": patch.get("kind"),
-            "name": patch["metadata"].get("name"),
-            "namespace": patch["metadata"].get("namespace"),
+            "kind": re.escape(str(patch["kind"])),
+            "name": re.escape(str(meta["name"])),
         }
+        if meta.get("namespace"):
+            target["namespace"] = re.escape(str(meta["namespace"]))
+        matchers = _target_matchers(target, where, origin)
         api_version = str(patch.get("apiVersion") or "")
         hits = [
             r
             for r in resources
-            if _matches(r, target) and (not api_version or r.api_version == api_version)
+            if _matches(r, matchers) and (not api_version or r.api_version == api_version)
         ]
         if not hits:
             raise FleetError(
-                f"{where}: no rendered object is {patch.get('kind')} "
-                f"{patch['metadata'].get('name')!r}",
+                f"{where}: no rendered object is {api_version + ' ' if api_version else ''}"
+                f"{patch['kind']} {meta['name']!r}"
+                + (f" in namespace {meta['namespace']!r}" if meta.get("namespace") else ""),
                 path=origin,
             )
         for res in hits:
-            res.doc = strategic_merge(res.doc, patch)
+            try:
+                merged = strategic_merge(res.doc, patch)
+            except ValueError as err:
+                raise FleetError(f"{where}: {err}", path=origin) from None
+            if merged is None:
+                resources.remove(res)
+            else:
+                res.doc = merged
+
+
+def _describe(target: dict[str, Any]) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in target.items()) + "}"
 
 
 def strategic_merge(doc: Any, patch: Any, key: str = "") -> Any:
     """Kubernetes strategic merge of `patch` into `doc` (a new object is returned).
 
     Maps merge recursively; `null` deletes a key; `$patch: replace` replaces a map and
-    `$patch: delete` removes it; lists with a known merge key merge item by item (an item with
-    `$patch: delete` removes the match), scalar set lists union, other lists are replaced.
+    `$patch: delete` removes it (None is returned for a deleted top level); lists with a known
+    merge key merge item by item (an item with `$patch: delete` removes the match, an item
+    `{$patch: replace}` makes the list replace the original), scalar set lists union, other
+    lists are replaced. Other `$` directives raise ValueError rather than leak into output.
     """
     if isinstance(patch, dict):
-        directive = patch.get("$patch")
+        directive = patch.get("$patch", "merge")
+        _check_directives(patch)
         if directive == "replace":
-            return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+            return _clean(patch)
         if directive == "delete":
             return None
-        if not isinstance(doc, dict):
-            doc = {}
-        out = dict(doc)
+        out = dict(doc) if isinstance(doc, dict) else {}
         for k, v in patch.items():
             if k == "$patch":
                 continue
@@ -138,39 +200,68 @@ def strategic_merge(doc: Any, patch: Any, key: str = "") -> Any:
                 out.pop(k, None)
                 continue
             merged = strategic_merge(out.get(k), v, k)
-            if merged is None and isinstance(v, dict) and v.get("$patch") == "delete":
-                out.pop(k, None)
+            if merged is None:
+                out.pop(k, None)  # `k: {$patch: delete}`
             else:
                 out[k] = merged
         return out
-    if isinstance(patch, list) and isinstance(doc, list):
+    if isinstance(patch, list):
+        base = doc if isinstance(doc, list) else []
+        if any(_is_replace_marker(item) for item in patch):
+            return [_clean(item) for item in patch if not _is_replace_marker(item)]
         merge_key = MERGE_KEYS.get(key)
         if merge_key:
-            return _merge_list(doc, patch, merge_key)
+            return _merge_list(base, patch, merge_key, ALT_MERGE_KEYS.get(key))
         if key in SCALAR_SET_KEYS:
-            return list(doc) + [p for p in patch if p not in doc]
+            return [copy.deepcopy(x) for x in base] + [
+                copy.deepcopy(p) for p in patch if p not in base
+            ]
+        return [_clean(item) for item in patch]
     return copy.deepcopy(patch)
 
 
-def _merge_list(doc: list[Any], patch: list[Any], merge_key: str) -> list[Any]:
+def _check_directives(patch: dict[str, Any]) -> None:
+    for k in patch:
+        if isinstance(k, str) and k.startswith("$") and k != "$patch":
+            raise ValueError(f"unsupported strategic merge directive {k!r}")
+    directive = patch.get("$patch", "merge")
+    if directive not in ("merge", "replace", "delete"):
+        raise ValueError(f"unknown $patch directive {directive!r} (merge, replace or delete)")
+
+
+def _is_replace_marker(item: Any) -> bool:
+    return isinstance(item, dict) and item == {"$patch": "replace"}
+
+
+def _clean(value: Any) -> Any:
+    """A deep copy of patch content that is added as is, without its directives."""
+    if isinstance(value, dict):
+        _check_directives(value)
+        return {k: _clean(v) for k, v in value.items() if k != "$patch" and v is not None}
+    if isinstance(value, list):
+        return [_clean(v) for v in value if not _is_replace_marker(v)]
+    return copy.deepcopy(value)
+
+
+def _merge_list(doc: list[Any], patch: list[Any], merge_key: str, alt_key: str | None) -> list[Any]:
     out = [copy.deepcopy(item) for item in doc]
     for item in patch:
-        if not isinstance(item, dict) or merge_key not in item:
-            out.append(copy.deepcopy(item))
+        key = merge_key
+        if isinstance(item, dict) and key not in item and alt_key and alt_key in item:
+            key = alt_key
+        if not isinstance(item, dict) or key not in item:
+            out.append(_clean(item))
             continue
         index = next(
-            (
-                i
-                for i, cur in enumerate(out)
-                if isinstance(cur, dict) and cur.get(merge_key) == item[merge_key]
-            ),
+            (i for i, cur in enumerate(out) if isinstance(cur, dict) and cur.get(key) == item[key]),
             None,
         )
         if item.get("$patch") == "delete":
+            _check_directives(item)
             if index is not None:
                 out.pop(index)
         elif index is None:
-            out.append({k: v for k, v in item.items() if k != "$patch"})
+            out.append(_clean(item))
         else:
             out[index] = strategic_merge(out[index], item)
     return out

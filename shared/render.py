@@ -112,19 +112,36 @@ def render_release(
     """Render one release into post-processed resources (sections set, hooks filtered)."""
     resolver = resolver or ChartResolver()
     resources: list[Resource] = []
+    scope_only: list[Resource] = []  # CRDs not rendered, consulted for their kinds' scope
     kind = spec.source.kind
     if kind in ("chart", "remote-chart"):
         path = resolver.resolve(spec.source, tree, spec.origin)
-        rendered = helm.render_chart(
-            path,
-            spec.values,
-            release=spec.name,
-            namespace=spec.namespace,
-            source=spec.source.describe(),
-            include_crds=spec.crds and config.render.crds,
-        )
+        try:
+            rendered = helm.render_chart(
+                path,
+                spec.values,
+                release=spec.name,
+                namespace=spec.namespace,
+                source=spec.source.describe(),
+                # Always read the chart's crds/: even when they are not written out, their
+                # scope says which custom kinds are cluster-scoped.
+                include_crds=True,
+            )
+        except FleetError as err:
+            context = f"release {spec.id!r}"
+            if kind == "remote-chart":
+                # Not a file in the repo: point at the file that declared the release.
+                raise FleetError(
+                    f"{context}, chart {spec.source.describe()}: {err.problem.message}",
+                    path=spec.origin,
+                ) from None
+            raise err.within(f"{context} (declared in {spec.origin})") from None
         for name, text in sorted(rendered.crds.items()):
-            resources.extend(manifests.parse(text, f"{spec.source.describe()}:{name}", "crds"))
+            crds = manifests.parse(text, f"{spec.source.describe()}:{name}", "crds")
+            if spec.crds and config.render.crds:
+                resources.extend(crds)
+            else:
+                scope_only.extend(crds)
         for name, text in sorted(rendered.templates.items()):
             resources.extend(manifests.parse(text, f"{spec.source.describe()}:{name}"))
     elif kind == "kustomize":
@@ -152,7 +169,7 @@ def render_release(
         kept.append(res)
 
     cluster_kinds = manifests.cluster_scoped_kinds(
-        kept, frozenset(config.render.cluster_scoped_kinds)
+        kept + scope_only, frozenset(config.render.cluster_scoped_kinds)
     )
     for res in kept:
         manifests.apply_namespace(res, spec.namespace, cluster_kinds)
