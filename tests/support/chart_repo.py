@@ -52,7 +52,10 @@ class ChartRepo:
         handler = functools.partial(_Handler, directory=str(directory))
         self._server = _Server(("127.0.0.1", 0), handler)
         self._server.requests = []
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll interval makes stop() quick; tests stop servers to prove cache hits.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self._running = False
 
     @property

@@ -235,7 +235,10 @@ class OciRegistry:
     def __init__(self) -> None:
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.state = _State()
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll interval makes stop() quick; tests stop servers to prove cache hits.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self._running = False
 
     @property
