@@ -184,31 +184,28 @@ def strategic_merge(doc: Any, patch: Any, key: str = "") -> Any:
     merge key merge item by item (an item with `$patch: delete` removes the match, an item
     `{$patch: replace}` makes the list replace the original), scalar set lists union, other
     lists are replaced. Other `$` directives raise ValueError rather than leak into output.
+    Neither argument is changed, and the result shares no mutable part with `patch`.
     """
     if isinstance(patch, dict):
-        directive = patch.get("$patch", "merge")
         _check_directives(patch)
-        if directive == "replace":
-            return _clean(patch)
+        directive = patch.get("$patch", "merge")
         if directive == "delete":
             return None
-        out = dict(doc) if isinstance(doc, dict) else {}
+        out = dict(doc) if isinstance(doc, dict) and directive == "merge" else {}
         for k, v in patch.items():
             if k == "$patch":
                 continue
-            if v is None:
-                out.pop(k, None)
-                continue
-            merged = strategic_merge(out.get(k), v, k)
+            merged = None if v is None else strategic_merge(out.get(k), v, k)
             if merged is None:
-                out.pop(k, None)  # `k: {$patch: delete}`
+                out.pop(k, None)  # `k: null` or `k: {$patch: delete}`
             else:
                 out[k] = merged
         return out
     if isinstance(patch, list):
         base = doc if isinstance(doc, list) else []
         if any(_is_replace_marker(item) for item in patch):
-            return [_clean(item) for item in patch if not _is_replace_marker(item)]
+            base = []
+            patch = [item for item in patch if not _is_replace_marker(item)]
         merge_key = MERGE_KEYS.get(key)
         if merge_key:
             return _merge_list(base, patch, merge_key, ALT_MERGE_KEYS.get(key))
@@ -216,7 +213,8 @@ def strategic_merge(doc: Any, patch: Any, key: str = "") -> Any:
             return [copy.deepcopy(x) for x in base] + [
                 copy.deepcopy(p) for p in patch if p not in base
             ]
-        return [_clean(item) for item in patch]
+        # Replaced wholesale: each item is new content, merged onto nothing.
+        return [x for x in (strategic_merge(None, item) for item in patch) if x is not None]
     return copy.deepcopy(patch)
 
 
@@ -233,35 +231,28 @@ def _is_replace_marker(item: Any) -> bool:
     return isinstance(item, dict) and item == {"$patch": "replace"}
 
 
-def _clean(value: Any) -> Any:
-    """A deep copy of patch content that is added as is, without its directives."""
-    if isinstance(value, dict):
-        _check_directives(value)
-        return {k: _clean(v) for k, v in value.items() if k != "$patch" and v is not None}
-    if isinstance(value, list):
-        return [_clean(v) for v in value if not _is_replace_marker(v)]
-    return copy.deepcopy(value)
-
-
 def _merge_list(doc: list[Any], patch: list[Any], merge_key: str, alt_key: str | None) -> list[Any]:
     out = [copy.deepcopy(item) for item in doc]
     for item in patch:
         key = merge_key
         if isinstance(item, dict) and key not in item and alt_key and alt_key in item:
             key = alt_key
-        if not isinstance(item, dict) or key not in item:
-            out.append(_clean(item))
-            continue
-        index = next(
-            (i for i, cur in enumerate(out) if isinstance(cur, dict) and cur.get(key) == item[key]),
-            None,
-        )
-        if item.get("$patch") == "delete":
-            _check_directives(item)
-            if index is not None:
-                out.pop(index)
-        elif index is None:
-            out.append(_clean(item))
+        index = None
+        if isinstance(item, dict) and key in item:
+            index = next(
+                (
+                    i
+                    for i, cur in enumerate(out)
+                    if isinstance(cur, dict) and cur.get(key) == item[key]
+                ),
+                None,
+            )
+        merged = strategic_merge(None if index is None else out[index], item)
+        if index is None:
+            if merged is not None:
+                out.append(merged)
+        elif merged is None:
+            out.pop(index)  # `{name: x, $patch: delete}`
         else:
-            out[index] = strategic_merge(out[index], item)
+            out[index] = merged
     return out
