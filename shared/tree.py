@@ -121,6 +121,26 @@ class GitTree:
             self._dirs[rel] = entries
         return entries
 
+    def prefetch(self, rel: str) -> None:
+        """List every directory under `rel` with one `git ls-tree -r` instead of one call per
+        directory (discovering a 10,000-cluster fleet would otherwise take minutes)."""
+        if not self.is_dir(rel):
+            return
+        spec = f"{self.revision}:{rel}" if rel else self.revision
+        out = git(self.repo, "ls-tree", "-r", "-t", "-z", spec)
+        listing: dict[str, dict[str, str]] = {rel: {}}
+        for record in out.split("\0"):
+            if not record:
+                continue
+            meta, _, path = record.partition("\t")
+            kind = "tree" if meta.split()[1] == "tree" else "blob"
+            parent, _, name = join(rel, path).rpartition("/")
+            listing.setdefault(parent, {})[name] = kind
+            if kind == "tree":
+                listing.setdefault(join(rel, path), {})
+        with self._lock:
+            self._dirs.update(listing)
+
     def is_file(self, rel: str) -> bool:
         parent, _, name = rel.rpartition("/")
         return self._entries(parent).get(name) == "blob"

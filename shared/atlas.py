@@ -1,0 +1,754 @@
+"""The atlas layout (ATLAS compatible): clusters discovered from directories, deployments of
+app templates in helmfile release syntax, and ten levels of values.
+
+    layout = AtlasLayout(WorkTree(Path("examples/atlas-fleet")), FleetConfig())
+    layout.roots()                                   # ['prod/eu-1', 'staging/cluster-a', ...]
+    layout.values("staging/cluster-a", "web/api")    # merged values of one release
+    layout.render_files("staging/cluster-a")         # {"web/api/web/Deployment.apps_api.yaml": ...}
+
+The format is described in docs/formats/atlas.md; files and models are in `atlas_files`,
+discovery in `atlas_discovery`, values layering in `atlas_values` and affected roots in
+`atlas_affected`. This module plans each root's releases (instances × template releases) and
+renders them with `shared.render`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared import helm, patching, render, yamldoc
+from shared.atlas_discovery import Cluster, DeploymentDef, clusters, deployment_defs, dpath
+from shared.atlas_files import (
+    CLUSTER_STEM,
+    DEPLOYMENT_FILE,
+    DEPLOYMENT_STEM,
+    DEPLOYMENTS,
+    FILE_SCHEMAS,
+    GLOBAL_STEM,
+    GROUP_STEM,
+    HELMFILES,
+    TEMPLATES,
+    AppInstance,
+    DeploymentFile,
+    HelmfileTemplate,
+    HelmRelease,
+)
+from shared.atlas_values import (
+    Decrypt,
+    Layer,
+    LevelSource,
+    TemplateValue,
+    ValueFiles,
+    default_decrypt,
+    environment,
+    final_layers,
+    with_atlas,
+)
+from shared.errors import FleetError, FleetErrors, Problem
+from shared.fleet import ReleaseInfo
+from shared.fleetconfig import FleetConfig, parse_model
+from shared.manifests import Resource
+from shared.render import ChartSource, ReleaseSpec
+from shared.tree import GitError, Tree, join
+
+__all__ = ["FILE_SCHEMAS", "AtlasLayout", "Layer"]
+
+
+@dataclass(frozen=True)
+class LoadedDeployment:
+    """A parsed deployment.yaml."""
+
+    defn: DeploymentDef
+    path: str
+    text: str
+    model: DeploymentFile
+
+    def line(self, *keys: str | int) -> int | None:
+        return yamldoc.key_line(self.text, keys)
+
+
+@dataclass(frozen=True)
+class Helmfile:
+    """A template's helmfile as rendered for one instance."""
+
+    template: str
+    path: str  # templates/<t>/helmfile.yaml.gotmpl
+    source_text: str
+    text: str  # after Go templating
+    model: HelmfileTemplate
+
+    @property
+    def dir(self) -> str:
+        return posixpath.dirname(self.path)
+
+    def line(self, keys: tuple[str | int, ...], needle: str | None = None) -> int | None:
+        """Line of `keys` in the source file: found by `needle` when templating moved lines."""
+        if needle and self.text != self.source_text:
+            hits = [i + 1 for i, ln in enumerate(self.source_text.splitlines()) if needle in ln]
+            if len(hits) == 1:
+                return hits[0]
+        return yamldoc.key_line(self.text, keys)
+
+
+@dataclass
+class InstancePlan:
+    """One entry of a deployment's `apps:` on one cluster, with its environment."""
+
+    cluster: Cluster
+    deployment: LoadedDeployment
+    index: int
+    instance: AppInstance
+    namespace: str
+    atlas: dict[str, Any]  # the atlas context without `cwd`
+    levels: list[LevelSource]
+    env: dict[str, Any]
+    env_layers: list[Layer]
+    helmfile: Helmfile
+
+    @property
+    def where(self) -> str:
+        return f"apps[{self.index}]"
+
+
+@dataclass
+class ReleasePlan:
+    """One release of one root, everything but its values resolved."""
+
+    id: str
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    source: ChartSource
+    index: int  # position in the helmfile's releases
+    release: HelmRelease
+    instance: InstancePlan
+    template_values: list[TemplateValue] = field(default_factory=list)
+    template_secrets: list[str] = field(default_factory=list)
+    json_patches: list[dict[str, Any]] = field(default_factory=list)
+    strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def deployment(self) -> str:
+        return self.instance.deployment.defn.name
+
+    @property
+    def template(self) -> str:
+        return self.instance.helmfile.template
+
+
+def release_name(instance: AppInstance, style: str, release: str) -> str:
+    """The release name on the cluster: the template's name, munged with the instance name
+    unless the instance is unnamed (named after its template) or named like the release."""
+    name = instance.instance_name
+    if instance.name is None or name in (instance.template, release):
+        return release
+    return f"{name}-{release}" if style == "prefix" else f"{release}-{name}"
+
+
+class AtlasLayout:
+    name = "atlas"
+
+    def __init__(self, tree: Tree, config: FleetConfig) -> None:
+        # Nothing is read here: `roots --changed` must stay cheap on a 10,000-root fleet.
+        self.tree = tree
+        self.config = config
+        self.files = ValueFiles(tree)
+        self.resolver = render.ChartResolver()
+        self._clusters: dict[str, Cluster] | None = None
+        self._deployments: dict[str, LoadedDeployment] = {}
+        self._plain_helmfiles: dict[str, Helmfile] = {}
+        self._chart_defaults: dict[ChartSource, dict[str, Any]] = {}
+        self._last_plans: tuple[str, list[ReleasePlan]] | None = None
+
+    # --- discovery ---------------------------------------------------------------------------
+
+    def clusters(self) -> dict[str, Cluster]:
+        if self._clusters is None:
+            self._clusters = {c.id: c for c in clusters(self.tree)}
+        return self._clusters
+
+    def roots(self) -> list[str]:
+        return list(self.clusters())
+
+    def cluster(self, root: str) -> Cluster:
+        found = self.clusters().get(root)
+        if found is None:
+            raise FleetError(f"unknown root {root!r}; `rollwright roots` lists them")
+        return found
+
+    def deployment(self, defn: DeploymentDef) -> LoadedDeployment:
+        """deployment.yaml of a deployment directory, parsed and checked."""
+        loaded = self._deployments.get(defn.dir)
+        if loaded is None:
+            loaded = self._load_deployment(defn)
+            problems = self._deployment_problems(loaded)
+            if problems:
+                raise FleetErrors(problems)
+            self._deployments[defn.dir] = loaded
+        return loaded
+
+    def _load_deployment(self, defn: DeploymentDef) -> LoadedDeployment:
+        path = join(defn.dir, DEPLOYMENT_FILE)
+        if not self.tree.is_file(path):
+            raise FleetError(
+                f"deployment directory has no {DEPLOYMENT_FILE} (every directory under apps/ "
+                "is a deployment)",
+                path=defn.dir,
+            )
+        text = self.files.text(path)
+        data = yamldoc.loads(text, path)
+        if not isinstance(data, dict):
+            raise FleetError(
+                f"expected a mapping at the top level, found {yamldoc.type_name(data)}",
+                path=path,
+                line=1,
+            )
+        model = parse_model(DeploymentFile, data, text=text, source=path)
+        return LoadedDeployment(defn, path, text, model)
+
+    def _deployment_problems(self, loaded: LoadedDeployment) -> list[Problem]:
+        problems = []
+        seen: dict[str, int] = {}
+        for i, inst in enumerate(loaded.model.apps):
+            where = f"apps[{i}]"
+            name = inst.instance_name
+            if name in seen:
+                problems.append(
+                    Problem(
+                        loaded.path,
+                        loaded.line("apps", i, "name" if inst.name else "template"),
+                        f"{where}: duplicate instance name {name!r} (also apps[{seen[name]}]); "
+                        "give one of them a distinct `name`",
+                    )
+                )
+            seen.setdefault(name, i)
+            if self._helmfile_path(inst.template) is None:
+                problems.append(
+                    Problem(
+                        loaded.path,
+                        loaded.line("apps", i, "template"),
+                        f"{where}: template {inst.template!r} not found (no "
+                        f"{TEMPLATES}/{inst.template}/{HELMFILES[0]} or {HELMFILES[1]})",
+                    )
+                )
+            for j, secret in enumerate(inst.secrets):
+                try:
+                    rel = self._resolve(
+                        loaded.defn.dir, secret, what="secrets file", inside=loaded.defn.dir
+                    )
+                except FleetError as err:
+                    problems.append(
+                        Problem(
+                            loaded.path,
+                            loaded.line("apps", i, "secrets", j),
+                            f"{where}.secrets[{j}]: {err.problem.message}",
+                        )
+                    )
+                    continue
+                if not self.files.exists(rel):
+                    problems.append(
+                        Problem(
+                            loaded.path,
+                            loaded.line("apps", i, "secrets", j),
+                            f"{where}.secrets[{j}]: secrets file {secret!r} not found ({rel})",
+                        )
+                    )
+            for kind in ("jsonPatches", "strategicMergePatches"):
+                for j, entry in enumerate(getattr(inst, kind)):
+                    message = _patch_shape_problem(entry, strategic=kind != "jsonPatches")
+                    if message:
+                        problems.append(
+                            Problem(
+                                loaded.path,
+                                loaded.line("apps", i, kind, j),
+                                f"{where}.{kind}[{j}]: {message}",
+                            )
+                        )
+        return problems
+
+    # --- planning ----------------------------------------------------------------------------
+
+    def _helmfile_path(self, template: str) -> str | None:
+        directory = join(TEMPLATES, template)
+        for name in HELMFILES:
+            if self.files.exists(join(directory, name)):
+                return join(directory, name)
+        return None
+
+    def _resolve(
+        self,
+        base: str,
+        rel: str,
+        *,
+        what: str,
+        inside: str | None = None,
+        line: int | None = None,
+        origin: str = "",
+    ) -> str:
+        """A path relative to `base` as a repo path: inside the repo, inside `inside` when
+        given, and never under deployments/ for template references (see docs: affected)."""
+        if rel.startswith("/"):
+            raise FleetError(
+                f"{what} {rel!r}: absolute paths are not allowed; use a path relative to {base}",
+                path=origin,
+                line=line,
+            )
+        path = posixpath.normpath(posixpath.join(base, rel))
+        if path == ".." or path.startswith("../"):
+            raise FleetError(
+                f"{what} {rel!r} points outside the repository", path=origin, line=line
+            )
+        if inside is not None:
+            if path != inside and not path.startswith(inside + "/"):
+                raise FleetError(
+                    f"{what} {rel!r} must stay inside {inside}/", path=origin, line=line
+                )
+        elif path == DEPLOYMENTS or path.startswith(DEPLOYMENTS + "/"):
+            raise FleetError(
+                f"{what} {rel!r}: templates may not read files under {DEPLOYMENTS}/ (values "
+                "there are layered by the hierarchy)",
+                path=origin,
+                line=line,
+            )
+        return path
+
+    def _instances(self, cluster: Cluster) -> Iterator[InstancePlan]:
+        for defn in deployment_defs(self.tree, cluster).values():
+            loaded = self.deployment(defn)
+            for index, inst in enumerate(loaded.model.apps):
+                if not inst.disabled:
+                    yield self._instance(cluster, loaded, index, inst)
+
+    def _levels(self, cluster: Cluster, defn: DeploymentDef) -> list[LevelSource]:
+        levels = [LevelSource("global", tuple(self.files.level_files(DEPLOYMENTS, GLOBAL_STEM)))]
+        for group in cluster.groups:
+            levels.append(
+                LevelSource("group", tuple(self.files.level_files(dpath(group), GROUP_STEM)))
+            )
+        levels.append(
+            LevelSource("cluster", tuple(self.files.level_files(cluster.dir, CLUSTER_STEM)))
+        )
+        levels.append(
+            LevelSource("deployment", tuple(self.files.level_files(defn.dir, DEPLOYMENT_STEM)))
+        )
+        return [level for level in levels if level.files]
+
+    def _instance(
+        self, cluster: Cluster, loaded: LoadedDeployment, index: int, inst: AppInstance
+    ) -> InstancePlan:
+        model = loaded.model
+        namespace = inst.namespace or model.namespace or loaded.defn.name
+        labels = {"cluster": cluster.id, "clusterName": cluster.name}
+        if cluster.group:
+            labels["clusterGroup"] = cluster.group
+        labels |= {
+            "deploymentName": loaded.defn.name,
+            "template": inst.template,
+            "instance": inst.instance_name,
+            "variant": inst.variant,
+        }
+        atlas = {
+            "cluster": {"id": cluster.id, "name": cluster.name, "group": cluster.group},
+            "deployment": {"name": loaded.defn.name, "path": loaded.defn.dir},
+            "instance": {
+                "name": inst.instance_name,
+                "template": inst.template,
+                "variant": inst.variant,
+                "namespace": namespace,
+            },
+            "labels": labels,
+        }
+        levels = self._levels(cluster, loaded.defn)
+        env, env_layers = environment(self.files, levels, atlas, default_decrypt)
+        helmfile = self._helmfile(inst.template, env, atlas, loaded, index)
+        return InstancePlan(
+            cluster, loaded, index, inst, namespace, atlas, levels, env, env_layers, helmfile
+        )
+
+    def _helmfile(
+        self,
+        template: str,
+        env: dict[str, Any],
+        atlas: dict[str, Any],
+        loaded: LoadedDeployment,
+        index: int,
+    ) -> Helmfile:
+        path = self._helmfile_path(template)
+        if path is None:  # checked with the deployment; kept for a clear message anyway
+            raise FleetError(
+                f"apps[{index}]: template {template!r} not found",
+                path=loaded.path,
+                line=loaded.line("apps", index, "template"),
+            )
+        if not path.endswith(".gotmpl"):
+            cached = self._plain_helmfiles.get(path)
+            if cached is None:
+                text = self.files.text(path)
+                cached = self._parse_helmfile(template, path, text, text)
+                self._plain_helmfiles[path] = cached
+            return cached
+        source = self.files.text(path)
+        text = helm.render_template(
+            source, with_atlas(env, atlas, posixpath.dirname(path)), source=path
+        )
+        return self._parse_helmfile(template, path, source, text)
+
+    def _parse_helmfile(self, template: str, path: str, source: str, text: str) -> Helmfile:
+        data = yamldoc.loads(text, path)
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise FleetError(
+                f"expected a mapping at the top level, found {yamldoc.type_name(data)}",
+                path=path,
+                line=1,
+            )
+        model = parse_model(HelmfileTemplate, data, text=text, source=path)
+        return Helmfile(template, path, source, text, model)
+
+    def plans(self, root: str) -> list[ReleasePlan]:
+        """Every release of `root`, sorted by id (the last root's plans are kept)."""
+        if self._last_plans is not None and self._last_plans[0] == root:
+            return self._last_plans[1]
+        cluster = self.cluster(root)
+        plans: dict[str, ReleasePlan] = {}
+        for inst in self._instances(cluster):
+            for plan in self._release_plans(inst):
+                other = plans.get(plan.id)
+                if other is not None:
+                    raise FleetError(
+                        f"release {plan.id!r} is defined twice: by {other.instance.where} and "
+                        f"{inst.where} (rename an instance or set its nameStyle)",
+                        path=inst.deployment.path,
+                        line=inst.deployment.line("apps", inst.index),
+                    )
+                plans[plan.id] = plan
+        result = [plans[k] for k in sorted(plans)]
+        self._last_plans = (root, result)
+        return result
+
+    def _release_plans(self, inst: InstancePlan) -> Iterator[ReleasePlan]:
+        hf = inst.helmfile
+        style = inst.instance.nameStyle or inst.deployment.model.nameStyle
+        for i, rel in enumerate(hf.model.releases):
+            name = release_name(inst.instance, style, rel.name)
+            labels = {**rel.labels, **inst.instance.labels, **inst.atlas["labels"]}
+            plan = ReleasePlan(
+                id=f"{inst.deployment.defn.name}/{name}",
+                name=name,
+                namespace=rel.namespace or inst.namespace,
+                labels=labels,
+                source=self._chart_source(hf, i, rel),
+                index=i,
+                release=rel,
+                instance=inst,
+            )
+            for j, entry in enumerate(rel.values):
+                keys: tuple[str | int, ...] = ("releases", i, "values", j)
+                if isinstance(entry, dict):
+                    source = f"{hf.path}#releases[{i}].values[{j}]"
+                    plan.template_values.append(TemplateValue(source, entry))
+                else:
+                    where = f"releases[{i}].values[{j}]"
+                    path = self._template_file(hf, entry, keys, where, "values file")
+                    plan.template_values.append(TemplateValue(path))
+            for j, entry in enumerate(rel.secrets):
+                keys = ("releases", i, "secrets", j)
+                where = f"releases[{i}].secrets[{j}]"
+                plan.template_secrets.append(
+                    self._template_file(hf, entry, keys, where, "secrets file")
+                )
+            plan.json_patches = self._patches(hf, i, "jsonPatches", rel.jsonPatches)
+            plan.strategic_merge_patches = self._patches(
+                hf, i, "strategicMergePatches", rel.strategicMergePatches
+            )
+            yield plan
+
+    def _template_file(
+        self, hf: Helmfile, entry: str, keys: tuple[str | int, ...], where: str, what: str
+    ) -> str:
+        line = hf.line(keys, entry)
+        path = self._resolve(hf.dir, entry, what=f"{where}: {what}", origin=hf.path, line=line)
+        if not self.files.exists(path):
+            raise FleetError(
+                f"{where}: {what} {entry!r} not found ({path})", path=hf.path, line=line
+            )
+        return path
+
+    def _patches(
+        self, hf: Helmfile, i: int, kind: str, entries: list[dict[str, Any] | str]
+    ) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for j, entry in enumerate(entries):
+            if isinstance(entry, dict):
+                out.append(entry)
+                continue
+            where = f"releases[{i}].{kind}[{j}]"
+            path = self._template_file(hf, entry, ("releases", i, kind, j), where, "patch file")
+            data = yamldoc.loads(self.files.text(path), path)
+            items = data if isinstance(data, list) else [data]
+            for item in items:
+                if not isinstance(item, dict):
+                    raise FleetError(
+                        f"a patch file holds a mapping or a list of mappings, found "
+                        f"{yamldoc.type_name(item)}",
+                        path=path,
+                        line=1,
+                    )
+                out.append(item)
+        return out
+
+    def _chart_source(self, hf: Helmfile, i: int, rel: HelmRelease) -> ChartSource:
+        chart = rel.chart
+        line = hf.line(("releases", i, "chart"), chart)
+        where = f"releases[{i}].chart"
+        if chart.startswith("oci://"):
+            return ChartSource("remote-chart", ref=chart, version=rel.version)
+        repos = {r.name: r for r in hf.model.repositories}
+        first, sep, rest = chart.partition("/")
+        if sep and first in repos and not chart.startswith("."):
+            repo = repos[first]
+            if repo.oci:
+                url = repo.url.removeprefix("oci://").rstrip("/")
+                return ChartSource("remote-chart", ref=f"oci://{url}/{rest}", version=rel.version)
+            return ChartSource("remote-chart", ref=chart, version=rel.version, repo_url=repo.url)
+        path = self._resolve(hf.dir, chart, what=f"{where}: chart", origin=hf.path, line=line)
+        kind = self._local_kind(path)
+        if kind is not None:
+            return ChartSource(kind, path=path)
+        if sep and not chart.startswith("."):
+            known = ", ".join(sorted(repos)) or "none"
+            raise FleetError(
+                f"{where}: chart {chart!r}: no directory {path} and no repository named "
+                f"{first!r} in repositories: (known: {known})",
+                path=hf.path,
+                line=line,
+            )
+        raise FleetError(
+            f"{where}: chart {chart!r} not found: no directory {path}", path=hf.path, line=line
+        )
+
+    def _local_kind(self, path: str) -> render.SourceKind | None:
+        """What a local chart path holds: a chart, a kustomization or plain manifests."""
+        if self.tree.is_file(path):
+            return "chart" if path.endswith(".tgz") else None
+        if not self.tree.is_dir(path):
+            return None
+        names = set(self.tree.listdir(path))
+        if "Chart.yaml" in names:
+            return "chart"
+        if names & {"kustomization.yaml", "kustomization.yml", "Kustomization"}:
+            return "kustomize"
+        return "manifests"
+
+    # --- values ------------------------------------------------------------------------------
+
+    def _defaults(self, plan: ReleasePlan) -> dict[str, Any]:
+        source = plan.source
+        if source.kind not in ("chart", "remote-chart"):
+            return {}
+        cached = self._chart_defaults.get(source)
+        if cached is None:
+            origin = plan.instance.helmfile.path
+            if source.kind == "remote-chart":
+                path = self.resolver.resolve(source, self.tree, origin)
+                cached = helm.chart_defaults(path, source.describe())
+            else:
+                try:
+                    cached = helm.chart_defaults(self.tree.local_path(source.path), source.path)
+                except GitError:
+                    # A git revision without a checkout: read the chart's values.yaml in place.
+                    values = join(source.path, "values.yaml")
+                    cached = self.files.plain(values) if self.files.exists(values) else {}
+            self._chart_defaults[source] = cached
+        return cached
+
+    def _layers(
+        self, plan: ReleasePlan, decrypt: Decrypt | None = None
+    ) -> tuple[list[Layer], dict[str, Any]]:
+        inst = plan.instance
+        env, env_layers = inst.env, inst.env_layers
+        if decrypt is not None and decrypt is not default_decrypt:
+            env, env_layers = environment(self.files, inst.levels, inst.atlas, decrypt)
+        instance_values = inst.instance.values
+        listed = instance_values if isinstance(instance_values, list) else [instance_values]
+        source = f"{inst.deployment.path}#{inst.where}.values"
+        directory = inst.deployment.defn.dir
+        return final_layers(
+            self.files,
+            chart=self._defaults(plan),
+            chart_source=plan.source.path or plan.source.describe(),
+            template_values=plan.template_values,
+            instance_values=[(source, data) for data in listed if data],
+            template_secrets=plan.template_secrets,
+            instance_secrets=[
+                self._resolve(directory, s, what="secrets file", inside=directory)
+                for s in inst.instance.secrets
+            ],
+            env=env,
+            env_layers=env_layers,
+            atlas=inst.atlas,
+            cwd=inst.helmfile.dir,
+            decrypt=decrypt or default_decrypt,
+        )
+
+    def _plan(self, root: str, release: str | None) -> ReleasePlan:
+        plans = self.plans(root)
+        ids = ", ".join(p.id for p in plans)
+        if release is None:
+            if len(plans) == 1:
+                return plans[0]
+            if not plans:
+                raise FleetError(f"root {root!r} has no releases")
+            raise FleetError(
+                f"root {root!r} has {len(plans)} releases; choose one with --release: {ids}"
+            )
+        for plan in plans:
+            if plan.id == release:
+                return plan
+        raise FleetError(f"root {root!r} has no release {release!r}; its releases: {ids or '-'}")
+
+    def layers(
+        self, root: str, release: str | None, *, decrypt: Decrypt | None = None
+    ) -> list[Layer]:
+        """The ordered value layers of one release (source, level, data, secret flag).
+
+        `decrypt` replaces SOPS decryption (e.g. by a redacting one) for every secret file.
+        """
+        plan = self._plan(root, release)
+        with self._naming(plan):
+            return self._layers(plan, decrypt)[0]
+
+    def values(self, root: str, release: str | None) -> dict[str, Any]:
+        plan = self._plan(root, release)
+        with self._naming(plan):
+            return self._layers(plan)[1]
+
+    @contextmanager
+    def _naming(self, plan: ReleasePlan) -> Iterator[None]:
+        """Fleet errors raised inside name the release."""
+        try:
+            yield
+        except FleetErrors:
+            raise
+        except FleetError as err:
+            raise err.within(f'release "{plan.id}"') from None
+
+    def releases(self, root: str) -> list[ReleaseInfo]:
+        return [
+            ReleaseInfo(id=p.id, template=p.template, namespace=p.namespace, labels=p.labels)
+            for p in self.plans(root)
+        ]
+
+    # --- rendering ---------------------------------------------------------------------------
+
+    def spec(self, root: str, plan: ReleasePlan, values: dict[str, Any]) -> ReleaseSpec:
+        rel = plan.release
+        return ReleaseSpec(
+            root=root,
+            deployment=plan.deployment,
+            name=plan.name,
+            namespace=plan.namespace,
+            source=plan.source,
+            values=values,
+            origin=plan.instance.helmfile.path,
+            labels=plan.labels,
+            json_patches=plan.json_patches,
+            strategic_merge_patches=plan.strategic_merge_patches,
+            remove_labels=list(rel.remove_labels),
+            crds=rel.crds,
+            hooks=rel.hooks,
+            tests=rel.tests,
+        )
+
+    def render_files(self, root: str) -> dict[str, bytes]:
+        files: dict[str, bytes] = {}
+        owners: dict[str, str] = {}
+        by_instance: dict[tuple[str, int], list[ReleasePlan]] = {}
+        for plan in self.plans(root):
+            key = (plan.instance.deployment.path, plan.instance.index)
+            by_instance.setdefault(key, []).append(plan)
+        for group in by_instance.values():
+            rendered: list[tuple[ReleasePlan, ReleaseSpec, list[Resource]]] = []
+            for plan in group:
+                with self._naming(plan):
+                    spec = self.spec(root, plan, self._layers(plan)[1])
+                    resources = render.render_release(spec, self.tree, self.config, self.resolver)
+                rendered.append((plan, spec, resources))
+            self._instance_patches(group[0].instance, [(p, r) for p, _, r in rendered])
+            for plan, spec, resources in rendered:
+                with self._naming(plan):
+                    out = render.release_files(spec, resources, self.config)
+                for path, data in out.items():
+                    if path in files:
+                        raise FleetError(
+                            f"releases {owners[path]!r} and {plan.id!r} both write {path}",
+                            path=plan.instance.helmfile.path,
+                        )
+                    files[path] = data
+                    owners[path] = plan.id
+        return dict(sorted(files.items()))
+
+    def _instance_patches(
+        self, inst: InstancePlan, rendered: list[tuple[ReleasePlan, list[Resource]]]
+    ) -> None:
+        """`apps[].jsonPatches` / `strategicMergePatches`, after the template's own patches.
+
+        They see the objects of all the instance's releases at once: a patch applies wherever
+        it matches, and matching nothing in the whole instance is an error.
+        """
+        model = inst.instance
+        if not model.jsonPatches and not model.strategicMergePatches:
+            return
+        objects = [res for _, resources in rendered for res in resources]
+        for kind, entries in (
+            ("jsonPatches", model.jsonPatches),
+            ("strategicMergePatches", model.strategicMergePatches),
+        ):
+            strategic = kind == "strategicMergePatches"
+            for j, entry in enumerate(entries):
+                try:
+                    patching.apply_release_patches(
+                        objects,
+                        [] if strategic else [entry],
+                        [entry] if strategic else [],
+                        origin=inst.deployment.path,
+                    )
+                except FleetError as err:
+                    # "jsonPatches[0]: ..." from patching names the entry in a one-item list
+                    message = err.problem.message.split(": ", 1)[-1]
+                    raise FleetError(
+                        f"{inst.where}.{kind}[{j}] (instance {model.instance_name!r}): {message}",
+                        path=inst.deployment.path,
+                        line=inst.deployment.line("apps", inst.index, kind, j),
+                    ) from None
+        kept = {id(res) for res in objects}  # `$patch: delete` removes objects
+        for _, resources in rendered:
+            resources[:] = [res for res in resources if id(res) in kept]
+
+    # --- affected roots and validation -------------------------------------------------------
+
+    def affected(self, changed: set[str]) -> set[str]:
+        from shared.atlas_affected import affected_roots
+
+        return affected_roots(self, changed)
+
+    def validate(self) -> list[Problem]:
+        from shared.atlas_validate import validate
+
+        return validate(self)
+
+
+def _patch_shape_problem(entry: dict[str, Any], *, strategic: bool) -> str | None:
+    if strategic:
+        meta = entry.get("metadata")
+        if not entry.get("kind") or not isinstance(meta, dict) or not meta.get("name"):
+            return "a strategic merge patch needs kind and metadata.name"
+        return None
+    if not isinstance(entry.get("target"), dict) or not isinstance(entry.get("patch"), list):
+        return "a JSON patch needs a 'target' mapping and a 'patch' list"
+    return None

@@ -1,0 +1,49 @@
+"""Small atlas fleets for tests: the echo chart as template `echo`, plus files per test."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from shared.atlas import AtlasLayout
+from shared.fleet import Fleet
+from shared.tree import WorkTree
+from tests.conftest import ECHO_CHART, echo_values, write_files
+
+ECHO_HELMFILE = """releases:
+  - name: echo
+    chart: ./chart
+"""
+
+
+def make_fleet(base: Path, files: dict[str, Any], *, echo: bool = True) -> Path:
+    """Write an atlas fleet under `base`: template `echo` (the echo chart) unless `echo` is
+    False, then `files` (path → text, or a mapping/list dumped as YAML)."""
+    if echo:
+        shutil.copytree(ECHO_CHART, base / "templates/echo/chart", dirs_exist_ok=True)
+        if "templates/echo/helmfile.yaml.gotmpl" not in files:
+            write_files(base, {"templates/echo/helmfile.yaml.gotmpl": ECHO_HELMFILE})
+    write_files(base, files)
+    (base / "deployments").mkdir(parents=True, exist_ok=True)
+    return base
+
+
+def layout(base: Path) -> AtlasLayout:
+    fleet = Fleet.open(WorkTree(base))
+    assert isinstance(fleet.layout, AtlasLayout)
+    return fleet.layout
+
+
+def render(base: Path, root: str) -> dict[str, bytes]:
+    return Fleet.open(WorkTree(base)).render(root).files
+
+
+def echo(base: Path, root: str, suffix: str = "") -> dict[str, Any]:
+    """The .Values the echo chart saw in `root` (the ConfigMap whose path ends in `suffix`)."""
+    return echo_values(render(base, root), suffix)
+
+
+def one_app(template: str = "echo", **instance: Any) -> dict[str, Any]:
+    """A deployment.yaml with one instance."""
+    return {"apps": [{"template": template, **instance}]}
