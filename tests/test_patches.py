@@ -137,7 +137,9 @@ def test_bad_patch_files(text: str, message: str) -> None:
 
 
 def test_append_strategy_appends_lists_and_replace_is_the_default() -> None:
-    apps = {"a": {"syncPolicy": {"syncOptions": ["A"]}, "ignoreDifferences": [{"kind": "X"}]}}
+    apps: dict[str, Any] = {
+        "a": {"syncPolicy": {"syncOptions": ["A"]}, "ignoreDifferences": [{"kind": "X"}]}
+    }
     body = {"a": {"syncPolicy": {"syncOptions": ["B"]}, "ignoreDifferences": [{"kind": "Y"}]}}
     appended = make(body=body, strategy={"/a/syncPolicy/syncOptions": "append"}).apply(apps)
     assert appended["a"]["syncPolicy"]["syncOptions"] == ["A", "B"]
