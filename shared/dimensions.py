@@ -251,12 +251,7 @@ class DimensionsLayout:
         if not tree.is_file(CONFIG_FILE):
             raise FleetError("missing: the dimensions layout needs it", path=CONFIG_FILE)
         self.config_text, data = self._read(CONFIG_FILE)
-        if not isinstance(data, dict):
-            raise FleetError(
-                f"expected a mapping at the top level, found {yamldoc.type_name(data)}",
-                path=CONFIG_FILE,
-                line=1,
-            )
+        data = _mapping(data, CONFIG_FILE)
         self.spec = parse_model(DimensionsConfig, data, text=self.config_text, source=CONFIG_FILE)
         self._check_names()
         self.types = {t.name: t for t in self.spec.cluster_types}
@@ -424,14 +419,23 @@ class DimensionsLayout:
         return result
 
     def _level(self, ctype: str, app: str, node: tuple[str, ...]) -> dict[str, Any]:
-        """The application's values at one level (base or a node), encrypted file first."""
-        layers = []
+        """The application's values at one level (base or a node), encrypted file first.
+
+        Shared by every root under the node, so it is computed once; callers merge it into
+        new mappings and never change it.
+        """
         base = join(self._app_dir(ctype, app), *node)
-        for name in LEVEL_FILES:
-            rel = join(base, name)
-            if self.tree.is_file(rel):
-                layers.append(self._values_file(rel, ctype, app))
-        return merge_all(layers) if len(layers) > 1 else (layers[0] if layers else {})
+
+        def load() -> dict[str, Any]:
+            layers = [
+                self._values_file(join(base, name), ctype, app)
+                for name in LEVEL_FILES
+                if self.tree.is_file(join(base, name))
+            ]
+            return merge_all(layers) if len(layers) > 1 else (layers[0] if layers else {})
+
+        result: dict[str, Any] = self._cached("level", base, load)
+        return result
 
     def _values_file(self, rel: str, ctype: str, app: str) -> dict[str, Any]:
         def load() -> dict[str, Any]:
