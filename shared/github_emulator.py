@@ -352,8 +352,12 @@ class GitHubEmulator:
 
         self._server = ThreadingHTTPServer((self._host, self._port), RequestHandler)
         self._server.daemon_threads = True
+        # a short poll interval makes stop() quick (tests start one emulator per test)
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="github-emulator", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="github-emulator",
+            daemon=True,
         )
         self._thread.start()
         return self
