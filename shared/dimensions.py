@@ -248,6 +248,7 @@ class DimensionsLayout:
         self.config = config
         self._cache: dict[tuple[str, str], Any] = {}
         self._states: dict[str, RootState] = {}
+        self._prefetched = False
         if not tree.is_file(CONFIG_FILE):
             raise FleetError("missing: the dimensions layout needs it", path=CONFIG_FILE)
         self.config_text, data = self._read(CONFIG_FILE)
@@ -359,6 +360,7 @@ class DimensionsLayout:
 
     def validate(self) -> list[Problem]:
         problems: list[Problem] = []
+        self._prefetch()
         self._validate_tree(problems)
         staged, copies = self._validate_patch_files(problems)
         self._validate_patch_ids(problems, staged, copies)
@@ -383,6 +385,7 @@ class DimensionsLayout:
         """Merged values of `root` and the outcome of each of its active patches."""
         state = self._states.get(root)
         if state is None:
+            self._prefetch()
             state = self._compute_state(root)
             self._states[root] = state
         return state
@@ -836,6 +839,14 @@ class DimensionsLayout:
                 seen.add(app)
         if problems:
             raise FleetErrors(problems)
+
+    def _prefetch(self) -> None:
+        """On a git revision, list all of config/ in one git call instead of one per directory."""
+        if not self._prefetched:
+            self._prefetched = True
+            prefetch = getattr(self.tree, "prefetch", None)
+            if prefetch is not None:
+                prefetch("config")
 
     def _children(self, node: tuple[str, ...]) -> set[str]:
         return {p[len(node)] for p in self.places if p[: len(node)] == node and len(node) < 3}
