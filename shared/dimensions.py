@@ -234,7 +234,7 @@ class RootState:
 
 @cache
 def application_template() -> str:
-    return (resources.files("shared") / "charts" / TEMPLATE).read_text(encoding="utf-8")
+    return (resources.files("shared") / "gotemplates" / TEMPLATE).read_text(encoding="utf-8")
 
 
 Place = tuple[str, str, str]  # (environment, sector, region)
