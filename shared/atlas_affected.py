@@ -7,9 +7,10 @@ The rules, per changed path (docs/formats/atlas.md, "Affected roots"):
   roots at or below `<dir>`, or the leaf cluster containing `<dir>` when there is none (a root
   turning into a group, or back, is reported on both sides by `shared.affected`);
 - `templates/<t>/**` → the roots instantiating template `t`;
-- a template whose files reference paths outside its directory (`../`) is affected by any
-  change under `templates/` and under the top-level directories those paths reach (by any
-  change at all when a reference cannot be resolved statically);
+- a template whose helmfile or kustomizations reference paths outside its directory (`../`)
+  is also affected by changes there: under the other template's directory, or under the
+  top-level directory reached (`charts/`), followed transitively through the kustomizations
+  found there; by any change at all when a reference cannot be resolved statically;
 - anything else → no root: the engine never reads it. Instance `secrets:` stay inside their
   deployment directory and templates may not read `deployments/`, which is what makes the
   rules above complete.
@@ -115,9 +116,10 @@ _STATIC_BEFORE = frozenset(" \t\n\"'[(,:=-")
 _TOKEN_END = re.compile(r"[\s\"'\],}{)]")
 
 
-def escape_prefixes(text: str, directory: str, template_dir: str) -> set[str]:
-    """Where the `../` references in `text` (a file in `directory`) lead outside
-    `template_dir`, as top-level directories of the repo (ANYWHERE when unknowable)."""
+def escape_prefixes(text: str, directory: str, boundary: str) -> set[str]:
+    """Where the `../` references in `text` (a file in `directory`) lead outside `boundary`:
+    `templates/<name>` for another template, else the top-level directory (or file) of the
+    repo; ANYWHERE when a reference cannot be resolved statically."""
     out: set[str] = set()
     for match in _CHAIN.finditer(text):
         start = match.start()
@@ -131,47 +133,70 @@ def escape_prefixes(text: str, directory: str, template_dir: str) -> set[str]:
         resolved = posixpath.normpath(posixpath.join(directory, token))
         if resolved == ".." or resolved.startswith("../"):
             out.add(ANYWHERE)
-        elif resolved != template_dir and not resolved.startswith(template_dir + "/"):
+        elif resolved == boundary or resolved.startswith(boundary + "/"):
+            continue
+        elif resolved.startswith(TEMPLATES + "/"):
+            out.add("/".join(resolved.split("/")[:2]))
+        else:
             out.add(resolved.split("/", 1)[0])
     return out
 
 
-def _template_texts(tree: Tree, template_dir: str) -> list[tuple[str, str]]:
-    """(directory, text) of the files of a template that may reference other paths."""
+def prefetch(tree: Tree, rel: str) -> None:
+    """One git call for a whole subtree when reading a git revision in place."""
+    load = getattr(tree, "prefetch", None)
+    if load is not None:
+        load(rel)
+
+
+def _texts(tree: Tree, directory: str) -> list[tuple[str, str]]:
+    """(directory, text) of the files below `directory` that may reference other paths:
+    helmfiles and kustomizations."""
     out = []
-    for name in HELMFILES:
-        path = join(template_dir, name)
-        if tree.is_file(path):
-            out.append((template_dir, tree.read_text(path)))
-    pending = [template_dir]
+    prefetch(tree, directory)
+    pending = [directory]
     while pending:
-        directory = pending.pop()
-        for name in tree.listdir(directory):
-            path = join(directory, name)
+        here = pending.pop()
+        for name in tree.listdir(here):
+            path = join(here, name)
             if tree.is_dir(path):
                 pending.append(path)
-            elif name in KUSTOMIZATIONS:
-                out.append((directory, tree.read_text(path)))
+            elif name in KUSTOMIZATIONS or name in HELMFILES:
+                out.append((here, tree.read_text(path)))
     return out
+
+
+def template_inputs(tree: Tree, template: str) -> set[str]:
+    """Paths outside `templates/<template>/` that the template may read, followed through
+    the files it reaches (a kustomization referencing `../base`, ...). {ANYWHERE} when a
+    reference is dynamic or leaves the repository."""
+    own = join(TEMPLATES, template)
+    reached: set[str] = set()
+    pending = [own]
+    while pending:
+        directory = pending.pop()
+        for here, text in _texts(tree, directory):
+            for prefix in escape_prefixes(text, here, directory) - reached:
+                if prefix == ANYWHERE:
+                    return {ANYWHERE}
+                if prefix == own or prefix.startswith(own + "/"):
+                    continue
+                reached.add(prefix)
+                pending.append(prefix)
+    return reached
 
 
 def touched_templates(tree: Tree, paths: list[str]) -> set[str]:
     """Templates whose inputs include one of `paths` (none under deployments/)."""
     out = {p.split("/")[1] for p in paths if p.startswith(TEMPLATES + "/") and p.count("/") >= 2}
     for template in tree.listdir(TEMPLATES):
-        template_dir = join(TEMPLATES, template)
-        if template in out or not tree.is_dir(template_dir):
+        if template in out or not tree.is_dir(join(TEMPLATES, template)):
             continue
-        prefixes: set[str] = set()
-        for directory, text in _template_texts(tree, template_dir):
-            prefixes |= escape_prefixes(text, directory, template_dir)
-        if not prefixes:
-            continue
-        prefixes.add(TEMPLATES)  # escaping templates: any template change may matter
-        for path in paths:
-            if ANYWHERE in prefixes or path.split("/", 1)[0] in prefixes:
-                out.add(template)
-                break
+        inputs = template_inputs(tree, template)
+        if ANYWHERE in inputs or any(
+            path == prefix or path.startswith(prefix + "/") for path in paths for prefix in inputs
+        ):
+            out.add(template)
     return out
 
 

@@ -102,9 +102,9 @@ def survey(tree: Tree, rel: str = "") -> Survey:
         return (apps and bool(here)) or below
 
     if tree.is_dir(dpath(rel)):
-        prefetch = getattr(tree, "prefetch", None)  # GitTree: one git call for the subtree
-        if prefetch is not None:
-            prefetch(dpath(rel))
+        load = getattr(tree, "prefetch", None)  # GitTree: one git call for the subtree
+        if load is not None:
+            load(dpath(rel))
         visit(rel)
     out.leaves.sort()
     return out
