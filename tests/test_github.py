@@ -114,9 +114,7 @@ def emulator(app_key: str, receiver: Receiver) -> Iterator[GitHubEmulator]:
 
 @pytest.fixture
 def app(emulator: GitHubEmulator, app_key: str) -> Iterator[GitHubApp]:
-    client = GitHubApp(
-        APP_ID, app_key, emulator.url, min_request_interval=0, min_write_interval=0
-    )
+    client = GitHubApp(APP_ID, app_key, emulator.url, min_request_interval=0, min_write_interval=0)
     yield client
     client.close()
 
@@ -141,7 +139,9 @@ def output(**extra: str) -> CheckRunOutput:
 APPROVE = CheckRunAction(label="Approve", description="Publish this render", identifier="approve")
 REJECT = CheckRunAction(label="Reject", description="Drop this deployment", identifier="reject")
 UNLOCK = CheckRunAction(label="Unlock", description="Let merges deploy again", identifier="unlock")
-PROMOTE = CheckRunAction(label="Promote", description="Promote to the next stage", identifier="promote")
+PROMOTE = CheckRunAction(
+    label="Promote", description="Promote to the next stage", identifier="promote"
+)
 
 
 # --------------------------------------------------------------------------- auth
@@ -327,9 +327,10 @@ def test_check_run_ids_increment_and_get_returns_state(emulator: GitHubEmulator)
         assert ids == [ids[0], ids[0] + 1, ids[0] + 2]
         got = http.get(f"/repos/acme/fleet/check-runs/{ids[1]}").json()
         assert (got["name"], got["status"], got["external_id"]) == ("rollwright/1", "queued", "1")
-        assert got["check_suite"]["id"] == http.get(
-            f"/repos/acme/fleet/check-runs/{ids[0]}"
-        ).json()["check_suite"]["id"]
+        assert (
+            got["check_suite"]["id"]
+            == http.get(f"/repos/acme/fleet/check-runs/{ids[0]}").json()["check_suite"]["id"]
+        )
         incomplete = http.patch(
             f"/repos/acme/fleet/check-runs/{ids[0]}", json={"status": "completed"}
         )
@@ -354,7 +355,13 @@ def test_check_run_response_has_githubs_shape(emulator: GitHubEmulator) -> None:
 
     assert keys("POST /repos/{owner}/{repo}/check-runs") <= set(run)
     assert set(keys("POST /repos/{owner}/{repo}/check-runs")) >= {"output", "check_suite"}
-    assert set(run["output"]) == {"title", "summary", "text", "annotations_count", "annotations_url"}
+    assert set(run["output"]) == {
+        "title",
+        "summary",
+        "text",
+        "annotations_count",
+        "annotations_url",
+    }
     assert run["pull_requests"][0]["number"] == 3
     # `pin` and `minimized` are newer additions GitHub only sends on some plans
     assert keys("POST /repos/{owner}/{repo}/issues/{issue_number}/comments") - {
@@ -363,8 +370,11 @@ def test_check_run_response_has_githubs_shape(emulator: GitHubEmulator) -> None:
     } <= set(comment)
     assert comment["user"]["type"] == "Bot"
     assert comment["user"]["login"] == "rollwright[bot]"
-    assert set(pull) >= set(json.loads((FIXTURES / "webhooks" / "pull_request.opened.12.json")
-                                       .read_text())["pull_request"]) - {"_links"}
+    assert set(pull) >= set(
+        json.loads((FIXTURES / "webhooks" / "pull_request.opened.12.json").read_text())[
+            "pull_request"
+        ]
+    ) - {"_links"}
 
 
 # --------------------------------------------------------------------------- validation
@@ -455,7 +465,9 @@ def test_comment_body_limit_and_bad_json(emulator: GitHubEmulator) -> None:
             headers={"Content-Type": "application/json"},
         )
         assert (broken.status_code, broken.json()["message"]) == (400, "Problems parsing JSON")
-        assert http.post("/repos/acme/fleet/issues/10/comments", json={"body": "x"}).status_code == 404
+        assert (
+            http.post("/repos/acme/fleet/issues/10/comments", json={"body": "x"}).status_code == 404
+        )
 
 
 def test_client_models_reject_before_sending(emulator: GitHubEmulator, app: GitHubApp) -> None:
@@ -470,9 +482,18 @@ def test_client_models_reject_before_sending(emulator: GitHubEmulator, app: GitH
     with pytest.raises(ValueError, match="131,070 bytes"):
         CheckRunOutput(title="t", summary="é" * 65535)
     before = len(emulator.requests())
-    with pytest.raises(ValueError, match="at most 3 actions, got 4: Approve, Reject, Unlock, Promote"):
+    with pytest.raises(
+        ValueError, match="at most 3 actions, got 4: Approve, Reject, Unlock, Promote"
+    ):
         app.create_check_run(
-            REPO, "rollwright/x", SHA, "d", "queued", None, output(), [APPROVE, REJECT, UNLOCK, PROMOTE]
+            REPO,
+            "rollwright/x",
+            SHA,
+            "d",
+            "queued",
+            None,
+            output(),
+            [APPROVE, REJECT, UNLOCK, PROMOTE],
         )
     with pytest.raises(ValueError, match="needs a conclusion"):
         app.create_check_run(REPO, "rollwright/x", SHA, "d", "completed", None, output())
@@ -569,7 +590,9 @@ def test_sticky_comment_found_beyond_the_first_page(
         emulator.add_comment("acme", "fleet", 4, f"comment {n}", user_login="bob")
     first = app.upsert_sticky_comment(REPO, 4, "rollwright:preview", "v1")
     assert app.upsert_sticky_comment(REPO, 4, "rollwright:preview", "v2") == first
-    assert sum(c.user_login == "rollwright[bot]" for c in emulator.comments("acme", "fleet", 4)) == 1
+    assert (
+        sum(c.user_login == "rollwright[bot]" for c in emulator.comments("acme", "fleet", 4)) == 1
+    )
     token = emulator.issue_token(INSTALLATION)
     with api(emulator, token) as http:
         page = http.get("/repos/acme/fleet/issues/4/comments", params={"per_page": 50})
@@ -591,7 +614,11 @@ def test_pull_request_state_is_seeded(emulator: GitHubEmulator) -> None:
         pull = http.get("/repos/acme/fleet/pulls/7").json()
         assert (pull["head"]["sha"], pull["base"]["sha"]) == ("a" * 40, "b" * 40)
         assert (pull["head"]["ref"], pull["base"]["ref"]) == ("feature", "main")
-        assert (pull["state"], pull["mergeable"], pull["mergeable_state"]) == ("open", None, "unknown")
+        assert (pull["state"], pull["mergeable"], pull["mergeable_state"]) == (
+            "open",
+            None,
+            "unknown",
+        )
         emulator.set_pull("acme", "fleet", 7, head_sha="c" * 40, state="closed", merged=True)
         pull = http.get("/repos/acme/fleet/pulls/7").json()
         assert (pull["state"], pull["merged"], pull["head"]["sha"]) == ("closed", True, "c" * 40)
