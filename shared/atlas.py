@@ -36,6 +36,7 @@ from shared.atlas_files import (
     DeploymentFile,
     HelmfileTemplate,
     HelmRelease,
+    join,
 )
 from shared.atlas_values import (
     Decrypt,
@@ -53,7 +54,7 @@ from shared.fleet import ReleaseInfo
 from shared.fleetconfig import FleetConfig, parse_model
 from shared.manifests import Resource
 from shared.render import ChartSource, ReleaseSpec
-from shared.tree import GitError, Tree, join
+from shared.tree import GitError, Tree
 
 __all__ = ["FILE_SCHEMAS", "AtlasLayout", "Layer"]
 
@@ -160,7 +161,8 @@ class AtlasLayout:
         self.resolver = render.ChartResolver()
         self._clusters: dict[str, Cluster] | None = None
         self._deployments: dict[str, LoadedDeployment] = {}
-        self._plain_helmfiles: dict[str, Helmfile] = {}
+        self._helmfiles: dict[tuple[str, str], Helmfile] = {}
+        self._environments: dict[tuple[LevelSource, ...], tuple[dict[str, Any], list[Layer]]] = {}
         self._chart_defaults: dict[ChartSource, dict[str, Any]] = {}
         self._last_plans: tuple[str, list[ReleasePlan]] | None = None
 
@@ -363,11 +365,27 @@ class AtlasLayout:
             "labels": labels,
         }
         levels = self._levels(cluster, loaded.defn)
-        env, env_layers = environment(self.files, levels, atlas, default_decrypt)
+        env, env_layers = self._environment(levels, atlas)
         helmfile = self._helmfile(inst.template, env, atlas, loaded, index)
         return InstancePlan(
             cluster, loaded, index, inst, namespace, atlas, levels, env, env_layers, helmfile
         )
+
+    def _environment(
+        self, levels: list[LevelSource], atlas: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[Layer]]:
+        """Pass (a) of the values. Without Go templates among the files the environment
+        does not depend on `atlas`, so the instances of a cluster share one."""
+        if any(rel.endswith(".gotmpl") for level in levels for rel in level.files):
+            return environment(self.files, levels, atlas, default_decrypt)
+        key = tuple(levels)
+        cached = self._environments.get(key)
+        if cached is None:
+            if len(self._environments) > 4096:
+                self._environments.clear()
+            cached = environment(self.files, levels, atlas, default_decrypt)
+            self._environments[key] = cached
+        return cached
 
     def _helmfile(
         self,
@@ -384,20 +402,26 @@ class AtlasLayout:
                 path=loaded.path,
                 line=loaded.line("apps", index, "template"),
             )
-        if not path.endswith(".gotmpl"):
-            cached = self._plain_helmfiles.get(path)
-            if cached is None:
-                text = self.files.text(path)
-                cached = self._parse_helmfile(template, path, text, text)
-                self._plain_helmfiles[path] = cached
-            return cached
         source = self.files.text(path)
+        if not path.endswith(".gotmpl"):
+            return self._parse_helmfile(template, path, source, source)
         text = helm.render_template(
             source, with_atlas(env, atlas, posixpath.dirname(path)), source=path
         )
         return self._parse_helmfile(template, path, source, text)
 
     def _parse_helmfile(self, template: str, path: str, source: str, text: str) -> Helmfile:
+        # Instances often render a template to the same text: parse and validate it once.
+        key = (path, text)
+        cached = self._helmfiles.get(key)
+        if cached is None:
+            if len(self._helmfiles) > 4096:
+                self._helmfiles.clear()
+            cached = self._parse_helmfile_text(template, path, source, text)
+            self._helmfiles[key] = cached
+        return cached
+
+    def _parse_helmfile_text(self, template: str, path: str, source: str, text: str) -> Helmfile:
         data = yamldoc.loads(text, path)
         if data is None:
             data = {}

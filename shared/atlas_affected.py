@@ -42,9 +42,10 @@ from shared.atlas_files import (
     GROUP_FILES,
     HELMFILES,
     TEMPLATES,
+    join,
 )
 from shared.errors import FleetError
-from shared.tree import Tree, join
+from shared.tree import Tree
 
 if TYPE_CHECKING:
     from shared.atlas import AtlasLayout

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.atlas_files import APPS, DEPLOYMENTS
+from shared.atlas_files import APPS, DEPLOYMENTS, join
 from shared.errors import FleetError, Problem
-from shared.tree import Tree, join
+from shared.tree import Tree
 
 
 @dataclass(frozen=True)

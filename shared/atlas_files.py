@@ -30,6 +30,12 @@ CLUSTER_STEM = "cluster.values"
 DEPLOYMENT_STEM = "values"
 
 
+def join(*parts: str) -> str:
+    """Repo-relative POSIX path from parts, skipping empty ones. Plain string work: the
+    render path joins paths thousands of times and pathlib would dominate it."""
+    return "/".join(p for p in parts if p)
+
+
 def level_names(stem: str) -> tuple[str, ...]:
     """File names of one level in merge order (`cluster.values.sops.yaml`, ...)."""
     return tuple(stem + suffix for suffix in VALUE_SUFFIXES)

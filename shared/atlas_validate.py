@@ -21,10 +21,10 @@ from shared.atlas_files import (
     GROUP_FILES,
     HELMFILES,
     TEMPLATES,
+    join,
     level_names,
 )
 from shared.errors import FleetError, FleetErrors, Problem
-from shared.tree import join
 
 if TYPE_CHECKING:
     from shared.atlas import AtlasLayout

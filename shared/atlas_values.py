@@ -29,15 +29,16 @@ leaves came from a secret (redaction by origin).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from posixpath import dirname
 from typing import Any
 
 from shared import helm, yamldoc
-from shared.atlas_files import VALUE_SUFFIXES
+from shared.atlas_files import VALUE_SUFFIXES, join
 from shared.errors import FleetError
-from shared.tree import Tree, join
+from shared.tree import Tree
 from shared.values import deep_merge
 
 LEVELS = (
@@ -88,6 +89,20 @@ def with_atlas(values: dict[str, Any], atlas: dict[str, Any], cwd: str) -> dict[
     context = dict(values)
     context["atlas"] = {"cwd": cwd, **atlas}
     return context
+
+
+def merge_into(target: dict[str, Any], override: dict[str, Any]) -> None:
+    """`shared.values.deep_merge(target, override)` done in place on `target`, which the
+    caller owns: merging a release's ten levels would otherwise copy the growing result once
+    per layer. Values taken from `override` are copied, so `target` never shares them."""
+    for key, value in override.items():
+        current = target.get(key)
+        if isinstance(current, dict) and isinstance(value, dict):
+            merge_into(current, value)
+        elif isinstance(value, dict | list):
+            target[key] = copy.deepcopy(value)
+        else:
+            target[key] = value
 
 
 def check_mapping(data: Any, source: str) -> dict[str, Any]:
@@ -192,7 +207,7 @@ def environment(
     for source in levels:
         for rel in source.files:
             layer = files.load(rel, source.level, decrypt, env, atlas)
-            env = deep_merge(env, layer.data)
+            merge_into(env, layer.data)
             layers.append(layer)
     return env, layers
 
@@ -226,9 +241,8 @@ def final_layers(
     merged: dict[str, Any] = {}
 
     def add(layer: Layer) -> None:
-        nonlocal merged
         layers.append(layer)
-        merged = deep_merge(merged, layer.data)
+        merge_into(merged, layer.data)
 
     if chart:
         add(Layer(chart_source, "chart", chart))
@@ -253,7 +267,7 @@ def final_layers(
             add(layer)
     final = {"cwd": cwd, **atlas}
     layers.append(Layer("(atlas)", "atlas", {"atlas": final}))
-    merged["atlas"] = deep_merge({}, final)
+    merged["atlas"] = copy.deepcopy(final)
     return layers, merged
 
 
@@ -262,7 +276,7 @@ def merge_layers(layers: list[Layer]) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for layer in layers:
         if layer.level == "atlas":
-            merged["atlas"] = deep_merge({}, layer.data["atlas"])
+            merged["atlas"] = copy.deepcopy(layer.data["atlas"])
         else:
-            merged = deep_merge(merged, layer.data)
+            merge_into(merged, layer.data)
     return merged
