@@ -17,7 +17,6 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from shared import helm, patching, render, yamldoc
@@ -35,8 +34,17 @@ from shared.atlas_files import (
     AppInstance,
     DeploymentFile,
     HelmfileTemplate,
-    HelmRelease,
     join,
+)
+from shared.atlas_plan import (
+    Helmfile,
+    InstancePlan,
+    LoadedDeployment,
+    ReleasePlan,
+    chart_source,
+    patch_shape_problem,
+    release_name,
+    resolve_path,
 )
 from shared.atlas_values import (
     Decrypt,
@@ -57,97 +65,6 @@ from shared.render import ChartSource, ReleaseSpec
 from shared.tree import GitError, Tree
 
 __all__ = ["FILE_SCHEMAS", "AtlasLayout", "Layer"]
-
-
-@dataclass(frozen=True)
-class LoadedDeployment:
-    """A parsed deployment.yaml."""
-
-    defn: DeploymentDef
-    path: str
-    text: str
-    model: DeploymentFile
-
-    def line(self, *keys: str | int) -> int | None:
-        return yamldoc.key_line(self.text, keys)
-
-
-@dataclass(frozen=True)
-class Helmfile:
-    """A template's helmfile as rendered for one instance."""
-
-    template: str
-    path: str  # templates/<t>/helmfile.yaml.gotmpl
-    source_text: str
-    text: str  # after Go templating
-    model: HelmfileTemplate
-
-    @property
-    def dir(self) -> str:
-        return posixpath.dirname(self.path)
-
-    def line(self, keys: tuple[str | int, ...], needle: str | None = None) -> int | None:
-        """Line of `keys` in the source file: found by `needle` when templating moved lines."""
-        if needle and self.text != self.source_text:
-            hits = [i + 1 for i, ln in enumerate(self.source_text.splitlines()) if needle in ln]
-            if len(hits) == 1:
-                return hits[0]
-        return yamldoc.key_line(self.text, keys)
-
-
-@dataclass
-class InstancePlan:
-    """One entry of a deployment's `apps:` on one cluster, with its environment."""
-
-    cluster: Cluster
-    deployment: LoadedDeployment
-    index: int
-    instance: AppInstance
-    namespace: str
-    atlas: dict[str, Any]  # the atlas context without `cwd`
-    levels: list[LevelSource]
-    env: dict[str, Any]
-    env_layers: list[Layer]
-    helmfile: Helmfile
-
-    @property
-    def where(self) -> str:
-        return f"apps[{self.index}]"
-
-
-@dataclass
-class ReleasePlan:
-    """One release of one root, everything but its values resolved."""
-
-    id: str
-    name: str
-    namespace: str
-    labels: dict[str, str]
-    source: ChartSource
-    index: int  # position in the helmfile's releases
-    release: HelmRelease
-    instance: InstancePlan
-    template_values: list[TemplateValue] = field(default_factory=list)
-    template_secrets: list[str] = field(default_factory=list)
-    json_patches: list[dict[str, Any]] = field(default_factory=list)
-    strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def deployment(self) -> str:
-        return self.instance.deployment.defn.name
-
-    @property
-    def template(self) -> str:
-        return self.instance.helmfile.template
-
-
-def release_name(instance: AppInstance, style: str, release: str) -> str:
-    """The release name on the cluster: the template's name, munged with the instance name
-    unless the instance is unnamed (named after its template) or named like the release."""
-    name = instance.instance_name
-    if instance.name is None or name in (instance.template, release):
-        return release
-    return f"{name}-{release}" if style == "prefix" else f"{release}-{name}"
 
 
 class AtlasLayout:
@@ -239,7 +156,7 @@ class AtlasLayout:
                 )
             for j, secret in enumerate(inst.secrets):
                 try:
-                    rel = self._resolve(
+                    rel = resolve_path(
                         loaded.defn.dir, secret, what="secrets file", inside=loaded.defn.dir
                     )
                 except FleetError as err:
@@ -261,7 +178,7 @@ class AtlasLayout:
                     )
             for kind in ("jsonPatches", "strategicMergePatches"):
                 for j, entry in enumerate(getattr(inst, kind)):
-                    message = _patch_shape_problem(entry, strategic=kind != "jsonPatches")
+                    message = patch_shape_problem(entry, strategic=kind != "jsonPatches")
                     if message:
                         problems.append(
                             Problem(
@@ -280,43 +197,6 @@ class AtlasLayout:
             if self.files.exists(join(directory, name)):
                 return join(directory, name)
         return None
-
-    def _resolve(
-        self,
-        base: str,
-        rel: str,
-        *,
-        what: str,
-        inside: str | None = None,
-        line: int | None = None,
-        origin: str = "",
-    ) -> str:
-        """A path relative to `base` as a repo path: inside the repo, inside `inside` when
-        given, and never under deployments/ for template references (see docs: affected)."""
-        if rel.startswith("/"):
-            raise FleetError(
-                f"{what} {rel!r}: absolute paths are not allowed; use a path relative to {base}",
-                path=origin,
-                line=line,
-            )
-        path = posixpath.normpath(posixpath.join(base, rel))
-        if path == ".." or path.startswith("../"):
-            raise FleetError(
-                f"{what} {rel!r} points outside the repository", path=origin, line=line
-            )
-        if inside is not None:
-            if path != inside and not path.startswith(inside + "/"):
-                raise FleetError(
-                    f"{what} {rel!r} must stay inside {inside}/", path=origin, line=line
-                )
-        elif path == DEPLOYMENTS or path.startswith(DEPLOYMENTS + "/"):
-            raise FleetError(
-                f"{what} {rel!r}: templates may not read files under {DEPLOYMENTS}/ (values "
-                "there are layered by the hierarchy)",
-                path=origin,
-                line=line,
-            )
-        return path
 
     def _instances(self, cluster: Cluster) -> Iterator[InstancePlan]:
         for defn in deployment_defs(self.tree, cluster).values():
@@ -466,7 +346,7 @@ class AtlasLayout:
                 name=name,
                 namespace=rel.namespace or inst.namespace,
                 labels=labels,
-                source=self._chart_source(hf, i, rel),
+                source=chart_source(self.tree, hf, i, rel),
                 index=i,
                 release=rel,
                 instance=inst,
@@ -496,7 +376,7 @@ class AtlasLayout:
         self, hf: Helmfile, entry: str, keys: tuple[str | int, ...], where: str, what: str
     ) -> str:
         line = hf.line(keys, entry)
-        path = self._resolve(hf.dir, entry, what=f"{where}: {what}", origin=hf.path, line=line)
+        path = resolve_path(hf.dir, entry, what=f"{where}: {what}", origin=hf.path, line=line)
         if not self.files.exists(path):
             raise FleetError(
                 f"{where}: {what} {entry!r} not found ({path})", path=hf.path, line=line
@@ -525,49 +405,6 @@ class AtlasLayout:
                     )
                 out.append(item)
         return out
-
-    def _chart_source(self, hf: Helmfile, i: int, rel: HelmRelease) -> ChartSource:
-        chart = rel.chart
-        line = hf.line(("releases", i, "chart"), chart)
-        where = f"releases[{i}].chart"
-        if chart.startswith("oci://"):
-            return ChartSource("remote-chart", ref=chart, version=rel.version)
-        repos = {r.name: r for r in hf.model.repositories}
-        first, sep, rest = chart.partition("/")
-        if sep and first in repos and not chart.startswith("."):
-            repo = repos[first]
-            if repo.oci:
-                url = repo.url.removeprefix("oci://").rstrip("/")
-                return ChartSource("remote-chart", ref=f"oci://{url}/{rest}", version=rel.version)
-            return ChartSource("remote-chart", ref=chart, version=rel.version, repo_url=repo.url)
-        path = self._resolve(hf.dir, chart, what=f"{where}: chart", origin=hf.path, line=line)
-        kind = self._local_kind(path)
-        if kind is not None:
-            return ChartSource(kind, path=path)
-        if sep and not chart.startswith("."):
-            known = ", ".join(sorted(repos)) or "none"
-            raise FleetError(
-                f"{where}: chart {chart!r}: no directory {path} and no repository named "
-                f"{first!r} in repositories: (known: {known})",
-                path=hf.path,
-                line=line,
-            )
-        raise FleetError(
-            f"{where}: chart {chart!r} not found: no directory {path}", path=hf.path, line=line
-        )
-
-    def _local_kind(self, path: str) -> render.SourceKind | None:
-        """What a local chart path holds: a chart, a kustomization or plain manifests."""
-        if self.tree.is_file(path):
-            return "chart" if path.endswith(".tgz") else None
-        if not self.tree.is_dir(path):
-            return None
-        names = set(self.tree.listdir(path))
-        if "Chart.yaml" in names:
-            return "chart"
-        if names & {"kustomization.yaml", "kustomization.yml", "Kustomization"}:
-            return "kustomize"
-        return "manifests"
 
     # --- values ------------------------------------------------------------------------------
 
@@ -610,7 +447,7 @@ class AtlasLayout:
             instance_values=[(source, data) for data in listed if data],
             template_secrets=plan.template_secrets,
             instance_secrets=[
-                self._resolve(directory, s, what="secrets file", inside=directory)
+                resolve_path(directory, s, what="secrets file", inside=directory)
                 for s in inst.instance.secrets
             ],
             env=env,
@@ -765,14 +602,3 @@ class AtlasLayout:
         from shared.atlas_validate import validate
 
         return validate(self)
-
-
-def _patch_shape_problem(entry: dict[str, Any], *, strategic: bool) -> str | None:
-    if strategic:
-        meta = entry.get("metadata")
-        if not entry.get("kind") or not isinstance(meta, dict) or not meta.get("name"):
-            return "a strategic merge patch needs kind and metadata.name"
-        return None
-    if not isinstance(entry.get("target"), dict) or not isinstance(entry.get("patch"), list):
-        return "a JSON patch needs a 'target' mapping and a 'patch' list"
-    return None
