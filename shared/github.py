@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import requests
 from github import Auth, Github, GithubException, GithubIntegration, RateLimitExceededException
 from github.Repository import Repository
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 DEFAULT_BASE_URL = "https://api.github.com"
 OUTPUT_LIMIT = 65535  # check run output summary / text
@@ -81,7 +81,7 @@ class CheckRunOutput(BaseModel):
 
     @field_validator("summary", "text")
     @classmethod
-    def _within_limit(cls, value: str | None, info: Any) -> str | None:
+    def _within_limit(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None and _size(value) > OUTPUT_LIMIT:
             raise ValueError(
                 f"check run output {info.field_name} is {_size(value):,} bytes; GitHub allows "
@@ -380,7 +380,7 @@ class GitHubApp:
         of the body. Only comments written by a bot are considered, so a human quoting the raw
         marker cannot take the sticky comment over. Returns the comment id.
         """
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9:._/ -]*", marker):
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9:._/ -]*", marker) or "--" in marker:
             raise ValueError(f"sticky comment marker {marker!r}: use letters, digits, ':._/ -'")
         tag = f"<!-- {marker} -->"
         full = body if tag in body else f"{tag}\n{body}"

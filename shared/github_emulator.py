@@ -774,7 +774,10 @@ class GitHubEmulator:
     ) -> tuple[int, Any, dict[str, str]]:
         parsed = urllib.parse.urlsplit(target)
         path = parsed.path.rstrip("/") or "/"
-        status, body, extra = self._answer(method, path, parsed.query, headers, raw, base)
+        try:
+            status, body, extra = self._answer(method, path, parsed.query, headers, raw, base)
+        except Exception as err:  # answer like GitHub's 500 rather than drop the connection
+            status, body, extra = 500, ApiError(500, f"emulator error: {err!r}").body, {}
         with self._lock:
             self._requests.append(RequestRecord(method, path, status))
         return status, body, extra
@@ -813,6 +816,11 @@ class GitHubEmulator:
                     status, body = route.handler(request)
         except ApiError as err:
             return err.status, err.body, {}
+        except (KeyError, TypeError, ValueError) as err:
+            if route.auth != "none":
+                raise
+            # a malformed control request (missing or unknown field)
+            return 400, ApiError(400, f"bad emulator request: {err!r}").body, {}
         return status, body, {}
 
     def _take_fault(self, method: str, path: str) -> _Fault | None:
@@ -1776,12 +1784,15 @@ def _render_check_run_page(run: CheckRunRecord) -> str:
     state = run.state
     output = state["output"]
     buttons = "".join(
-        f'<form method="post" action="/_emulator/check-runs/{run.id}/click" style="display:inline">'
-        f'<input type="hidden" name="identifier" value="{html.escape(a["identifier"])}">'
-        f'<button title="{html.escape(a["description"])}">{html.escape(a["label"])}</button>'
-        "</form> "
+        f'<button name="identifier" value="{html.escape(a["identifier"])}"'
+        f' title="{html.escape(a["description"])}">{html.escape(a["label"])}</button> '
         for a in state["actions"]
     )
+    if buttons:
+        buttons = (
+            f'<form method="post" action="/_emulator/check-runs/{run.id}/click">'
+            f'clicked by <input name="sender" value="octocat" size="12"> {buttons}</form>'
+        )
     history = "".join(
         f"<li>{html.escape(u.at)} {u.method} → {html.escape(str(u.state['status']))}"
         f" {html.escape(str(u.state['conclusion'] or ''))}</li>"

@@ -792,6 +792,9 @@ def test_check_run_page_and_button_click_over_http(
         )
         refused = http.post(f"/_emulator/check-runs/{run_id}/click", json={"identifier": "nope"})
         assert refused.status_code == 422
+        bad = http.put("/_emulator/repos/acme/fleet/pulls/3", json={"head": "x"})
+        assert bad.status_code == 400 and "bad emulator request" in bad.json()["message"]
+        assert http.post("/_emulator/repos", json={"owner": "x"}).status_code == 400
         state = http.get("/_emulator/state").json()
         assert [r["id"] for r in state["check_runs"]] == [run_id]
         assert state["deliveries"][0]["status"] == 202
