@@ -92,13 +92,13 @@ class AppInstance(_Strict):
     )
     jsonPatches: list[dict[str, Any]] = Field(
         default_factory=list,
-        description="RFC 6902 patches ({target, patch}) applied after the template's, to every "
-        "release of the instance that has a matching object.",
+        description="RFC 6902 patches ({target, patch}) run after the template's patches on "
+        "the objects of all the instance's releases; each must match at least one object.",
     )
     strategicMergePatches: list[dict[str, Any]] = Field(
         default_factory=list,
-        description="Strategic merge patches applied after the template's, to every release "
-        "of the instance that has a matching object.",
+        description="Strategic merge patches run after the template's patches on the objects "
+        "of all the instance's releases; each must match at least one object.",
     )
     disabled: bool = Field(default=False, description="Skip this instance entirely.")
 
