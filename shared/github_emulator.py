@@ -1331,9 +1331,13 @@ class GitHubEmulator:
             }
         )
         if push:
-            # push payloads carry these two extra keys (and timestamps as integers)
+            # push payloads carry two extra keys, and created_at / pushed_at as Unix seconds
             data["stargazers"] = 0
             data["master_branch"] = repo.default_branch
+            created = datetime.strptime(repo.created_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+            epoch = int(created.timestamp())
+            data["created_at"] = epoch
+            data["pushed_at"] = int(time.time())
         return data
 
     def _check_run_json(

@@ -675,6 +675,8 @@ def test_compare_and_push_from_a_real_git_repo(
         fixture = json.loads((FIXTURES / "webhooks" / "push.event.4.json").read_text())
         assert set(payload) - {"organization"} == set(fixture)
         assert set(payload["repository"]) == set(fixture["repository"])
+        for key in ("created_at", "updated_at", "pushed_at"):
+            assert type(payload["repository"][key]) is type(fixture["repository"][key])
         assert set(payload["head_commit"]) == set(fixture["head_commit"])
         forced = emu.push_payload("acme", "fleet", second, side)
         assert forced["forced"] is True
