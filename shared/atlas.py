@@ -55,6 +55,7 @@ from shared.atlas_values import (
     default_decrypt,
     environment,
     final_layers,
+    jsonable,
     with_atlas,
 )
 from shared.errors import FleetError, FleetErrors, Problem
@@ -126,7 +127,7 @@ class AtlasLayout:
                 path=path,
                 line=1,
             )
-        model = parse_model(DeploymentFile, data, text=text, source=path)
+        model = parse_model(DeploymentFile, jsonable(data), text=text, source=path)
         return LoadedDeployment(defn, path, text, model)
 
     def _deployment_problems(self, loaded: LoadedDeployment) -> list[Problem]:
@@ -311,7 +312,7 @@ class AtlasLayout:
                 path=path,
                 line=1,
             )
-        model = parse_model(HelmfileTemplate, data, text=text, source=path)
+        model = parse_model(HelmfileTemplate, jsonable(data), text=text, source=path)
         return Helmfile(template, path, source, text, model)
 
     def plans(self, root: str) -> list[ReleasePlan]:

@@ -29,7 +29,9 @@ leaves came from a secret (redaction by origin).
 
 from __future__ import annotations
 
+import base64
 import copy
+import datetime
 from collections.abc import Callable
 from dataclasses import dataclass
 from posixpath import dirname
@@ -105,6 +107,23 @@ def merge_into(target: dict[str, Any], override: dict[str, Any]) -> None:
             target[key] = value
 
 
+def jsonable(value: Any) -> Any:
+    """YAML data as Helm sees it: timestamps become strings (Helm's YAML reader keeps them as
+    text), `!!binary` becomes its base64 text and keys become strings, so values always
+    survive the JSON hop into the Go engine."""
+    if isinstance(value, dict):
+        return {
+            k if isinstance(k, str) else str(jsonable(k)): jsonable(v) for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime.datetime | datetime.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
 def check_mapping(data: Any, source: str) -> dict[str, Any]:
     if data is None:
         return {}
@@ -163,7 +182,7 @@ class ValueFiles:
     def plain(self, rel: str) -> dict[str, Any]:
         data = self._plain.get(rel)
         if data is None:
-            data = check_mapping(yamldoc.loads(self.text(rel), rel), rel)
+            data = jsonable(check_mapping(yamldoc.loads(self.text(rel), rel), rel))
             self._plain[rel] = data
         return data
 
@@ -171,13 +190,14 @@ class ValueFiles:
         key = (id(decrypt), rel)
         data = self._secret.get(key)
         if data is None:
-            data = check_mapping(decrypt(self.tree, rel), rel)
+            data = jsonable(check_mapping(decrypt(self.tree, rel), rel))
             self._secret[key] = data
         return data
 
     def rendered(self, rel: str, context: dict[str, Any]) -> dict[str, Any]:
         text = helm.render_template(self.text(rel), context, source=rel)
-        return check_mapping(yamldoc.loads(text, rel), rel)
+        data: dict[str, Any] = jsonable(check_mapping(yamldoc.loads(text, rel), rel))
+        return data
 
     def load(
         self, rel: str, level: str, decrypt: Decrypt, base: dict[str, Any], atlas: dict[str, Any]

@@ -556,3 +556,20 @@ def test_values_needs_a_release_when_the_root_has_several(tmp_path: Path) -> Non
     ):
         lay.values(ROOT, "d/zzz")
     assert lay.values(ROOT, "d/b-echo")["atlas"]["instance"]["name"] == "b"
+
+
+def test_yaml_timestamps_and_binary_reach_helm_as_text(tmp_path: Path) -> None:
+    base = make_fleet(
+        tmp_path,
+        {
+            f"{DEP}/deployment.yaml": one_app(values={"released": "2024-01-01"}),
+            "deployments/global.values.yaml": "day: 2024-05-01\nblob: !!binary aGVsbG8=\n",
+            "deployments/g/c/cluster.values.yaml.gotmpl": "seen: {{ .Values.day }}\n",
+        },
+    )
+    values = echo(base, ROOT)
+    assert (values["day"], values["blob"], values["seen"]) == (
+        "2024-05-01",
+        "aGVsbG8=",
+        "2024-05-01",
+    )
