@@ -40,6 +40,7 @@ from shared.atlas_plan import (
     Helmfile,
     InstancePlan,
     LoadedDeployment,
+    ReleaseParts,
     ReleasePlan,
     chart_source,
     patch_shape_problem,
@@ -80,6 +81,7 @@ class AtlasLayout:
         self._clusters: dict[str, Cluster] | None = None
         self._deployments: dict[str, LoadedDeployment] = {}
         self._helmfiles: dict[tuple[str, str], Helmfile] = {}
+        self._parts: dict[tuple[str, str, int], ReleaseParts] = {}
         self._environments: dict[tuple[LevelSource, ...], tuple[dict[str, Any], list[Layer]]] = {}
         self._chart_defaults: dict[ChartSource, dict[str, Any]] = {}
         self._last_plans: tuple[str, list[ReleasePlan]] | None = None
@@ -207,17 +209,12 @@ class AtlasLayout:
                     yield self._instance(cluster, loaded, index, inst)
 
     def _levels(self, cluster: Cluster, defn: DeploymentDef) -> list[LevelSource]:
-        levels = [LevelSource("global", tuple(self.files.level_files(DEPLOYMENTS, GLOBAL_STEM)))]
+        files = self.files
+        levels = [LevelSource("global", files.level_files(DEPLOYMENTS, GLOBAL_STEM))]
         for group in cluster.groups:
-            levels.append(
-                LevelSource("group", tuple(self.files.level_files(dpath(group), GROUP_STEM)))
-            )
-        levels.append(
-            LevelSource("cluster", tuple(self.files.level_files(cluster.dir, CLUSTER_STEM)))
-        )
-        levels.append(
-            LevelSource("deployment", tuple(self.files.level_files(defn.dir, DEPLOYMENT_STEM)))
-        )
+            levels.append(LevelSource("group", files.level_files(dpath(group), GROUP_STEM)))
+        levels.append(LevelSource("cluster", files.level_files(cluster.dir, CLUSTER_STEM)))
+        levels.append(LevelSource("deployment", files.level_files(defn.dir, DEPLOYMENT_STEM)))
         return [level for level in levels if level.files]
 
     def _instance(
@@ -342,36 +339,54 @@ class AtlasLayout:
         for i, rel in enumerate(hf.model.releases):
             name = release_name(inst.instance, style, rel.name)
             labels = {**rel.labels, **inst.instance.labels, **inst.atlas["labels"]}
-            plan = ReleasePlan(
+            parts = self._release_parts(hf, i)
+            yield ReleasePlan(
                 id=f"{inst.deployment.defn.name}/{name}",
                 name=name,
                 namespace=rel.namespace or inst.namespace,
                 labels=labels,
-                source=chart_source(self.tree, hf, i, rel),
+                source=parts.source,
                 index=i,
                 release=rel,
                 instance=inst,
+                template_values=parts.template_values,
+                template_secrets=parts.template_secrets,
+                json_patches=parts.json_patches,
+                strategic_merge_patches=parts.strategic_merge_patches,
             )
-            for j, entry in enumerate(rel.values):
-                keys: tuple[str | int, ...] = ("releases", i, "values", j)
-                if isinstance(entry, dict):
-                    source = f"{hf.path}#releases[{i}].values[{j}]"
-                    plan.template_values.append(TemplateValue(source, entry))
-                else:
-                    where = f"releases[{i}].values[{j}]"
-                    path = self._template_file(hf, entry, keys, where, "values file")
-                    plan.template_values.append(TemplateValue(path))
-            for j, entry in enumerate(rel.secrets):
-                keys = ("releases", i, "secrets", j)
-                where = f"releases[{i}].secrets[{j}]"
-                plan.template_secrets.append(
-                    self._template_file(hf, entry, keys, where, "secrets file")
-                )
-            plan.json_patches = self._patches(hf, i, "jsonPatches", rel.jsonPatches)
-            plan.strategic_merge_patches = self._patches(
-                hf, i, "strategicMergePatches", rel.strategicMergePatches
+
+    def _release_parts(self, hf: Helmfile, i: int) -> ReleaseParts:
+        """What release `i` of a rendered helmfile reads, whichever instance rendered it
+        (kept per helmfile text: most instances render a template to the same text)."""
+        key = (hf.path, hf.text, i)
+        cached = self._parts.get(key)
+        if cached is not None:
+            return cached
+        rel = hf.model.releases[i]
+        parts = ReleaseParts(chart_source(self.tree, hf, i, rel))
+        for j, entry in enumerate(rel.values):
+            keys: tuple[str | int, ...] = ("releases", i, "values", j)
+            if isinstance(entry, dict):
+                source = f"{hf.path}#releases[{i}].values[{j}]"
+                parts.template_values.append(TemplateValue(source, entry))
+            else:
+                where = f"releases[{i}].values[{j}]"
+                path = self._template_file(hf, entry, keys, where, "values file")
+                parts.template_values.append(TemplateValue(path))
+        for j, entry in enumerate(rel.secrets):
+            keys = ("releases", i, "secrets", j)
+            where = f"releases[{i}].secrets[{j}]"
+            parts.template_secrets.append(
+                self._template_file(hf, entry, keys, where, "secrets file")
             )
-            yield plan
+        parts.json_patches.extend(self._patches(hf, i, "jsonPatches", rel.jsonPatches))
+        parts.strategic_merge_patches.extend(
+            self._patches(hf, i, "strategicMergePatches", rel.strategicMergePatches)
+        )
+        if len(self._parts) > 4096:
+            self._parts.clear()
+        self._parts[key] = parts
+        return parts
 
     def _template_file(
         self, hf: Helmfile, entry: str, keys: tuple[str | int, ...], where: str, what: str

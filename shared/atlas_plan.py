@@ -84,6 +84,18 @@ class InstancePlan:
 
 
 @dataclass
+class ReleaseParts:
+    """What one release of a rendered helmfile reads: the same for every instance that
+    renders the helmfile to the same text. Shared between plans: read only."""
+
+    source: ChartSource
+    template_values: list[TemplateValue] = field(default_factory=list)
+    template_secrets: list[str] = field(default_factory=list)
+    json_patches: list[dict[str, Any]] = field(default_factory=list)
+    strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
 class ReleasePlan:
     """One release of one root, everything but its values resolved."""
 

@@ -143,6 +143,7 @@ class ValueFiles:
     def __init__(self, tree: Tree) -> None:
         self.tree = tree
         self._listing: dict[str, frozenset[str]] = {}
+        self._levels: dict[tuple[str, str], tuple[str, ...]] = {}
         self._text: dict[str, str] = {}
         self._plain: dict[str, dict[str, Any]] = {}
         self._secret: dict[tuple[int, str], dict[str, Any]] = {}
@@ -158,14 +159,19 @@ class ValueFiles:
         directory, _, name = rel.rpartition("/")
         return name in self.listing(directory) and self.tree.is_file(rel)
 
-    def level_files(self, directory: str, stem: str) -> list[str]:
+    def level_files(self, directory: str, stem: str) -> tuple[str, ...]:
         """Existing files of one level in `directory`, in merge order."""
-        names = self.listing(directory)
-        return [
-            join(directory, stem + suffix)
-            for suffix in VALUE_SUFFIXES
-            if stem + suffix in names and self.tree.is_file(join(directory, stem + suffix))
-        ]
+        key = (directory, stem)
+        found = self._levels.get(key)
+        if found is None:
+            names = self.listing(directory)
+            found = tuple(
+                join(directory, stem + suffix)
+                for suffix in VALUE_SUFFIXES
+                if stem + suffix in names and self.tree.is_file(join(directory, stem + suffix))
+            )
+            self._levels[key] = found
+        return found
 
     def text(self, rel: str) -> str:
         text = self._text.get(rel)
