@@ -271,3 +271,12 @@ def test_affected_covers_every_root_whose_render_changed(
         changed = {root for root in set(before) | set(after) if before.get(root) != after.get(root)}
         reported = set(affected_between(repo, base, head))
         assert changed <= reported, f"missed {sorted(changed - reported)} after {edit_list}"
+
+
+def test_cli_roots_changed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from shared import cli
+
+    repo = build(tmp_path / "fleet")
+    change(repo, {"deployments/g1/group.values.yaml": {"x": 2}})
+    assert cli.main(["roots", "--repo", str(repo), "--changed", "HEAD~1..HEAD"]) == 0
+    assert capsys.readouterr().out == "g1/c1\ng1/c2\n"

@@ -242,3 +242,25 @@ def test_render_errors_name_root_and_release(tmp_path: Path) -> None:
     assert "boom" in text
     with pytest.raises(FleetError, match="boom"):
         layout(base).values("g/c", None)
+
+
+def test_cli_validate_prints_every_problem_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shared import cli
+
+    base = fleet(
+        tmp_path,
+        {
+            f"{DEP}/deployment.yaml": "apps:\n  - template: nope\n    nmae: x\n",
+            "deployments/apps/orphan/values.yaml": {"a": 1},
+        },
+    )
+    assert cli.main(["validate", "--repo", str(base)]) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [
+        "deployments/apps/orphan: deployment directory has no deployment.yaml (every "
+        "directory under apps/ is a deployment)",
+        f"{DEP}/deployment.yaml:3: unknown key 'apps/0/nmae'",
+    ]
+    assert err == "2 problem(s) found\n"
