@@ -1,0 +1,430 @@
+"""Pydantic models for every workflow input, signal, query result and activity payload.
+
+These are the contract between the gateway, the workflows and the activities, and they are
+persisted in Temporal histories, so change them with care: add optional fields with defaults,
+never rename or retype a field in place (add a new one and keep reading the old), and bump
+`SCHEMA` of a model whose meaning changes. All models ignore unknown fields so an older worker
+can still decode a newer payload during a rolling deploy.
+
+Names used across processes (workflow types, signals, queries, task queues) live here too, so
+the gateway can start and signal workflows without importing workflow code.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# --- names shared by gateway, worker and workflows -------------------------------------------
+
+TASK_QUEUE = "rollwright"  # the shared queue; each worker also polls its own (see activities)
+
+DISPATCH_WORKFLOW = "DispatchWorkflow"
+DEPLOY_WORKFLOW = "DeployWorkflow"
+RENDER_WORKFLOW = "RenderWorkflow"
+
+SIGNAL_NEW_REVISION = "new_revision"
+SIGNAL_UNLOCK = "unlock"
+SIGNAL_DEPLOYMENT_UPDATE = "deployment_update"
+SIGNAL_REVIEW = "review"
+QUERY_STATE = "state"
+
+# Activity names: workflows call activities by name, so workflow code imports no activity code.
+ACT_AFFECTED_ROOTS = "affected_roots"  # AffectedRequest -> AffectedResult
+ACT_SIGNAL_DEPLOYS = "signal_deploys"  # SignalDeploysRequest -> None (signal-with-start)
+ACT_REVISION_RELATION = "revision_relation"  # RelationRequest -> Relation
+ACT_LOAD_LATEST = "load_latest"  # LoadLatestRequest -> LatestLookup
+ACT_PERSIST_LATEST = "persist_latest"  # PersistLatestRequest -> None
+ACT_CHECK_RUN = "check_run"  # CheckRunRequest -> CheckRunRef
+ACT_RECORD_DEPLOYMENT = "record_deployment"  # DeploymentRecord -> None
+ACT_WORKER_TASK_QUEUE = "worker_task_queue"  # None -> str (runs on the shared queue)
+ACT_CHECKOUT = "checkout"  # CheckoutRequest -> CheckoutResult (worker queue from here on)
+ACT_RENDER_ROOT = "render_root"  # RenderRequest -> RenderSummary
+ACT_DIFF_RENDER = "diff_render"  # DiffRequest -> DiffSummary
+ACT_PUBLISH = "publish"  # PublishRequest -> PublishResult
+ACT_CLEANUP_CHECKOUT = "cleanup_checkout"  # CheckoutResult -> None
+
+# ApplicationError types that activities raise for mistakes in the fleet repo (never retried).
+ERR_FLEET = "FleetError"
+ERR_PUBLISH_TIMEOUT = "PublishTimeout"
+
+# Search attributes (Keyword), registered by the dev stack and documented for production.
+SA_REPO = "RollwrightRepo"
+SA_ROOT = "RollwrightRoot"
+SA_REVISION = "RollwrightRevision"
+SA_TRIGGER = "RollwrightTrigger"
+SA_STATE = "RollwrightState"
+SEARCH_ATTRIBUTES = (SA_REPO, SA_ROOT, SA_REVISION, SA_TRIGGER, SA_STATE)
+
+REVIEW_TIMEOUT_SECONDS = 7 * 24 * 3600
+IDLE_TIMEOUT_SECONDS = 60 * 60
+
+
+def deploy_workflow_id(repo: str, root: str) -> str:
+    return f"deploy:{repo}:{root}"
+
+
+def dispatch_workflow_id(repo: str, after: str) -> str:
+    return f"dispatch:{repo}:{after}"
+
+
+class Payload(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=False)
+
+
+Trigger = Literal["merge", "manual"]
+Decision = Literal["approve", "reject"]
+Relation = Literal["first", "same", "ahead", "behind", "diverged"]
+DeploymentState = Literal[
+    "queued",
+    "rendering",
+    "awaiting_review",
+    "approved",
+    "publishing",
+    "published",
+    "rejected",
+    "timed_out",
+    "skipped",
+    "failed",
+    "cancelled",
+]
+TERMINAL_STATES: frozenset[str] = frozenset(
+    {"published", "rejected", "timed_out", "skipped", "failed", "cancelled"}
+)
+
+
+class RepoRef(Payload):
+    """A fleet repository as GitHub names it, plus how to reach it."""
+
+    owner: str
+    name: str
+    installation_id: int | None = None
+    clone_url: str = ""  # https URL (or a local path in tests and the dev stack)
+    default_branch: str = "main"
+    html_url: str = ""
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+
+# --- DispatchWorkflow ------------------------------------------------------------------------
+
+
+class DispatchInput(Payload):
+    repo: RepoRef
+    before: str  # all zeros for a new branch
+    after: str
+    forced: bool = False
+    pusher: str | None = None
+    delivery_id: str | None = None
+    # Manual re-runs (check_suite rerequested): these roots, not the diff.
+    roots: list[str] | None = None
+    trigger: Trigger = "merge"
+
+
+class AffectedRequest(Payload):
+    repo: RepoRef
+    before: str
+    after: str
+    forced: bool = False
+
+
+class AffectedResult(Payload):
+    roots: list[str]
+    all_roots: bool = False  # True when the diff could not be computed (forced push, unknown base)
+    reason: str = ""
+
+
+class DispatchResult(Payload):
+    roots: list[str]
+    all_roots: bool = False
+
+
+# --- DeployWorkflow --------------------------------------------------------------------------
+
+
+class NewRevision(Payload):
+    """Signal: deploy `revision` of the root (a merge, or a manual deploy / re-run)."""
+
+    revision: str
+    trigger: Trigger = "merge"
+    requested_by: str | None = None
+    reason: str = ""  # "push", "rerequested", "api", "rollback"
+    enqueued_at: datetime | None = None  # set by the workflow from workflow.now()
+
+
+class UnlockSignal(Payload):
+    by: str | None = None
+
+
+class QueueItem(Payload):
+    deployment_id: str  # assigned at enqueue (a workflow side effect), the check run's external_id
+    revision: str
+    trigger: Trigger
+    requested_by: str | None = None
+    reason: str = ""
+    enqueued_at: datetime
+    check_run_id: int | None = None  # the queued item's check run, when one was created
+
+
+class LockState(Payload):
+    """Set by a manual deployment; merge items wait until someone clicks Unlock."""
+
+    locked: bool = False
+    by_deployment: str | None = None
+    revision: str | None = None
+    since: datetime | None = None
+
+
+class LatestDeployment(Payload):
+    """The root's latest deployment attempt, persisted in the blob store as latest.json."""
+
+    SCHEMA: int = 1
+
+    deployment_id: str
+    revision: str
+    trigger: Trigger
+    state: DeploymentState
+    render_digest: str | None = None
+    approved_by: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    check_run_id: int | None = None
+    message: str = ""
+    # Blob prefix of the last *published* render (the diff base), carried forward when this
+    # attempt failed: a failed apply becomes latest, but the cluster still runs the old render.
+    published_prefix: str | None = None
+    published_revision: str | None = None
+
+
+class CurrentDeployment(Payload):
+    deployment_id: str
+    revision: str
+    trigger: Trigger
+    state: DeploymentState
+    started_at: datetime
+    check_run_id: int | None = None
+
+
+class DeployInput(Payload):
+    repo: RepoRef
+    root: str
+    # Carried across continue-as-new; empty on a fresh start.
+    queue: list[QueueItem] = Field(default_factory=list)
+    lock: LockState | None = None
+    latest: LatestDeployment | None = None
+    loaded_latest: bool = False
+    last_activity_at: datetime | None = None
+
+
+class DeployState(Payload):
+    """Query result: what the Temporal UI and the job pages show about a root."""
+
+    repo: str
+    root: str
+    queue: list[QueueItem]
+    queue_ages_seconds: list[float]
+    lock: LockState
+    current: CurrentDeployment | None
+    latest: LatestDeployment | None
+
+
+class DeploymentUpdate(Payload):
+    """Signal from a RenderWorkflow to its parent at every state change."""
+
+    deployment_id: str
+    state: DeploymentState
+    check_run_id: int | None = None
+    message: str = ""
+    render_digest: str | None = None
+    approved_by: str | None = None
+
+
+# --- RenderWorkflow --------------------------------------------------------------------------
+
+
+class RenderInput(Payload):
+    deployment_id: str
+    repo: RepoRef
+    root: str
+    revision: str
+    trigger: Trigger
+    requested_by: str | None = None
+    relation: Relation = "first"
+    latest: LatestDeployment | None = None
+    queued_check_run_id: int | None = None
+    queue_summary: str = ""
+    # Set by the parent: manual and diverged deployments always ask, even with an empty diff.
+    require_confirmation: bool = False
+
+
+class ReviewSignal(Payload):
+    decision: Decision
+    by: str | None = None
+
+
+class RenderResult(Payload):
+    deployment_id: str
+    state: DeploymentState
+    message: str = ""
+    render_digest: str | None = None
+    approved_by: str | None = None
+    check_run_id: int | None = None
+    published: bool = False
+    # What the child persisted as latest.json (published or failed apply); None otherwise.
+    latest: LatestDeployment | None = None
+
+
+# --- activity payloads -----------------------------------------------------------------------
+
+
+class CheckoutRequest(Payload):
+    repo: RepoRef
+    revision: str
+
+
+class CheckoutResult(Payload):
+    path: str  # on the worker that ran it; later activities run on the same task queue
+    revision: str
+
+
+class RelationRequest(Payload):
+    repo: RepoRef
+    base: str | None
+    head: str
+
+
+class RenderRequest(Payload):
+    repo: RepoRef
+    root: str
+    revision: str
+    checkout_path: str
+    deployment_id: str
+
+
+class RenderSummary(Payload):
+    """A render stored (redacted) in the blob store; plaintext never leaves the worker."""
+
+    digest: str
+    file_count: int
+    blob_prefix: str  # renders/<owner>/<repo>/<root>/<sha>/
+
+
+class RenderFailure(Payload):
+    message: str  # fleet-repo error, already redacted
+
+
+class DiffRequest(Payload):
+    repo: RepoRef
+    root: str
+    new_prefix: str
+    old_prefix: str | None  # None: nothing deployed yet
+    deployment_id: str
+
+
+class DiffSummary(Payload):
+    added: int
+    removed: int
+    changed: int
+    empty: bool
+    text: str  # redacted Markdown, already cut to fit a check run
+    full_key: str  # blob key of the full redacted diff
+
+
+class CheckRunAction(Payload):
+    label: str
+    description: str
+    identifier: Literal["approve", "reject", "unlock", "promote", "halt", "resume"]
+
+
+class CheckRunRequest(Payload):
+    """Create (check_run_id None) or fully update one check run."""
+
+    repo: RepoRef
+    check_run_id: int | None = None
+    name: str
+    head_sha: str
+    external_id: str
+    status: Literal["queued", "in_progress", "completed"]
+    conclusion: (
+        Literal[
+            "success",
+            "failure",
+            "neutral",
+            "cancelled",
+            "skipped",
+            "timed_out",
+            "action_required",
+        ]
+        | None
+    ) = None
+    title: str
+    summary: str
+    text: str = ""
+    actions: list[CheckRunAction] = Field(default_factory=list)
+    details_url: str | None = None
+
+
+class CheckRunRef(Payload):
+    check_run_id: int
+    html_url: str = ""
+
+
+class PublishRequest(Payload):
+    repo: RepoRef
+    root: str
+    revision: str
+    deployment_id: str
+    trigger: Trigger
+    approved_by: str | None = None
+    checkout_path: str
+    blob_prefix: str
+
+
+class PublishResult(Payload):
+    target: str  # where the render went (blob key, branch@sha, s3 prefix)
+    already_published: bool = False
+
+
+class PersistLatestRequest(Payload):
+    repo: RepoRef
+    root: str
+    latest: LatestDeployment
+
+
+class LoadLatestRequest(Payload):
+    repo: RepoRef
+    root: str
+
+
+class LatestLookup(Payload):
+    latest: LatestDeployment | None = None
+
+
+class SignalDeploysRequest(Payload):
+    repo: RepoRef
+    roots: list[str]
+    revision: NewRevision
+
+
+class DeploymentRecord(Payload):
+    """One row of deployment history (SQL): the query side of job pages and the API."""
+
+    deployment_id: str
+    repo: str
+    root: str
+    revision: str
+    trigger: Trigger
+    state: DeploymentState
+    requested_by: str | None = None
+    approved_by: str | None = None
+    check_run_id: int | None = None
+    render_digest: str | None = None
+    added: int | None = None
+    removed: int | None = None
+    changed: int | None = None
+    message: str = ""
+    at: datetime
