@@ -1,0 +1,81 @@
+"""Service settings, from environment variables prefixed `ROLLWRIGHT_` (docs/configuration.md).
+
+With no configuration at all everything points at the embedded stack under `.rollwright/`:
+a local Temporal dev server, SQLite, a filesystem blob store and — when no GitHub App is
+configured — the local GitHub emulator.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ROLLWRIGHT_", extra="ignore", frozen=True)
+
+    data_dir: Path = Field(default=Path(".rollwright"), description="Local state directory.")
+    temporal_address: str = Field(default="localhost:7233")
+    temporal_namespace: str = Field(default="default")
+    task_queue: str = Field(default="rollwright", description="The shared task queue.")
+    worker_id: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}",
+        description="Names this worker's own task queue (`<task_queue>/<worker_id>`).",
+    )
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; default sqlite:///<data_dir>/rollwright.db"
+    )
+    blob_url: str | None = Field(
+        default=None, description="file:///path or s3://bucket/prefix; default <data_dir>/blobs"
+    )
+    git_cache_dir: Path | None = Field(
+        default=None, description="Bare mirrors and checkouts; default <data_dir>/git"
+    )
+    github_api_url: str = Field(default="https://api.github.com")
+    github_app_id: str | None = None
+    github_private_key: SecretStr | None = None
+    github_private_key_file: Path | None = None
+    webhook_secret: SecretStr | None = None
+    api_token: SecretStr | None = Field(
+        default=None, description="Bearer token for POST /api/deploy (manual deploys)."
+    )
+    public_url: str = Field(default="http://localhost:8000", description="Gateway base URL.")
+    temporal_ui_url: str = Field(default="http://localhost:8233")
+    log_level: str = Field(default="info")
+
+    @cached_property
+    def database(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'rollwright.db').resolve()}"
+
+    @cached_property
+    def blobs(self) -> str:
+        return self.blob_url or f"file://{(self.data_dir / 'blobs').resolve()}"
+
+    @cached_property
+    def git_dir(self) -> Path:
+        return self.git_cache_dir or self.data_dir / "git"
+
+    @property
+    def worker_task_queue(self) -> str:
+        return f"{self.task_queue}/{self.worker_id}"
+
+    def private_key_pem(self) -> str | None:
+        if self.github_private_key is not None:
+            return self.github_private_key.get_secret_value()
+        if self.github_private_key_file is not None:
+            return self.github_private_key_file.read_text()
+        return None
+
+    @property
+    def github_configured(self) -> bool:
+        return bool(self.github_app_id) and (
+            self.github_private_key is not None or self.github_private_key_file is not None
+        )
+
+    def job_url(self, deployment_id: str) -> str:
+        return f"{self.public_url.rstrip('/')}/jobs/{deployment_id}"
