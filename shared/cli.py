@@ -144,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check the fleet repo; one path:line: message per problem")
     repo_arg(p)
     p.set_defaults(func=cmd_validate)
+
+    from shared.devstack import commands as devstack_commands  # `dev` and `demo`
+
+    devstack_commands.add_parsers(sub)
     return parser
 
 

