@@ -1,1 +1,100 @@
-"""rollwright activities."""
+"""rollwright activities: everything the workflows do to the world, registered by name.
+
+`build_activities(settings, client)` wires the implementations to this worker's stores,
+git cache and GitHub App and returns the callables a `temporalio.worker.Worker` takes:
+`all` for the shared task queue, `pinned` for this worker's own queue (checkout, render,
+diff, publish and cleanup run where the checkout is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio.client import Client
+
+from activities.dispatch import DispatchActivities, QueueActivities
+from activities.git import GitActivities
+from activities.github import GitHubAccess, GitHubActivities
+from activities.publish import BlobPublisher, PublishActivities, Publisher
+from activities.render import RenderActivities
+from activities.store import StoreActivities, open_blob_store
+from shared.blobstore import BlobStore
+from shared.gitmirror import GitMirror
+from shared.settings import Settings
+from shared.sqlstore import SqlStore
+
+
+@dataclass
+class Activities:
+    """The activity callables of one worker, and what they hold open."""
+
+    all: list[Callable[..., Any]]
+    pinned: list[Callable[..., Any]]
+    mirror: GitMirror
+    blobs: BlobStore
+    sql: SqlStore
+    github: GitHubAccess
+    _closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for close in self._closers:
+            close()
+
+
+def build_activities(
+    settings: Settings,
+    client: Client,
+    *,
+    blobs: BlobStore | None = None,
+    sql: SqlStore | None = None,
+    github: GitHubAccess | None = None,
+    publisher: Publisher | None = None,
+) -> Activities:
+    """Every activity the workflows call (the ACT_* names of shared.payloads)."""
+    closers: list[Callable[[], None]] = []  # only what is built here
+    blobs = blobs if blobs is not None else open_blob_store(settings.blobs)
+    if sql is None:
+        sql = SqlStore(settings.database)
+        closers.append(sql.close)
+    if github is None:
+        github = GitHubAccess(settings)
+        closers.append(github.close)
+    mirror = GitMirror(settings.git_dir, token_for=github.token_for)
+    publisher = publisher if publisher is not None else BlobPublisher(blobs, settings.blobs)
+
+    git = GitActivities(mirror)
+    render = RenderActivities(settings, blobs)
+    publish = PublishActivities(publisher)
+    pinned: list[Callable[..., Any]] = [
+        git.checkout,
+        render.render_root,
+        render.diff_render,
+        publish.publish,
+        git.cleanup_checkout,
+    ]
+    store = StoreActivities(blobs, sql)
+    dispatch = DispatchActivities(client, settings)
+    shared: list[Callable[..., Any]] = [
+        git.affected_roots,
+        git.revision_relation,
+        dispatch.signal_deploys,
+        QueueActivities(settings).worker_task_queue,
+        store.load_latest,
+        store.persist_latest,
+        store.record_deployment,
+        GitHubActivities(settings, github).check_run,
+    ]
+    return Activities(
+        all=shared + pinned,
+        pinned=pinned,
+        mirror=mirror,
+        blobs=blobs,
+        sql=sql,
+        github=github,
+        _closers=closers,
+    )
+
+
+__all__ = ["Activities", "build_activities"]

@@ -1,1 +1,1 @@
-"""rollwright worker."""
+"""The rollwright worker process: workflows and activities on Temporal task queues."""

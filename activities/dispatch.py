@@ -1,0 +1,79 @@
+"""Where work goes: signal-with-start of DeployWorkflows, and this worker's own task queue."""
+
+from __future__ import annotations
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+
+from activities.heartbeat import beat
+from shared.payloads import (
+    ACT_SIGNAL_DEPLOYS,
+    ACT_WORKER_TASK_QUEUE,
+    DEPLOY_WORKFLOW,
+    SA_REPO,
+    SA_ROOT,
+    SIGNAL_NEW_REVISION,
+    DeployInput,
+    SignalDeploysRequest,
+    deploy_workflow_id,
+)
+from shared.settings import Settings
+
+
+class DispatchActivities:
+    """Needs the Temporal client (workflows cannot signal-with-start themselves)."""
+
+    def __init__(self, client: Client, settings: Settings) -> None:
+        self.client = client
+        self.settings = settings
+
+    @activity.defn(name=ACT_SIGNAL_DEPLOYS)
+    async def signal_deploys(self, request: SignalDeploysRequest) -> None:
+        """Queue the revision on every root's DeployWorkflow, starting the ones not running.
+
+        A retry signals again; DeployWorkflow drops a revision it already has queued or
+        running, so that is harmless.
+        """
+        repo = request.repo
+        for root in request.roots:
+            workflow_id = deploy_workflow_id(repo.full_name, root)
+            await self.client.start_workflow(
+                DEPLOY_WORKFLOW,
+                DeployInput(repo=repo, root=root),
+                id=workflow_id,
+                task_queue=self.settings.task_queue,
+                start_signal=SIGNAL_NEW_REVISION,
+                start_signal_args=[request.revision],
+                search_attributes=TypedSearchAttributes(
+                    [
+                        SearchAttributePair(
+                            SearchAttributeKey.for_keyword(SA_REPO), repo.full_name
+                        ),
+                        SearchAttributePair(SearchAttributeKey.for_keyword(SA_ROOT), root),
+                    ]
+                ),
+                static_summary=f"deployments of {root} in {repo.full_name}",
+            )
+            beat()
+            activity.logger.info(
+                "deploy signalled",
+                extra={
+                    "workflow": workflow_id,
+                    "revision": request.revision.revision,
+                    "trigger": request.revision.trigger,
+                },
+            )
+
+
+class QueueActivities:
+    """Pins a deployment to the worker that picked up its first activity."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @activity.defn(name=ACT_WORKER_TASK_QUEUE)
+    async def worker_task_queue(self) -> str:
+        """Runs on the shared queue; every later activity of the deployment goes to the queue
+        returned here, so the checkout stays on this worker's disk."""
+        return self.settings.worker_task_queue

@@ -1,0 +1,119 @@
+"""Git activities on the worker's cached mirror: affected roots, ancestry, checkouts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.errors import fleet_mistakes
+from activities.heartbeat import blocking
+from shared.affected import affected_between
+from shared.fleet import Fleet
+from shared.gitmirror import GitMirror, RevisionNotFound, is_zero
+from shared.payloads import (
+    ACT_AFFECTED_ROOTS,
+    ACT_CHECKOUT,
+    ACT_CLEANUP_CHECKOUT,
+    ACT_REVISION_RELATION,
+    AffectedRequest,
+    AffectedResult,
+    CheckoutRequest,
+    CheckoutResult,
+    Relation,
+    RelationRequest,
+)
+from shared.tree import GitTree
+
+
+class GitActivities:
+    def __init__(self, mirror: GitMirror) -> None:
+        self.mirror = mirror
+
+    # --- dispatch --------------------------------------------------------------------------
+
+    @activity.defn(name=ACT_AFFECTED_ROOTS)
+    async def affected_roots(self, request: AffectedRequest) -> AffectedResult:
+        with fleet_mistakes():
+            result = await blocking(self._affected, request)
+        activity.logger.info(
+            "affected roots computed",
+            extra={
+                "repo": request.repo.full_name,
+                "before": request.before,
+                "after": request.after,
+                "roots": len(result.roots),
+                "all_roots": result.all_roots,
+                "reason": result.reason,
+            },
+        )
+        return result
+
+    def _affected(self, request: AffectedRequest) -> AffectedResult:
+        repo, before, after = request.repo, request.before, request.after
+        if is_zero(after):
+            return AffectedResult(roots=[], reason="the branch was deleted")
+        mirror = self.mirror.ensure(repo, after)
+        reason = ""
+        if request.forced:
+            reason = "forced push: the previous revision may not be an ancestor"
+        elif is_zero(before):
+            reason = "new branch: no previous revision to compare with"
+        elif not self.mirror.has_commit(repo, before):
+            try:
+                self.mirror.ensure(repo, before)
+            except RevisionNotFound:
+                reason = f"previous revision {before[:12]} is unknown to the repository"
+        if reason:
+            # Over-rendering is safe, missing a root is not: every root at `after`.
+            roots = Fleet.open(GitTree(mirror, after)).roots()
+            return AffectedResult(roots=sorted(roots), all_roots=True, reason=reason)
+        return AffectedResult(roots=affected_between(mirror, before, after))
+
+    # --- deploy ----------------------------------------------------------------------------
+
+    @activity.defn(name=ACT_REVISION_RELATION)
+    async def revision_relation(self, request: RelationRequest) -> Relation:
+        with fleet_mistakes():
+            relation: Relation = await blocking(
+                self.mirror.relation, request.repo, request.base, request.head
+            )
+        activity.logger.info(
+            "revision relation",
+            extra={
+                "repo": request.repo.full_name,
+                "base": request.base,
+                "head": request.head,
+                "relation": relation,
+            },
+        )
+        return relation
+
+    # --- pinned to one worker --------------------------------------------------------------
+
+    @activity.defn(name=ACT_CHECKOUT)
+    async def checkout(self, request: CheckoutRequest) -> CheckoutResult:
+        name = _checkout_name()
+        with fleet_mistakes():
+            path, sha = await blocking(self.mirror.checkout, request.repo, request.revision, name)
+        activity.logger.info(
+            "checked out",
+            extra={"repo": request.repo.full_name, "revision": sha, "path": str(path)},
+        )
+        return CheckoutResult(path=str(path), revision=sha)
+
+    @activity.defn(name=ACT_CLEANUP_CHECKOUT)
+    async def cleanup_checkout(self, checkout: CheckoutResult) -> None:
+        try:
+            removed = await blocking(self.mirror.remove_checkout, Path(checkout.path))
+        except ValueError as err:
+            raise ApplicationError(str(err), type="InvalidCheckout", non_retryable=True) from None
+        activity.logger.info("checkout removed", extra={"path": checkout.path, "found": removed})
+
+
+def _checkout_name() -> str:
+    """The checkout directory: the workflow id, i.e. the deployment id for RenderWorkflow."""
+    workflow_id = activity.info().workflow_id or activity.info().activity_id
+    return re.sub(r"[^A-Za-z0-9._-]", "-", workflow_id).strip("._-") or "checkout"

@@ -1,0 +1,225 @@
+"""Check runs through the GitHub App, and installation tokens for fetching over HTTPS.
+
+Every check-run call sends the complete output and buttons (`CheckRunRequest` is a full
+description, not a patch). GitHub keeps a completed run completed: when a run we ask to be
+queued or in progress comes back completed (after `action_required`, a reviewer's approval
+moves the deployment back to "publishing"), a new run with the same name and `external_id`
+takes over, the old one is marked neutral "Superseded" without buttons, and the new id is
+returned for the workflow to use from then on.
+
+Failures: GitHub 5xx, rate limits and network errors are raised as retryable (with GitHub's
+Retry-After as the next retry delay when it gave one); any other 4xx and requests that break
+GitHub's limits are non-retryable `ApplicationError`s.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, timedelta
+from urllib.parse import urlsplit
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.errors import ERR_GITHUB_REQUEST, ERR_NOT_CONFIGURED
+from activities.heartbeat import blocking
+from shared.github import (
+    OUTPUT_LIMIT,
+    CheckRunAction,
+    CheckRunOutput,
+    GitHubApp,
+    GitHubError,
+    GitHubRequestError,
+    GitHubRetryableError,
+    fit_text,
+)
+from shared.payloads import ACT_CHECK_RUN, CheckRunRef, CheckRunRequest, RepoRef
+from shared.settings import Settings
+
+ERR_GITHUB_RETRYABLE = "GitHubRetryableError"
+# Installation tokens live an hour; take a new one well before that.
+TOKEN_MARGIN_SECONDS = 10 * 60
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+class GitHubAccess:
+    """The worker's GitHub App client (built on first use) and its installation tokens."""
+
+    def __init__(self, settings: Settings, app: GitHubApp | None = None) -> None:
+        self.settings = settings
+        self._app = app
+        self._lock = threading.Lock()
+        self._tokens: dict[str, tuple[str, float]] = {}
+
+    def app(self) -> GitHubApp:
+        with self._lock:
+            if self._app is None:
+                self._app = self._build()
+            return self._app
+
+    def _build(self) -> GitHubApp:
+        settings = self.settings
+        pem = settings.private_key_pem()
+        if not settings.github_app_id or not pem:
+            raise ApplicationError(
+                "no GitHub App configured: set ROLLWRIGHT_GITHUB_APP_ID and "
+                "ROLLWRIGHT_GITHUB_PRIVATE_KEY(_FILE) (docs/configuration.md)",
+                type=ERR_NOT_CONFIGURED,
+                non_retryable=True,
+            )
+        # PyGithub's throttles keep a busy installation under GitHub's secondary rate limits;
+        # the local emulator has none, and waiting for it would only slow the tests and demo.
+        local = urlsplit(settings.github_api_url).hostname in _LOOPBACK
+        return GitHubApp(
+            settings.github_app_id,
+            pem,
+            settings.github_api_url,
+            min_request_interval=0 if local else 0.25,
+            min_write_interval=0 if local else 1.0,
+        )
+
+    def app_for(self, repo: RepoRef) -> GitHubApp:
+        app = self.app()
+        if repo.installation_id:
+            app.remember_installation(repo.full_name, repo.installation_id)
+        return app
+
+    def token_for(self, repo: RepoRef) -> str | None:
+        """An installation token for git over HTTPS, or None without a GitHub App (public
+        repositories, local paths). Cached per repository until shortly before it expires."""
+        if not self.settings.github_configured:
+            return None
+        key = repo.full_name.lower()
+        with self._lock:
+            cached = self._tokens.get(key)
+        if cached and cached[1] - TOKEN_MARGIN_SECONDS > time.time():
+            return cached[0]
+        try:
+            token, expires = self.app_for(repo).installation_token(repo.full_name)
+        except GitHubRequestError as err:
+            # Not installed there, say; a public repository still fetches without a token.
+            activity.logger.warning(
+                "no installation token", extra={"repo": repo.full_name, "status": err.status}
+            )
+            return None
+        expiry = (expires.replace(tzinfo=expires.tzinfo or UTC)).timestamp()
+        with self._lock:
+            self._tokens[key] = (token, expiry)
+        return token
+
+    def close(self) -> None:
+        with self._lock:
+            if self._app is not None:
+                self._app.close()
+                self._app = None
+
+
+class GitHubActivities:
+    def __init__(self, settings: Settings, github: GitHubAccess) -> None:
+        self.settings = settings
+        self.github = github
+
+    @activity.defn(name=ACT_CHECK_RUN)
+    async def check_run(self, request: CheckRunRequest) -> CheckRunRef:
+        try:
+            ref = await blocking(self._check_run, request)
+        except GitHubRetryableError as err:
+            delay = timedelta(seconds=err.retry_after) if err.retry_after else None
+            raise ApplicationError(
+                str(err), type=ERR_GITHUB_RETRYABLE, next_retry_delay=delay
+            ) from None
+        except GitHubError as err:
+            raise ApplicationError(str(err), type=ERR_GITHUB_REQUEST, non_retryable=True) from None
+        except ValueError as err:
+            # GitHub's limits (3 buttons, label lengths…), checked before sending.
+            raise ApplicationError(str(err), type=ERR_GITHUB_REQUEST, non_retryable=True) from None
+        activity.logger.info(
+            "check run written",
+            extra={
+                "repo": request.repo.full_name,
+                "check_name": request.name,
+                "check_run": ref.check_run_id,
+                "status": request.status,
+                "conclusion": request.conclusion,
+            },
+        )
+        return ref
+
+    def _check_run(self, request: CheckRunRequest) -> CheckRunRef:
+        app = self.github.app_for(request.repo)
+        repo = request.repo.full_name
+        output = CheckRunOutput(
+            title=request.title[:1000] or request.status,
+            summary=_fit(request.summary) or request.title or request.status,
+            text=_fit(request.text) or None,
+        )
+        actions = [
+            CheckRunAction(label=a.label, description=a.description, identifier=a.identifier)
+            for a in request.actions
+        ]
+        details_url = request.details_url or self.settings.job_url(request.external_id)
+
+        def create() -> int:
+            return app.create_check_run(
+                repo,
+                request.name,
+                request.head_sha,
+                request.external_id,
+                request.status,
+                details_url,
+                output,
+                actions,
+                conclusion=request.conclusion,
+            )
+
+        if request.check_run_id is None:
+            return CheckRunRef(check_run_id=create())
+        try:
+            state = app.update_check_run(
+                repo,
+                request.check_run_id,
+                status=request.status,
+                conclusion=request.conclusion,
+                output=output,
+                actions=actions,
+            )
+        except GitHubRequestError as err:
+            if err.status != 404:
+                raise
+            # The run is gone (deleted with its suite): start a new one rather than fail.
+            activity.logger.warning(
+                "check run not found, creating a new one",
+                extra={"repo": repo, "check_run": request.check_run_id},
+            )
+            return CheckRunRef(check_run_id=create())
+        if state.status == "completed" and request.status != "completed":
+            new_id = create()
+            self._supersede(app, repo, request.check_run_id, new_id)
+            return CheckRunRef(check_run_id=new_id)
+        return CheckRunRef(check_run_id=state.id, html_url=state.html_url or "")
+
+    def _supersede(self, app: GitHubApp, repo: str, old_id: int, new_id: int) -> None:
+        """Best effort: the old run's buttons would otherwise stay clickable."""
+        try:
+            app.update_check_run(
+                repo,
+                old_id,
+                status="completed",
+                conclusion="neutral",
+                output=CheckRunOutput(
+                    title="Superseded",
+                    summary=f"This deployment continues in check run {new_id}.",
+                ),
+                actions=[],
+            )
+        except GitHubError as err:
+            activity.logger.warning(
+                "could not mark the old check run superseded",
+                extra={"repo": repo, "check_run": old_id, "status": err.status},
+            )
+
+
+def _fit(text: str) -> str:
+    """Callers cut their own text; this only guards GitHub's limit for anything they missed."""
+    return fit_text([text], OUTPUT_LIMIT) if text else ""

@@ -1,0 +1,111 @@
+"""Render a root from a checkout into the blob store, and diff two stored renders.
+
+Both run on the worker that holds the checkout (the RenderWorkflow pins them to its queue).
+Only redacted files leave this module: `Fleet.render` returns the redacted twin in `files`
+(plaintext is available from the engine's `reveal()` to publishers that re-encrypt, never here).
+
+A root that no longer exists at the revision renders as an empty set of files: deleting a
+cluster directory therefore deploys an empty render, whose diff removes every resource and
+goes through the same review as any other change.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from temporalio import activity
+
+from activities.errors import fleet_mistakes
+from activities.heartbeat import blocking
+from activities.store import load_render, save_render
+from shared.blobstore import BlobStore, render_prefix
+from shared.diff import diff_renders
+from shared.fleet import Fleet
+from shared.payloads import (
+    ACT_DIFF_RENDER,
+    ACT_RENDER_ROOT,
+    DiffRequest,
+    DiffSummary,
+    RenderRequest,
+    RenderSummary,
+)
+from shared.render import Render
+from shared.settings import Settings
+from shared.tree import WorkTree
+
+
+def full_diff_key(deployment_id: str) -> str:
+    """Where the uncut diff of a deployment lives (the job page shows it)."""
+    return f"jobs/{deployment_id}/diff.md"
+
+
+def render_checkout(checkout: Path, root: str) -> Render:
+    """The root's render from a checkout; empty when the root is gone at this revision."""
+    fleet = Fleet.open(WorkTree(checkout))
+    if root not in set(fleet.roots()):
+        return Render.of(root, {})
+    return fleet.render(root)
+
+
+class RenderActivities:
+    def __init__(self, settings: Settings, blobs: BlobStore) -> None:
+        self.settings = settings
+        self.blobs = blobs
+
+    @activity.defn(name=ACT_RENDER_ROOT)
+    async def render_root(self, request: RenderRequest) -> RenderSummary:
+        return await blocking(self._render, request)
+
+    def _render(self, request: RenderRequest) -> RenderSummary:
+        log = activity.logger
+        repo = request.repo.full_name
+        with fleet_mistakes():
+            render = render_checkout(Path(request.checkout_path), request.root)
+        if not render.files:
+            log.info("root renders empty", extra={"repo": repo, "root": request.root})
+        prefix = render_prefix(repo, request.root, request.revision)
+        save_render(self.blobs, prefix, request.revision, render)
+        log.info(
+            "render stored",
+            extra={
+                "repo": repo,
+                "root": request.root,
+                "revision": request.revision,
+                "files": len(render.files),
+                "digest": render.digest,
+                "prefix": prefix,
+            },
+        )
+        return RenderSummary(digest=render.digest, file_count=len(render.files), blob_prefix=prefix)
+
+    @activity.defn(name=ACT_DIFF_RENDER)
+    async def diff_render(self, request: DiffRequest) -> DiffSummary:
+        return await blocking(self._diff, request)
+
+    def _diff(self, request: DiffRequest) -> DiffSummary:
+        new = load_render(self.blobs, request.new_prefix)
+        old = load_render(self.blobs, request.old_prefix) if request.old_prefix else None
+        diff = diff_renders(old.side if old else None, new.side)
+        url = self.settings.job_url(request.deployment_id)
+        key = full_diff_key(request.deployment_id)
+        self.blobs.put(key, diff.markdown().encode())
+        activity.logger.info(
+            "render diffed",
+            extra={
+                "repo": request.repo.full_name,
+                "root": request.root,
+                "old": request.old_prefix,
+                "new": request.new_prefix,
+                "added": diff.added,
+                "removed": diff.removed,
+                "changed": diff.changed,
+            },
+        )
+        return DiffSummary(
+            added=diff.added,
+            removed=diff.removed,
+            changed=diff.changed,
+            empty=diff.empty,
+            text=diff.check_run_text(url),
+            full_key=key,
+        )

@@ -1,0 +1,167 @@
+"""State activities (latest.json, deployment history) and how renders sit in the blob store.
+
+A stored render, under `renders/<owner>/<repo>/<root>/<sha>/` (shared.blobstore.render_prefix):
+
+    digest.json         {"schema": 1, "root", "revision", "digest", "files": [...],
+                         "file_digests": {path: digest}, "hidden": {path: {pointer: digest}}}
+    files/<path>        each redacted output file, path relative to the root
+
+`digest`, `file_digests` and `hidden` are digests of the plaintext (see shared.render.Render):
+they let a diff notice a changed secret whose redacted text looks the same. They stay in the
+blob store (internal state) and are never shown: a guessable value's digest can be confirmed
+by hashing guesses.
+
+`files/` keeps output names apart from rollwright's own objects, whatever a layout names its
+files. digest.json is written last, so a reader that finds it finds every file it lists; files
+are read through its list, never by listing the prefix (a re-render of the same revision
+overwrites in place and may leave a stale object behind, which nobody reads).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from pydantic import ValidationError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.errors import ERR_MISSING_RENDER
+from activities.heartbeat import blocking
+from shared.blobstore import BlobStore, FileBlobStore, latest_key
+from shared.diff import RenderFiles
+from shared.payloads import (
+    ACT_LOAD_LATEST,
+    ACT_PERSIST_LATEST,
+    ACT_RECORD_DEPLOYMENT,
+    DeploymentRecord,
+    LatestDeployment,
+    LatestLookup,
+    LoadLatestRequest,
+    PersistLatestRequest,
+)
+from shared.render import Render
+from shared.sqlstore import SqlStore
+
+DIGEST_FILE = "digest.json"
+FILES_DIR = "files/"
+RENDER_SCHEMA = 1
+
+
+def open_blob_store(url: str) -> BlobStore:
+    """A blob store from settings.blobs: `file:///path` (S3 comes with the publish issue)."""
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        return FileBlobStore(Path(unquote(parts.path)))
+    if not parts.scheme:
+        return FileBlobStore(Path(url))
+    raise ValueError(f"blob store {url!r}: only file:// URLs are supported by this version")
+
+
+# --- renders ---------------------------------------------------------------------------------
+
+
+class StoredRender:
+    """A render read back from the blob store (redacted files, path → bytes)."""
+
+    def __init__(self, prefix: str, digest: str, side: RenderFiles) -> None:
+        self.prefix = prefix
+        self.digest = digest
+        self.side = side
+
+    @property
+    def files(self) -> Mapping[str, bytes]:
+        return self.side.files
+
+
+def save_render(store: BlobStore, prefix: str, revision: str, render: Render) -> None:
+    """Store the redacted files of `render` under `prefix` (module docstring). Idempotent."""
+    for path, data in render.files.items():
+        store.put(prefix + FILES_DIR + path, data)
+    meta = {
+        "schema": RENDER_SCHEMA,
+        "root": render.root,
+        "revision": revision,
+        "digest": render.digest,
+        "files": sorted(render.files),
+        "file_digests": render.file_digests,
+        "hidden": render.leaf_digests(),
+    }
+    store.put(prefix + DIGEST_FILE, (json.dumps(meta, indent=2) + "\n").encode())
+
+
+def load_render_meta(store: BlobStore, prefix: str) -> dict[str, Any]:
+    raw = store.get(prefix + DIGEST_FILE)
+    if raw is None:
+        raise ApplicationError(
+            f"no stored render at {prefix} (the blob store lost it, or it was never written)",
+            type=ERR_MISSING_RENDER,
+            non_retryable=True,
+        )
+    meta: dict[str, Any] = json.loads(raw)
+    return meta
+
+
+def load_render(store: BlobStore, prefix: str) -> StoredRender:
+    meta = load_render_meta(store, prefix)
+    files: dict[str, bytes] = {}
+    for path in meta["files"]:
+        data = store.get(prefix + FILES_DIR + path)
+        if data is None:
+            raise ApplicationError(
+                f"stored render {prefix} lists {path} but the blob store has no such object",
+                type=ERR_MISSING_RENDER,
+                non_retryable=True,
+            )
+        files[path] = data
+    side = RenderFiles(files, meta.get("file_digests") or {}, meta.get("hidden") or {})
+    return StoredRender(prefix, str(meta["digest"]), side)
+
+
+# --- activities ------------------------------------------------------------------------------
+
+
+class StoreActivities:
+    """latest.json per root in the blob store, and the SQL deployment history."""
+
+    def __init__(self, blobs: BlobStore, sql: SqlStore) -> None:
+        self.blobs = blobs
+        self.sql = sql
+
+    @activity.defn(name=ACT_LOAD_LATEST)
+    async def load_latest(self, request: LoadLatestRequest) -> LatestLookup:
+        key = latest_key(request.repo.full_name, request.root)
+        raw = await blocking(self.blobs.get, key)
+        if raw is None:
+            return LatestLookup()
+        try:
+            latest = LatestDeployment.model_validate_json(raw)
+        except ValidationError as err:
+            # Retried (not fatal): an operator can repair the object and the root carries on;
+            # treating it as "nothing deployed" would silently drop the lock and the diff base.
+            activity.logger.error("unreadable latest deployment", extra={"key": key})
+            raise RuntimeError(
+                f"{key} is not a valid latest deployment: {err.error_count()} problem(s)"
+            ) from None
+        return LatestLookup(latest=latest)
+
+    @activity.defn(name=ACT_PERSIST_LATEST)
+    async def persist_latest(self, request: PersistLatestRequest) -> None:
+        key = latest_key(request.repo.full_name, request.root)
+        data = request.latest.model_dump_json(indent=2).encode() + b"\n"
+        await blocking(self.blobs.put, key, data)
+        activity.logger.info(
+            "latest deployment persisted",
+            extra={
+                "key": key,
+                "deployment": request.latest.deployment_id,
+                "state": request.latest.state,
+            },
+        )
+
+    @activity.defn(name=ACT_RECORD_DEPLOYMENT)
+    async def record_deployment(self, record: DeploymentRecord) -> None:
+        await blocking(self.sql.record_deployment, record)

@@ -1,0 +1,126 @@
+"""The worker process: `python -m worker` (configuration: ROLLWRIGHT_* variables).
+
+Two Temporal workers share one process and one client (pydantic data converter):
+
+- the shared task queue (`settings.task_queue`): every workflow and every activity;
+- this worker's own queue (`settings.worker_task_queue`, `<task_queue>/<worker_id>`): the
+  activities a deployment pins to the worker holding its checkout (checkout, render, diff,
+  publish, cleanup). A RenderWorkflow learns the name from `worker_task_queue`, which runs
+  on the shared queue and so is answered by whichever worker picked the deployment up.
+
+A worker that dies takes its queue with it: the pinned activities' schedule-to-start timeout
+then fails the deployment visibly instead of waiting forever.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+from datetime import timedelta
+
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from activities import Activities, build_activities
+from shared.payloads import REVIEW_TIMEOUT_SECONDS
+from shared.settings import Settings
+from worker.logs import configure_logging
+from workflows.deploy import DeployWorkflow
+from workflows.dispatch import DispatchWorkflow
+from workflows.render import RenderWorkflow
+
+WORKFLOWS = [DispatchWorkflow, DeployWorkflow, RenderWorkflow]
+# A checkout lives while its deployment waits for review (up to 7 days); older ones were left
+# by a worker that died and are removed at start.
+STALE_CHECKOUT_SECONDS = REVIEW_TIMEOUT_SECONDS + 24 * 3600
+GRACEFUL_SHUTDOWN = timedelta(seconds=30)
+
+log = logging.getLogger("rollwright.worker")
+
+
+async def connect(settings: Settings) -> Client:
+    return await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        data_converter=pydantic_data_converter,
+    )
+
+
+def build_workers(client: Client, settings: Settings, activities: Activities) -> list[Worker]:
+    """The shared-queue worker (workflows + all activities) and the pinned-queue worker."""
+    shared = Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=WORKFLOWS,
+        activities=activities.all,
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+    )
+    own = Worker(
+        client,
+        task_queue=settings.worker_task_queue,
+        activities=activities.pinned,
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+    )
+    return [shared, own]
+
+
+async def run_worker(
+    settings: Settings, stop: asyncio.Event, *, client: Client | None = None
+) -> None:
+    """Poll both task queues until `stop` is set, then shut down gracefully."""
+    client = client or await connect(settings)
+    activities = build_activities(settings, client)
+    try:
+        removed = await asyncio.to_thread(activities.mirror.prune_checkouts, STALE_CHECKOUT_SECONDS)
+        if removed:
+            log.info("stale checkouts removed", extra={"count": len(removed)})
+        async with contextlib.AsyncExitStack() as stack:
+            for worker in build_workers(client, settings, activities):
+                await stack.enter_async_context(worker)
+            log.info(
+                "worker started",
+                extra={
+                    "temporal": settings.temporal_address,
+                    "namespace": settings.temporal_namespace,
+                    "task_queue": settings.task_queue,
+                    "worker_task_queue": settings.worker_task_queue,
+                },
+            )
+            await stop.wait()
+            log.info("worker stopping")
+    finally:
+        activities.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m worker",
+        description="Run the rollwright worker. Configured by ROLLWRIGHT_* environment "
+        "variables (docs/configuration.md).",
+    )
+    parser.parse_args(argv)
+    settings = Settings()
+    configure_logging(settings.log_level)
+    # Activity and workflow details go into the `temporal_*` fields, not into the message.
+    activity.logger.activity_info_on_message = False
+    workflow.logger.workflow_info_on_message = False
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await run_worker(settings, stop)
+
+    try:
+        asyncio.run(run())
+    except (OSError, RuntimeError) as err:
+        # e.g. Temporal unreachable: one line saying so beats a traceback.
+        log.error("worker failed", extra={"error": str(err)})
+        return 1
+    return 0
