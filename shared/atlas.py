@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from shared import helm, patching, render, yamldoc
+from shared import atlas_secrets, helm, patching, render, yamldoc
 from shared.atlas_discovery import Cluster, DeploymentDef, clusters, deployment_defs, dpath
 from shared.atlas_files import (
     CLUSTER_STEM,
@@ -543,7 +543,16 @@ class AtlasLayout:
         )
 
     def render_files(self, root: str) -> dict[str, bytes]:
+        """Every output file of `root`, in plaintext."""
+        return self._render(root, redact=False)[0]
+
+    def render_redacted(self, root: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
+        """(plaintext, redacted) output files of `root`; see shared.atlas_secrets."""
+        return self._render(root, redact=True)
+
+    def _render(self, root: str, *, redact: bool) -> tuple[dict[str, bytes], dict[str, bytes]]:
         files: dict[str, bytes] = {}
+        shown: dict[str, bytes] = {}
         owners: dict[str, str] = {}
         by_instance: dict[tuple[str, int], list[ReleasePlan]] = {}
         for plan in self.plans(root):
@@ -551,11 +560,16 @@ class AtlasLayout:
             by_instance.setdefault(key, []).append(plan)
         for group in by_instance.values():
             rendered: list[tuple[ReleasePlan, ReleaseSpec, list[Resource]]] = []
+            sources: list[atlas_secrets.Rendered] = []
             for plan in group:
                 with self._naming(plan):
-                    spec = self.spec(root, plan, self._layers(plan)[1])
+                    layers, values = self._layers(plan)
+                    spec = self.spec(root, plan, values)
                     resources = render.render_release(spec, self.tree, self.config, self.resolver)
                 rendered.append((plan, spec, resources))
+                sources.append((plan, layers, values, resources))
+            # Before the instance patches change the real objects: the perturbed twin.
+            twins = atlas_secrets.taint_instance(self, root, sources) if redact else {}
             self._instance_patches(group[0].instance, [(p, r) for p, _, r in rendered])
             for plan, spec, resources in rendered:
                 with self._naming(plan):
@@ -568,7 +582,32 @@ class AtlasLayout:
                         )
                     files[path] = data
                     owners[path] = plan.id
-        return dict(sorted(files.items()))
+                if redact:
+                    for path, data in atlas_secrets.redacted_files(
+                        out, twins.get(plan.id), plan.id
+                    ).items():
+                        shown[path if path not in shown else path + "~"] = data
+        return dict(sorted(files.items())), dict(sorted(shown.items()))
+
+    def secret_paths(self, root: str, release: str | None) -> set[tuple[str | int, ...]]:
+        """Leaf paths of the release's values that hold or derive from a secret."""
+        plan = self._plan(root, release)
+        with self._naming(plan):
+            layers, values = self._layers(plan)
+            found = atlas_secrets.release_secrets(self, plan, layers, values)
+        return found.paths if found is not None else set()
+
+    def redacted_values(self, root: str, release: str | None) -> dict[str, Any]:
+        """`values()` with secrets and secret-derived leaves redacted."""
+        plan = self._plan(root, release)
+        with self._naming(plan):
+            layers, values = self._layers(plan)
+            found = atlas_secrets.release_secrets(self, plan, layers, values)
+        return atlas_secrets.redacted_values(found, values)
+
+    def secret_values(self) -> list[Any]:
+        """Every decrypted SOPS tree read so far (to keep plaintext out of error messages)."""
+        return self.files.decrypted(default_decrypt)
 
     def _instance_patches(
         self, inst: InstancePlan, rendered: list[tuple[ReleasePlan, list[Resource]]]

@@ -200,6 +200,10 @@ class ValueFiles:
             self._secret[key] = data
         return data
 
+    def decrypted(self, decrypt: Decrypt) -> list[dict[str, Any]]:
+        """Every SOPS file decrypted so far with `decrypt`."""
+        return [data for (key, _), data in self._secret.items() if key == id(decrypt)]
+
     def rendered(self, rel: str, context: dict[str, Any]) -> dict[str, Any]:
         text = helm.render_template(self.text(rel), context, source=rel)
         data: dict[str, Any] = jsonable(check_mapping(yamldoc.loads(text, rel), rel))

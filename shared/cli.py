@@ -1,8 +1,8 @@
 """The `rollwright` command line: render, inspect and validate a fleet checkout locally.
 
     rollwright roots [--repo DIR] [--changed BASE..HEAD]
-    rollwright values ROOT [--repo DIR] [--release DEPLOYMENT/RELEASE]
-    rollwright render [--repo DIR] --out OUT [--root ROOT ...]
+    rollwright values ROOT [--repo DIR] [--release DEPLOYMENT/RELEASE] [--reveal[=force]]
+    rollwright render [--repo DIR] --out OUT [--root ROOT ...] [--reveal[=force]]
     rollwright validate [--repo DIR]
 
 Bad input never shows a traceback: fleet mistakes print `path:line: message` and exit 1.
@@ -46,9 +46,23 @@ def cmd_roots(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reveal_refused(args: argparse.Namespace) -> bool:
+    """`--reveal` prints plaintext secrets: only to a terminal, unless `--reveal=force`."""
+    if args.reveal == "tty" and not sys.stdout.isatty():
+        print(
+            "error: --reveal shows plaintext secrets and stdout is not a terminal; "
+            "use --reveal=force to write them anyway",
+            file=sys.stderr,
+        )
+        return True
+    return False
+
+
 def cmd_values(args: argparse.Namespace) -> int:
+    if _reveal_refused(args):
+        return 2
     fleet = _fleet(args)
-    values = fleet.values(args.root, args.release)
+    values = fleet.values(args.root, args.release, reveal=bool(args.reveal))
     sys.stdout.write(yamldoc.dumps(values))
     return 0
 
@@ -79,6 +93,8 @@ class _Progress:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    if _reveal_refused(args):
+        return 2
     fleet = _fleet(args)
     roots = args.root or fleet.roots()
     for root in roots:
@@ -86,7 +102,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     out = Path(args.out)
     progress = _Progress(len(roots))
     for render in fleet.render_all(roots):
-        write_render(out, render.root, render.files)
+        write_render(out, render.root, render.reveal() if args.reveal else render.files)
         progress.step(render.root)
     progress.close()
     return 0
@@ -124,6 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
     def repo_arg(p: argparse.ArgumentParser) -> None:
         p.add_argument("--repo", default=os.curdir, help="fleet repo checkout (default: .)")
 
+    def reveal_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--reveal",
+            nargs="?",
+            const="tty",
+            choices=["tty", "force"],
+            help="plaintext secrets instead of the redacted form (default); refused when "
+            "stdout is not a terminal unless --reveal=force",
+        )
+
     p = sub.add_parser("roots", help="list root ids, or those affected between two revisions")
     repo_arg(p)
     p.add_argument("--changed", metavar="BASE..HEAD", help="only roots affected by these commits")
@@ -133,12 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("root")
     repo_arg(p)
     p.add_argument("--release", metavar="DEPLOYMENT/RELEASE")
+    reveal_arg(p)
     p.set_defaults(func=cmd_values)
 
     p = sub.add_parser("render", help="render roots into OUT/<root>/")
     repo_arg(p)
     p.add_argument("--out", required=True)
     p.add_argument("--root", action="append", metavar="ROOT", help="repeatable; default: all")
+    reveal_arg(p)
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("validate", help="check the fleet repo; one path:line: message per problem")

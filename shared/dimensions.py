@@ -27,10 +27,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shared import helm, patches, yamldoc
+from shared import helm, origin, patches, yamldoc
 from shared.errors import FleetError, FleetErrors, Problem
 from shared.fleet import ReleaseInfo
 from shared.fleetconfig import FleetConfig, parse_model
+from shared.redact import Redactor, redact_tree
 from shared.tree import Tree, join
 from shared.values import merge_all, parse_pointer
 
@@ -248,6 +249,8 @@ class DimensionsLayout:
         self.config = config
         self._cache: dict[tuple[str, str], Any] = {}
         self._states: dict[str, RootState] = {}
+        self._fake_states: dict[str, object] = {}
+        self._decrypted: dict[str, Any] = {}
         self._prefetched = False
         if not tree.is_file(CONFIG_FILE):
             raise FleetError("missing: the dimensions layout needs it", path=CONFIG_FILE)
@@ -302,8 +305,94 @@ class DimensionsLayout:
         }
 
     def render_files(self, root: str) -> dict[str, bytes]:
-        ctype, (env, sector, region) = self._split(root)
+        return self._files(root, self.state(root).values)
+
+    def render_redacted(self, root: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
+        """(plaintext, redacted) chart files. A root with encrypted values is rendered a
+        second time from perturbed secrets; what differs is secret-derived (shared.origin)."""
         values = self.state(root).values
+        plain = self._files(root, values)
+        if not self.has_secrets(root):
+            return plain, origin.hash_secret_objects(plain)
+        paths = self.secret_paths(root, None)
+        redactor = Redactor(origin.leaves_at(values, paths))
+        fake_state = self._taint_state(root)
+        fake: dict[str, bytes] | None = None
+        if fake_state is not None:
+            try:
+                fake = self._files(root, fake_state.values)
+            except FleetError:
+                fake = None  # never shown: it would quote perturbed secrets
+        return plain, origin.redact_release_files(plain, fake, redactor, label=root)
+
+    def has_secrets(self, root: str) -> bool:
+        """True when any values level of the root's applications is encrypted."""
+        ctype, place = self._split(root)
+        return any(
+            self.tree.is_file(join(self._app_dir(ctype, app), *node, SOPS_VALUES_FILE))
+            for app in self.types[ctype].applications
+            for node in [(), *_nodes(place)]
+        )
+
+    def secret_paths(self, root: str, release: str | None) -> set[tuple[str | int, ...]]:
+        """Leaf paths of the root's values that hold or derive from a secret: those that
+        change when every decrypted leaf is perturbed (patches included)."""
+        if not self.has_secrets(root):
+            return set()
+        values = self.state(root).values
+        fake = self._taint_state(root)
+        if fake is not None:
+            paths = set(origin.changed_paths(values, fake.values))
+        else:
+            # The perturbed merge failed (a patch dependency on a secret, say): by value.
+            redactor = Redactor(self.secret_values())
+            paths = {
+                path
+                for path, leaf in yamldoc.walk_leaves(values)
+                if isinstance(leaf, str) and redactor.redact_text(leaf) != leaf
+            }
+        if release is not None:
+            paths = {
+                p for p in paths if p[:2] == ("applications", release) or p[0] != "applications"
+            }
+        return paths
+
+    def redacted_values(self, root: str, release: str | None) -> dict[str, Any]:
+        """`values()` with secrets and secret-derived leaves redacted."""
+        values = self.values(root, release)
+        if not self.has_secrets(root):
+            return values
+        fake = self._taint_state(root)
+        paths = self.secret_paths(root, release)
+        if fake is None:
+            shown: dict[str, Any] = redact_tree(values, paths)
+            return shown
+        redactor = Redactor(origin.leaves_at(values, paths))
+        fake_values = fake.values
+        if release is not None:
+            fake_values = {
+                "cluster": fake_values["cluster"],
+                "applications": {release: fake_values["applications"][release]},
+            }
+        shown = origin.redact_values(values, fake_values, set(), redactor)
+        return shown
+
+    def secret_values(self) -> list[Any]:
+        """Every encrypted values file decrypted so far."""
+        return list(self._decrypted.values())
+
+    def _taint_state(self, root: str) -> RootState | None:
+        state = self._fake_states.get(root, _MISS)
+        if state is _MISS:
+            try:
+                state = self._compute_state(root, taint=True)
+            except FleetError:
+                state = None
+            self._fake_states[root] = state
+        return state  # type: ignore[return-value]
+
+    def _files(self, root: str, values: dict[str, Any]) -> dict[str, bytes]:
+        ctype, (env, sector, region) = self._split(root)
         chart = {
             "apiVersion": "v2",
             "name": f"{ctype}-{env}-{sector}-{region}",
@@ -392,15 +481,16 @@ class DimensionsLayout:
 
     # --- merging ---------------------------------------------------------------------------
 
-    def _compute_state(self, root: str) -> RootState:
+    def _compute_state(self, root: str, *, taint: bool = False) -> RootState:
+        """`taint`: every decrypted leaf perturbed (shared.origin), for origin tracking."""
         ctype, place = self._split(root)
         env, sector, region = place
         defaults = self._defaults(ctype)
         apps: dict[str, Any] = {}
         for app in self.types[ctype].applications:
             self._require_app_dir(ctype, app)
-            layers = [defaults, self._level(ctype, app, ())]
-            layers += [self._level(ctype, app, node) for node in _nodes(place)]
+            layers = [defaults, self._level(ctype, app, (), taint)]
+            layers += [self._level(ctype, app, node, taint) for node in _nodes(place)]
             apps[app] = merge_all(layers)
         active = patches.order(self._active_patches(ctype, place))
         apps, outcomes = patches.apply_all(apps, active)
@@ -421,7 +511,9 @@ class DimensionsLayout:
         result: dict[str, Any] = self._cached("defaults", rel, load)
         return result
 
-    def _level(self, ctype: str, app: str, node: tuple[str, ...]) -> dict[str, Any]:
+    def _level(
+        self, ctype: str, app: str, node: tuple[str, ...], taint: bool = False
+    ) -> dict[str, Any]:
         """The application's values at one level (base or a node), encrypted file first.
 
         Shared by every root under the node, so it is computed once; callers merge it into
@@ -431,19 +523,25 @@ class DimensionsLayout:
 
         def load() -> dict[str, Any]:
             layers = [
-                self._values_file(join(base, name), ctype, app)
+                self._values_file(join(base, name), ctype, app, taint)
                 for name in LEVEL_FILES
                 if self.tree.is_file(join(base, name))
             ]
             return merge_all(layers) if len(layers) > 1 else (layers[0] if layers else {})
 
-        result: dict[str, Any] = self._cached("level", base, load)
+        result: dict[str, Any] = self._cached("level~" if taint else "level", base, load)
         return result
 
-    def _values_file(self, rel: str, ctype: str, app: str) -> dict[str, Any]:
+    def _values_file(self, rel: str, ctype: str, app: str, taint: bool = False) -> dict[str, Any]:
+        secret = rel.endswith(SOPS_VALUES_FILE)
+
         def load() -> dict[str, Any]:
-            if rel.endswith(SOPS_VALUES_FILE):
+            if secret:
                 data = _decrypt(self.tree, rel)
+                if taint:
+                    data = origin.perturb(data)
+                else:
+                    self._decrypted[rel] = data
                 text = self._text(rel)
             else:
                 text, data = self._read(rel)
@@ -460,7 +558,8 @@ class DimensionsLayout:
                     )
             return apps.get(app) or {}
 
-        result: dict[str, Any] = self._cached("values", rel, load)
+        kind = "values~" if taint and secret else "values"
+        result: dict[str, Any] = self._cached(kind, rel, load)
         return result
 
     def _active_patches(self, ctype: str, place: Place) -> list[patches.Patch]:
@@ -767,9 +866,15 @@ class DimensionsLayout:
                 state = self.state(root)
             except FleetError:
                 continue  # its file problems are reported by the checks above
+            secret: set[tuple[str | int, ...]] | None = None
             for outcome in state.outcomes:
                 for dep, found in outcome.unmet:
                     p = outcome.patch
+                    if secret is None:
+                        secret = self.secret_paths(root, None)
+                    if _touches(secret, ("applications", *parse_pointer(dep.pointer))):
+                        # The found value would be printed: it comes from a secret.
+                        found = "found a value that comes from an encrypted file (not shown)"
                     message = (
                         f"dependency {dep.describe()} of patch {p.id!r} is not met ({found}), "
                         "so the patch is not applied at"
@@ -939,6 +1044,11 @@ def _template_reason(message: str) -> str:
         tail = message.split(marker, 1)[1]
         return re.sub(r"^\d+(:\d+)?: ", "", tail.strip())
     return message
+
+
+def _touches(paths: set[tuple[str | int, ...]], keys: tuple[str | int, ...]) -> bool:
+    """True when `keys` is, is inside, or holds one of `paths`."""
+    return any(p[: len(keys)] == keys or keys[: len(p)] == p for p in paths)
 
 
 def _list_roots(roots: list[str]) -> str:

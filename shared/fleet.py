@@ -2,7 +2,7 @@
 
     fleet = Fleet.open(WorkTree(Path("examples/atlas-fleet")))
     fleet.roots()                      # ['prod/eu-1', 'staging/cluster-a', 'standalone']
-    fleet.render("staging/cluster-a")  # Render(files={...}, digest="sha256:...")
+    fleet.render("staging/cluster-a")  # Render: files (redacted), digest, reveal()
 
 Each layout (`shared.atlas`, `shared.dimensions`) implements `Layout`; this module picks one
 and adds what is common: output files, digests, extra affected inputs and validation runs.
@@ -11,15 +11,18 @@ and adds what is common: output files, digests, extra affected inputs and valida
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from shared import fleetconfig
 from shared.errors import FleetError, FleetErrors, Problem
 from shared.fleetconfig import FleetConfig
+from shared.redact import Redactor
 from shared.render import Render
 from shared.tree import Tree
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,20 @@ class Layout(Protocol):
         ...
 
     def render_files(self, root: str) -> dict[str, bytes]:
-        """Every output file of the root, path relative to the root directory."""
+        """Every output file of the root, path relative to the root directory (plaintext)."""
+        ...
+
+    def render_redacted(self, root: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
+        """(plaintext, redacted) output files of the root: secrets and what derives from
+        them redacted by origin, `v1` `Secret` data hashed (docs/secrets.md)."""
+        ...
+
+    def redacted_values(self, root: str, release: str | None) -> dict[str, Any]:
+        """`values()` with every leaf that holds or derives from a secret redacted."""
+        ...
+
+    def secret_values(self) -> list[Any]:
+        """Every decrypted SOPS tree read so far, to keep plaintext out of error messages."""
         ...
 
     def affected(self, changed: set[str]) -> set[str]:
@@ -104,21 +120,64 @@ class Fleet:
 
     def releases(self, root: str) -> list[ReleaseInfo]:
         self.check_root(root)
-        return self.layout.releases(root)
+        return self._guarded(lambda: self.layout.releases(root))
 
-    def values(self, root: str, release: str | None = None) -> dict[str, Any]:
+    def values(
+        self, root: str, release: str | None = None, *, reveal: bool = False
+    ) -> dict[str, Any]:
+        """Merged values of a release (atlas) or root (dimensions): redacted by origin,
+        unless `reveal` asks for the plaintext."""
         self.check_root(root)
-        return self.layout.values(root, release)
+
+        def compute() -> dict[str, Any]:
+            if reveal:
+                return self.layout.values(root, release)
+            return self.layout.redacted_values(root, release)
+
+        return self._guarded(compute)
 
     def render(self, root: str) -> Render:
+        """The root's render: `files` redacted, plaintext only through `reveal()`."""
         self.check_root(root)
+
+        def compute() -> Render:
+            try:
+                plain, redacted = self.layout.render_redacted(root)
+            except FleetErrors:
+                raise
+            except FleetError as err:
+                raise err.within(f'rendering root "{root}"') from None
+            return Render.of(root, plain, redacted)
+
+        return self._guarded(compute)
+
+    def _guarded(self, compute: Callable[[], T]) -> T:
+        """`compute()`, with every secret value (4+ characters) cut out of the messages of
+        the fleet errors it raises: a Go template's `fail`, a JSON patch `test`, a YAML error
+        can quote values. The new error does not chain the original (its traceback and
+        message could hold plaintext)."""
         try:
-            files = self.layout.render_files(root)
-        except FleetErrors:
-            raise
+            return compute()
         except FleetError as err:
-            raise err.within(f'rendering root "{root}"') from None
-        return Render.of(root, files)
+            safe = self._redact_error(err)
+            if safe is err:
+                raise
+        raise safe
+
+    def _redact_error(self, err: FleetError) -> FleetError:
+        secrets = self.layout.secret_values()
+        if not secrets:
+            return err
+        redactor = Redactor(secrets)
+        if isinstance(err, FleetErrors):
+            problems = [
+                Problem(p.path, p.line, redactor.redact_text(p.message)) for p in err.problems
+            ]
+            return err if problems == err.problems else FleetErrors(problems)
+        message = redactor.redact_text(err.problem.message)
+        if message == err.problem.message:
+            return err
+        return FleetError(message, path=err.path, line=err.line)
 
     def render_all(self, roots: list[str] | None = None) -> Iterator[Render]:
         for root in roots if roots is not None else self.roots():
@@ -138,7 +197,12 @@ class Fleet:
         return out
 
     def validate(self) -> list[Problem]:
-        return sorted(set(self.layout.validate()))
+        problems = self._guarded(self.layout.validate)
+        secrets = self.layout.secret_values()
+        if secrets:
+            redactor = Redactor(secrets)
+            problems = [Problem(p.path, p.line, redactor.redact_text(p.message)) for p in problems]
+        return sorted(set(problems))
 
 
 def _glob(path: str, pattern: str) -> bool:

@@ -11,17 +11,24 @@ import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from shared import helm, manifests, patching
+import yaml
+
+from shared import helm, manifests, patching, yamldoc
 from shared.errors import FleetError
 from shared.fleetconfig import FleetConfig
 from shared.manifests import Resource
+from shared.redact import leaf_digests
 from shared.tree import Tree
+from shared.values import escape_pointer_token
 
 SourceKind = Literal["chart", "remote-chart", "kustomize", "manifests"]
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -68,18 +75,98 @@ class ReleaseSpec:
         return f"{self.deployment}/{self.name}" if self.deployment else self.name
 
 
-@dataclass(frozen=True)
 class Render:
-    """Root + revision → files (path relative to the root dir → bytes) and their digest."""
+    """Root + revision → files (path relative to the root dir → bytes) and their digest.
+
+    `files` is the **redacted** tree: what every outbound path (diffs, check runs, comments,
+    blob store, logs) uses. `digest`, `file_digests` and `leaf_digests()` are computed over
+    the plaintext, so a rotated secret changes them without showing its value. The plaintext
+    is reachable only through `reveal()`; it is kept out of `repr`, `==` and pickling.
+    """
+
+    __slots__ = ("_plain", "digest", "file_digests", "files", "root")
 
     root: str
     files: dict[str, bytes]
     digest: str
+    file_digests: dict[str, str]
+    _plain: dict[str, bytes]
+
+    def __init__(self, root: str, plain: dict[str, bytes], redacted: dict[str, bytes]) -> None:
+        self.root = root
+        self._plain = dict(sorted(plain.items()))
+        self.files = dict(sorted(redacted.items()))
+        self.file_digests = {
+            p: "sha256:" + hashlib.sha256(d).hexdigest() for p, d in self._plain.items()
+        }
+        self.digest = digest_files(self._plain)
 
     @classmethod
-    def of(cls, root: str, files: dict[str, bytes]) -> Render:
-        ordered = dict(sorted(files.items()))
-        return cls(root=root, files=ordered, digest=digest_files(ordered))
+    def of(
+        cls, root: str, files: dict[str, bytes], redacted: dict[str, bytes] | None = None
+    ) -> Render:
+        """A render of plaintext `files`; `redacted` is their redacted twin (default: the
+        files themselves, for renders that hold no secret)."""
+        return cls(root, files, files if redacted is None else redacted)
+
+    def reveal(self) -> dict[str, bytes]:
+        """The plaintext files. The only way to reach them: callers that deploy or publish
+        use it deliberately; nothing that is shown to people may."""
+        return dict(self._plain)
+
+    @property
+    def redacted(self) -> bool:
+        """True when redaction changed anything (the render holds secrets or Secret data)."""
+        return self.files != self._plain
+
+    def leaf_digests(self) -> dict[str, dict[str, str]]:
+        """For each file that redaction changed: JSON pointer (`/<document>/<keys...>`) of
+        every leaf whose shown value is redacted → sha256 of its plaintext canonical JSON.
+        A diff uses them to say a secret changed without showing it."""
+        out: dict[str, dict[str, str]] = {}
+        for path, data in self.files.items():
+            plain = self._plain.get(path)
+            if plain is None or plain == data:
+                continue
+            try:
+                shown = yaml.load_all(data.decode("utf-8"), Loader=_Loader)
+                real = yaml.load_all(plain.decode("utf-8"), Loader=_Loader)
+                shown_docs = [d for d in shown if d is not None]
+                real_docs = [d for d in real if d is not None]
+            except (UnicodeDecodeError, yaml.YAMLError):
+                out[path] = {"": hashlib.sha256(plain).hexdigest()}
+                continue
+            shown_leaves = dict(leaf_pointers(shown_docs))
+            digests = leaf_digests(real_docs)
+            hidden = {
+                pointer: digests[pointer]
+                for pointer, value in leaf_pointers(real_docs)
+                if pointer not in shown_leaves or shown_leaves[pointer] != value
+            }
+            out[path] = dict(sorted(hidden.items()))
+        return out
+
+    def __repr__(self) -> str:
+        return f"Render(root={self.root!r}, files={len(self.files)}, digest={self.digest!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Render):
+            return NotImplemented
+        return (self.root, self.digest, self.files) == (other.root, other.digest, other.files)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            "a Render holds plaintext secrets and is not pickled; send render.files (redacted) "
+            "and render.digest, or deliberately render.reveal() and rebuild with Render.of"
+        )
+
+
+def leaf_pointers(docs: list[Any]) -> Iterator[tuple[str, Any]]:
+    """(JSON pointer, value) of every leaf of a list of documents (`/0/data/x`)."""
+    for path, value in yamldoc.walk_leaves(docs):
+        yield "".join("/" + escape_pointer_token(str(p)) for p in path), value
 
 
 def digest_files(files: dict[str, bytes]) -> str:

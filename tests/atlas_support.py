@@ -36,7 +36,8 @@ def layout(base: Path) -> AtlasLayout:
 
 
 def render(base: Path, root: str) -> dict[str, bytes]:
-    return Fleet.open(WorkTree(base)).render(root).files
+    """The root's plaintext files (what the charts saw; `Render.files` is redacted)."""
+    return Fleet.open(WorkTree(base)).render(root).reveal()
 
 
 def echo(base: Path, root: str, suffix: str = "") -> dict[str, Any]:
