@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeVar
 
 import requests
@@ -290,6 +291,20 @@ class GitHubApp:
         with self._lock:
             self._installations[key] = installation_id
         return installation_id
+
+    def remember_installation(self, repo: str, installation_id: int) -> None:
+        """Record the installation id a webhook named for `owner/name` (saves one lookup)."""
+        owner, name = _split_repo(repo)
+        with self._lock:
+            self._installations[f"{owner}/{name}".lower()] = int(installation_id)
+
+    def installation_token(self, repo: str) -> tuple[str, datetime]:
+        """A fresh installation access token for `owner/name` and when it expires (git over
+        HTTPS). Callers cache it; never log it."""
+        installation_id = self.installation_for(repo)
+        with _calling(f"creating an installation token for {repo}"):
+            auth = self._integration.get_access_token(installation_id)
+        return auth.token, auth.expires_at
 
     def _repo(self, repo: str) -> Repository:
         installation_id = self.installation_for(repo)
