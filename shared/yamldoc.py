@@ -2,10 +2,27 @@
 
 Documents are loaded with libyaml when available. Line numbers are only needed when something
 is wrong, so they come from a second, node-level parse (`key_line`) done on demand.
+
+Speed without new semantics: rendering parses and re-dumps every rendered manifest, and
+PyYAML spends most of that time in its generic Python layers (tag resolution by regular
+expressions for every scalar, generator-based construction, per-type dispatch when
+representing). `loads_all` and `dumps` keep libyaml's scanner, parser and emitter and
+PyYAML's own resolver and scalar constructors, so YAML 1.1 meaning (`yes`/`on` booleans,
+octal and sexagesimal numbers, timestamps, last duplicate key wins) is PyYAML's by
+construction; they only replace the generic layers for plain trees:
+- tag resolution is memoised per (scalar text, plain/quoted);
+- documents made of maps, lists and core-tag scalars are built by a direct walk over the
+  composed nodes; anything else (aliases, merge keys `<<`, `=` keys, `!!set`/`!!omap` and
+  unknown tags, non-scalar keys) is loaded again by plain PyYAML;
+- trees of dict/list/str/int/bool/None/float become the exact nodes `SafeRepresenter`
+  builds (flow style off, no sorting, shared containers still become anchors) and go to
+  the same emitter; any other type is dumped by plain PyYAML.
+tests/test_yamldoc.py checks both paths byte for byte against plain PyYAML.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +34,65 @@ from shared.errors import FleetError
 
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+_STR = "tag:yaml.org,2002:str"
+_INT = "tag:yaml.org,2002:int"
+_BOOL = "tag:yaml.org,2002:bool"
+_NULL = "tag:yaml.org,2002:null"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+# Scalar tags whose SafeConstructor result is immutable (so it can be cached and shared).
+_SCALAR_TAGS = frozenset(
+    {
+        _INT,
+        _BOOL,
+        _NULL,
+        "tag:yaml.org,2002:float",
+        "tag:yaml.org,2002:timestamp",
+        "tag:yaml.org,2002:binary",
+    }
+)
+# Bounded caches: entries for short texts only, cleared when full.
+_CACHE_LIMIT = 50_000
+_CACHED_TEXT = 200
+
+# (plain scalar text, quoted-implicit) -> tag, as yaml.resolver.Resolver decides it
+_resolved: dict[tuple[str, bool], str] = {}
+# (tag, scalar text) -> constructed value, for the immutable scalar tags above
+_scalars: dict[tuple[str, str], Any] = {}
+
+
+_base_resolve: Any = yaml.resolver.Resolver.resolve
+
+
+def _resolve(self: Any, kind: Any, value: Any, implicit: Any) -> Any:
+    """`Resolver.resolve`, memoised for scalars. Sound because these classes have no path
+    resolvers: the tag of a scalar then depends on its text and implicit flags only."""
+    if kind is yaml.ScalarNode and implicit[0] and len(value) <= _CACHED_TEXT:
+        key = (value, bool(implicit[1]))
+        tag = _resolved.get(key)
+        if tag is None:
+            tag = _base_resolve(self, kind, value, implicit)
+            if len(_resolved) >= _CACHE_LIMIT:
+                _resolved.clear()
+            _resolved[key] = tag
+        return tag
+    return _base_resolve(self, kind, value, implicit)
+
+
+class _FastLoader(_Loader):  # type: ignore[valid-type,misc]
+    resolve = _resolve
+
+
+class _FastDumper(_Dumper):  # type: ignore[valid-type,misc]
+    resolve = _resolve
+
+
+assert not _FastLoader.yaml_path_resolvers and not _FastDumper.yaml_path_resolvers
+
+
+class _Fallback(Exception):
+    """The tree needs something the direct walk does not do: use plain PyYAML."""
 
 
 def _syntax_error(err: yaml.YAMLError, source: str) -> FleetError:
@@ -38,11 +114,72 @@ def loads(text: str, source: str) -> Any:
 
 
 def loads_all(text: str, source: str) -> list[Any]:
-    """Parse a multi-document stream, dropping empty documents."""
+    """Parse a multi-document stream, dropping empty documents (PyYAML's meaning)."""
     try:
-        return [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
+        try:
+            docs = _fast_load_all(text)
+        except _Fallback:
+            docs = list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as err:
         raise _syntax_error(err, source) from None
+    return [d for d in docs if d is not None]
+
+
+def _fast_load_all(text: str) -> list[Any]:
+    loader = _FastLoader(text)
+    constructor = yaml.constructor.SafeConstructor.yaml_constructors
+    seen: set[int] = set()
+
+    def scalar(node: Any) -> Any:
+        tag = node.tag
+        if tag == _STR:
+            return node.value
+        if tag not in _SCALAR_TAGS:
+            raise _Fallback
+        key = (tag, node.value)
+        try:
+            return _scalars[key]
+        except KeyError:
+            pass
+        value = constructor[tag](loader, node)
+        if len(node.value) <= _CACHED_TEXT:
+            if len(_scalars) >= _CACHE_LIMIT:
+                _scalars.clear()
+            _scalars[key] = value
+        return value
+
+    def build(node: Any) -> Any:
+        cls = type(node)
+        if cls is yaml.ScalarNode:
+            return scalar(node)
+        # A node reached twice is an alias: PyYAML shares (and may recurse into) the object.
+        if id(node) in seen:
+            raise _Fallback
+        seen.add(id(node))
+        if cls is yaml.MappingNode:
+            if node.tag != _MAP:
+                raise _Fallback
+            mapping: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                # Merge keys (`<<`), `=` keys and non-scalar keys take PyYAML's slow path.
+                if type(key_node) is not yaml.ScalarNode or key_node.tag not in _KEY_TAGS:
+                    raise _Fallback
+                mapping[scalar(key_node)] = build(value_node)
+            return mapping
+        if cls is yaml.SequenceNode and node.tag == _SEQ:
+            return [build(child) for child in node.value]
+        raise _Fallback
+
+    try:
+        docs = []
+        while loader.check_node():
+            docs.append(build(loader.get_node()))
+        return docs
+    finally:
+        loader.dispose()
+
+
+_KEY_TAGS = _SCALAR_TAGS | {_STR}
 
 
 def load_file(path: Path, source: str) -> Any:
@@ -69,10 +206,78 @@ def load_mapping(path: Path, source: str) -> dict[str, Any]:
 
 def dumps(data: Any) -> str:
     """Block-style YAML that keeps the mapping order it was given."""
+    try:
+        node = _represent(data)
+    except _Fallback:
+        return _pyyaml_dumps(data)
+    stream = io.StringIO()
+    dumper = _FastDumper(stream, default_flow_style=False, sort_keys=False, allow_unicode=True)
+    try:
+        dumper.open()
+        dumper.serialize(node)
+        dumper.close()
+    finally:
+        dumper.dispose()
+    return stream.getvalue()
+
+
+def _pyyaml_dumps(data: Any) -> str:
+    """Plain PyYAML: the reference `dumps` must match byte for byte."""
     text: str = yaml.dump(
         data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True
     )
     return text
+
+
+def _pyyaml_loads_all(text: str) -> list[Any]:
+    """Plain PyYAML: the reference `loads_all` must match."""
+    return [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
+
+
+def _represent(data: Any) -> Any:
+    """The node tree `SafeRepresenter.represent_data` builds with default_flow_style=False,
+    for trees of plain JSON-like types; `_Fallback` for anything else."""
+    nodes: dict[int, Any] = {}
+    scalar_node = yaml.ScalarNode
+    floats = yaml.representer.SafeRepresenter.represent_float
+
+    def node(value: Any) -> Any:
+        cls = type(value)
+        if cls is str:
+            return scalar_node(_STR, value)
+        if cls is dict or cls is list:
+            # Like SafeRepresenter: a container met again (same object) becomes an alias.
+            found = nodes.get(id(value))
+            if found is not None:
+                return found
+            items: list[Any] = []
+            out: yaml.Node
+            if cls is dict:
+                out = yaml.MappingNode(_MAP, items, flow_style=False)
+                nodes[id(value)] = out
+                for k, v in value.items():
+                    items.append((node(k), node(v)))
+            else:
+                out = yaml.SequenceNode(_SEQ, items, flow_style=False)
+                nodes[id(value)] = out
+                for v in value:
+                    items.append(node(v))
+            return out
+        if cls is bool:
+            return scalar_node(_BOOL, "true" if value else "false")
+        if cls is int:
+            return scalar_node(_INT, str(value))
+        if value is None:
+            return scalar_node(_NULL, "null")
+        if cls is float:
+            return floats(_FLOATS, value)
+        raise _Fallback
+
+    return node(data)
+
+
+# represent_float only formats the number (no alias bookkeeping for floats).
+_FLOATS = yaml.representer.SafeRepresenter()
 
 
 def dumps_all(docs: list[Any]) -> str:

@@ -1,0 +1,294 @@
+"""yamldoc's fast paths against plain PyYAML: same documents loaded, same bytes dumped.
+
+`loads_all` and `dumps` walk libyaml's nodes directly and memoise tag resolution; plain
+PyYAML (`_pyyaml_loads_all`, `_pyyaml_dumps`) is the reference they must match exactly,
+YAML 1.1 quirks included. Every comparison runs twice so warm caches are checked as well.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared import yamldoc
+from shared.errors import FleetError
+
+GOLDEN = Path(__file__).parent / "golden"
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# YAML 1.1 as PyYAML reads it: the cases a YAML 1.2 parser or a hand-rolled resolver gets
+# wrong, plus the constructs the fast path hands back to PyYAML.
+CORPUS = [
+    "a: yes\nb: No\nc: ON\nd: off\ne: y\nf: n\ng: True\nh: 'yes'\ni: \"on\"\n",
+    "octal: 0755\nhex: 0x1F\nbin: 0b101\nsexa: 1:30\nsexaf: 190:20:30.15\nus: 1_000\n",
+    "f1: 1e3\nf2: 1.0e3\nf3: .inf\nf4: -.Inf\nf5: .NaN\nf6: 6.8523015e+5\nf7: -0.0\n",
+    "n1: ~\nn2: null\nn3: Null\nn4:\nn5: ''\nn6: 'null'\n",
+    "t1: 2001-12-14t21:59:43.10-05:00\nt2: 2002-12-14\nt3: 2001-12-14 21:59:43.10\n",
+    "t4: '2002-12-14'\nt5: 2002-12-14T10:00:00Z\n",
+    "b: !!binary aGVsbG8=\ns: !!str 123\ni: !!int '42'\nf: !!float '1'\n",
+    "base: &b {x: 1, y: [1, 2]}\nother: *b\nmerged:\n  <<: *b\n  z: 3\n",
+    "list: &l [1, 2]\nagain: *l\n",
+    "=: equals key\nplain: x\n",
+    "dup: 1\nother: 2\ndup: 3\n",
+    "1: int key\ntrue: bool key\n~: null key\n1.5: float key\n2001-01-01: date key\n",
+    "s: !!set {a, b}\no: !!omap [{a: 1}, {b: 2}]\np: !!pairs [{a: 1}, {a: 2}]\n",
+    "text: |\n  line one\n  line two\nfolded: >\n  folded\n  text\n",
+    'unicode: héllo wörld ✓\nemoji: "\\U0001F600"\nescaped: "tab\\tnew\\nline"\n',
+    "---\n---\n# only a comment\n---\na: 1\n---\n- x\n- y\n---\nplain scalar\n---\n42\n",
+    "nested:\n  - a: 1\n    b: [x, {c: d}]\n  - []\n  - {}\n  - - deep\n",
+    "flow: {a: [1, 2, {b: c}], 'quoted key': \"v\"}\n",
+    "long: " + " ".join(["word"] * 60) + "\n",
+    "key with spaces: value: with colon\n'#not comment': '- not a list'\n",
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  on: 'true'\n  '0755': 0755\n",
+    "recursive: &r\n  self: *r\n",
+    "? [a, b]\n: complex key\n",
+    "? {a: 1}\n: complex key\n",
+    "custom: !thing value\n",
+    "a: !!map {b: 1}\nc: !!seq [1]\nd: !!null ''\ne: !!bool yes\n",
+]
+
+SYNTAX_ERRORS = [
+    "a: [1, 2\n",
+    "a: b\n c: d\n  e\n",
+    "key: 'unterminated\n",
+    "- a\nb: c\n",
+    "*undefined\n",
+]
+
+
+def same(a: Any, b: Any, seen: set[tuple[int, int]] | None = None) -> bool:
+    """Equal with the same types all the way down (1 == 1.0 == True otherwise); copes with
+    recursive documents."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict | list | tuple):
+        seen = set() if seen is None else seen
+        if (id(a), id(b)) in seen:
+            return True
+        seen.add((id(a), id(b)))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k], seen) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(same(x, y, seen) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return bool(a == b)
+
+
+def check_load(text: str) -> list[Any]:
+    for _ in range(2):
+        try:
+            expected = yamldoc._pyyaml_loads_all(text)
+        except yaml.YAMLError as err:  # the reference fails: the fast path must fail alike
+            with pytest.raises(FleetError) as fast:
+                yamldoc.loads_all(text, "x.yaml")
+            assert str(fast.value) == str(yamldoc._syntax_error(err, "x.yaml"))
+            return []
+        got = yamldoc.loads_all(text, "x.yaml")
+        assert same(got, expected), (text, got, expected)
+    return got
+
+
+@pytest.mark.parametrize("text", CORPUS)
+def test_load_matches_pyyaml(text: str) -> None:
+    check_load(text)
+
+
+def test_load_shares_aliased_objects_like_pyyaml() -> None:
+    doc = check_load("base: &b {x: 1}\nother: *b\n")[0]
+    assert doc["base"] is doc["other"]
+    doc = check_load("recursive: &r\n  self: *r\n")[0]
+    assert doc["recursive"]["self"] is doc["recursive"]
+
+
+def test_load_keeps_yaml_1_1_meaning() -> None:
+    doc = check_load(CORPUS[0] + CORPUS[1])[0]
+    assert doc["a"] is True and doc["d"] is False and doc["e"] == "y" and doc["h"] == "yes"
+    assert doc["octal"] == 493 and doc["sexa"] == 90 and doc["us"] == 1000
+    assert check_load(CORPUS[2])[0]["f1"] == "1e3"
+    assert isinstance(check_load(CORPUS[4])[0]["t1"], datetime.datetime)
+    assert check_load(CORPUS[10])[0] == {"dup": 3, "other": 2}
+
+
+@pytest.mark.parametrize("text", SYNTAX_ERRORS)
+def test_syntax_errors_are_the_same_fleet_errors(text: str) -> None:
+    with pytest.raises(FleetError) as fast:
+        yamldoc.loads_all(text, "x.yaml")
+    try:
+        yamldoc._pyyaml_loads_all(text)
+    except yaml.YAMLError as err:
+        expected = yamldoc._syntax_error(err, "x.yaml")
+    else:  # pragma: no cover - the corpus holds broken documents only
+        pytest.fail("reference loaded a broken document")
+    assert str(fast.value) == str(expected)
+
+
+def test_unconstructable_tags_fail_like_pyyaml() -> None:
+    with pytest.raises(FleetError, match="could not determine a constructor"):
+        yamldoc.loads_all("custom: !thing value\n", "x.yaml")
+
+
+def all_yaml_files() -> list[Path]:
+    files = sorted(GOLDEN.rglob("*.yaml")) + sorted(FIXTURES.rglob("*.yaml"))
+    examples = Path(__file__).parents[1] / "examples"
+    files += sorted(examples.rglob("*.yaml"))
+    return [f for f in files if f.is_file()]
+
+
+def test_repo_yaml_files_load_and_dump_like_pyyaml() -> None:
+    files = all_yaml_files()
+    assert len(files) > 50
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        try:
+            yamldoc._pyyaml_loads_all(text)
+        except yaml.YAMLError:
+            continue  # fixtures with deliberate mistakes: covered by the error tests
+        for doc in check_load(text):
+            assert yamldoc.dumps(doc) == yamldoc._pyyaml_dumps(doc), path
+
+
+def test_golden_files_are_fixed_points() -> None:
+    """Rendered atlas output is normalized: loading and dumping it gives the same bytes.
+    (Dimensions output keeps Go templating for Argo CD, so it is not.)"""
+    files = sorted((GOLDEN / "atlas-fleet").rglob("*.yaml"))
+    assert files
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        (doc,) = yamldoc.loads_all(text, str(path))
+        assert yamldoc.dumps(doc) == text, path
+
+
+@pytest.mark.parametrize("text", CORPUS)
+def test_dump_of_loaded_corpus_matches_pyyaml(text: str) -> None:
+    for doc in check_load(text):
+        for _ in range(2):
+            assert yamldoc.dumps(doc) == yamldoc._pyyaml_dumps(doc)
+
+
+def test_dump_shares_like_pyyaml_and_falls_back_for_other_types() -> None:
+    shared = {"k": [1, 2]}
+    data: dict[str, Any] = {"a": shared, "b": shared, "c": [shared]}
+    assert "&id001" in yamldoc.dumps(data)
+    assert yamldoc.dumps(data) == yamldoc._pyyaml_dumps(data)
+    loop: dict[str, Any] = {"x": 1}
+    loop["self"] = loop
+    assert yamldoc.dumps(loop) == yamldoc._pyyaml_dumps(loop)
+    others = {
+        "when": datetime.datetime(2024, 1, 2, 3, 4, 5),
+        "day": datetime.date(2024, 1, 2),
+        "raw": b"\x00\x01",
+        "pair": (1, "a"),
+        "set": {1, 2},
+    }
+    assert yamldoc.dumps(others) == yamldoc._pyyaml_dumps(others)
+
+
+class StrSub(str):
+    pass
+
+
+def test_dump_of_str_subclass_fails_like_pyyaml() -> None:
+    with pytest.raises(yaml.representer.RepresenterError):
+        yamldoc._pyyaml_dumps({"a": StrSub("x")})
+    with pytest.raises(yaml.representer.RepresenterError):
+        yamldoc.dumps({"a": StrSub("x")})
+
+
+# Strings that YAML 1.1 would read as something else, need quoting, or wrap.
+TRICKY = [
+    "",
+    " ",
+    "yes",
+    "No",
+    "on",
+    "OFF",
+    "y",
+    "true",
+    "null",
+    "~",
+    "0755",
+    "0x1F",
+    "1:30",
+    "1e3",
+    "1.0",
+    ".inf",
+    "-",
+    "- x",
+    "a: b",
+    "#c",
+    "x #c",
+    "'q'",
+    '"dq"',
+    "@at",
+    "`tick",
+    "%p",
+    "!bang",
+    "&amp",
+    "*star",
+    "|pipe",
+    ">gt",
+    "?q",
+    "=",
+    "<<",
+    "2002-12-14",
+    " lead",
+    "trail ",
+    "multi\nline",
+    "trailing newline\n",
+    "\ttab",
+    "ünïcödé",
+    "\x85nel",
+    "\u2028sep",
+    "emoji 😀",
+    "\x07bell",
+    " ".join(["wrap"] * 30),
+    "x" * 120,
+]
+
+scalars = (
+    st.sampled_from(TRICKY)
+    | st.text(max_size=40)
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.booleans()
+    | st.none()
+)
+keys = st.sampled_from(TRICKY) | st.text(max_size=20) | st.integers() | st.booleans() | st.none()
+trees = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(keys, children, max_size=5),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(trees)
+def test_dump_matches_pyyaml_on_random_trees(data: Any) -> None:
+    expected = yamldoc._pyyaml_dumps(data)
+    assert yamldoc.dumps(data) == expected
+    assert yamldoc.dumps(data) == expected
+    # and what we write reads back as PyYAML reads it
+    assert same(yamldoc.loads_all(expected, "x.yaml"), yamldoc._pyyaml_loads_all(expected))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(TRICKY) | st.text(max_size=30), min_size=1, max_size=8))
+def test_plain_scalars_resolve_like_pyyaml(words: list[str]) -> None:
+    """Unquoted text in many positions (keys, values, list items) resolves as PyYAML does."""
+    lines = []
+    for i, word in enumerate(words):
+        flat = " ".join(word.split())
+        lines.append(f"k{i}: {flat}")
+        lines.append(f"{flat or 'empty'}{i}: v")
+    lines.append("items:")
+    lines += [f"  - {' '.join(w.split())}" for w in words]
+    text = "\n".join(lines) + "\n"
+    check_load(text)
