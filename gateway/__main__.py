@@ -1,0 +1,38 @@
+"""`python -m gateway`: serve the gateway with uvicorn, configured by ROLLWRIGHT_* settings."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+import uvicorn
+
+from gateway.app import create_app
+from shared.settings import Settings
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m gateway",
+        description="rollwright gateway: GitHub webhooks in, Temporal workflows out. "
+        "Configured by ROLLWRIGHT_* environment variables (docs/configuration.md).",
+    )
+    parser.add_argument("--host", default="0.0.0.0", help="listen address (default 0.0.0.0)")
+    parser.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
+    args = parser.parse_args(argv)
+    settings = Settings()
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    uvicorn.run(
+        create_app(settings),
+        host=args.host,
+        port=args.port,
+        log_level=settings.log_level.lower(),
+        # Webhook bodies are small; the default keep-alive suits GitHub's connection reuse.
+        proxy_headers=True,
+    )
+
+
+if __name__ == "__main__":
+    main()

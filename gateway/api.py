@@ -1,0 +1,138 @@
+"""`POST /api/deploy`: a manual deploy of one root at one revision — the rollback path.
+
+Authenticated with the static bearer token `ROLLWRIGHT_API_TOKEN`; without a configured token
+the endpoint does not exist (404). The deploy is a manual, `api` revision signal-with-started
+into the root's DeployWorkflow, so it goes ahead of merged revisions and locks the queue for
+them until someone clicks Unlock.
+
+The gateway never clones, so it cannot check that the root exists or resolve a branch name:
+`revision` must be a full commit sha, and an unknown root fails in the render with a failed
+check run. A DeployWorkflow that is already running keeps the repository it was started with;
+when this call starts one, the repository comes from the body: `installation_id` (optional; the
+worker can look it up from the App) and `clone_url` (default: derived from
+`ROLLWRIGHT_GITHUB_API_URL`, `https://github.com/<owner>/<name>.git` for github.com).
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from gateway.context import Gateway, GatewayDep
+from gateway.dispatcher import DispatchError
+from shared.payloads import NewRevision, RepoRef
+
+router = APIRouter(prefix="/api", tags=["api"])
+bearer = HTTPBearer(auto_error=False, description="ROLLWRIGHT_API_TOKEN")
+
+SEGMENT = r"[A-Za-z0-9_.][A-Za-z0-9_.-]*"
+
+
+class DeployRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    repo: str = Field(pattern=rf"^{SEGMENT}/{SEGMENT}$", examples=["acme/fleet"])
+    root: str = Field(
+        pattern=rf"^{SEGMENT}(/{SEGMENT})*$", max_length=400, examples=["staging/cluster-a"]
+    )
+    revision: str = Field(
+        pattern=r"^[0-9a-fA-F]{40}([0-9a-fA-F]{24})?$",
+        description="Full commit sha (SHA-1 or SHA-256); branch names cannot be resolved here.",
+    )
+    requested_by: str | None = Field(default=None, max_length=255)
+    installation_id: int | None = None
+    clone_url: str | None = None
+    default_branch: str = "main"
+
+    @field_validator("root")
+    @classmethod
+    def _no_dot_segments(cls, value: str) -> str:
+        if any(part in (".", "..") for part in value.split("/")):
+            raise ValueError("root must not contain '.' or '..' segments")
+        return value
+
+
+class DeployAccepted(BaseModel):
+    status: Literal["queued"] = "queued"
+    workflow_id: str
+    repo: str
+    root: str
+    revision: str
+
+
+def web_base(api_url: str) -> str:
+    """github.com for api.github.com, `https://HOST` for GHES (`https://HOST/api/v3`), and the
+    emulator's own URL (it serves the API at its root)."""
+    base = api_url.rstrip("/")
+    if base == "https://api.github.com":
+        return "https://github.com"
+    if base.endswith("/api/v3"):
+        return base[: -len("/api/v3")]
+    return base
+
+
+def require_token(
+    gw: GatewayDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> None:
+    token = gw.settings.api_token
+    if token is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "Not Found")
+    given = credentials.credentials if credentials else ""
+    if not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
+        gw.metrics.api_deploys.labels(outcome="unauthorized").inc()
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "a valid bearer token is required",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+@router.post(
+    "/deploy",
+    status_code=status.HTTP_202_ACCEPTED,
+    dependencies=[Depends(require_token)],
+    responses={
+        401: {"description": "Missing or wrong bearer token."},
+        404: {"description": "No API token is configured: the API is off."},
+        503: {"description": "Temporal is unavailable; nothing was queued."},
+    },
+)
+async def deploy(body: DeployRequest, gw: GatewayDep) -> DeployAccepted:
+    """Queue a manual deploy of `root` at `revision` (manual items run before merged ones)."""
+    owner, name = body.repo.split("/", 1)
+    web = f"{web_base(gw.settings.github_api_url)}/{owner}/{name}"
+    repo = RepoRef(
+        owner=owner,
+        name=name,
+        installation_id=body.installation_id,
+        clone_url=body.clone_url or f"{web}.git",
+        default_branch=body.default_branch,
+        html_url=web,
+    )
+    revision = NewRevision(
+        revision=body.revision.lower(),
+        trigger="manual",
+        reason="api",
+        requested_by=body.requested_by or "api",
+    )
+    return await _queue(gw, repo, body.root, revision)
+
+
+async def _queue(gw: Gateway, repo: RepoRef, root: str, revision: NewRevision) -> DeployAccepted:
+    try:
+        dispatched = await gw.dispatcher.queue_revision(repo, root, revision)
+    except DispatchError as err:
+        gw.metrics.api_deploys.labels(outcome="unavailable").inc()
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(err)) from err
+    gw.metrics.api_deploys.labels(outcome="queued").inc()
+    return DeployAccepted(
+        workflow_id=dispatched.workflow_id,
+        repo=repo.full_name,
+        root=root,
+        revision=revision.revision,
+    )

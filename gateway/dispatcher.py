@@ -1,0 +1,183 @@
+"""How the gateway reaches Temporal: start or signal workflows by name, nothing else.
+
+The gateway never imports workflow code; it uses the names and payload models of
+shared/payloads.py with the pydantic data converter, so the worker decodes exactly the models it
+declares. `Dispatcher` is the small surface the HTTP handlers need; `TemporalDispatcher` is the
+real implementation (tests run it against a real Temporal dev server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Literal, Protocol
+
+from temporalio.client import Client
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from shared.payloads import (
+    DEPLOY_WORKFLOW,
+    DISPATCH_WORKFLOW,
+    SIGNAL_NEW_REVISION,
+    SIGNAL_REVIEW,
+    SIGNAL_UNLOCK,
+    DeployInput,
+    DispatchInput,
+    NewRevision,
+    RepoRef,
+    ReviewSignal,
+    UnlockSignal,
+    deploy_workflow_id,
+)
+from shared.settings import Settings
+
+log = logging.getLogger("rollwright.gateway")
+
+Outcome = Literal["started", "already_started", "signaled", "queued", "not_running"]
+
+# GitHub gives up on a webhook after 10 s; answer well before that even when Temporal hangs.
+RPC_TIMEOUT = timedelta(seconds=5)
+HEALTH_TIMEOUT = timedelta(seconds=2)
+
+
+@dataclass(frozen=True)
+class Dispatched:
+    """What happened to a start or signal. `not_running`: the target workflow is gone."""
+
+    workflow_id: str
+    outcome: Outcome
+
+
+class DispatchError(Exception):
+    """Temporal could not be reached or refused the call: the caller should answer 503 so the
+    request (or GitHub's redelivery) can be retried."""
+
+
+class Dispatcher(Protocol):
+    async def start_dispatch(self, workflow_id: str, inp: DispatchInput) -> Dispatched:
+        """Start a DispatchWorkflow; an existing one with that id counts as done."""
+        ...
+
+    async def review(self, deployment_id: str, review: ReviewSignal) -> Dispatched:
+        """Signal the RenderWorkflow of a deployment (id = deployment id)."""
+        ...
+
+    async def unlock(self, repo: str, root: str, unlock: UnlockSignal) -> Dispatched:
+        """Signal the root's DeployWorkflow to unlock its queue."""
+        ...
+
+    async def queue_revision(self, repo: RepoRef, root: str, revision: NewRevision) -> Dispatched:
+        """Signal-with-start the root's DeployWorkflow with a revision to deploy."""
+        ...
+
+    async def check_health(self) -> None:
+        """Raise DispatchError when Temporal is not reachable."""
+        ...
+
+
+class TemporalDispatcher:
+    """Dispatcher over a Temporal client (pydantic data converter, shared task queue)."""
+
+    def __init__(
+        self, client: Client, task_queue: str, *, rpc_timeout: timedelta = RPC_TIMEOUT
+    ) -> None:
+        self.client = client
+        self.task_queue = task_queue
+        self.rpc_timeout = rpc_timeout
+
+    @classmethod
+    async def connect(cls, settings: Settings) -> TemporalDispatcher:
+        # Lazy: the gateway starts (and /healthz says why it is unhealthy) while Temporal is
+        # still coming up; every call connects if needed and fails fast with DispatchError.
+        client = await Client.connect(
+            settings.temporal_address,
+            namespace=settings.temporal_namespace,
+            data_converter=pydantic_data_converter,
+            lazy=True,
+        )
+        return cls(client, settings.task_queue)
+
+    async def start_dispatch(self, workflow_id: str, inp: DispatchInput) -> Dispatched:
+        async with _calling(f"starting {DISPATCH_WORKFLOW} {workflow_id}"):
+            try:
+                await self.client.start_workflow(
+                    DISPATCH_WORKFLOW,
+                    inp,
+                    id=workflow_id,
+                    task_queue=self.task_queue,
+                    # One dispatch per pushed commit; only a failed one may be tried again.
+                    id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                    static_summary=_dispatch_summary(inp),
+                    rpc_timeout=self.rpc_timeout,
+                )
+            except WorkflowAlreadyStartedError:
+                return Dispatched(workflow_id, "already_started")
+        return Dispatched(workflow_id, "started")
+
+    async def review(self, deployment_id: str, review: ReviewSignal) -> Dispatched:
+        return await self._signal(deployment_id, SIGNAL_REVIEW, review)
+
+    async def unlock(self, repo: str, root: str, unlock: UnlockSignal) -> Dispatched:
+        return await self._signal(deploy_workflow_id(repo, root), SIGNAL_UNLOCK, unlock)
+
+    async def queue_revision(self, repo: RepoRef, root: str, revision: NewRevision) -> Dispatched:
+        workflow_id = deploy_workflow_id(repo.full_name, root)
+        async with _calling(f"signal-with-start {DEPLOY_WORKFLOW} {workflow_id}"):
+            await self.client.start_workflow(
+                DEPLOY_WORKFLOW,
+                DeployInput(repo=repo, root=root),
+                id=workflow_id,
+                task_queue=self.task_queue,
+                start_signal=SIGNAL_NEW_REVISION,
+                start_signal_args=[revision],
+                static_summary=f"Deploy queue of `{root}` in {repo.full_name}",
+                rpc_timeout=self.rpc_timeout,
+            )
+        return Dispatched(workflow_id, "queued")
+
+    async def check_health(self) -> None:
+        async with _calling("checking Temporal health"):
+            healthy = await self.client.service_client.check_health(timeout=HEALTH_TIMEOUT)
+        if not healthy:
+            raise DispatchError("Temporal answered the health check with NOT_SERVING")
+
+    async def _signal(self, workflow_id: str, name: str, arg: object) -> Dispatched:
+        async with _calling(f"signalling {name} to {workflow_id}"):
+            try:
+                await self.client.get_workflow_handle(workflow_id).signal(
+                    name, arg, rpc_timeout=self.rpc_timeout
+                )
+            except RPCError as err:
+                # Finished or never started: a stale button. Nothing to retry.
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    return Dispatched(workflow_id, "not_running")
+                raise
+        return Dispatched(workflow_id, "signaled")
+
+
+@asynccontextmanager
+async def _calling(operation: str) -> AsyncIterator[None]:
+    """Turn Temporal's transport failures into DispatchError naming what was being done."""
+    try:
+        yield
+    except RPCError as err:
+        raise DispatchError(f"{operation}: {err.status.name}: {err.message}") from err
+    except RuntimeError as err:  # the core bridge reports connection failures this way
+        raise DispatchError(f"{operation}: {err}") from err
+    except TimeoutError as err:
+        raise DispatchError(f"{operation}: timed out") from err
+    except asyncio.CancelledError:
+        log.warning("%s: cancelled", operation)
+        raise
+
+
+def _dispatch_summary(inp: DispatchInput) -> str:
+    what = "Re-run" if inp.trigger == "manual" else "Push"
+    return f"{what} of `{inp.after[:12]}` in {inp.repo.full_name}: find affected roots"

@@ -1,0 +1,460 @@
+"""`POST /events`: GitHub webhooks in, Temporal starts and signals out. Nothing is cloned here.
+
+1. The signature (`X-Hub-Signature-256`, HMAC-SHA256 of the raw body) is checked in constant
+   time before anything else; a bad or missing one gets an empty 401.
+2. The payload is parsed and turned into a `Route` by `route_event` (pure: no I/O).
+3. `X-GitHub-Delivery` is claimed in SQL; a delivery seen before answers `duplicate` and does
+   nothing else, so GitHub's redelivery has no second effect.
+4. The route is delivered through the Dispatcher. When Temporal cannot be reached the claim is
+   forgotten and the answer is 503, so a redelivery of the same GUID is processed.
+
+Which events do what (anything else is answered 200 `ignored`):
+- `push` to the default branch (not tags, other branches or deletions) → start DispatchWorkflow
+  `dispatch:<repo>:<after>`.
+- `check_run.requested_action` on a check run named `rollwright/<root>` of this App:
+  `approve` / `reject` → `review` signal to the RenderWorkflow named by the `external_id`;
+  `unlock` → `unlock` signal to `deploy:<repo>:<root>`.
+- `check_run.rerequested` (same check runs, default branch) → signal-with-start
+  `deploy:<repo>:<root>` with a manual `rerequested` revision of the check run's head sha.
+- `check_suite.rerequested` (this App's suite, default branch) → start a manual
+  DispatchWorkflow for the suite's `before..head_sha` (the gateway cannot list roots itself),
+  id `dispatch:<repo>:<head_sha>:rerequested:<delivery>`.
+- `ping`, `installation*` → 200 `acknowledged`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, BackgroundTasks, Header, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gateway.context import Gateway, GatewayDep
+from gateway.dispatcher import Dispatched, Dispatcher, DispatchError
+from shared.checkrun import root_from_check_run_name
+from shared.github import verify_webhook_signature
+from shared.payloads import (
+    DispatchInput,
+    NewRevision,
+    RepoRef,
+    ReviewSignal,
+    UnlockSignal,
+    dispatch_workflow_id,
+)
+
+log = logging.getLogger("rollwright.gateway")
+
+ZERO_SHA = "0" * 40
+ACKNOWLEDGED_EVENTS = frozenset({"ping", "installation_repositories", "installation_target"})
+
+# --------------------------------------------------------------------------- GitHub payloads
+# Only the fields we read; GitHub adds fields freely, so everything else is ignored.
+
+
+class _GitHubModel(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Account(_GitHubModel):
+    login: str
+
+
+class Installation(_GitHubModel):
+    id: int
+
+
+class Repository(_GitHubModel):
+    full_name: str
+    clone_url: str = ""
+    default_branch: str = "main"
+    html_url: str = ""
+
+    def ref(self, installation: Installation | None) -> RepoRef:
+        owner, _, name = self.full_name.partition("/")
+        return RepoRef(
+            owner=owner,
+            name=name,
+            installation_id=installation.id if installation else None,
+            clone_url=self.clone_url,
+            default_branch=self.default_branch,
+            html_url=self.html_url,
+        )
+
+
+class Pusher(_GitHubModel):
+    name: str | None = None
+
+
+class PushEvent(_GitHubModel):
+    ref: str
+    before: str
+    after: str
+    deleted: bool = False
+    forced: bool = False
+    repository: Repository
+    pusher: Pusher | None = None
+    sender: Account | None = None
+    installation: Installation | None = None
+
+
+class App(_GitHubModel):
+    id: int
+
+
+class SuiteRef(_GitHubModel):
+    head_branch: str | None = None
+
+
+class CheckRun(_GitHubModel):
+    id: int
+    name: str
+    head_sha: str
+    external_id: str | None = None
+    app: App | None = None
+    check_suite: SuiteRef | None = None
+
+
+class RequestedAction(_GitHubModel):
+    identifier: str
+
+
+class CheckRunEvent(_GitHubModel):
+    action: str
+    check_run: CheckRun
+    requested_action: RequestedAction | None = None
+    repository: Repository
+    sender: Account | None = None
+    installation: Installation | None = None
+
+
+class CheckSuite(_GitHubModel):
+    id: int
+    head_branch: str | None = None
+    head_sha: str
+    before: str | None = None
+    after: str | None = None
+    app: App | None = None
+
+
+class CheckSuiteEvent(_GitHubModel):
+    action: str
+    check_suite: CheckSuite
+    repository: Repository
+    sender: Account | None = None
+    installation: Installation | None = None
+
+
+# --------------------------------------------------------------------------- routes
+
+
+@dataclass(frozen=True)
+class Ignore:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Acknowledge:
+    reason: str
+
+
+@dataclass(frozen=True)
+class StartDispatch:
+    workflow_id: str
+    inp: DispatchInput
+
+
+@dataclass(frozen=True)
+class Review:
+    deployment_id: str
+    signal: ReviewSignal
+
+
+@dataclass(frozen=True)
+class Unlock:
+    repo: str
+    root: str
+    signal: UnlockSignal
+
+
+@dataclass(frozen=True)
+class QueueRevision:
+    repo: RepoRef
+    root: str
+    revision: NewRevision
+
+
+Route = Ignore | Acknowledge | StartDispatch | Review | Unlock | QueueRevision
+
+
+def route_event(
+    event: str, payload: dict[str, Any], *, app_id: str | None, delivery_id: str
+) -> Route:
+    """What a verified webhook should do. Raises pydantic ValidationError on a payload that
+    lacks what its event needs."""
+    if event == "push":
+        return _push(PushEvent.model_validate(payload), delivery_id)
+    if event == "check_run":
+        return _check_run(CheckRunEvent.model_validate(payload), app_id)
+    if event == "check_suite":
+        return _check_suite(CheckSuiteEvent.model_validate(payload), app_id, delivery_id)
+    if event == "installation" or event in ACKNOWLEDGED_EVENTS:
+        return Acknowledge(f"{event} acknowledged")
+    return Ignore(f"event {event!r} is not handled")
+
+
+def _push(push: PushEvent, delivery_id: str) -> Route:
+    default_ref = f"refs/heads/{push.repository.default_branch}"
+    if push.ref.startswith("refs/tags/"):
+        return Ignore(f"tag push {push.ref}")
+    if push.ref != default_ref:
+        return Ignore(f"push to {push.ref}, not the default branch {default_ref}")
+    if push.deleted or push.after == ZERO_SHA:
+        return Ignore(f"{push.ref} was deleted")
+    repo = push.repository.ref(push.installation)
+    pusher = push.sender.login if push.sender else (push.pusher.name if push.pusher else None)
+    return StartDispatch(
+        dispatch_workflow_id(repo.full_name, push.after),
+        DispatchInput(
+            repo=repo,
+            before=push.before,
+            after=push.after,
+            forced=push.forced,
+            pusher=pusher,
+            delivery_id=delivery_id,
+            reason="push",
+        ),
+    )
+
+
+def _ours(app: App | None, app_id: str | None) -> bool:
+    # Without a configured App id (a bare local setup) every app's runs are candidates; the
+    # `rollwright/` name still has to match.
+    return app_id is None or (app is not None and str(app.id) == str(app_id))
+
+
+def _check_run(ev: CheckRunEvent, app_id: str | None) -> Route:
+    run = ev.check_run
+    root = root_from_check_run_name(run.name)
+    if root is None:
+        return Ignore(f"check run {run.name!r} is not a rollwright check run")
+    if not _ours(run.app, app_id):
+        return Ignore(f"check run {run.name!r} belongs to another app")
+    sender = ev.sender.login if ev.sender else None
+    repo = ev.repository.ref(ev.installation)
+    if ev.action == "requested_action":
+        identifier = ev.requested_action.identifier if ev.requested_action else ""
+        if identifier in ("approve", "reject"):
+            if not run.external_id:
+                return Ignore(f"check run {run.id} has no external_id (deployment id)")
+            return Review(
+                run.external_id,
+                ReviewSignal(
+                    decision="approve" if identifier == "approve" else "reject", by=sender
+                ),
+            )
+        if identifier == "unlock":
+            return Unlock(repo.full_name, root, UnlockSignal(by=sender))
+        return Ignore(f"requested action {identifier!r} is not handled")
+    if ev.action == "rerequested":
+        branch = run.check_suite.head_branch if run.check_suite else None
+        if branch != repo.default_branch:
+            return Ignore(f"re-run requested on {branch!r}, not {repo.default_branch!r}")
+        return QueueRevision(
+            repo,
+            root,
+            NewRevision(
+                revision=run.head_sha,
+                trigger="manual",
+                reason="rerequested",
+                requested_by=sender,
+            ),
+        )
+    return Ignore(f"check_run.{ev.action} is not handled")
+
+
+def _check_suite(ev: CheckSuiteEvent, app_id: str | None, delivery_id: str) -> Route:
+    suite = ev.check_suite
+    if ev.action != "rerequested":
+        return Ignore(f"check_suite.{ev.action} is not handled")
+    if not _ours(suite.app, app_id):
+        return Ignore("check suite belongs to another app")
+    repo = ev.repository.ref(ev.installation)
+    if suite.head_branch != repo.default_branch:
+        return Ignore(f"re-run requested on {suite.head_branch!r}, not {repo.default_branch!r}")
+    # The gateway does not clone, so it cannot list the suite's roots; the DispatchWorkflow
+    # recomputes them from the push that created the suite (before..head), as a manual re-run.
+    # The id carries the delivery so a re-run never collides with the push's own dispatch.
+    workflow_id = (
+        f"{dispatch_workflow_id(repo.full_name, suite.head_sha)}:rerequested:{delivery_id}"
+    )
+    return StartDispatch(
+        workflow_id,
+        DispatchInput(
+            repo=repo,
+            before=suite.before or ZERO_SHA,
+            after=suite.head_sha,
+            trigger="manual",
+            reason="rerequested",
+            pusher=ev.sender.login if ev.sender else None,
+            delivery_id=delivery_id,
+        ),
+    )
+
+
+async def deliver(
+    route: StartDispatch | Review | Unlock | QueueRevision, d: Dispatcher
+) -> Dispatched:
+    match route:
+        case StartDispatch(workflow_id, inp):
+            return await d.start_dispatch(workflow_id, inp)
+        case Review(deployment_id, signal):
+            return await d.review(deployment_id, signal)
+        case Unlock(repo, root, signal):
+            return await d.unlock(repo, root, signal)
+        case QueueRevision(repo, root, revision):
+            return await d.queue_revision(repo, root, revision)
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class WebhookAnswer(BaseModel):
+    status: Literal["accepted", "acknowledged", "ignored", "duplicate", "unavailable"]
+    event: str
+    delivery: str
+    detail: str = ""
+    workflow_id: str | None = None
+
+
+router = APIRouter(tags=["webhooks"])
+
+
+def parse_body(body: bytes, content_type: str) -> dict[str, Any]:
+    """JSON, or the `payload` field of a form-encoded delivery (both are GitHub options)."""
+    if content_type.split(";")[0].strip() == "application/x-www-form-urlencoded":
+        fields = parse_qs(body.decode("utf-8"), strict_parsing=False)
+        body = fields.get("payload", [""])[0].encode()
+    data = json.loads(body)
+    if not isinstance(data, dict):
+        raise ValueError("payload is not a JSON object")
+    return data
+
+
+@router.post(
+    "/events",
+    response_model=WebhookAnswer,
+    responses={
+        202: {"model": WebhookAnswer, "description": "A workflow was started or signalled."},
+        400: {"description": "Signed, but not a GitHub webhook we can read."},
+        401: {"description": "Bad or missing X-Hub-Signature-256 (empty body)."},
+        503: {"model": WebhookAnswer, "description": "Temporal or the database is down."},
+    },
+)
+async def receive_event(
+    request: Request,
+    response: Response,
+    background: BackgroundTasks,
+    gw: GatewayDep,
+    x_github_event: Annotated[str | None, Header()] = None,
+    x_github_delivery: Annotated[str | None, Header()] = None,
+    x_hub_signature_256: Annotated[str | None, Header()] = None,
+) -> WebhookAnswer | Response:
+    started = time.perf_counter()
+    body = await request.body()
+    secret = gw.settings.webhook_secret
+    if secret is None or not verify_webhook_signature(
+        secret.get_secret_value(), body, x_hub_signature_256
+    ):
+        gw.metrics.webhook(x_github_event, "bad_signature", time.perf_counter() - started)
+        return Response(status_code=status.HTTP_401_UNAUTHORIZED)
+
+    def answer(outcome: str, code: int, result: WebhookAnswer) -> WebhookAnswer:
+        response.status_code = code
+        gw.metrics.webhook(x_github_event, outcome, time.perf_counter() - started)
+        return result
+
+    if not x_github_event or not x_github_delivery:
+        gw.metrics.webhook(x_github_event, "bad_request", time.perf_counter() - started)
+        return Response("missing X-GitHub-Event or X-GitHub-Delivery\n", 400)
+    event, delivery = x_github_event, x_github_delivery
+
+    def reply(status_: str, detail: str = "", workflow_id: str | None = None) -> WebhookAnswer:
+        return WebhookAnswer.model_validate(
+            {
+                "status": status_,
+                "event": event,
+                "delivery": delivery,
+                "detail": detail,
+                "workflow_id": workflow_id,
+            }
+        )
+
+    try:
+        payload = parse_body(body, request.headers.get("content-type", "application/json"))
+        route = route_event(event, payload, app_id=gw.settings.github_app_id, delivery_id=delivery)
+    except (ValueError, ValidationError) as err:
+        # ValidationError is a ValueError; json errors too. Signed by GitHub but unreadable:
+        # a redelivery would not help, so this is the sender's problem (400), not ours.
+        log.warning("webhook %s %s: unreadable payload: %s", event, delivery, err)
+        gw.metrics.webhook(event, "bad_request", time.perf_counter() - started)
+        return Response(f"unreadable {event} payload\n", 400)
+
+    action = payload.get("action") if isinstance(payload.get("action"), str) else None
+    repo = payload.get("repository")
+    repo_name = repo.get("full_name") if isinstance(repo, dict) else None
+    try:
+        claimed = await run_in_threadpool(
+            gw.store.claim_delivery, delivery, event, action, repo_name
+        )
+    except Exception as err:  # the database is down: let GitHub's redelivery try again
+        log.error("webhook %s %s: recording the delivery failed: %s", event, delivery, err)
+        return answer("unavailable", 503, reply("unavailable", "database unavailable"))
+    if not claimed:
+        return answer("duplicate", 200, reply("duplicate", "delivery already processed"))
+
+    if isinstance(route, Ignore | Acknowledge):
+        kind = "ignored" if isinstance(route, Ignore) else "acknowledged"
+        background.add_task(_set_outcome, gw, delivery, f"{kind}: {route.reason}")
+        return answer(kind, 200, reply(kind, route.reason))
+
+    try:
+        dispatched = await deliver(route, gw.dispatcher)
+    except DispatchError as err:
+        log.error("webhook %s %s: %s", event, delivery, err)
+        await run_in_threadpool(gw.store.forget_delivery, delivery)
+        return answer(
+            "unavailable", 503, reply("unavailable", "Temporal unavailable; redeliver later")
+        )
+    except BaseException:
+        await run_in_threadpool(gw.store.forget_delivery, delivery)
+        gw.metrics.webhook(event, "error", time.perf_counter() - started)
+        raise
+
+    log.info(
+        "webhook %s.%s %s → %s %s",
+        event,
+        action or "",
+        delivery,
+        dispatched.workflow_id,
+        dispatched.outcome,
+    )
+    background.add_task(
+        _set_outcome, gw, delivery, f"{dispatched.outcome}: {dispatched.workflow_id}"
+    )
+    if dispatched.outcome == "not_running":
+        detail = f"workflow {dispatched.workflow_id} is not running"
+        return answer("ignored", 200, reply("ignored", detail, dispatched.workflow_id))
+    return answer("accepted", 202, reply("accepted", dispatched.outcome, dispatched.workflow_id))
+
+
+def _set_outcome(gw: Gateway, delivery: str, outcome: str) -> None:
+    try:
+        gw.store.set_delivery_outcome(delivery, outcome)
+    except Exception as err:  # bookkeeping only: the webhook was already handled
+        log.warning("recording the outcome of delivery %s failed: %s", delivery, err)

