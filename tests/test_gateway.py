@@ -842,6 +842,28 @@ def test_temporal_down_answers_503_and_forgets_the_delivery(
     store.close()
 
 
+def test_database_down_answers_503_and_starts_nothing(temporal: Temporal, tmp_path: Path) -> None:
+    db = tmp_path / "gone.db"
+    store = SqlStore(f"sqlite:///{db}")
+    with TestClient(create_app(_settings(tmp_path, temporal.address), store=store)) as gateway:
+        assert gateway.get("/healthz").status_code == 200
+        # The database file disappears (a directory takes its place): nothing can be recorded.
+        store.engine.dispose()
+        for path in tmp_path.glob("gone.db*"):
+            path.unlink()
+        db.mkdir()
+        payload, full_name = push_payload()
+        answer = post(gateway, "push", payload)
+        assert answer.status_code == 503
+        assert answer.json()["detail"] == "database unavailable"
+        health = gateway.get("/healthz")
+        assert health.status_code == 503
+        assert health.json()["checks"]["database"]["ok"] is False
+        assert health.json()["checks"]["temporal"]["ok"] is True
+    assert not temporal.exists(dispatch_workflow_id(full_name, payload["after"]))
+    store.close()
+
+
 # --------------------------------------------------------------------------- API deploy
 
 
