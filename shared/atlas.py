@@ -544,11 +544,13 @@ class AtlasLayout:
 
     def render_files(self, root: str) -> dict[str, bytes]:
         """Every output file of `root`, in plaintext."""
-        return self._render(root, redact=False)[0]
+        with helm.charts_unchanged():  # one root's releases share charts: fingerprint once
+            return self._render(root, redact=False)[0]
 
     def render_redacted(self, root: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
         """(plaintext, redacted) output files of `root`; see shared.atlas_secrets."""
-        return self._render(root, redact=True)
+        with helm.charts_unchanged():
+            return self._render(root, redact=True)
 
     def _render(self, root: str, *, redact: bool) -> tuple[dict[str, bytes], dict[str, bytes]]:
         files: dict[str, bytes] = {}

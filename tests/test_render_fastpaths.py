@@ -1,0 +1,71 @@
+"""Shortcuts on the render path give the same results as the long way round."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from shared import atlas_secrets, helm, origin, yamldoc
+from tests.conftest import ECHO_CHART, EXAMPLES
+
+
+def render_value(chart: Path) -> str:
+    out = helm.render_chart(chart, {"x": 1}, release="r", namespace="n", source="chart")
+    return "".join(out.templates.values())
+
+
+def test_charts_unchanged_fingerprints_once_per_block(tmp_path: Path) -> None:
+    chart = tmp_path / "echo"
+    shutil.copytree(ECHO_CHART, chart)
+    template = next((chart / "templates").glob("*.yaml"))
+    first = render_value(chart)
+    template.write_text(template.read_text() + "# edited-1\n")
+    # Outside a block every render sees the chart as it is on disk.
+    assert "edited-1" in render_value(chart)
+    with helm.charts_unchanged():
+        inside = render_value(chart)
+        template.write_text(template.read_text() + "# edited-2\n")
+        # Inside, the chart is taken as unchanged: the fingerprint was computed once.
+        assert render_value(chart) == inside
+        with helm.charts_unchanged():  # nested blocks share the outer one
+            assert render_value(chart) == inside
+    assert "edited-2" in render_value(chart)
+    assert "edited" not in first
+
+
+def test_crds_are_the_same_from_the_cache() -> None:
+    chart = EXAMPLES / "atlas-fleet/templates/cert-operator/chart"
+    first = helm.render_chart(chart, {}, release="r", namespace="n", source="c")
+    again = helm.render_chart(chart, {}, release="r", namespace="n", source="c")
+    assert list(first.crds) == ["cert-operator/crds/certificates.yaml"] and first.crds == again.crds
+    assert "CustomResourceDefinition" in first.crds["cert-operator/crds/certificates.yaml"]
+
+
+def test_releases_without_secrets_skip_the_second_parse_only_when_nothing_changes() -> None:
+    docs = {
+        "a/ConfigMap_x.yaml": {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "x"},
+            "data": {"note": "a secret word in lower case", "kind": "Secrets"},
+        },
+        "a/Secret_s.yaml": {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "s"},
+            "stringData": {"password": "hunter2"},
+        },
+        "a/Deployment.apps_d.yaml": {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "d"},
+            "spec": {"template": {"spec": {"volumes": [{"secret": {"secretName": "s"}}]}}},
+        },
+    }
+    files = {path: yamldoc.dumps(doc).encode() for path, doc in docs.items()}
+    for subset in ({"a/ConfigMap_x.yaml"}, {"a/Deployment.apps_d.yaml"}, set(files)):
+        out = {p: d for p, d in files.items() if p in subset}
+        assert atlas_secrets.redacted_files(out, None, "a/r") == origin.hash_secret_objects(out)
+    shown = atlas_secrets.redacted_files(files, None, "a/r")
+    assert b"hunter2" not in shown["a/Secret_s.yaml"]
+    assert shown["a/ConfigMap_x.yaml"] == files["a/ConfigMap_x.yaml"]
