@@ -115,7 +115,9 @@ def test_check_run_text_cut_between_whole_resources() -> None:
     assert size(text) <= OUTPUT_LIMIT
     shown = re.findall(r"^#### \+ `([^`]+)`", text, re.MULTILINE)
     assert shown and len(shown) < 300
-    marker = f"**Diff exceeds the limit:** showing {len(shown)} of 300 resources. [Full diff]({URL})"
+    marker = (
+        f"**Diff exceeds the limit:** showing {len(shown)} of 300 resources. [Full diff]({URL})"
+    )
     assert marker in text
     body = text[: text.index("\n**Diff exceeds the limit:**")]
     # every shown resource is complete: its section is exactly the one in the full diff

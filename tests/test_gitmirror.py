@@ -36,9 +36,7 @@ def commit(repo: Path, text: str) -> str:
     return commit_all(repo, text)
 
 
-def test_clone_once_then_fetch_incrementally(
-    origin: Path, ref: RepoRef, mirror: GitMirror
-) -> None:
+def test_clone_once_then_fetch_incrementally(origin: Path, ref: RepoRef, mirror: GitMirror) -> None:
     first = git(origin, "rev-parse", "HEAD")
     path = mirror.ensure(ref, first)
     assert path == mirror.git_dir / "mirrors/acme/fleet.git"
