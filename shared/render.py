@@ -128,6 +128,9 @@ class Render:
             plain = self._plain.get(path)
             if plain is None or plain == data:
                 continue
+            if not path.endswith((".yaml", ".yml")):
+                out[path] = {"": hashlib.sha256(plain).hexdigest()}
+                continue
             try:
                 shown = yaml.load_all(data.decode("utf-8"), Loader=_Loader)
                 real = yaml.load_all(plain.decode("utf-8"), Loader=_Loader)
