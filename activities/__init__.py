@@ -17,6 +17,7 @@ from temporalio.client import Client
 from activities.dispatch import DispatchActivities, QueueActivities
 from activities.git import GitActivities
 from activities.github import GitHubAccess, GitHubActivities
+from activities.joblog import JobLog
 from activities.publish import BlobPublisher, PublishActivities, Publisher
 from activities.render import RenderActivities
 from activities.store import StoreActivities, open_blob_store
@@ -64,9 +65,10 @@ def build_activities(
     mirror = GitMirror(settings.git_dir, token_for=github.token_for)
     publisher = publisher if publisher is not None else BlobPublisher(blobs, settings.blobs)
 
-    git = GitActivities(mirror)
+    jobs = JobLog(blobs)
+    git = GitActivities(mirror, jobs)
     render = RenderActivities(settings, blobs)
-    publish = PublishActivities(publisher)
+    publish = PublishActivities(publisher, jobs)
     pinned: list[Callable[..., Any]] = [
         git.checkout,
         render.render_root,

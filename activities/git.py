@@ -10,6 +10,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import fleet_mistakes
 from activities.heartbeat import blocking
+from activities.joblog import JobLog
 from shared.affected import affected_between
 from shared.fleet import Fleet
 from shared.gitmirror import GitMirror, RevisionNotFound, is_zero
@@ -29,8 +30,9 @@ from shared.tree import GitTree
 
 
 class GitActivities:
-    def __init__(self, mirror: GitMirror) -> None:
+    def __init__(self, mirror: GitMirror, jobs: JobLog | None = None) -> None:
         self.mirror = mirror
+        self.jobs = jobs or JobLog(None)
 
     # --- dispatch --------------------------------------------------------------------------
 
@@ -96,12 +98,19 @@ class GitActivities:
     @activity.defn(name=ACT_CHECKOUT)
     async def checkout(self, request: CheckoutRequest) -> CheckoutResult:
         name = _checkout_name()
-        with fleet_mistakes():
-            path, sha = await blocking(self.mirror.checkout, request.repo, request.revision, name)
+        try:
+            with fleet_mistakes():
+                path, sha = await blocking(
+                    self.mirror.checkout, request.repo, request.revision, name
+                )
+        except ApplicationError as err:
+            self.jobs.write(name, "checkout failed", revision=request.revision, error=err.message)
+            raise
         activity.logger.info(
             "checked out",
             extra={"repo": request.repo.full_name, "revision": sha, "path": str(path)},
         )
+        self.jobs.write(name, "checked out", revision=sha, worker=activity.info().task_queue)
         return CheckoutResult(path=str(path), revision=sha)
 
     @activity.defn(name=ACT_CLEANUP_CHECKOUT)
@@ -111,6 +120,7 @@ class GitActivities:
         except ValueError as err:
             raise ApplicationError(str(err), type="InvalidCheckout", non_retryable=True) from None
         activity.logger.info("checkout removed", extra={"path": checkout.path, "found": removed})
+        self.jobs.write(_checkout_name(), "checkout removed")
 
 
 def _checkout_name() -> str:

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from temporalio import activity
 
 from activities.heartbeat import blocking
+from activities.joblog import JobLog
 from activities.store import load_render
 from shared.blobstore import BlobStore
 from shared.payloads import ACT_PUBLISH, PublishRequest, PublishResult
@@ -98,11 +99,13 @@ class BlobPublisher:
 
 
 class PublishActivities:
-    def __init__(self, publisher: Publisher) -> None:
+    def __init__(self, publisher: Publisher, jobs: JobLog | None = None) -> None:
         self.publisher = publisher
+        self.jobs = jobs or JobLog(None)
 
     @activity.defn(name=ACT_PUBLISH)
     async def publish(self, request: PublishRequest) -> PublishResult:
+        self.jobs.write(request.deployment_id, "publishing", publisher=self.publisher.name)
         result = await blocking(self.publisher.publish, request)
         activity.logger.info(
             "deployment published",
@@ -115,5 +118,11 @@ class PublishActivities:
                 "target": result.target,
                 "already_published": result.already_published,
             },
+        )
+        self.jobs.write(
+            request.deployment_id,
+            "published",
+            target=result.target,
+            already_published=result.already_published,
         )
         return result

@@ -14,9 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.errors import fleet_mistakes
 from activities.heartbeat import blocking
+from activities.joblog import JobLog
 from activities.store import load_render, save_render
 from shared.blobstore import BlobStore, render_prefix
 from shared.diff import diff_renders
@@ -51,6 +53,7 @@ class RenderActivities:
     def __init__(self, settings: Settings, blobs: BlobStore) -> None:
         self.settings = settings
         self.blobs = blobs
+        self.jobs = JobLog(blobs)
 
     @activity.defn(name=ACT_RENDER_ROOT)
     async def render_root(self, request: RenderRequest) -> RenderSummary:
@@ -59,8 +62,12 @@ class RenderActivities:
     def _render(self, request: RenderRequest) -> RenderSummary:
         log = activity.logger
         repo = request.repo.full_name
-        with fleet_mistakes():
-            render = render_checkout(Path(request.checkout_path), request.root)
+        try:
+            with fleet_mistakes():
+                render = render_checkout(Path(request.checkout_path), request.root)
+        except ApplicationError as err:
+            self.jobs.write(request.deployment_id, "render failed", error=err.message)
+            raise
         if not render.files:
             log.info("root renders empty", extra={"repo": repo, "root": request.root})
         prefix = render_prefix(repo, request.root, request.revision)
@@ -75,6 +82,14 @@ class RenderActivities:
                 "digest": render.digest,
                 "prefix": prefix,
             },
+        )
+        self.jobs.write(
+            request.deployment_id,
+            "rendered",
+            root=request.root,
+            files=len(render.files),
+            digest=render.digest,
+            prefix=prefix,
         )
         return RenderSummary(digest=render.digest, file_count=len(render.files), blob_prefix=prefix)
 
@@ -100,6 +115,15 @@ class RenderActivities:
                 "removed": diff.removed,
                 "changed": diff.changed,
             },
+        )
+        self.jobs.write(
+            request.deployment_id,
+            "diffed",
+            base=request.old_prefix,
+            added=diff.added,
+            removed=diff.removed,
+            changed=diff.changed,
+            full_diff=key,
         )
         return DiffSummary(
             added=diff.added,

@@ -19,6 +19,7 @@ from temporalio.testing import ActivityEnvironment
 from activities import heartbeat
 from activities.dispatch import QueueActivities
 from activities.git import GitActivities
+from activities.joblog import JobLog
 from activities.publish import BlobPublisher, PublishActivities, marker_key
 from activities.render import RenderActivities, full_diff_key
 from activities.store import StoreActivities, load_render
@@ -121,7 +122,7 @@ def world(tmp_path: Path) -> World:
         settings=settings,
         blobs=blobs,
         mirror=mirror,
-        git=GitActivities(mirror),
+        git=GitActivities(mirror, JobLog(blobs)),
         render=RenderActivities(settings, blobs),
         env=ActivityEnvironment(),
     )
@@ -246,7 +247,7 @@ def test_render_diff_and_publish(world: World) -> None:
     )
     assert same.empty
 
-    publish = PublishActivities(BlobPublisher(world.blobs, "file:///blobs"))
+    publish = PublishActivities(BlobPublisher(world.blobs, "file:///blobs"), JobLog(world.blobs))
 
     def request(deployment: str, summary: RenderSummary, revision: str) -> PublishRequest:
         return PublishRequest(
@@ -272,6 +273,20 @@ def test_render_diff_and_publish(world: World) -> None:
     again = world.run(publish.publish, request("dep-2", two, second))
     assert again.already_published
     assert not world.blobs.exists("published/acme/fleet/g/c1/" + name)
+    # the job page's log of deployment dep-2, step by step
+    log = JobLog(world.blobs).read("dep-2")
+    assert [line["message"] for line in log] == [
+        "checked out",
+        "rendered",
+        "checkout removed",
+        "diffed",
+        "publishing",
+        "published",
+        "publishing",
+        "published",
+    ]
+    assert log[0]["revision"] == second and log[3]["changed"] == 1
+    assert log[-1]["already_published"] is True
 
     # deleting the root deploys an empty render, which unpublishes its files
     third = _delete_root(world, "g/c1")
@@ -297,6 +312,8 @@ def test_render_of_a_broken_root_is_a_fleet_error(world: World) -> None:
     assert "no-such-template" in message
     assert "deployments/solo/apps/app/deployment.yaml" in message
     assert not world.blobs.exists(f"renders/acme/fleet/solo/{bad}/digest.json")
+    failed = JobLog(world.blobs).read("dep-bad")[1]
+    assert failed["message"] == "render failed" and failed["error"] == message
     assert not (world.settings.git_dir / "checkouts" / "dep-bad").exists()
 
 

@@ -18,7 +18,9 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from temporalio import activity, workflow
@@ -39,6 +41,16 @@ WORKFLOWS = [DispatchWorkflow, DeployWorkflow, RenderWorkflow]
 # by a worker that died and are removed at start.
 STALE_CHECKOUT_SECONDS = REVIEW_TIMEOUT_SECONDS + 24 * 3600
 GRACEFUL_SHUTDOWN = timedelta(seconds=30)
+# Activities are async and run blocking work (git, Helm, stores) in the loop's default thread
+# pool. Python's default pool has cpu+4 threads: a few long renders would make a check-run
+# update wait behind them. A wide pool for waiting; the pinned worker's concurrency limit
+# keeps the CPU-heavy work (checkout, render, diff, publish) near the number of cores.
+THREADS = 64
+
+
+def pinned_concurrency() -> int:
+    return max(4, 2 * (os.cpu_count() or 1))
+
 
 log = logging.getLogger("rollwright.worker")
 
@@ -64,6 +76,7 @@ def build_workers(client: Client, settings: Settings, activities: Activities) ->
         client,
         task_queue=settings.worker_task_queue,
         activities=activities.pinned,
+        max_concurrent_activities=pinned_concurrency(),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
     )
     return [shared, own]
@@ -74,6 +87,9 @@ async def run_worker(
 ) -> None:
     """Poll both task queues until `stop` is set, then shut down gracefully."""
     client = client or await connect(settings)
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="rollwright-activity")
+    )
     activities = build_activities(settings, client)
     try:
         removed = await asyncio.to_thread(activities.mirror.prune_checkouts, STALE_CHECKOUT_SECONDS)
