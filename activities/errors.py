@@ -25,7 +25,18 @@ ERR_MISSING_RENDER = "MissingRender"
 
 def fleet_error(err: FleetError) -> ApplicationError:
     # str(FleetErrors) lists every problem; the engine's messages never carry secret values.
-    return ApplicationError(str(err), type=ERR_FLEET, non_retryable=True)
+    # A SOPS run that timed out or could not start is not the repo's fault: retried.
+    return ApplicationError(str(err), type=ERR_FLEET, non_retryable=not _retryable(err))
+
+
+def _retryable(err: BaseException | None) -> bool:
+    """A `retryable` flag anywhere down the chain (`FleetError.within` wraps the original)."""
+    seen = 0
+    while err is not None and seen < 20:
+        if getattr(err, "retryable", False) is True:
+            return True
+        err, seen = err.__cause__, seen + 1
+    return False
 
 
 @contextmanager

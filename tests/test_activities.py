@@ -18,6 +18,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities import heartbeat
 from activities.dispatch import QueueActivities
+from activities.errors import fleet_error as to_application_error
 from activities.git import GitActivities
 from activities.joblog import JobLog
 from activities.publish import BlobPublisher, PublishActivities, marker_key
@@ -43,6 +44,7 @@ from shared.payloads import (
     RepoRef,
 )
 from shared.settings import Settings
+from shared.sops import SopsError
 from shared.sqlstore import SqlStore
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import commit_all, git, init_repo, write_files
@@ -493,3 +495,12 @@ def test_blocking_work_is_cancellable() -> None:
 
 def test_heartbeat_outside_an_activity_is_a_no_op() -> None:
     assert asyncio.run(heartbeat.blocking(lambda: 7, interval=0.01)) == 7
+
+
+def test_sops_outage_is_retried_but_a_bad_file_is_not() -> None:
+    timeout = SopsError("sops did not finish", path="x.sops.yaml", retryable=True)
+    assert not to_application_error(timeout.within('rendering root "a"')).non_retryable
+    broken = SopsError("cannot decrypt", path="x.sops.yaml")
+    wrapped = to_application_error(broken.within('rendering root "a"'))
+    assert wrapped.non_retryable and wrapped.type == ERR_FLEET
+    assert wrapped.message == 'x.sops.yaml: rendering root "a": cannot decrypt'
