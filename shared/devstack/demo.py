@@ -67,6 +67,15 @@ class Demo:
                 raise TimeoutError(f"no {what} after {self.step_timeout:.0f}s")
             time.sleep(0.2)
 
+    def deployment_run(self, deployment_id: str) -> CheckRunRecord | None:
+        """The newest check run of a deployment (its external_id)."""
+        runs = [
+            run
+            for run in self.emulator.check_runs(OWNER, REPO)
+            if run.state.get("external_id") == deployment_id
+        ]
+        return runs[-1] if runs else None
+
     def check_run(self, head_sha: str) -> CheckRunRecord | None:
         runs = [
             run
@@ -183,27 +192,30 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> None:
         if "approve" not in identifiers:
             raise ValueError(f"check run {run.id} offers {identifiers}, not approve")
         print(f"      {run.output.get('title')} · buttons: {', '.join(identifiers)}", flush=True)
-        print(_indent(_excerpt(text), "      │ "), flush=True)
+        print(_indent(_excerpt(text, NEW_REGION), "      │ "), flush=True)
 
     with step(5, total, f"click Approve as {REVIEWER} (check_run.requested_action)"):
         delivery = emulator.click_action(run.id, "approve", REVIEWER)
         if not 200 <= delivery.status < 300:
             raise ValueError(f"the gateway answered {delivery.status}: {delivery.response}")
 
+    deployment_id = str(run.state.get("external_id") or "")
     with step(6, total, "check run reports the deployment published"):
-
+        # After a review GitHub keeps the reviewed run completed; the worker continues the
+        # deployment on a new run with the same name and external_id (the old one says so).
         def concluded() -> CheckRunRecord | None:
-            current = emulator.check_run(run.id)
-            return current if current.conclusion not in (None, "action_required") else None
+            current = demo.deployment_run(deployment_id)
+            if current is None or current.conclusion in (None, "action_required"):
+                return None
+            return current
 
         final = demo.wait_for("final conclusion", concluded)
         if final.conclusion != "success":
             raise ValueError(
-                f"check run {run.id} concluded {final.conclusion}: {final.output.get('summary')}"
+                f"check run {final.id} concluded {final.conclusion}: {final.output.get('summary')}"
             )
-        print(f"      {final.output.get('title')}", flush=True)
+        print(f"      check run {final.id}: {final.output.get('title')}", flush=True)
 
-    deployment_id = str(run.state.get("external_id") or "")
     with step(7, total, "latest deployment recorded in the blob store"):
         latest = demo.wait_for("published latest.json", lambda: _latest(stack, head))
         print(
@@ -222,7 +234,8 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> None:
     if deploy_url:
         print(f"  Temporal UI (deploy workflow)  {deploy_url}", flush=True)
         print(f"  Temporal UI (this deployment)  {urls.workflow_url(deployment_id)}", flush=True)
-    print(f"  check run                      {emulator.url}/{OWNER}/{REPO}/runs/{run.id}")
+    print(f"  check run (review)             {emulator.url}/{OWNER}/{REPO}/runs/{run.id}")
+    print(f"  check run (result)             {emulator.url}/{OWNER}/{REPO}/runs/{final.id}")
 
 
 def _latest(stack: DevStack, head: str) -> dict[str, str] | None:
@@ -262,10 +275,13 @@ def _sql_row(stack: DevStack, deployment_id: str) -> tuple[str, str, str] | None
         store.close()
 
 
-def _excerpt(text: str, lines: int = 12) -> str:
-    shown = text.splitlines()
-    more = len(shown) - lines
-    return "\n".join(shown[:lines] + ([f"… {more} more line(s)"] if more > 0 else []))
+def _excerpt(text: str, needle: str, context: int = 6) -> str:
+    """The diff's first line, then the lines around `needle` (the change the demo made)."""
+    lines = text.splitlines()
+    at = next((i for i, line in enumerate(lines) if needle in line), 0)
+    start, end = max(1, at - context), min(len(lines), at + context + 1)
+    shown = lines[:1] + (["…"] if start > 1 else []) + lines[start:end]
+    return "\n".join(shown + (["…"] if end < len(lines) else []))
 
 
 def _indent(text: str, prefix: str = "      ") -> str:
