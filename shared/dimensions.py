@@ -353,7 +353,7 @@ class DimensionsLayout:
             }
         if release is not None:
             paths = {
-                p for p in paths if p[:2] == ("applications", release) or p[0] != "applications"
+                p for p in paths if p[:2] == ("applications", release) or p[:1] != ("applications",)
             }
         return paths
 
