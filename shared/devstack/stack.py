@@ -235,8 +235,11 @@ class DevStack:
         return self.data_dir / "gitconfig"
 
     def client(self) -> Client:
-        """A Temporal client (pydantic data converter) in a fresh event loop's terms."""
-        return asyncio.run(temporal.connect(self.urls.temporal_address, self.options.namespace))
+        """A Temporal client (pydantic data converter), connected from synchronous code."""
+        return asyncio.run(self.async_client())
+
+    async def async_client(self) -> Client:
+        return await temporal.connect(self.urls.temporal_address, self.options.namespace)
 
     # ------------------------------------------------------------------ pieces
 

@@ -1,0 +1,301 @@
+"""End to end on the embedded stack: the real Temporal dev server, the worker and gateway
+processes (`python -m worker`, `python -m gateway`), a real git fleet repository, and the GitHub
+emulator over HTTP (the worker writes check runs with PyGithub; this test reads them back with
+PyGithub too). Every webhook is signed and goes through the gateway's `/events`.
+
+Three stories, one root each, on one stack:
+- merge → check run asks for review with the diff → Approve → published (blob store + SQL);
+- merge → Reject → cancelled, nothing persisted as latest;
+- manual deploy (POST /api/deploy) → published, queue locked → a merge waits with
+  `action_required` and an Unlock button → Unlock → it renders, is approved and published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from github import Auth, Github
+
+from shared.blobstore import FileBlobStore, latest_key
+from shared.devstack import fleetrepo
+from shared.devstack.stack import DevStack, StackOptions
+from shared.github_emulator import CheckRunRecord, GitHubEmulator
+from shared.payloads import QUERY_STATE, DeployState, deploy_workflow_id
+from shared.sqlstore import SqlStore
+from tests.conftest import EXAMPLES
+
+pytestmark = pytest.mark.timeout(240)
+
+OWNER, NAME = "acme", "atlas-fleet"
+REPO = f"{OWNER}/{NAME}"
+STEP_TIMEOUT = 60.0
+T = TypeVar("T")
+
+
+class World:
+    """The running stack, the fleet repository and helpers to drive and observe them."""
+
+    def __init__(self, stack: DevStack, repo_dir: Path) -> None:
+        self.stack = stack
+        self.repo_dir = repo_dir
+        assert stack.emulator is not None
+        self.emulator: GitHubEmulator = stack.emulator
+        self.github = Github(
+            base_url=self.emulator.url, auth=Auth.Token(self.emulator.issue_token(1))
+        )
+        self.gh_repo = self.github.get_repo(REPO)
+        self.blobs = FileBlobStore(stack.data_dir / "blobs")
+
+    # --- driving
+
+    def merge(self, root_dir: str, key: str, value: str) -> tuple[str, str]:
+        """Commit a values change in one cluster and send the signed push; (before, after)."""
+        before = fleetrepo.head(self.repo_dir)
+        after = fleetrepo.set_value(
+            self.repo_dir,
+            f"deployments/{root_dir}/cluster.values.yaml",
+            key,
+            value,
+            f"{root_dir}: {key}={value}",
+        )
+        delivery = self.emulator.send_push(OWNER, NAME, before, after)
+        assert delivery.status == 202, delivery.response
+        return before, after
+
+    def click(self, run: CheckRunRecord, identifier: str, who: str) -> None:
+        delivery = self.emulator.click_action(run.id, identifier, who)
+        assert 200 <= delivery.status < 300, delivery.response
+
+    def api_deploy(self, root: str, revision: str) -> dict[str, Any]:
+        body = json.dumps({"repo": REPO, "root": root, "revision": revision}).encode()
+        request = urllib.request.Request(
+            f"{self.stack.urls.gateway}/api/deploy",
+            data=body,
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {self.stack.api_token}",
+            },
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 202
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
+
+    # --- observing
+
+    def wait_for(self, what: str, probe: Callable[[], T | None]) -> T:
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while True:
+            self.stack.check()  # a crashed worker or gateway fails the test with its log
+            found = probe()
+            if found is not None:
+                return found
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {what} within {STEP_TIMEOUT:.0f}s; logs: {self.stack.data_dir}")
+            time.sleep(0.2)
+
+    def runs(self, root: str) -> list[CheckRunRecord]:
+        return [r for r in self.emulator.check_runs(OWNER, NAME) if r.name == f"rollwright/{root}"]
+
+    def run_for(self, root: str, head: str, conclusion: str) -> CheckRunRecord:
+        def probe() -> CheckRunRecord | None:
+            found = [
+                r
+                for r in self.runs(root)
+                if r.state["head_sha"] == head and r.conclusion == conclusion
+            ]
+            return found[-1] if found else None
+
+        return self.wait_for(f"{conclusion} check run for {root}@{head[:12]}", probe)
+
+    def deployment_run(self, deployment_id: str, conclusions: set[str]) -> CheckRunRecord:
+        """The newest check run of a deployment once it has one of `conclusions`."""
+
+        def probe() -> CheckRunRecord | None:
+            runs = [
+                r
+                for r in self.emulator.check_runs(OWNER, NAME)
+                if r.state.get("external_id") == deployment_id
+            ]
+            return runs[-1] if runs and runs[-1].conclusion in conclusions else None
+
+        return self.wait_for(f"deployment {deployment_id} {conclusions}", probe)
+
+    def latest(self, root: str) -> dict[str, Any] | None:
+        data = self.blobs.get(latest_key(REPO, root))
+        return None if data is None else dict(json.loads(data))
+
+    def sql_state(self, deployment_id: str) -> str | None:
+        store = SqlStore(f"sqlite:///{self.stack.data_dir / 'rollwright.db'}")
+        try:
+            row = store.deployment(deployment_id)
+            return None if row is None else row.state
+        finally:
+            store.close()
+
+    def deploy_state(self, root: str) -> DeployState:
+        async def query() -> DeployState:
+            client = await self.stack.async_client()
+            handle = client.get_workflow_handle(deploy_workflow_id(REPO, root))
+            state: DeployState = await handle.query(QUERY_STATE, result_type=DeployState)
+            return state
+
+        return asyncio.run(query())
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    base = tmp_path_factory.mktemp("e2e")
+    options = StackOptions(data_dir=base / "state", env=_inherited_env()).with_free_ports()
+    stack = DevStack(options, out=lambda line: None)
+    stack.start()
+    try:
+        repo_dir = base / "fleet"
+        fleetrepo.create_fleet_repo(EXAMPLES / "atlas-fleet", repo_dir)
+        stack.add_repository(OWNER, NAME, repo_dir)
+        world = World(stack, repo_dir)
+        yield world
+        world.github.close()
+    finally:
+        stack.stop()
+
+
+def _inherited_env() -> dict[str, str]:
+    import os
+
+    # the stack's own ROLLWRIGHT_* values win; a developer's GitHub App must not leak in
+    return {k: v for k, v in os.environ.items() if not k.startswith("ROLLWRIGHT_")}
+
+
+def test_signed_push_to_published_deployment(world: World) -> None:
+    root = "staging/cluster-a"
+    _, head = world.merge(root, "env.REGION", "eu-central-1")
+
+    review = world.run_for(root, head, "action_required")
+    # read back over HTTP with PyGithub, as GitHub's UI would show it
+    shown = world.gh_repo.get_check_run(review.id)
+    assert shown.status == "completed" and shown.conclusion == "action_required"
+    assert shown.head_sha == head
+    text = shown.output.text or ""
+    assert "REGION: eu-central-1" in text, text[:2000]
+    assert "added" in (shown.output.title or "")
+    assert [a["identifier"] for a in review.actions] == ["approve", "reject"]
+    deployment_id = shown.external_id
+    assert deployment_id
+
+    world.click(review, "approve", "alice")
+    final = world.deployment_run(deployment_id, {"success", "failure", "cancelled", "neutral"})
+    assert final.conclusion == "success", final.output
+    assert world.gh_repo.get_check_run(final.id).conclusion == "success"
+
+    latest = world.wait_for("latest.json", lambda: world.latest(root))
+    assert latest["revision"] == head and latest["state"] == "published"
+    assert latest["deployment_id"] == deployment_id
+    assert "alice" in str(latest["approved_by"])
+    assert world.wait_for("SQL row", lambda: world.sql_state(deployment_id)) == "published"
+    # only the affected root was deployed
+    assert world.runs("staging/cluster-b") == [] and world.runs("prod/eu-1") == []
+
+
+def test_rejected_deployment_is_not_persisted(world: World) -> None:
+    root = "staging/cluster-b"
+    _, head = world.merge(root, "env.REGION", "us-east-2")
+    review = world.run_for(root, head, "action_required")
+    deployment_id = str(review.state["external_id"])
+
+    world.click(review, "reject", "bob")
+    final = world.deployment_run(deployment_id, {"success", "failure", "cancelled", "neutral"})
+    assert final.conclusion == "cancelled"
+    assert "bob" in (final.output.get("title") or "") + (final.output.get("summary") or "")
+    assert world.wait_for("SQL row", lambda: _rejected(world, deployment_id)) == "rejected"
+    assert world.latest(root) is None  # a rejected first deployment leaves no latest.json
+
+
+def _rejected(world: World, deployment_id: str) -> str | None:
+    state = world.sql_state(deployment_id)
+    return state if state == "rejected" else None
+
+
+def test_manual_deploy_locks_until_unlock(world: World) -> None:
+    root = "prod/eu-1"
+    base = fleetrepo.head(world.repo_dir)
+
+    # a manual deploy (the rollback path) always asks for confirmation, then locks the queue
+    accepted = world.api_deploy(root, base)
+    assert accepted["workflow_id"] == deploy_workflow_id(REPO, root)
+    manual = world.run_for(root, base, "action_required")
+    world.click(manual, "approve", "carol")
+    manual_id = str(manual.state["external_id"])
+    assert world.deployment_run(manual_id, {"success", "failure"}).conclusion == "success"
+    world.wait_for("manual latest.json", lambda: world.latest(root))
+    locked = world.wait_for(
+        "the lock", lambda: s if (s := world.deploy_state(root)).lock.locked else None
+    )
+    assert locked.lock.by_deployment == manual_id
+
+    # a merge to that root now waits, saying why, with an Unlock button and nothing else
+    _, head = world.merge(root, "env.REGION", "eu-north-1")
+    waiting = world.run_for(root, head, "action_required")
+    assert [a["identifier"] for a in waiting.actions] == ["unlock"]
+    assert "locked" in (waiting.output.get("title") or "").lower()
+    assert world.latest(root)["revision"] == base  # type: ignore[index]
+    merge_id = str(waiting.state["external_id"])
+
+    world.click(waiting, "unlock", "dave")
+    review = world.wait_for(
+        "the merge's review after Unlock",
+        lambda: _with_button(world, merge_id, "approve"),
+    )
+    assert "REGION: eu-north-1" in (review.output.get("text") or "")
+    assert world.deploy_state(root).lock.locked is False
+    world.click(review, "approve", "dave")
+    final = world.deployment_run(merge_id, {"success", "failure", "cancelled"})
+    assert final.conclusion == "success", final.output
+    latest = world.wait_for(
+        "merged latest.json",
+        lambda: lt if (lt := world.latest(root)) and lt["revision"] == head else None,
+    )
+    assert latest["state"] == "published" and latest["trigger"] == "merge"
+
+
+def _with_button(world: World, deployment_id: str, identifier: str) -> CheckRunRecord | None:
+    runs = [
+        r
+        for r in world.emulator.check_runs(OWNER, NAME)
+        if r.state.get("external_id") == deployment_id
+    ]
+    if runs and identifier in [a["identifier"] for a in runs[-1].actions]:
+        return runs[-1]
+    return None
+
+
+def test_bad_signature_is_refused_and_starts_nothing(world: World) -> None:
+    before = fleetrepo.head(world.repo_dir)
+    after = fleetrepo.set_value(
+        world.repo_dir, "deployments/standalone/cluster.values.yaml", "env.X", "1", "unsigned"
+    )
+    payload = world.emulator.push_payload(OWNER, NAME, before, after)
+    delivery = world.emulator.send_webhook("push", payload, secret="not-the-secret")
+    assert delivery.status == 401
+    time.sleep(1.0)
+    assert world.runs("standalone") == []
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(
+            urllib.request.Request(
+                f"{world.stack.urls.gateway}/api/deploy",
+                data=b"{}",
+                headers={"Authorization": "Bearer wrong", "Content-Type": "application/json"},
+                method="POST",
+            ),
+            timeout=10,
+        )
+    assert err.value.code == 401
