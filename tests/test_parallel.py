@@ -1,0 +1,206 @@
+"""Rendering on worker processes: the same renders in the same order as the serial path, fleet
+errors reported the same way, and no worker left behind (Ctrl-C, a killed worker)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shared import parallel
+from shared.fleet import Fleet
+from shared.tree import WorkTree
+from tests.bench import fleetgen
+from tests.conftest import EXAMPLES
+
+BIN = Path(sys.executable).parent
+
+SECRET_MANIFESTS = {
+    "templates/creds/manifests/secret.yaml": (
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\nstringData:\n  password: hunter2\n"
+    ),
+    "templates/creds/helmfile.yaml": "releases:\n  - name: creds\n    chart: ./manifests\n",
+    "deployments/apps/creds/deployment.yaml": "apps:\n  - template: creds\n",
+}
+
+
+def small_fleet(base: Path, *, clusters: int = 9, releases: int = 2) -> Path:
+    """A generated atlas fleet (2 groups) plus a release with a `v1` Secret, so that the
+    redacted files differ from the plaintext ones."""
+    fleetgen.generate(base, groups=2, clusters_per_group=clusters, releases=releases)
+    for rel, text in SECRET_MANIFESTS.items():
+        fleetgen.write(base / rel, text)
+    return base
+
+
+def rollwright(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "rollwright"), *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+        check=False,
+    )
+
+
+def tree(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("example", ["atlas-fleet", "dimensions-fleet"])
+def test_same_renders_in_the_same_order_as_serial(example: str) -> None:
+    fleet = Fleet.open(WorkTree(EXAMPLES / example))
+    roots = fleet.roots()
+    serial = list(fleet.render_all(roots))
+    par = list(parallel.render_all(fleet, roots, 2, min_roots_per_worker=1))
+    assert [r.root for r in par] == roots
+    assert [r.digest for r in par] == [r.digest for r in serial]
+    assert [r.files for r in par] == [r.files for r in serial]
+    assert [r.reveal() for r in par] == [r.reveal() for r in serial]
+
+
+def test_redacted_and_plaintext_files_both_survive_the_trip(tmp_path: Path) -> None:
+    fleet = Fleet.open(WorkTree(small_fleet(tmp_path / "fleet", clusters=2)))
+    roots = fleet.roots()
+    serial = list(fleet.render_all(roots))
+    par = list(parallel.render_all(fleet, roots, 2, min_roots_per_worker=1))
+    assert par == serial
+    assert all(r.redacted for r in par)
+    assert all(b"hunter2" not in b"".join(r.files.values()) for r in par)
+    assert [r.reveal() for r in par] == [r.reveal() for r in serial]
+
+
+def test_worker_count() -> None:
+    assert parallel.worker_count(1000, 2) == 2
+    assert parallel.worker_count(1000, 1) == 0  # serial, in process
+    assert parallel.worker_count(10, 4) == 0  # too few roots to pay for processes
+    assert parallel.worker_count(16, 4) == 2
+    assert parallel.worker_count(3, 4, min_roots_per_worker=1) == 3
+
+
+def test_cli_jobs_gives_the_same_tree_as_serial(tmp_path: Path) -> None:
+    repo = small_fleet(tmp_path / "fleet")
+    for jobs in ("1", "2"):
+        done = rollwright(
+            "render", "--repo", str(repo), "--out", str(tmp_path / jobs), "--jobs", jobs
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr == ""
+    one, two = tree(tmp_path / "1"), tree(tmp_path / "2")
+    assert len(one) == 18 * 5 and one == two
+
+
+def test_cli_error_in_one_root_is_reported_like_serial(tmp_path: Path) -> None:
+    repo = small_fleet(tmp_path / "fleet")
+    bad = repo / "deployments/g001/c001-003/cluster.values.yaml"
+    bad.write_text("replicas: [1\n")
+    results = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / jobs
+        results[jobs] = rollwright("render", "--repo", str(repo), "--out", str(out), "--jobs", jobs)
+    assert results["1"].returncode == results["2"].returncode == 1
+    assert results["2"].stderr == results["1"].stderr
+    assert "Traceback" not in results["2"].stderr
+    assert results["2"].stderr.startswith(
+        'error: deployments/g001/c001-003/cluster.values.yaml:2: rendering root "g001/c001-003"'
+    )
+    # Roots before the failing one are written, as by the serial loop; none after it.
+    assert tree(tmp_path / "1") == tree(tmp_path / "2")
+    written = sorted(p.relative_to(tmp_path / "2").as_posix() for p in (tmp_path / "2").glob("*/*"))
+    assert written[-1] == "g001/c001-002" and len(written) == 9 + 3
+
+
+def test_cli_rejects_a_bad_jobs_value(tmp_path: Path) -> None:
+    done = rollwright(
+        "render", "--repo", str(tmp_path), "--out", str(tmp_path / "o"), "--jobs", "0"
+    )
+    assert done.returncode == 2
+    assert "expected a positive number of processes" in done.stderr
+
+
+def children(pid: int) -> set[int]:
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text()
+        found |= {int(c) for c in text.split()}
+    return found
+
+
+def workers_of(pid: int) -> set[int]:
+    out = set()
+    for child in children(pid):
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+        except FileNotFoundError:
+            continue
+        if b"spawn_main" in cmdline:
+            out.add(child)
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def start_render(repo: Path, out: Path) -> tuple[subprocess.Popen[str], set[int]]:
+    proc = subprocess.Popen(
+        [str(BIN / "rollwright"), "render", "--repo", str(repo), "--out", str(out), "--jobs", "2"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, like a shell job
+    )
+    deadline = time.monotonic() + 60
+    workers: set[int] = set()
+    while time.monotonic() < deadline:
+        workers = workers_of(proc.pid)
+        # Started and rendering: the first roots are written.
+        if len(workers) == 2 and out.is_dir() and any(out.iterdir()):
+            return proc, workers
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail("the render did not start two workers")
+
+
+@pytest.fixture(scope="module")
+def big_fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("big") / "fleet"
+    fleetgen.generate(base, groups=4, clusters_per_group=100, releases=10)
+    return base
+
+
+def test_ctrl_c_stops_the_render_and_its_workers(big_fleet: Path, tmp_path: Path) -> None:
+    proc, workers = start_render(big_fleet, tmp_path / "out")
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends to the foreground job
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 10
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(w) for w in workers)
+
+
+def test_a_killed_worker_is_an_error_not_a_hang(big_fleet: Path, tmp_path: Path) -> None:
+    proc, workers = start_render(big_fleet, tmp_path / "out")
+    victim = min(workers)
+    os.kill(victim, signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert f"render worker process {victim} was killed by signal 9" in err
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 10
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(w) for w in workers)
