@@ -31,12 +31,10 @@ schemas: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m tests.bench.run --write docs/benchmarks.md
 
+# The embedded stack end to end: push a change, review the diff, approve, see it published.
+# `make demo DEMO_ARGS=--keep` leaves the stack running afterwards (Ctrl-C stops it).
 demo: $(STAMP)
-	@echo "make demo: the embedded stack arrives with the deploy issue; rendering the example fleets instead"
-	$(VENV)/bin/rollwright validate --repo examples/atlas-fleet
-	$(VENV)/bin/rollwright render --repo examples/atlas-fleet --out out/atlas-fleet
-	$(VENV)/bin/rollwright validate --repo examples/dimensions-fleet
-	$(VENV)/bin/rollwright render --repo examples/dimensions-fleet --out out/dimensions-fleet
+	$(VENV)/bin/rollwright demo $(DEMO_ARGS)
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
