@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from shared import atlas_secrets, helm, patching, render, yamldoc
+from shared import atlas_secrets, helm, patching, render, template_memo, yamldoc
 from shared.atlas_discovery import Cluster, DeploymentDef, clusters, deployment_defs, dpath
 from shared.atlas_files import (
     CLUSTER_STEM,
@@ -283,7 +283,8 @@ class AtlasLayout:
         source = self.files.text(path)
         if not path.endswith(".gotmpl"):
             return self._parse_helmfile(template, path, source, source)
-        text = helm.render_template(
+        # Cached by the values the template reads: instances often render it alike.
+        text = template_memo.render(
             source, with_atlas(env, atlas, posixpath.dirname(path)), source=path
         )
         return self._parse_helmfile(template, path, source, text)

@@ -7,9 +7,11 @@ under the root; `rollwright.yaml` may set another pattern (see `OutputPattern`).
 
 from __future__ import annotations
 
+import pickle
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from shared import yamldoc
 from shared.errors import FleetError
@@ -96,10 +98,65 @@ class Resource:
         return (self.group, self.kind, self.namespace, self.name)
 
 
+K = TypeVar("K", str, bytes)
+V = TypeVar("V", str, bytes)
+
+
+class _LRU(Generic[K, V]):
+    """A least-recently-used map of texts, bounded by their total length."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self.items: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        found = self.items.get(key)
+        if found is not None:
+            self.items.move_to_end(key)
+        return found
+
+    def put(self, key: K, value: V) -> None:
+        cost = len(key) + len(value)
+        if key in self.items or cost > self.max_bytes // 8:
+            return  # one huge document would evict everything else
+        self.items[key] = value
+        self.size += cost
+        while self.size > self.max_bytes:
+            old_key, old_value = self.items.popitem(last=False)
+            self.size -= len(old_key) + len(old_value)
+
+    def clear(self) -> None:
+        self.items.clear()
+        self.size = 0
+
+
+# Across the roots of a fleet many rendered documents are the same text (RBAC, CRDs,
+# services, anything without cluster-specific values), so both halves of the YAML round
+# trip are kept per process:
+# - rendered text -> its documents, pickled: a hit unpickles a fresh, private copy (the
+#   objects are post-processed in place) in a few microseconds instead of a YAML parse;
+# - final document -> its YAML, keyed by the pickle of the document. Equal pickles mean
+#   equal trees (same types, key order and shared containers), hence the same YAML.
+# Errors are never cached: bad input fails the same way every time.
+_parsed: _LRU[str, bytes] = _LRU(64 * 2**20)
+_dumped: _LRU[bytes, str] = _LRU(64 * 2**20)
+
+
+def _load_docs(text: str, source: str) -> list[Any]:
+    blob = _parsed.get(text)
+    if blob is not None:
+        docs: list[Any] = pickle.loads(blob)  # our own bytes, from this process
+        return docs
+    docs = yamldoc.loads_all(text, source)
+    _parsed.put(text, pickle.dumps(docs, protocol=pickle.HIGHEST_PROTOCOL))
+    return docs
+
+
 def parse(text: str, source: str, section: str = "") -> list[Resource]:
     """Documents of a rendered template; empty ones dropped, `List` kinds flattened."""
     out: list[Resource] = []
-    for doc in yamldoc.loads_all(text, source):
+    for doc in _load_docs(text, source):
         if not isinstance(doc, dict):
             raise FleetError(
                 f"rendered document is {yamldoc.type_name(doc)}, expected a Kubernetes object",
@@ -233,4 +290,17 @@ def validate_pattern(pattern: str) -> str | None:
 
 def dump(res: Resource) -> str:
     """The document as YAML, keeping the chart's key order; files end with a newline."""
-    return yamldoc.dumps(res.doc)
+    try:
+        key = pickle.dumps(res.doc, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return yamldoc.dumps(res.doc)
+    text = _dumped.get(key)
+    if text is None:
+        text = yamldoc.dumps(res.doc)
+        _dumped.put(key, text)
+    return text
+
+
+def clear_caches() -> None:
+    _parsed.clear()
+    _dumped.clear()

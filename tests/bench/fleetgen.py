@@ -99,7 +99,13 @@ def generate(base: Path, *, groups: int, clusters_per_group: int, releases: int)
         write(group / "group.values.yaml", f"env:\n  GROUP: g{g:03d}\n")
         for c in range(clusters_per_group):
             cluster = group / f"c{g:03d}-{c:03d}"
-            write(cluster / "cluster.values.yaml", f"replicas: {1 + c % 3}\n")
+            # A value of its own: every cluster's Deployments differ from every other's, as
+            # in real fleets (names, domains, regions), so caches of identical documents
+            # only help where a real fleet would let them (here: the Services).
+            write(
+                cluster / "cluster.values.yaml",
+                f"replicas: {1 + c % 3}\nenv:\n  CLUSTER: {cluster.name}\n",
+            )
             write(cluster / "apps/.keep", "")
             roots += 1
     return roots

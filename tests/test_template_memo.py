@@ -1,0 +1,148 @@
+"""Memoised Go templates render exactly what the Helm engine renders, and only cache what is
+a function of the field chains they read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared import helm, template_memo
+from shared.errors import FleetError
+
+
+@pytest.fixture(autouse=True)
+def _cold_cache() -> None:
+    template_memo.clear_cache()
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ("namespace: {{ .atlas.instance.name }}\n", (("atlas", "instance", "name"),)),
+        ("a: {{ .Values.port | quote }}\nb: {{ .port }}\n", (("port",),)),
+        ("plain text only\n", ()),
+        (
+            '{{- if .ingress.enabled }}\nhost: {{ default "x" .ingress.host | upper }}\n'
+            "{{- end }}\n",
+            (("ingress", "enabled"), ("ingress", "host")),
+        ),
+        (
+            "{{- range .items }}\n- {{ .name }}\n{{- end }}\n{{/* a comment */}}",
+            (("items",), ("name",)),
+        ),
+        ('x: {{ printf "%s-%d" .a 3 }}\ny: {{- with .b -}} {{ .c }} {{- end }}', None),
+        ('v: {{ "}}" }}{{ .a }}', (("a",),)),
+    ],
+)
+def test_read_paths(text: str, paths: tuple[tuple[str, ...], ...] | None) -> None:
+    if paths is None:  # cacheable, chains only checked to be there
+        found = template_memo.read_paths(text)
+        assert found is not None and ("a",) in found and ("b",) in found
+    else:
+        assert template_memo.read_paths(text) == paths
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{{ $.Values.x }}",
+        "{{ $x := .a }}{{ $x }}",
+        "{{ range $k, $v := .a }}{{ $k }}{{ end }}",
+        '{{ include "t" . }}',
+        "{{ tpl .a . }}",
+        "{{ toYaml . }}",
+        "{{ .Values | toYaml }}",
+        "{{ now }}",
+        "{{ randAlphaNum 5 }}",
+        "{{ keys .a }}",
+        '{{ template "x" }}',
+        '{{ env "HOME" }}',
+        "{{ .a.b",
+        "{{ .a x-}}",
+    ],
+)
+def test_templates_that_may_read_more_are_not_cached(text: str) -> None:
+    assert template_memo.read_paths(text) is None
+
+
+def test_same_read_values_share_one_render_and_others_do_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = "ns: {{ .atlas.instance.name }}\n"
+    calls = 0
+    real = helm.render_template
+
+    def counting(t: str, values: dict[str, Any], *, source: str) -> str:
+        nonlocal calls
+        calls += 1
+        return real(t, values, source=source)
+
+    monkeypatch.setattr(helm, "render_template", counting)
+    outs = [
+        template_memo.render(
+            text,
+            {"cluster": c, "atlas": {"instance": {"name": name}, "cluster": {"id": c}}},
+            source="t",
+        )
+        for c in ("a", "b", "c")
+        for name in ("web", "api")
+    ]
+    assert outs == ["ns: web", "ns: api"] * 3  # the engine's trim of the last newline
+    assert calls == 2
+
+
+def test_errors_are_not_cached() -> None:
+    text = '{{ required "need .a" .a }}'
+    for _ in range(2):
+        with pytest.raises(FleetError, match=r"need \.a"):
+            template_memo.render(text, {}, source="t.gotmpl")
+    assert template_memo.render(text, {"a": "x"}, source="t.gotmpl") == "x"
+
+
+# Templates mixing chains, `with`/`range` (which move the dot into a read value), missing
+# keys, `.Values.x` vs `.x`, and pure functions; rendered for random contexts with and
+# without the cache.
+TEMPLATES = [
+    "a: {{ .a }}\nb: {{ .Values.b.c | quote }}\n",
+    "{{- with .a }}in: {{ .c }}{{ else }}out: {{ .b }}{{ end }}\n",
+    "{{- range .list }}\n- item{{ end }}\n{{ .list | toJson }}",
+    '{{- range .maps }}\n- {{ .c | default "none" }}{{ end }}\n',
+    '{{ if and .a (eq (toString .b) "1") }}yes{{ else }}no{{ end }}\n',
+    "{{ toYaml .b | nindent 2 }}\n{{ .b.c.d }}\n",
+    "{{ .a.c }}",
+]
+
+keys = st.sampled_from(["a", "b", "c", "d", "list", "maps", "Values", "x"])
+leaves = st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["", "1", "x", "yes"])
+trees = st.recursive(
+    leaves,
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(keys, kids, max_size=4),
+    max_leaves=12,
+)
+contexts = st.dictionaries(keys, trees, max_size=6)
+
+
+def engine(text: str, context: dict[str, Any]) -> str | type[FleetError]:
+    try:
+        return helm.render_template(text, context, source="t")
+    except FleetError:
+        return FleetError
+
+
+def memo(text: str, context: dict[str, Any]) -> str | type[FleetError]:
+    try:
+        return template_memo.render(text, context, source="t")
+    except FleetError:
+        return FleetError
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(contexts, min_size=2, max_size=5))
+def test_memo_renders_what_the_engine_renders(batch: list[dict[str, Any]]) -> None:
+    for text in TEMPLATES:
+        assert template_memo.read_paths(text) is not None
+        for context in batch + batch:
+            assert memo(text, context) == engine(text, context), (text, context)
