@@ -76,6 +76,9 @@ def dev_server_argv(
         "--log-level",
         "warn",
         *search_attribute_flags(),
+        # WAL without an fsync per commit: 2-3x the write rate of the default journal. State
+        # survives a crash of any process; a power loss may lose the last moments.
+        *("--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"),
     ]
     argv += ["--headless"] if headless else ["--ui-port", str(ui_port), "--ui-disable-news-fetch"]
     if namespace != "default":

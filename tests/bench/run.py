@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import os
 import platform
 import resource
@@ -195,32 +196,52 @@ values from chart defaults, template values, global, group and cluster files), r
 """
 
 
+# Benchmarks of later issues, each in its own module: `MARKER` (its section heading) and
+# `run(work_dir) -> str` (the section). `--only NAME` runs one of them (or `render`).
+SECTIONS = {"service": "tests.bench.service"}
+RENDER_MARKER = "## Render engine (issue 2)"
+
+
+def write_section(path: Path, marker: str, section: str) -> None:
+    """Replace the section headed `marker` in `path` (or append it)."""
+    header = (
+        "# Benchmarks\n\nResults of `make bench`; each section is rewritten by its own run.\n\n"
+    )
+    text = path.read_text() if path.exists() else header
+    if marker in text:
+        start = text.index(marker)
+        rest = text[start + len(marker) :]
+        end = rest.find("\n## ")
+        tail = rest[end + 1 :] if end >= 0 else ""
+        text = text[:start] + section + ("\n" + tail if tail else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.run")
-    parser.add_argument("--write", metavar="FILE", help="replace the render section of FILE")
+    parser.add_argument("--write", metavar="FILE", help="replace the measured sections of FILE")
+    parser.add_argument("--only", choices=["render", *SECTIONS], help="run one benchmark")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="rollwright-bench-") as tmp:
-        work = Path(tmp)
-        render = bench_render(work)
-        changed = bench_changed(work)
-    section = report(render, changed)
-    print(section)
-    if args.write:
-        path = Path(args.write)
-        header = (
-            "# Benchmarks\n\nResults of `make bench`; each section is rewritten by its own run.\n\n"
-        )
-        text = path.read_text() if path.exists() else header
-        marker = "## Render engine (issue 2)"
-        if marker in text:
-            start = text.index(marker)
-            rest = text[start + len(marker) :]
-            end = rest.find("\n## ")
-            tail = rest[end + 1 :] if end >= 0 else ""
-            text = text[:start] + section + ("\n" + tail if tail else "")
-        else:
-            text = text.rstrip("\n") + "\n\n" + section
-        path.write_text(text)
+    if args.only in (None, "render"):
+        with tempfile.TemporaryDirectory(prefix="rollwright-bench-") as tmp:
+            work = Path(tmp)
+            render = bench_render(work)
+            changed = bench_changed(work)
+        section = report(render, changed)
+        print(section)
+        if args.write:
+            write_section(Path(args.write), RENDER_MARKER, section)
+    for name, module_name in SECTIONS.items():
+        if args.only not in (None, name):
+            continue
+        module = importlib.import_module(module_name)
+        with tempfile.TemporaryDirectory(prefix=f"rollwright-bench-{name}-") as tmp:
+            section = module.run(Path(tmp))
+        print(section)
+        if args.write:
+            write_section(Path(args.write), module.MARKER, section)
     return 0
 
 

@@ -1,0 +1,370 @@
+"""`make bench`, deploy service (issue 4): on the embedded stack, on loopback.
+
+- Gateway acknowledgement latency: signed `push` webhooks (each starts a DispatchWorkflow) sent
+  open-loop at 200 per second for a bounded number of requests; latency is measured from each
+  request's *scheduled* send time to its answer, so a stalled gateway cannot hide queueing
+  (no coordinated omission). The worker is not running, so the two cores serve the gateway and
+  Temporal only; what the gateway does per webhook is the same either way.
+- Push to check run with diff: a 100-root generated atlas fleet in a real git repository, a
+  push that changes one cluster's values, timed from sending the signed webhook until the
+  root's check run is `action_required` with the diff in its text — for a root's first
+  deployment (everything added) and for a change after a published deployment.
+
+Run alone: `python -m tests.bench.run --only service [--write docs/benchmarks.md]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import os
+import secrets
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from shared.devstack import fleetrepo
+from shared.devstack.stack import DevStack, StackOptions
+from shared.github import webhook_signature
+from shared.github_emulator import CheckRunRecord, GitHubEmulator
+from tests.bench import fleetgen
+
+MARKER = "## Deploy service (issue 4)"
+OWNER, NAME = "bench", "fleet"
+RATE = 200.0  # webhooks per second
+REQUESTS = 2000  # 10 s at RATE
+WARMUP = 100
+LIGHT = 50.0  # a rate well below saturation, for comparison
+LIGHT_REQUESTS = 500
+CONNECTIONS = 64
+SAMPLES = 5
+STEP_TIMEOUT = 60.0
+T = TypeVar("T")
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("ROLLWRIGHT_")}
+
+
+def _quiet(line: str) -> None:
+    return None
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[index]
+
+
+# --------------------------------------------------------------------------- gateway
+
+
+def bench_gateway(work: Path) -> dict[str, float]:
+    options = StackOptions(data_dir=work / "gateway-stack", worker=False, env=_env())
+    stack = DevStack(options.with_free_ports(), out=_quiet)
+    stack.start()
+    try:
+        repo = work / "gateway-fleet"
+        base = fleetrepo.create_fleet_repo(_tiny_fleet(work / "tiny"), repo)
+        head = fleetrepo.set_value(repo, "deployments/c1/cluster.values.yaml", "x", 1, "edit")
+        stack.add_repository(OWNER, NAME, repo)
+        assert stack.emulator is not None
+        template = stack.emulator.push_payload(OWNER, NAME, base, head)
+        url = f"{stack.urls.gateway}/events"
+        asyncio.run(_load(url, stack.webhook_secret, template, WARMUP, 50.0))
+        light = asyncio.run(_load(url, stack.webhook_secret, template, LIGHT_REQUESTS, LIGHT))
+        pids = {child.name: child.pid for child in stack.supervisor.children}
+        before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+        results = asyncio.run(_load(url, stack.webhook_secret, template, REQUESTS, RATE))
+        for name, pid in pids.items():
+            results[f"{name}_cpu_ms"] = (_cpu_seconds(pid) - before[name]) / REQUESTS * 1000
+        results["light_p50"], results["light_p99"] = light["p50"], light["p99"]
+        stack.check()
+    finally:
+        stack.stop()
+    return results
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _tiny_fleet(path: Path) -> Path:
+    # The gateway never reads the repository: one commit pair makes a real push payload.
+    (path / "deployments/c1").mkdir(parents=True)
+    (path / "deployments/c1/cluster.values.yaml").write_text("x: 0\n")
+    return path
+
+
+async def _load(
+    url: str, secret: str, template: dict[str, Any], count: int, rate: float
+) -> dict[str, float]:
+    """Send `count` distinct signed pushes open-loop at `rate`/s; latencies in ms.
+
+    Requests are built and signed beforehand and sent over a pool of keep-alive HTTP/1.1
+    connections by a minimal client, so the load generator's own CPU use (it shares the two
+    cores with the gateway and Temporal) stays small next to what it measures.
+    """
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    requests = []
+    for _ in range(count):
+        payload = dict(template)
+        payload["after"] = secrets.token_hex(20)  # a new DispatchWorkflow id each time
+        body = json.dumps(payload).encode()
+        head = (
+            f"POST {parts.path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            "Content-Type: application/json\r\nX-GitHub-Event: push\r\n"
+            f"X-GitHub-Delivery: {uuid.uuid4()}\r\n"
+            f"X-Hub-Signature-256: {webhook_signature(secret, body)}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        requests.append(head.encode() + body)
+    pool: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+    for _ in range(CONNECTIONS):
+        pool.put_nowait(await asyncio.open_connection(host, port))
+    latencies: list[float] = []
+    service: list[float] = []
+    statuses: dict[int, int] = {}
+    start = time.perf_counter() + 0.2
+
+    async def send(i: int, request: bytes) -> None:
+        scheduled = start + i / rate
+        await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
+        reader, writer = await pool.get()  # waiting for a free connection counts as latency
+        sent = time.perf_counter()
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        await reader.readexactly(length)
+        done = time.perf_counter()
+        pool.put_nowait((reader, writer))
+        statuses[status] = statuses.get(status, 0) + 1
+        latencies.append((done - scheduled) * 1000)
+        service.append((done - sent) * 1000)
+
+    await asyncio.gather(*(send(i, request) for i, request in enumerate(requests)))
+    elapsed = time.perf_counter() - start
+    while not pool.empty():
+        _, writer = pool.get_nowait()
+        writer.close()
+    accepted = statuses.get(202, 0)
+    if accepted != count:
+        raise RuntimeError(f"the gateway did not accept every webhook: {statuses}")
+    return {
+        "count": count,
+        "rate": count / elapsed,
+        "p50": percentile(latencies, 50),
+        "p90": percentile(latencies, 90),
+        "p99": percentile(latencies, 99),
+        "max": max(latencies),
+        "service_p50": percentile(service, 50),
+        "service_p99": percentile(service, 99),
+    }
+
+
+# --------------------------------------------------------------------------- push → check run
+
+
+class _Fleet:
+    def __init__(self, stack: DevStack, repo: Path) -> None:
+        self.stack = stack
+        self.repo = repo
+        assert stack.emulator is not None
+        self.emulator: GitHubEmulator = stack.emulator
+        self.edits = 0
+
+    def wait(self, what: str, probe: Callable[[], T | None], poll: float = 0.02) -> T:
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while True:
+            found = probe()
+            if found is not None:
+                return found
+            self.stack.check()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {what} after {STEP_TIMEOUT:.0f}s")
+            time.sleep(poll)
+
+    def push_change(self, root: str) -> tuple[str, float]:
+        """Commit a change to `root`'s cluster values and send the push; (sha, sent at)."""
+        self.edits += 1
+        before = fleetrepo.head(self.repo)
+        after = fleetrepo.set_value(
+            self.repo,
+            f"deployments/{root}/cluster.values.yaml",
+            "env.BENCH_EDIT",
+            str(self.edits),
+            f"{root}: edit {self.edits}",
+        )
+        sent = time.perf_counter()
+        delivery = self.emulator.send_push(OWNER, NAME, before, after)
+        if delivery.status != 202:
+            raise RuntimeError(f"push answered {delivery.status}: {delivery.response}")
+        return after, sent
+
+    def review(self, root: str, head: str) -> CheckRunRecord:
+        def probe() -> CheckRunRecord | None:
+            for run in reversed(self.emulator.check_runs(OWNER, NAME)):
+                if (
+                    run.name == f"rollwright/{root}"
+                    and run.state["head_sha"] == head
+                    and run.conclusion == "action_required"
+                    and (run.output.get("text") or "").strip()
+                ):
+                    return run
+            return None
+
+        return self.wait(f"review of {root}@{head[:12]}", probe)
+
+    def approve(self, run: CheckRunRecord) -> None:
+        deployment_id = run.state["external_id"]
+        self.emulator.click_action(run.id, "approve", "bench")
+
+        def published() -> bool | None:
+            runs = [
+                r
+                for r in self.emulator.check_runs(OWNER, NAME)
+                if r.state.get("external_id") == deployment_id
+            ]
+            if runs and runs[-1].conclusion == "success":
+                return True
+            if runs and runs[-1].conclusion in ("failure", "cancelled"):
+                raise RuntimeError(f"deployment {deployment_id}: {runs[-1].output}")
+            return None
+
+        self.wait(f"published {deployment_id}", published, poll=0.05)
+
+
+def bench_push_to_check_run(work: Path) -> dict[str, float]:
+    repo = work / "fleet-100"
+    roots = fleetgen.generate(repo, groups=10, clusters_per_group=10, releases=10)
+    fleetrepo.git(repo, "init", "-q", "-b", "main")
+    fleetrepo.commit_all(repo, "fleet")
+    stack = DevStack(
+        StackOptions(data_dir=work / "push-stack", env=_env()).with_free_ports(), out=_quiet
+    )
+    stack.start()
+    first: list[float] = []
+    changed: list[float] = []
+    try:
+        stack.add_repository(OWNER, NAME, repo)
+        fleet = _Fleet(stack, repo)
+        # warm-up: the worker's first mirror clone and first render happen here
+        head, _ = fleet.push_change("g009/c009-009")
+        fleet.approve(fleet.review("g009/c009-009", head))
+        for k in range(SAMPLES):
+            root = f"g{k:03d}/c{k:03d}-{(3 * k) % 10:03d}"
+            head, sent = fleet.push_change(root)
+            run = fleet.review(root, head)
+            first.append(time.perf_counter() - sent)
+            fleet.approve(run)
+            head, sent = fleet.push_change(root)
+            run = fleet.review(root, head)
+            changed.append(time.perf_counter() - sent)
+            # the edit reaches every release's Deployment: all changed, nothing added
+            if "0 added, 0 removed, 10 changed" not in (run.output.get("title") or ""):
+                raise RuntimeError(f"{root}: expected 10 changed resources: {run.output}")
+        stack.check()
+    finally:
+        stack.stop()
+    return {
+        "roots": roots,
+        "first_median": statistics.median(first),
+        "first_max": max(first),
+        "changed_median": statistics.median(changed),
+        "changed_max": max(changed),
+    }
+
+
+# --------------------------------------------------------------------------- report
+
+
+def report(gateway: dict[str, float], push: dict[str, float]) -> str:
+    from tests.bench.run import machine
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "**missed**"
+
+    ceiling = 2000 / (gateway["gateway_cpu_ms"] + gateway["temporal_cpu_ms"])
+    rows = [
+        (
+            f"gateway acknowledgement, signed `push` webhooks at {RATE:.0f}/s "
+            f"({gateway['count']:.0f} requests, achieved {gateway['rate']:.0f}/s)",
+            f"p50 {gateway['p50']:.1f} ms, p90 {gateway['p90']:.1f} ms, "
+            f"p99 {gateway['p99']:.1f} ms (max {gateway['max']:.0f} ms)",
+            "p99 ≤ 50 ms",
+            verdict(gateway["p99"] <= 50),
+        ),
+        (
+            "the same, from send to answer (without waiting for a free connection)",
+            f"p50 {gateway['service_p50']:.1f} ms, p99 {gateway['service_p99']:.1f} ms",
+            "—",
+            "",
+        ),
+        (
+            "CPU per webhook (gateway process, Temporal dev server)",
+            f"{gateway['gateway_cpu_ms']:.1f} ms, {gateway['temporal_cpu_ms']:.1f} ms "
+            f"(two cores: at most ~{ceiling:.0f} webhooks/s with nothing else running)",
+            "—",
+            "",
+        ),
+        (
+            f"gateway acknowledgement at {LIGHT:.0f}/s ({LIGHT_REQUESTS} requests)",
+            f"p50 {gateway['light_p50']:.1f} ms, p99 {gateway['light_p99']:.1f} ms",
+            "—",
+            "",
+        ),
+        (
+            f"push → check run with diff, {push['roots']:.0f}-root fleet, one affected root, "
+            f"change after a published deployment (median of {SAMPLES})",
+            f"{push['changed_median']:.2f} s (max {push['changed_max']:.2f} s)",
+            "≤ 3 s",
+            verdict(push["changed_max"] <= 3),
+        ),
+        (
+            f"the same, the root's first deployment (median of {SAMPLES})",
+            f"{push['first_median']:.2f} s (max {push['first_max']:.2f} s)",
+            "≤ 3 s",
+            verdict(push["first_max"] <= 3),
+        ),
+    ]
+    table = "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"""{MARKER}
+
+- Date: {now}
+- Machine: {machine()}
+- Command: `make bench` (`python -m tests.bench.run --write docs/benchmarks.md`; this section
+  alone: `--only service`)
+
+Everything on one machine over loopback: the Temporal dev server (SQLite), the gateway and the
+worker as separate processes (`rollwright dev`'s stack), the GitHub emulator in the benchmark
+process. Gateway latency is measured from each webhook's scheduled send time (open loop), with
+the worker stopped. The push benchmark uses a generated atlas fleet ({push["roots"]:.0f} roots ×
+10 releases) in a real git repository; the clock runs from sending the signed push until the
+root's check run is `action_required` with the diff (affected roots from the worker's git
+mirror, checkout, render, diff against the last published render, check-run updates).
+
+| measure | result | target | |
+|---|---|---|---|
+{table}
+"""
+
+
+def run(work: Path) -> str:
+    """The section for docs/benchmarks.md (tests/bench/run.py calls this)."""
+    gateway = bench_gateway(work)
+    push = bench_push_to_check_run(work)
+    return report(gateway, push)
