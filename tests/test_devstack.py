@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -318,3 +319,57 @@ def test_fleet_repo_helpers(tmp_path: Path) -> None:
     assert "REGION: eu-central-1" in (repo / rel).read_text()
     with pytest.raises(FileExistsError):
         fleetrepo.create_fleet_repo(EXAMPLES / "atlas-fleet", repo)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_rollwright_dev_runs_and_stops_cleanly(tmp_path: Path, stop_signal: signal.Signals) -> None:
+    """`rollwright dev` prints the URLs once everything is ready, serves the gateway, and on
+    Ctrl-C (SIGINT) or SIGTERM stops every child and exits 0."""
+    repo = tmp_path / "fleet"
+    fleetrepo.create_fleet_repo(EXAMPLES / "atlas-fleet", repo)
+    ports = {flag: free_port() for flag in ("--temporal-port", "--ui-port", "--port")}
+    ports["--emulator-port"] = free_port()
+    argv = [sys.executable, "-m", "shared.cli", "dev", "--data-dir", str(tmp_path / "state")]
+    for flag, port in ports.items():
+        argv += [flag, str(port)]
+    argv += ["--repo", f"acme/fleet={repo}"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLWRIGHT_")}
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    for line in proc.stdout:
+        lines.append(line.rstrip())
+        if "Ctrl-C stops everything" in line or proc.poll() is not None:
+            break
+    output = "\n".join(lines)
+    assert "Ctrl-C stops everything" in output, output
+    pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", output)]
+    assert len(pids) == 3, output  # Temporal, gateway, worker
+    assert f"Temporal UI      http://127.0.0.1:{ports['--ui-port']}" in output
+    assert f"gateway          http://127.0.0.1:{ports['--port']}" in output
+    assert f"GitHub emulator  http://127.0.0.1:{ports['--emulator-port']}" in output
+    assert f"acme/fleet → {repo}" in output
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{ports['--port']}/healthz", timeout=10) as r:
+        assert r.status == 200
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{ports['--emulator-port']}/_emulator/state", timeout=10
+    ) as r:
+        assert json.loads(r.read())["repositories"] == ["acme/fleet"]
+
+    proc.send_signal(stop_signal)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+    assert "stopping" in rest
+    assert all(_wait_dead(pid) for pid in pids), [p for p in pids if _alive(p)]
+    for port in ports.values():
+        assert not port_in_use(port), port
