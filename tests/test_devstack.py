@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -373,3 +374,47 @@ def test_rollwright_dev_runs_and_stops_cleanly(tmp_path: Path, stop_signal: sign
     assert all(_wait_dead(pid) for pid in pids), [p for p in pids if _alive(p)]
     for port in ports.values():
         assert not port_in_use(port), port
+
+
+@pytest.mark.timeout(240)
+def test_rollwright_demo_succeeds_and_names_a_failing_step(tmp_path: Path) -> None:
+    """`rollwright demo` exits 0 after every step on the example fleet; on a fleet whose
+    changed root cannot render it exits 1 naming the step, with the check run's reason."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLWRIGHT_")}
+    cwd = Path(__file__).resolve().parents[1]
+    ok = subprocess.run(
+        [sys.executable, "-m", "shared.cli", "demo", "--data-dir", str(tmp_path / "ok")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=200,
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    for number in range(1, 9):
+        assert f"[{number}/8]" in ok.stdout
+    assert "every step happened" in ok.stdout
+    assert "REGION: eu-central-1" in ok.stdout  # the diff excerpt shows the change
+    assert re.search(r"Temporal UI \(deploy workflow\)\s+http://127\.0\.0\.1:\d+/", ok.stdout)
+    assert re.search(r"check run \(result\)\s+http://127\.0\.0\.1:\d+/acme/", ok.stdout)
+
+    broken = tmp_path / "broken-fleet"
+    shutil.copytree(EXAMPLES / "atlas-fleet", broken)
+    app = broken / "deployments/staging/cluster-a/apps/cert-operator/deployment.yaml"
+    app.write_text("apps:\n  - template: no-such-template\n")
+    failed = subprocess.run(
+        [
+            *(sys.executable, "-m", "shared.cli", "demo", "--fleet", str(broken)),
+            *("--data-dir", str(tmp_path / "broken"), "--step-timeout", "60"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=200,
+    )
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "FAILED at step: check run asks for review with the diff" in failed.stderr
+    assert "concluded failure" in failed.stderr
+    assert "no-such-template" in failed.stderr
+    assert "every step happened" not in failed.stdout

@@ -33,6 +33,7 @@ CHANGED_FILE = "deployments/staging/cluster-a/cluster.values.yaml"
 NEW_REGION = "eu-central-1"
 REVIEWER = "demo-reviewer"
 MARKER = ".rollwright-demo"
+FAILED = frozenset({"failure", "cancelled", "skipped", "timed_out"})
 
 T = TypeVar("T")
 
@@ -178,6 +179,12 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> None:
 
         def awaiting_review() -> CheckRunRecord | None:
             run = demo.check_run(head)
+            if run is not None and run.conclusion in FAILED:
+                # a render error in the fleet, say: no point waiting for the timeout
+                raise ValueError(
+                    f"check run {run.id} concluded {run.conclusion}: "
+                    f"{run.output.get('title')}\n{run.output.get('summary')}"
+                )
             if run is None or run.conclusion != "action_required":
                 return None
             return run
