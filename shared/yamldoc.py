@@ -56,8 +56,8 @@ _SCALAR_TAGS = frozenset(
 _CACHE_LIMIT = 50_000
 _CACHED_TEXT = 200
 
-# (plain scalar text, quoted-implicit) -> tag, as yaml.resolver.Resolver decides it
-_resolved: dict[tuple[str, bool], str] = {}
+# plain scalar text -> tag, as yaml.resolver.Resolver decides it
+_resolved: dict[str, str] = {}
 # (tag, scalar text) -> constructed value, for the immutable scalar tags above
 _scalars: dict[tuple[str, str], Any] = {}
 
@@ -66,18 +66,27 @@ _base_resolve: Any = yaml.resolver.Resolver.resolve
 
 
 def _resolve(self: Any, kind: Any, value: Any, implicit: Any) -> Any:
-    """`Resolver.resolve`, memoised for scalars. Sound because these classes have no path
-    resolvers: the tag of a scalar then depends on its text and implicit flags only."""
-    if kind is yaml.ScalarNode and implicit[0] and len(value) <= _CACHED_TEXT:
-        key = (value, bool(implicit[1]))
-        tag = _resolved.get(key)
+    """`Resolver.resolve` for classes without path resolvers, memoised for plain scalars.
+
+    Without path resolvers the answer is: for a plain scalar, the first implicit resolver
+    matching its text, else `str`; for any other scalar `str`; for collections `map` and
+    `seq`. libyaml calls this once per node when loading and twice per scalar when dumping.
+    """
+    if kind is _ScalarNode:
+        if not implicit[0]:
+            return _STR
+        tag = _resolved.get(value)
         if tag is None:
             tag = _base_resolve(self, kind, value, implicit)
-            if len(_resolved) >= _CACHE_LIMIT:
-                _resolved.clear()
-            _resolved[key] = tag
+            if len(value) <= _CACHED_TEXT:
+                if len(_resolved) >= _CACHE_LIMIT:
+                    _resolved.clear()
+                _resolved[value] = tag
         return tag
     return _base_resolve(self, kind, value, implicit)
+
+
+_ScalarNode = yaml.ScalarNode
 
 
 class _FastLoader(_Loader):  # type: ignore[valid-type,misc]
@@ -206,6 +215,15 @@ def load_mapping(path: Path, source: str) -> dict[str, Any]:
 
 def dumps(data: Any) -> str:
     """Block-style YAML that keeps the mapping order it was given."""
+    if type(data) is dict or type(data) is list:
+        text = _emit_block(data)
+        if text is not None:
+            return text
+    return _emit_nodes(data)
+
+
+def _emit_nodes(data: Any) -> str:
+    """`dumps` through SafeRepresenter-identical nodes and libyaml's emitter."""
     try:
         node = _represent(data)
     except _Fallback:
@@ -232,6 +250,141 @@ def _pyyaml_dumps(data: Any) -> str:
 def _pyyaml_loads_all(text: str) -> list[Any]:
     """Plain PyYAML: the reference `loads_all` must match."""
     return [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
+
+
+# --- the block emitter ----------------------------------------------------------------------
+#
+# Manifests are maps and lists of short scalars. Their layout in PyYAML's block style is
+# simple (two-space indents, sequences inside maps not indented, `- ` items that open a map
+# or a list on the same line, `{}`/`[]` for empty collections); what is hard is each
+# scalar's quoting. That is asked of libyaml itself, once per distinct scalar: the scalar is
+# dumped alone as a key (`x: null`) and as a value (`k: x`), and the text libyaml chose is
+# reused wherever the scalar comes again. A scalar is only reused where libyaml could not
+# have wrapped it (no space in it, or it ends by column 80); scalars that need several
+# lines, long keys, shared containers (anchors) and other types go the `_emit_nodes` way.
+
+_WIDTH = 80
+# (type, value) -> (text as a key, text as a value); None where the scalar is not simple
+_scalar_texts: dict[tuple[type, Any], tuple[str | None, str | None]] = {}
+_SCALAR_TYPES = (str, int, bool, float, type(None))
+
+
+def _probe(value: Any) -> tuple[str | None, str | None]:
+    key_text: str | None = None
+    value_text: str | None = None
+    try:
+        as_key = _emit_nodes({value: None})
+        as_value = _emit_nodes({"k": value})
+    except (yaml.YAMLError, TypeError, ValueError):
+        return None, None
+    # One line each (splitlines knows every line break libyaml may write, U+2028 included:
+    # a text that spans lines depends on its indentation and is not reused).
+    if len(as_key.splitlines()) == 1 and as_key.endswith(": null\n") and as_key[0] != "?":
+        key_text = as_key[: -len(": null\n")]
+    if len(as_value.splitlines()) == 1 and as_value.startswith("k: "):
+        value_text = as_value[3:-1]
+    return key_text, value_text
+
+
+def _scalar(value: Any) -> tuple[str | None, str | None]:
+    cls = type(value)
+    # By type (1, 1.0 and True are equal keys) and, for floats, by repr (0.0 == -0.0).
+    key = (cls, repr(value) if cls is float else value)
+    found = _scalar_texts.get(key)
+    if found is None:
+        found = _probe(value)
+        if not isinstance(value, str) or len(value) <= _CACHED_TEXT:
+            if len(_scalar_texts) >= _CACHE_LIMIT:
+                _scalar_texts.clear()
+            _scalar_texts[key] = found
+    return found
+
+
+def _fits(text: str, column: int) -> bool:
+    """libyaml breaks a scalar only at a space past column 80."""
+    return column + len(text) <= _WIDTH or " " not in text
+
+
+def _emit_block(data: dict[Any, Any] | list[Any]) -> str | None:
+    """`_emit_nodes(data)` for plain trees, or None when this writer cannot be sure."""
+    out: list[str] = []
+    seen: set[int] = set()
+
+    def value(node: Any, indent: int, column: int) -> bool:
+        """Write `node` after a `key:` ending at `column`; `indent` is the key's."""
+        cls = type(node)
+        if cls is dict or cls is list:
+            if not node:
+                out.append(" {}\n" if cls is dict else " []\n")
+                return True
+            out.append("\n")
+            if cls is dict:
+                return mapping(node, indent + 2, inline=False)
+            return sequence(node, indent, inline=False)  # not indented inside a map
+        if cls not in _SCALAR_TYPES:
+            return False
+        text = _scalar(node)[1]
+        if text is None or not _fits(text, column + 1):
+            return False
+        out.append(" ")
+        out.append(text)
+        out.append("\n")
+        return True
+
+    def mapping(node: dict[Any, Any], indent: int, inline: bool) -> bool:
+        if id(node) in seen:
+            return False
+        seen.add(id(node))
+        pad = " " * indent
+        for i, (k, v) in enumerate(node.items()):
+            if type(k) not in _SCALAR_TYPES:
+                return False
+            text = _scalar(k)[0]
+            if text is None or len(text) >= 120:
+                return False
+            if i or not inline:
+                out.append(pad)
+            out.append(text)
+            out.append(":")
+            if not value(v, indent, indent + len(text) + 1):
+                return False
+        return True
+
+    def sequence(node: list[Any], indent: int, inline: bool) -> bool:
+        if id(node) in seen:
+            return False
+        seen.add(id(node))
+        pad = " " * indent
+        for i, item in enumerate(node):
+            if i or not inline:
+                out.append(pad)
+            out.append("- ")
+            cls = type(item)
+            if cls is dict or cls is list:
+                if not item:
+                    out.append("{}\n" if cls is dict else "[]\n")
+                elif cls is dict:
+                    if not mapping(item, indent + 2, inline=True):
+                        return False
+                elif not sequence(item, indent + 2, inline=True):
+                    return False
+                continue
+            if cls not in _SCALAR_TYPES:
+                return False
+            text = _scalar(item)[1]
+            if text is None or not _fits(text, indent + 2):
+                return False
+            out.append(text)
+            out.append("\n")
+        return True
+
+    if not data:
+        return "{}\n" if type(data) is dict else "[]\n"
+    if isinstance(data, dict):
+        ok = mapping(data, 0, inline=False)
+    else:
+        ok = sequence(data, 0, inline=False)
+    return "".join(out) if ok else None
 
 
 def _represent(data: Any) -> Any:

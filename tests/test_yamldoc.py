@@ -292,3 +292,53 @@ def test_plain_scalars_resolve_like_pyyaml(words: list[str]) -> None:
     lines += [f"  - {' '.join(w.split())}" for w in words]
     text = "\n".join(lines) + "\n"
     check_load(text)
+
+
+words = st.lists(st.sampled_from(["a", "bb", "word", "x" * 12, "yes", "1", "-", "#"]), max_size=30)
+long_scalars = words.map(" ".join) | st.integers(0, 120).map(lambda n: "w " * n)
+deep = st.recursive(
+    long_scalars,
+    lambda kids: (
+        st.lists(kids, min_size=1, max_size=3)
+        | st.dictionaries(st.sampled_from(["k", "key", "a" * 30, "long key"]), kids, min_size=1)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(deep)
+def test_dump_matches_pyyaml_near_the_line_width(data: Any) -> None:
+    """Scalars with spaces at every indentation: libyaml wraps past column 80."""
+    assert yamldoc.dumps(data) == yamldoc._pyyaml_dumps(data)
+
+
+def test_dump_block_layout_matches_pyyaml() -> None:
+    data = {
+        "a": {"b": [1, {"c": [], "d": {}}, [2, [3, {}]], []], "e": None},
+        "list": [{"x": 1, "y": [{"z": "q"}]}, "s"],
+        "empty": {},
+        "f": 1.5,
+        "g": -0.0,
+        "h": True,
+        "i": "0755",
+        "j": "",
+        1: "int key",
+        None: "null key",
+        2.5: "float key",
+    }
+    assert yamldoc.dumps(data) == yamldoc._pyyaml_dumps(data)
+    assert yamldoc.dumps([[], {}, [[1]]]) == yamldoc._pyyaml_dumps([[], {}, [[1]]])
+    assert yamldoc.dumps({}) == yamldoc._pyyaml_dumps({}) == "{}\n"
+    assert yamldoc.dumps([]) == yamldoc._pyyaml_dumps([])
+
+
+@pytest.mark.parametrize("depth", range(0, 16, 3))
+def test_dump_wraps_where_libyaml_wraps(depth: int) -> None:
+    for n in range(40, 82):
+        text = " ".join(["word"] * (n // 5)) + "x" * (n % 5)
+        data: Any = text
+        for level in range(depth):
+            data = {"key": data} if level % 2 else [data]
+        data = {"top": data, "item": [text]}
+        assert yamldoc.dumps(data) == yamldoc._pyyaml_dumps(data), (depth, n)
