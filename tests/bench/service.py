@@ -39,7 +39,7 @@ OWNER, NAME = "bench", "fleet"
 RATE = 200.0  # webhooks per second
 REQUESTS = 2000  # 10 s at RATE
 WARMUP = 100
-LIGHT = 50.0  # a rate well below saturation, for comparison
+LIGHTER = (50.0, 100.0)  # lower rates, to show where the latency target holds
 LIGHT_REQUESTS = 500
 CONNECTIONS = 64
 SAMPLES = 5
@@ -77,13 +77,17 @@ def bench_gateway(work: Path) -> dict[str, float]:
         template = stack.emulator.push_payload(OWNER, NAME, base, head)
         url = f"{stack.urls.gateway}/events"
         asyncio.run(_load(url, stack.webhook_secret, template, WARMUP, 50.0))
-        light = asyncio.run(_load(url, stack.webhook_secret, template, LIGHT_REQUESTS, LIGHT))
+        lighter = [
+            asyncio.run(_load(url, stack.webhook_secret, template, LIGHT_REQUESTS, rate))
+            for rate in LIGHTER
+        ]
         pids = {child.name: child.pid for child in stack.supervisor.children}
         before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
         results = asyncio.run(_load(url, stack.webhook_secret, template, REQUESTS, RATE))
         for name, pid in pids.items():
             results[f"{name}_cpu_ms"] = (_cpu_seconds(pid) - before[name]) / REQUESTS * 1000
-        results["light_p50"], results["light_p99"] = light["p50"], light["p99"]
+        for rate, light in zip(LIGHTER, lighter, strict=True):
+            results[f"p50@{rate:.0f}"], results[f"p99@{rate:.0f}"] = light["p50"], light["p99"]
         stack.check()
     finally:
         stack.stop()
@@ -320,11 +324,14 @@ def report(gateway: dict[str, float], push: dict[str, float]) -> str:
             "—",
             "",
         ),
-        (
-            f"gateway acknowledgement at {LIGHT:.0f}/s ({LIGHT_REQUESTS} requests)",
-            f"p50 {gateway['light_p50']:.1f} ms, p99 {gateway['light_p99']:.1f} ms",
-            "—",
-            "",
+        *(
+            (
+                f"gateway acknowledgement at {rate:.0f}/s ({LIGHT_REQUESTS} requests)",
+                f"p50 {gateway[f'p50@{rate:.0f}']:.1f} ms, p99 {gateway[f'p99@{rate:.0f}']:.1f} ms",
+                "(p99 ≤ 50 ms)",
+                "holds" if gateway[f"p99@{rate:.0f}"] <= 50 else "does not hold",
+            )
+            for rate in LIGHTER
         ),
         (
             f"push → check run with diff, {push['roots']:.0f}-root fleet, one affected root, "
@@ -341,6 +348,18 @@ def report(gateway: dict[str, float], push: dict[str, float]) -> str:
         ),
     ]
     table = "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)
+    note = ""
+    if gateway["rate"] < RATE * 0.95:
+        note = (
+            f"\nAt {RATE:.0f}/s the gateway did not keep up ({gateway['rate']:.0f}/s achieved), "
+            "so requests queued and the latency grew with the run. Each webhook costs "
+            f"{gateway['gateway_cpu_ms']:.1f} ms of gateway CPU (signature, parse, two SQLite "
+            f"commits, a Temporal start) and {gateway['temporal_cpu_ms']:.1f} ms of Temporal dev "
+            f"server CPU: {RATE:.0f}/s needs {RATE * (2000 / ceiling) / 2000:.0%} of this "
+            "machine's two cores before the load generator and anything else running get any. "
+            "In production the Temporal server and the database run elsewhere and gateways "
+            "scale out (docs/operations.md).\n"
+        )
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return f"""{MARKER}
 
@@ -360,7 +379,7 @@ mirror, checkout, render, diff against the last published render, check-run upda
 | measure | result | target | |
 |---|---|---|---|
 {table}
-"""
+{note}"""
 
 
 def run(work: Path) -> str:
