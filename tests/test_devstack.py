@@ -418,3 +418,38 @@ def test_rollwright_demo_succeeds_and_names_a_failing_step(tmp_path: Path) -> No
     assert "concluded failure" in failed.stderr
     assert "no-such-template" in failed.stderr
     assert "every step happened" not in failed.stdout
+
+
+@pytest.mark.timeout(120)
+def test_external_temporal_gets_the_search_attributes(tmp_path: Path) -> None:
+    """Pointed at a Temporal it did not start (no attributes registered), the stack registers
+    rollwright's five Keyword attributes there, and leaves that server running on stop."""
+    binary = temporal.temporal_binary()
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            *(str(binary), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port)),
+            *("--headless", "--log-level", "error"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    lines: list[str] = []
+    try:
+        options = StackOptions(
+            data_dir=tmp_path,
+            temporal_address=f"127.0.0.1:{port}",
+            worker=False,
+            gateway=False,
+            env={},
+        ).with_free_ports()
+        with DevStack(options, out=lines.append) as stack:
+            assert stack.urls.temporal_ui is None
+            known = asyncio.run(temporal.registered_search_attributes(stack.client(), "default"))
+        assert any("registered       search attributes RollwrightRepo" in x for x in lines)
+        for name in SEARCH_ATTRIBUTES:
+            assert known.get(name) == 2, known  # INDEXED_VALUE_TYPE_KEYWORD
+        assert server.poll() is None
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

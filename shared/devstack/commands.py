@@ -29,6 +29,12 @@ def add_parsers(sub: Any) -> None:
     )
     _stack_arguments(p, ephemeral=False)
     p.add_argument(
+        "--temporal-address",
+        metavar="HOST:PORT",
+        help="use this Temporal instead of starting a dev server (rollwright's search "
+        "attributes are registered there when missing)",
+    )
+    p.add_argument(
         "--repo",
         action="append",
         default=[],
@@ -109,6 +115,7 @@ def _options(args: argparse.Namespace, data_dir: Path) -> Any:
         ui_port=port(args.ui_port),
         gateway_port=port(args.port),
         emulator_port=port(args.emulator_port),
+        temporal_address=getattr(args, "temporal_address", None),
         env=dict(os.environ),
     )
 

@@ -81,6 +81,11 @@ class StackOptions:
         )
 
     @property
+    def local_host(self) -> str:
+        """Where this machine reaches what binds to `host` (a wildcard means loopback)."""
+        return LOOPBACK if self.host in ("0.0.0.0", "::", "") else self.host
+
+    @property
     def use_emulator(self) -> bool:
         if self.emulator is not None:
             return self.emulator
@@ -139,8 +144,8 @@ class DevStack:
             address = self._start_temporal()
             ui = None
             if opts.temporal_address is None and not opts.headless_ui:
-                ui = f"http://{opts.host}:{opts.ui_port}"
-            gateway = f"http://{opts.host}:{opts.gateway_port}"
+                ui = f"http://{opts.local_host}:{opts.ui_port}"
+            gateway = f"http://{opts.local_host}:{opts.gateway_port}"
             self._credentials()
             if opts.use_emulator:
                 self._start_emulator(gateway)
@@ -245,19 +250,19 @@ class DevStack:
 
     def _check_ports(self) -> None:
         opts = self.options
-        wanted = []
+        wanted: list[tuple[str, str, int]] = []
         if opts.temporal_address is None:
-            wanted.append(("Temporal", opts.temporal_port))
+            wanted.append(("Temporal", opts.local_host, opts.temporal_port))
             if not opts.headless_ui:
-                wanted.append(("Temporal UI", opts.ui_port))
+                wanted.append(("Temporal UI", opts.local_host, opts.ui_port))
         if opts.gateway:
-            wanted.append(("gateway", opts.gateway_port))
+            wanted.append(("gateway", opts.local_host, opts.gateway_port))
         if opts.use_emulator:
-            wanted.append(("GitHub emulator", opts.emulator_port))
-        for name, port in wanted:
-            if port_in_use(port, opts.host):
+            wanted.append(("GitHub emulator", LOOPBACK, opts.emulator_port))
+        for name, host, port in wanted:
+            if port_in_use(port, host):
                 raise StackError(
-                    f"{name} port {opts.host}:{port} is already in use "
+                    f"{name} port {host}:{port} is already in use "
                     "(another `rollwright dev`?); pick another port with the command's options"
                 )
 
@@ -267,7 +272,7 @@ class DevStack:
             address = opts.temporal_address
             self.out(f"  Temporal         using {address} (not starting a dev server)")
         else:
-            address = f"{opts.host}:{opts.temporal_port}"
+            address = f"{opts.local_host}:{opts.temporal_port}"
             argv = temporal.dev_server_argv(
                 temporal.temporal_binary(),
                 ip=opts.host,
@@ -317,7 +322,8 @@ class DevStack:
             app_key=self.app_key_file.read_text(),
             webhook_url=f"{gateway}/events",
             webhook_secret=self.webhook_secret,
-            host=self.options.host,
+            # the control API has no authentication: loopback only, whatever --host says
+            host=LOOPBACK,
             port=self.options.emulator_port,
         ).start()
 
@@ -374,10 +380,14 @@ class DevStack:
         child = self.supervisor.start("worker", [sys.executable, "-m", "worker"], env=self.env)
         self.out(f"  starting         worker (pid {child.pid})")
 
+        queue = self.env.get("ROLLWRIGHT_TASK_QUEUE") or TASK_QUEUE
+
         def polling() -> bool:
             async def check() -> bool:
                 client = await temporal.connect(self.urls.temporal_address, self.options.namespace)
-                return await temporal.has_pollers(client, TASK_QUEUE)
+                # the SDK's default identity is `<pid>@<host>`: this worker, not one of a
+                # previous run that Temporal still remembers polling
+                return await temporal.has_pollers(client, queue, identity=f"{child.pid}@")
 
             return asyncio.run(check())
 

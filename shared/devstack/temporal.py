@@ -144,8 +144,9 @@ async def wait_until_serving(address: str, namespace: str, *, timeout: float = 6
     raise TimeoutError(f"Temporal at {address} did not answer within {timeout:.0f}s: {last}")
 
 
-async def has_pollers(client: Client, task_queue: str) -> bool:
-    """True when some worker polls `task_queue` for both workflow and activity tasks."""
+async def has_pollers(client: Client, task_queue: str, *, identity: str = "") -> bool:
+    """True when a worker (whose identity starts with `identity`) polls `task_queue` for both
+    workflow and activity tasks."""
     kinds = (
         TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
         TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
@@ -163,6 +164,6 @@ async def has_pollers(client: Client, task_queue: str) -> bool:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return False
             raise
-        if not response.pollers:
+        if not any(p.identity.startswith(identity) for p in response.pollers):
             return False
     return True
