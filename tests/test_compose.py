@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -342,8 +343,15 @@ def _as_postgres(argv: list[str]) -> list[str]:
 def postgres() -> Iterator[tuple[str, int]]:
     initdb = shutil.which("initdb") or "/usr/lib/postgresql/15/bin/initdb"
     pg_ctl = shutil.which("pg_ctl") or "/usr/lib/postgresql/15/bin/pg_ctl"
-    if not Path(initdb).exists() or (os.geteuid() == 0 and not shutil.which("runuser")):
+    if not Path(initdb).exists():
         pytest.skip("PostgreSQL (Debian package `postgresql`) is not installed")
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root without a `postgres` user to run the server as")
+        if not shutil.which("runuser"):
+            pytest.skip("running as root without runuser")
     # outside pytest's tmp_path: its parents are private to root, the server runs as postgres
     base = Path(tempfile.mkdtemp(prefix="rollwright-pg-"))
     os.chmod(base, 0o755)
