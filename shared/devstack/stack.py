@@ -20,7 +20,6 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from temporalio.client import Client
 
@@ -37,7 +36,6 @@ _STACK_VARS = (
     "ROLLWRIGHT_TEMPORAL_ADDRESS",
     "ROLLWRIGHT_TEMPORAL_NAMESPACE",
     "ROLLWRIGHT_TEMPORAL_UI_URL",
-    "ROLLWRIGHT_PUBLIC_URL",
 )
 _GITHUB_VARS = (
     "ROLLWRIGHT_GITHUB_API_URL",
@@ -335,7 +333,8 @@ class DevStack:
                 "ROLLWRIGHT_DATA_DIR": str(self.data_dir),
                 "ROLLWRIGHT_TEMPORAL_ADDRESS": address,
                 "ROLLWRIGHT_TEMPORAL_NAMESPACE": opts.namespace,
-                "ROLLWRIGHT_PUBLIC_URL": gateway,
+                # yours wins (a tunnel for a real App's webhooks); else the local gateway
+                "ROLLWRIGHT_PUBLIC_URL": opts.env.get("ROLLWRIGHT_PUBLIC_URL") or gateway,
                 "ROLLWRIGHT_WEBHOOK_SECRET": self.webhook_secret,
                 "ROLLWRIGHT_API_TOKEN": self.api_token,
                 "PYTHONUNBUFFERED": "1",
@@ -444,10 +443,6 @@ class DevStack:
         return self.env.get("ROLLWRIGHT_DATABASE_URL") or (
             f"sqlite:///{_display(self.data_dir / 'rollwright.db')}"
         )
-
-    def settings_env(self) -> dict[str, Any]:
-        """The ROLLWRIGHT_* variables the children run with (to build Settings in-process)."""
-        return {k: v for k, v in self.env.items() if k.startswith("ROLLWRIGHT_")}
 
 
 def _http_ok(url: str) -> bool:
