@@ -364,7 +364,8 @@ def report(gateway: dict[str, float], push: dict[str, float]) -> str:
     return f"""{MARKER}
 
 - Date: {now}
-- Machine: {machine()}
+- Machine: {machine()}; 1-minute load average {gateway["load_before"]:.1f} before the run,
+  {gateway["load_after"]:.1f} after (other work on the machine shows in the gateway figures)
 - Command: `make bench` (`python -m tests.bench.run --write docs/benchmarks.md`; this section
   alone: `--only service`)
 
@@ -384,6 +385,8 @@ mirror, checkout, render, diff against the last published render, check-run upda
 
 def run(work: Path) -> str:
     """The section for docs/benchmarks.md (tests/bench/run.py calls this)."""
+    load_before = os.getloadavg()[0]
     gateway = bench_gateway(work)
     push = bench_push_to_check_run(work)
+    gateway["load_before"], gateway["load_after"] = load_before, os.getloadavg()[0]
     return report(gateway, push)
