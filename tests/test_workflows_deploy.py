@@ -1,0 +1,524 @@
+"""DeployWorkflow + RenderWorkflow on the time-skipping server: the Neptune scenarios.
+
+Every test starts its own test server (about 0.1 s) with fresh activity doubles (see
+tests/support/deploy_world.py); days of review timeout and idle hours pass instantly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import WorkflowExecutionStatus
+
+from shared.payloads import (
+    ACT_CHECKOUT,
+    ACT_PUBLISH,
+    ACT_RENDER_ROOT,
+    SA_REPO,
+    SA_REVISION,
+    SA_ROOT,
+    SA_STATE,
+    SA_TRIGGER,
+)
+from tests.support.deploy_world import (
+    Harness,
+    World,
+    event_times,
+    harness,
+    latest,
+    revisions,
+    sha,
+    time_between,
+    until,
+)
+from workflows.searchattrs import keyword
+
+ROOT = "staging/cluster-a"
+A, B, C, D, L = sha("a"), sha("b"), sha("c"), sha("d"), sha("1")
+
+
+def scenario(fn: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
+    @functools.wraps(fn)
+    def test() -> None:
+        # A hang (say, a timer the server never skips to) fails the test instead of stalling.
+        asyncio.run(asyncio.wait_for(fn(), 60))
+
+    return test
+
+
+async def published(h: Harness, revision: str, by: str = "alice") -> str:
+    deployment_id = await h.awaiting_review(ROOT, revision)
+    result = await h.review(deployment_id, "approve", by)
+    assert result.state == "published", result
+    return deployment_id
+
+
+@scenario
+async def test_merge_deployment_end_to_end() -> None:
+    world = World()
+    async with harness(world) as h:
+        await h.push(ROOT, A, by="carol")
+        deployment_id = await h.awaiting_review(ROOT, A)
+        run_ids = world.runs_for(A)
+        assert len(run_ids) == 1, "one check run per deployment, reused from queued to done"
+        review = world.last(run_ids[0])
+        assert (review.status, review.conclusion) == ("completed", "action_required")
+        assert [a.identifier for a in review.actions] == ["approve", "reject"]
+        assert review.external_id == deployment_id
+        assert review.name == f"rollwright/{ROOT}"
+        assert "diff of" in review.text and "by @carol" in review.summary
+
+        result = await h.review(deployment_id, "approve", "alice")
+        assert result.published and result.approved_by == "@alice"
+        done = world.last(run_ids[0])
+        assert (done.status, done.conclusion) == ("completed", "success")
+        assert "Approved by: @alice" in done.summary
+        assert world.conclusions(run_ids[0]) == [
+            "queued",
+            "in_progress",
+            "action_required",
+            "in_progress",
+            "success",
+        ]
+        stored = world.latest[ROOT]
+        assert (stored.revision, stored.state, stored.deployment_id) == (
+            A,
+            "published",
+            result.deployment_id,
+        )
+        assert stored.published_prefix and A in stored.published_prefix
+        assert not stored.locks_queue
+        # Every activity after the first ran on the worker that holds the checkout.
+        assert {q for _, q in world.pinned_calls} == {world.pinned_queue}
+        assert [n for n, _ in world.pinned_calls][:2] == [ACT_CHECKOUT, ACT_RENDER_ROOT]
+        assert world.cleaned == [f"/checkouts/{A}"]
+        assert [r.state for r in world.records] == ["published"]
+
+        state = await h.until_state(ROOT, "idle", lambda s: s.current is None)
+        assert state.latest is not None and state.latest.revision == A
+        assert not state.lock.locked and state.queue == []
+
+        child = await h.client.get_workflow_handle(deployment_id).describe()
+        attrs = child.typed_search_attributes
+        assert attrs.get(keyword(SA_ROOT)) == ROOT and attrs.get(keyword(SA_REVISION)) == A
+        assert attrs.get(keyword(SA_TRIGGER)) == "merge"
+        assert attrs.get(keyword(SA_STATE)) == "published"
+        parent = (await h.deploy(ROOT).describe()).typed_search_attributes
+        assert parent.get(keyword(SA_REPO)) == "acme/fleet" and parent.get(keyword(SA_ROOT)) == ROOT
+        await until(lambda: _search_state(h, "idle"), "RollwrightState idle")
+
+
+@scenario
+async def test_priority_manual_before_merge_fifo_within() -> None:
+    world = World()
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        first = await h.awaiting_review(ROOT, A)
+        await h.push(ROOT, B)
+        await h.push(ROOT, C)
+        await h.push(ROOT, D, "manual", by="ops")
+        state = await h.until_state(ROOT, "three queued", lambda s: len(s.queue) == 3)
+        assert revisions(state.queue) == [D, B, C]
+        assert [i.trigger for i in state.queue] == ["manual", "merge", "merge"]
+        assert len(state.queue_ages_seconds) == 3
+        assert all(age >= 0 for age in state.queue_ages_seconds)
+        assert state.current is not None and state.current.revision == A
+        # Queued items got their own queued check runs, showing the queue.
+        for revision in (B, C, D):
+            (run_id,) = await until(functools.partial(world.runs_for, revision), "check runs")
+            assert world.last(run_id).status == "queued"
+        assert "| 1 | `" + D[:12] in world.last(world.runs_for(B)[0]).summary
+
+        await h.review(first, "approve")
+        await published(h, D)  # the manual item jumps the merge queue
+        # D (manual) locked the queue: unlock and the merges run in arrival order.
+        await h.unlock(ROOT)
+        await published(h, B)
+        await published(h, C)
+        assert [r.revision for r in world.records] == [A, D, B, C]
+
+
+@scenario
+async def test_lock_and_unlock() -> None:
+    world = World()
+    async with harness(world) as h:
+        await h.push(ROOT, A, "manual", by="ops")
+        manual = await h.awaiting_review(ROOT, A)
+        await h.push(ROOT, B)
+        await until(lambda: world.runs_for(B), "B's queued check run")
+        (b_run,) = world.runs_for(B)
+        assert world.last(b_run).status == "queued", "not locked before the manual publishes"
+
+        await h.review(manual, "approve", "ops")
+        state = await h.until_state(ROOT, "locked", lambda s: s.lock.locked)
+        assert state.lock.by_deployment == manual and state.lock.revision == A
+        assert state.current is None and revisions(state.queue) == [B]
+        assert world.latest[ROOT].locks_queue is True
+
+        blocked = await until(
+            lambda: world.last(b_run).conclusion == "action_required" and world.last(b_run),
+            "B shows action_required",
+        )
+        assert [a.identifier for a in blocked.actions] == ["unlock"]
+        assert "Unlock" in blocked.summary and "locked" in blocked.summary
+        assert "Queue locked" in blocked.summary
+        await until(lambda: _search_state(h, "locked"), "RollwrightState locked")
+
+        # Another merge while locked waits too, its check run says why at once.
+        await h.push(ROOT, C)
+        await until(lambda: world.runs_for(C), "C's check run")
+        c_run = world.runs_for(C)[0]
+        await until(lambda: world.last(c_run).conclusion == "action_required", "C blocked")
+
+        await h.unlock(ROOT, by="bob")
+        b_deployment = await h.awaiting_review(ROOT, B)
+        assert world.runs_for(B) == [b_run], "the queued check run carries on"
+        assert world.latest[ROOT].unlocked_by == "bob", "the Unlock is persisted"
+        state = await h.state(ROOT)
+        assert not state.lock.locked and revisions(state.queue) == [C]
+        assert (await h.review(b_deployment, "approve")).published
+        await published(h, C)
+        assert not (await h.state(ROOT)).lock.locked
+
+
+@scenario
+async def test_manual_bypasses_lock() -> None:
+    world = World(latest={ROOT: latest(L, trigger="manual")})
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        await h.until_state(ROOT, "A waits", lambda s: revisions(s.queue) == [A])
+        await h.push(ROOT, B, "manual", by="ops")
+        deployment_id = await h.awaiting_review(ROOT, B)
+        state = await h.state(ROOT)
+        assert state.lock.locked and revisions(state.queue) == [A]
+        await h.review(deployment_id, "approve")
+        state = await h.until_state(ROOT, "B done", lambda s: s.current is None)
+        assert state.lock.by_deployment == deployment_id, "the new manual deployment holds it"
+        assert revisions(state.queue) == [A]
+
+
+@scenario
+async def test_duplicate_revision_dropped_queued_or_running() -> None:
+    world = World()
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        deployment_id = await h.awaiting_review(ROOT, A)
+        await h.push(ROOT, A)  # running
+        await h.push(ROOT, B)
+        await h.push(ROOT, B)  # queued
+        await h.push(ROOT, C)
+        state = await h.until_state(ROOT, "B and C queued", lambda s: len(s.queue) == 2)
+        await asyncio.sleep(0.2)  # let any wrongly accepted duplicate show up
+        state = await h.state(ROOT)
+        assert revisions(state.queue) == [B, C]
+        assert len(world.runs_for(A)) == 1 and len(world.runs_for(B)) == 1
+
+        # A manual request for a queued merge revision promotes it instead of duplicating it.
+        await h.push(ROOT, C, "manual", by="ops")
+        state = await h.until_state(ROOT, "C promoted", lambda s: s.queue[0].revision == C)
+        assert [(i.revision, i.trigger) for i in state.queue] == [(C, "manual"), (B, "merge")]
+        assert len(world.runs_for(C)) == 1
+        await h.review(deployment_id, "approve")
+        await published(h, C)
+
+
+@scenario
+async def test_behind_skipped_and_not_persisted() -> None:
+    world = World(latest={ROOT: latest(L)})
+    world.relations[(L, B)] = "behind"
+    async with harness(world) as h:
+        await h.push(ROOT, B)
+        (run_id,) = await until(lambda: _completed(world, B), "B's check run completed")
+        skipped = world.last(run_id)
+        assert skipped.conclusion == "skipped"
+        assert "behind the latest deployed revision" in skipped.summary
+        assert L[:12] in skipped.summary
+        await until(lambda: world.records, "the skip recorded")
+        assert [(r.revision, r.state) for r in world.records] == [(B, "skipped")]
+        assert world.persisted == [] and world.latest[ROOT].revision == L
+        assert not any(name == ACT_CHECKOUT for name, _ in world.pinned_calls)
+
+        # A manual deployment of an older revision is a rollback: it runs, and asks.
+        await h.push(ROOT, B, "manual", reason="rollback", by="ops")
+        rollback = await h.awaiting_review(ROOT, B)
+        assert (await h.review(rollback, "approve")).published
+        assert world.latest[ROOT].revision == B
+
+
+@scenario
+async def test_rejected_not_persisted() -> None:
+    world = World(latest={ROOT: latest(L)})
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        deployment_id = await h.awaiting_review(ROOT, A)
+        result = await h.review(deployment_id, "reject", "dave")
+        assert result.state == "rejected" and not result.published and result.latest is None
+        (run_id,) = world.runs_for(A)
+        assert world.last(run_id).conclusion == "cancelled"
+        assert "Rejected by @dave" in world.last(run_id).summary
+        assert world.persisted == [] and world.latest[ROOT].revision == L
+        assert world.publish_attempts == []
+        state = await h.until_state(ROOT, "idle", lambda s: s.current is None)
+        assert state.latest is not None and state.latest.revision == L
+
+
+@scenario
+async def test_failed_apply_still_becomes_latest() -> None:
+    world = World(latest={ROOT: latest(L)})
+    world.publish_modes[A] = "fail"  # retryable: tried a few times, then failed
+    world.publish_modes[B] = "fatal"  # non-retryable: tried once
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        result = await h.review(await h.awaiting_review(ROOT, A), "approve")
+        assert result.state == "failed" and not result.published
+        assert world.publish_attempts == [A, A, A]
+        stored = world.latest[ROOT]
+        assert (stored.revision, stored.state) == (A, "failed")
+        # The cluster still runs L's render: it stays the diff base.
+        assert (
+            stored.published_revision == L and stored.published_prefix == latest(L).published_prefix
+        )
+        (run_id,) = world.runs_for(A)
+        assert world.last(run_id).conclusion == "failure"
+        assert "delivery target unreachable" in world.last(run_id).summary
+        state = await h.until_state(
+            ROOT, "latest is A", lambda s: s.latest is not None and s.latest.revision == A
+        )
+        assert state.latest is not None and state.latest.state == "failed"
+
+        await h.push(ROOT, B)
+        result = await h.review(await h.awaiting_review(ROOT, B), "approve")
+        assert result.state == "failed"
+        assert world.publish_attempts.count(B) == 1
+        assert world.latest[ROOT].revision == B
+        assert [n for n, _ in world.pinned_calls].count(ACT_PUBLISH) == 4
+
+
+@scenario
+async def test_render_error_fails_without_persisting() -> None:
+    world = World(render_errors={A: "deployments/x/apps/web/deployment.yaml:4: unknown key 'nmae'"})
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        (run_id,) = await until(lambda: _completed(world, A), "A failed")
+        done = world.last(run_id)
+        assert done.conclusion == "failure" and done.title == "Render failed"
+        assert "unknown key 'nmae'" in done.summary
+        assert world.persisted == []
+        # The checkout is removed after a failure too.
+        assert await until(lambda: world.cleaned, "cleanup") == [f"/checkouts/{A}"]
+
+
+@scenario
+async def test_idle_shutdown_only_when_empty() -> None:
+    world = World(latest={ROOT: latest(L, trigger="manual")})  # locked
+    async with harness(world) as h:
+        handle = await h.push(ROOT, A)
+        await h.until_state(ROOT, "A waits behind the lock", lambda s: revisions(s.queue) == [A])
+        await h.env.sleep(timedelta(hours=5))
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        assert revisions((await h.state(ROOT)).queue) == [A]
+
+        await h.unlock(ROOT)
+        await published(h, A)
+        await handle.result()  # lets the server skip the idle hour
+        assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+        events = await event_times(handle)
+        idle = time_between(
+            events, "child_workflow_execution_completed", "workflow_execution_completed"
+        )
+        assert timedelta(minutes=60) <= idle < timedelta(minutes=61)
+
+        # The next revision starts a fresh run that reloads latest.json (and the unlock).
+        second = await h.push(ROOT, B)
+        assert second.result_run_id != handle.result_run_id
+        state = await h.until_state(ROOT, "B running", lambda s: s.current is not None)
+        assert state.latest is not None and state.latest.revision == A
+        assert not state.lock.locked
+
+
+@scenario
+async def test_idle_timer_restarts_after_each_deployment() -> None:
+    world = World(empty_diffs={A})
+    world.relations[(L, A)] = "ahead"
+    world.latest[ROOT] = latest(L)
+    async with harness(world) as h:
+        handle = await h.push(ROOT, A)
+        await h.until_state(
+            ROOT, "A published", lambda s: s.latest is not None and s.latest.revision == A
+        )
+        await h.env.sleep(timedelta(minutes=45))
+        await h.push(ROOT, B)  # 45 minutes in: a new revision resets the idle clock
+        await published(h, B)
+        await handle.result()
+        events = await event_times(handle)
+        last_done = [t for kind, t in events if kind == "child_workflow_execution_completed"][-1]
+        total = time_between(
+            events, "child_workflow_execution_completed", "workflow_execution_completed"
+        )
+        assert total >= timedelta(minutes=45 + 60)
+        assert events[-1][1] - last_done < timedelta(minutes=61)
+
+
+@scenario
+async def test_lock_rebuilt_after_restart() -> None:
+    world = World(latest={ROOT: latest(L, trigger="manual", state="failed")})
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        state = await h.until_state(ROOT, "A queued", lambda s: revisions(s.queue) == [A])
+        assert state.lock.locked and state.lock.by_deployment == world.latest[ROOT].deployment_id
+        assert state.current is None
+        (run_id,) = await until(lambda: world.runs_for(A), "A's check run")
+        await until(lambda: world.last(run_id).conclusion == "action_required", "A blocked")
+
+
+@scenario
+async def test_unlock_survives_restart() -> None:
+    world = World(
+        latest={
+            ROOT: latest(L, trigger="manual", unlocked_by="bob", unlocked_at=latest(L).finished_at)
+        }
+    )
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        await h.awaiting_review(ROOT, A)
+        assert not (await h.state(ROOT)).lock.locked
+
+
+@scenario
+async def test_review_timeout_after_seven_days() -> None:
+    world = World(latest={ROOT: latest(L)})
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        deployment_id = await h.awaiting_review(ROOT, A)
+        result = await h.outcome(deployment_id)
+        events = await event_times(h.client.get_workflow_handle(deployment_id))
+        waited = time_between(events, "timer_started", "timer_fired")
+        assert timedelta(days=7) <= waited < timedelta(days=7, minutes=1)
+        assert result.state == "timed_out"
+        (run_id,) = world.runs_for(A)
+        assert world.last(run_id).conclusion == "timed_out"
+        assert world.persisted == [] and world.publish_attempts == []
+        # A click after the gate closed changes nothing.
+        state = await h.until_state(ROOT, "idle", lambda s: s.current is None)
+        assert state.latest is not None and state.latest.revision == L
+
+
+@scenario
+async def test_empty_diff_auto_approved_only_for_merges_ahead() -> None:
+    world = World(latest={ROOT: latest(L)}, empty_diffs={A, B, C})
+    world.relations[(L, A)] = "ahead"
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        state = await h.until_state(
+            ROOT, "A published", lambda s: s.latest is not None and s.latest.revision == A
+        )
+        assert state.latest is not None and state.latest.approved_by == "rollwright (empty diff)"
+        (run_id,) = world.runs_for(A)
+        assert "action_required" not in world.conclusions(run_id)
+        assert world.last(run_id).conclusion == "success"
+
+        # A manual deployment asks even when nothing changes.
+        await h.push(ROOT, B, "manual", by="ops")
+        deployment_id = await h.awaiting_review(ROOT, B)
+        asking = world.last(world.runs_for(B)[0])
+        assert asking.conclusion == "action_required" and asking.title == "Review: no changes"
+        assert "manual deployment" in asking.summary
+        await h.review(deployment_id, "approve")
+
+
+@scenario
+async def test_diverged_asks_for_confirmation() -> None:
+    world = World(latest={ROOT: latest(L)}, empty_diffs={A})
+    world.relations[(L, A)] = "diverged"
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        deployment_id = await h.awaiting_review(ROOT, A)
+        asking = world.last(world.runs_for(A)[0])
+        assert asking.conclusion == "action_required"
+        assert "diverged" in asking.summary and L[:12] in asking.summary
+        assert (await h.review(deployment_id, "approve")).published
+
+
+@scenario
+async def test_continue_as_new_keeps_queue() -> None:
+    world = World(latest={ROOT: latest(L, trigger="manual")})  # locked: merges pile up
+    async with harness(world) as h:
+        first = await h.push(ROOT, A, max_history_events=30)
+        for revision in (B, C, D):
+            await h.push(ROOT, revision)
+        await until(lambda: _continued(h, first), "continue-as-new")
+        state = await h.until_state(ROOT, "queue of four", lambda s: len(s.queue) == 4)
+        assert revisions(state.queue) == [A, B, C, D]
+        assert state.lock.locked and state.latest is not None and state.latest.revision == L
+        check_runs_before = {r: world.runs_for(r) for r in (A, B, C, D)}
+        assert all(len(ids) == 1 for ids in check_runs_before.values())
+
+        await h.unlock(ROOT)
+        await published(h, A)
+        await published(h, B)
+        # The carried queue items kept their deployment ids and check runs.
+        assert {r: world.runs_for(r) for r in (A, B, C, D)} == check_runs_before
+        assert [r.revision for r in world.records] == [A, B]
+
+
+@scenario
+async def test_rerun_refused_unless_latest_attempt() -> None:
+    world = World(latest={ROOT: latest(L)})
+    async with harness(world) as h:
+        await h.push(ROOT, A, "manual", reason="rerequested", by="erin")
+        (run_id,) = await until(lambda: _completed(world, A), "refusal check run")
+        refused = world.last(run_id)
+        assert refused.conclusion == "skipped" and refused.title == "Re-run refused"
+        assert "latest deployment attempt" in refused.summary
+        state = await h.state(ROOT)
+        assert state.queue == [] and state.current is None
+
+        # The latest attempt itself may be re-run; as a repeat of a merge it does not lock.
+        await h.push(ROOT, L, "manual", reason="rerequested", by="erin")
+        deployment_id = await h.awaiting_review(ROOT, L)
+        assert (await h.review(deployment_id, "approve")).published
+        state = await h.until_state(ROOT, "done", lambda s: s.current is None)
+        assert not state.lock.locked
+
+
+def _completed(world: World, revision: str) -> list[int]:
+    return [i for i in world.runs_for(revision) if world.last(i).status == "completed"]
+
+
+async def _search_state(h: Harness, expected: str) -> bool:
+    attrs = (await h.deploy(ROOT).describe()).typed_search_attributes
+    return attrs.get(keyword(SA_STATE)) == expected
+
+
+async def _continued(h: Harness, handle: Any) -> bool:
+    described = await h.client.get_workflow_handle(handle.id).describe()
+    return bool(described.run_id != handle.result_run_id)
+
+
+@scenario
+async def test_github_and_git_errors_fail_one_item_not_the_queue() -> None:
+    world = World(check_run_errors={A}, relation_errors={B})
+    async with harness(world) as h:
+        handle = await h.push(ROOT, A)
+        await until(lambda: [r for r in world.records if r.revision == A], "A recorded")
+        (record,) = world.records
+        assert record.state == "failed" and "422" in record.message
+        assert world.publish_attempts == [], "no review without a check run, so no publish"
+
+        await h.push(ROOT, B)  # its ancestry cannot be computed
+        (run_id,) = await until(lambda: _completed(world, B), "B failed")
+        assert world.last(run_id).conclusion == "failure"
+        assert "Could not compare" in world.last(run_id).summary
+
+        await h.push(ROOT, C)  # the queue still works
+        await published(h, C)
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        assert [(r.revision, r.state) for r in world.records] == [
+            (A, "failed"),
+            (B, "failed"),
+            (C, "published"),
+        ]

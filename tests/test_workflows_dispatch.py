@@ -1,0 +1,165 @@
+"""DispatchWorkflow on the time-skipping server: a push becomes one DeployWorkflow per root.
+
+The signal_deploys double records the request and really signal-with-starts each root's
+DeployWorkflow, so the test also sees the revision arrive there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio.client import WorkflowFailureError
+
+from shared.payloads import (
+    DISPATCH_WORKFLOW,
+    SA_REPO,
+    SA_REVISION,
+    SA_STATE,
+    SA_TRIGGER,
+    TASK_QUEUE,
+    AffectedResult,
+    DispatchInput,
+    DispatchResult,
+    dispatch_workflow_id,
+)
+from tests.support.deploy_world import REPO, Harness, World, harness, latest, sha, until
+from workflows.searchattrs import keyword
+
+BEFORE, AFTER = sha("0"), sha("f")
+
+
+async def dispatch(h: Harness, inp: DispatchInput) -> DispatchResult:
+    handle = await h.client.start_workflow(
+        DISPATCH_WORKFLOW,
+        inp,
+        id=dispatch_workflow_id(REPO.full_name, inp.after),
+        task_queue=TASK_QUEUE,
+        result_type=DispatchResult,
+    )
+    result: DispatchResult = await handle.result()
+    described = await handle.describe()
+    attrs = described.typed_search_attributes
+    assert attrs.get(keyword(SA_REPO)) == REPO.full_name
+    assert attrs.get(keyword(SA_REVISION)) == inp.after
+    assert attrs.get(keyword(SA_TRIGGER)) == inp.trigger
+    assert attrs.get(keyword(SA_STATE)) == "dispatched"
+    return result
+
+
+def test_push_signals_one_deploy_workflow_per_affected_root() -> None:
+    async def scenario() -> None:
+        world = World()
+        world.affected[(BEFORE, AFTER)] = AffectedResult(roots=["prod/eu", "staging/a"])
+        async with harness(world) as h:
+            result = await dispatch(
+                h, DispatchInput(repo=REPO, before=BEFORE, after=AFTER, pusher="carol")
+            )
+            assert result.roots == ["prod/eu", "staging/a"] and not result.all_roots
+            assert [(r.before, r.after) for r in world.affected_calls] == [(BEFORE, AFTER)]
+            (request,) = world.signalled
+            assert request.roots == ["prod/eu", "staging/a"]
+            assert request.revision.revision == AFTER
+            assert request.revision.trigger == "merge"
+            assert request.revision.reason == "push"
+            assert request.revision.requested_by == "carol"
+            for root in ("prod/eu", "staging/a"):
+                deployment_id = await h.awaiting_review(root, AFTER)
+                state = await h.state(root)
+                assert state.root == root and state.repo == REPO.full_name
+                assert state.current is not None and state.current.trigger == "merge"
+                assert (await h.review(deployment_id, "approve")).published
+            assert set(world.latest) == {"prod/eu", "staging/a"}
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_push_without_affected_roots_signals_nothing() -> None:
+    async def scenario() -> None:
+        world = World()
+        world.affected[(BEFORE, AFTER)] = AffectedResult(roots=[], reason="docs only")
+        async with harness(world) as h:
+            result = await dispatch(h, DispatchInput(repo=REPO, before=BEFORE, after=AFTER))
+            assert result.roots == []
+            assert world.signalled == []
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_forced_push_deploys_all_roots() -> None:
+    async def scenario() -> None:
+        world = World()
+        world.affected[(BEFORE, AFTER)] = AffectedResult(
+            roots=["a", "b", "c"], all_roots=True, reason="forced push"
+        )
+        async with harness(world) as h:
+            result = await dispatch(
+                h, DispatchInput(repo=REPO, before=BEFORE, after=AFTER, forced=True)
+            )
+            assert result.all_roots and result.roots == ["a", "b", "c"]
+            assert world.affected_calls[0].forced
+            assert world.signalled[0].roots == ["a", "b", "c"]
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_rerun_of_named_roots_skips_the_diff_and_is_manual() -> None:
+    async def scenario() -> None:
+        world = World(latest={"b": latest(AFTER)})
+        async with harness(world) as h:
+            result = await dispatch(
+                h,
+                DispatchInput(
+                    repo=REPO,
+                    before=BEFORE,
+                    after=AFTER,
+                    roots=["b", "a", "b"],
+                    trigger="manual",
+                    pusher="erin",
+                ),
+            )
+            assert result.roots == ["a", "b"]
+            assert world.affected_calls == [], "a re-run names its roots"
+            (request,) = world.signalled
+            assert (request.revision.trigger, request.revision.reason) == ("manual", "rerequested")
+            # Both are allowed: `a` has no deployment yet, `b`'s latest attempt is AFTER.
+            for root in ("a", "b"):
+                await h.awaiting_review(root, AFTER)
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_check_suite_rerun_without_roots_is_a_rerun_of_the_affected_roots() -> None:
+    async def scenario() -> None:
+        world = World(latest={"a": latest(sha("9"))})
+        world.affected[(BEFORE, AFTER)] = AffectedResult(roots=["a"])
+        async with harness(world) as h:
+            await dispatch(
+                h, DispatchInput(repo=REPO, before=BEFORE, after=AFTER, trigger="manual")
+            )
+            assert world.signalled[0].revision.reason == "rerequested"
+            # `a` was last deployed at another revision: the re-run is refused, visibly.
+            (run_id,) = await until(lambda: world.runs_for(AFTER), "refusal")
+            assert world.last(run_id).title == "Re-run refused"
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_affected_roots_failure_fails_the_dispatch() -> None:
+    async def scenario() -> None:
+        world = World()  # no diff known: the double raises a non-retryable error
+        async with harness(world) as h:
+            handle = await h.client.start_workflow(
+                DISPATCH_WORKFLOW,
+                DispatchInput(repo=REPO, before=BEFORE, after=AFTER),
+                id=dispatch_workflow_id(REPO.full_name, AFTER),
+                task_queue=TASK_QUEUE,
+            )
+            try:
+                await handle.result()
+            except WorkflowFailureError:
+                pass
+            else:
+                raise AssertionError("dispatch should fail")
+            assert world.signalled == []
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))

@@ -1,0 +1,161 @@
+"""Determinism: histories of a busy scenario replay against the current workflow code.
+
+The scenario touches every branch that records commands: lock rebuilt from latest.json, a
+manual deployment jumping the queue, signals handled while a review is open, duplicates,
+Unlock (persisted), continue-as-new carrying the queue, a rejection, a review timeout, the
+idle shutdown, and a dispatch. `Replayer` then re-executes every run's history and fails on
+any nondeterminism; a deliberately changed workflow makes it fail (last test).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio import workflow
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from shared.payloads import (
+    DISPATCH_WORKFLOW,
+    TASK_QUEUE,
+    AffectedResult,
+    DispatchInput,
+    RenderInput,
+    RenderResult,
+    dispatch_workflow_id,
+)
+from tests.support.deploy_world import (
+    REPO,
+    WORKFLOWS,
+    Harness,
+    World,
+    harness,
+    latest,
+    sha,
+    until,
+)
+from workflows.render import RenderWorkflow
+
+ROOT = "prod/eu-west"
+A, B, C, D, L = sha("a"), sha("b"), sha("c"), sha("d"), sha("1")
+
+_HISTORIES: list[WorkflowHistory] = []
+
+
+async def _run_chain(h: Harness, workflow_id: str, first_run_id: str) -> list[WorkflowHistory]:
+    """Every run of a workflow id, following continue-as-new."""
+    histories = []
+    run_id: str | None = first_run_id
+    while run_id:
+        handle = h.client.get_workflow_handle(workflow_id, run_id=run_id)
+        history = await handle.fetch_history()
+        histories.append(history)
+        last = history.events[-1]
+        attrs = last.workflow_execution_continued_as_new_event_attributes
+        run_id = (
+            attrs.new_execution_run_id
+            if last.HasField("workflow_execution_continued_as_new_event_attributes")
+            else None
+        )
+    return histories
+
+
+async def _busy_scenario() -> list[WorkflowHistory]:
+    world = World(latest={ROOT: latest(L, trigger="manual")}, empty_diffs={D})
+    world.relations[(B, D)] = "diverged"
+    world.affected[(L, D)] = AffectedResult(roots=[ROOT])
+    async with harness(world) as h:
+        # Waits read the doubles' records, not queries (see Harness.state).
+        deploy = await h.push(ROOT, A, max_history_events=40)  # locked: A waits
+        await until(lambda: _asks(world, A, "unlock"), "A blocked by the lock")
+        await h.push(ROOT, B, "manual", by="ops")
+        manual = await h.awaiting_review(ROOT, B)
+        await h.push(ROOT, C)
+        await h.push(ROOT, C)  # duplicate
+        await h.push(ROOT, B)  # duplicate of the running revision
+        await h.unlock(ROOT)
+        await until(lambda: world.runs_for(C), "C queued")
+        await h.review(manual, "approve", "ops")  # new lock by B
+        await until(lambda: _asks(world, A, "unlock") and _asks(world, C, "unlock"), "locked by B")
+        await h.unlock(ROOT)
+        a_id = await h.awaiting_review(ROOT, A)
+        await h.review(a_id, "reject")
+        c_id = await h.awaiting_review(ROOT, C)
+        assert (await h.outcome(c_id)).state == "timed_out"
+        # A push through DispatchWorkflow: D diverged from B (the latest), asks even if empty.
+        dispatch = await h.client.start_workflow(
+            DISPATCH_WORKFLOW,
+            DispatchInput(repo=REPO, before=L, after=D),
+            id=dispatch_workflow_id(REPO.full_name, D),
+            task_queue=TASK_QUEUE,
+        )
+        await dispatch.result()
+        d_id = await h.awaiting_review(ROOT, D)
+        await h.review(d_id, "approve")
+        await deploy.result()  # follows continue-as-new to the idle shutdown
+
+        histories = await _run_chain(h, deploy.id, deploy.result_run_id or "")
+        assert len(histories) >= 2, "the scenario should have continued as new"
+        for deployment_id in (manual, a_id, c_id, d_id):
+            histories.append(await h.client.get_workflow_handle(deployment_id).fetch_history())
+        histories.append(await dispatch.fetch_history())
+        return histories
+
+
+@pytest.fixture(scope="module")
+def histories() -> list[WorkflowHistory]:
+    if not _HISTORIES:
+        _HISTORIES.extend(asyncio.run(asyncio.wait_for(_busy_scenario(), 60)))
+    return _HISTORIES
+
+
+def test_histories_replay_deterministically(histories: list[WorkflowHistory]) -> None:
+    async def replay() -> None:
+        replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+        for history in histories:
+            result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+            assert result.replay_failure is None, f"{history.workflow_id}: {result.replay_failure}"
+
+    asyncio.run(replay())
+
+
+@workflow.defn(name="RenderWorkflow")
+class _ChangedRenderWorkflow:
+    """RenderWorkflow with one extra activity up front: a change without workflow.patched."""
+
+    @workflow.run
+    async def run(self, inp: RenderInput) -> RenderResult:
+        await workflow.execute_activity(
+            "worker_task_queue", start_to_close_timeout=timedelta(seconds=5)
+        )
+        return await RenderWorkflow().run(inp)
+
+
+def test_replay_catches_a_nondeterministic_change(histories: list[WorkflowHistory]) -> None:
+    renders = [h for h in histories if h.workflow_id not in _deploy_and_dispatch_ids()]
+    assert renders
+
+    async def replay() -> Any:
+        replayer = Replayer(
+            workflows=[_ChangedRenderWorkflow], data_converter=pydantic_data_converter
+        )
+        return await replayer.replay_workflow(renders[0], raise_on_replay_failure=False)
+
+    result = asyncio.run(replay())
+    assert result.replay_failure is not None
+
+
+def _asks(world: World, revision: str, action: str) -> bool:
+    return any(
+        a.identifier == action
+        for run_id in world.runs_for(revision)
+        for a in world.last(run_id).actions
+    )
+
+
+def _deploy_and_dispatch_ids() -> set[str]:
+    return {f"deploy:{REPO.full_name}:{ROOT}", dispatch_workflow_id(REPO.full_name, D)}
