@@ -18,13 +18,19 @@ from shared.payloads import (
     ACT_CHECKOUT,
     ACT_PUBLISH,
     ACT_RENDER_ROOT,
+    DEPLOY_WORKFLOW,
     SA_REPO,
     SA_REVISION,
     SA_ROOT,
     SA_STATE,
     SA_TRIGGER,
+    SIGNAL_UNLOCK,
+    TASK_QUEUE,
+    DeployInput,
+    UnlockSignal,
 )
 from tests.support.deploy_world import (
+    REPO,
     Harness,
     World,
     event_times,
@@ -383,6 +389,26 @@ async def test_unlock_survives_restart() -> None:
         }
     )
     async with harness(world) as h:
+        await h.push(ROOT, A)
+        await h.awaiting_review(ROOT, A)
+        assert not (await h.state(ROOT)).lock.locked
+
+
+@scenario
+async def test_unlock_that_starts_the_workflow_applies_to_the_rebuilt_lock() -> None:
+    world = World(latest={ROOT: latest(L, trigger="manual")})
+    async with harness(world) as h:
+        # The root's workflow had finished idle; the Unlock click signal-with-starts it.
+        await h.client.start_workflow(
+            DEPLOY_WORKFLOW,
+            DeployInput(repo=REPO, root=ROOT),
+            id=h.deploy(ROOT).id,
+            task_queue=TASK_QUEUE,
+            start_signal=SIGNAL_UNLOCK,
+            start_signal_args=[UnlockSignal(by="bob")],
+        )
+        await until(lambda: world.persisted, "the Unlock persisted")
+        assert world.latest[ROOT].unlocked_by == "bob"
         await h.push(ROOT, A)
         await h.awaiting_review(ROOT, A)
         assert not (await h.state(ROOT)).lock.locked

@@ -69,6 +69,8 @@ class DeployWorkflow:
         self.pending_signals: list[NewRevision] = []
         self.dirty_check_runs = False  # queued items' check runs need creating or refreshing
         self.unlock_unsaved = False  # an Unlock not yet written to latest.json
+        self.early_unlock: UnlockSignal | None = None  # arrived before latest.json was read
+        self.started = False
         self.search_state = ""
 
     # --- signals and queries ---------------------------------------------------------------
@@ -80,6 +82,11 @@ class DeployWorkflow:
 
     @workflow.signal(name=SIGNAL_UNLOCK)
     def unlock(self, signal: UnlockSignal) -> None:
+        if not self.started:
+            # Signal-with-start of a finished root: the lock is rebuilt from latest.json
+            # first, then this Unlock applies to it.
+            self.early_unlock = signal
+            return
         if not self.lock.locked or self.latest is None:
             return
         workflow.logger.info("queue unlocked by %s", signal.by or "someone")
@@ -129,6 +136,9 @@ class DeployWorkflow:
             )
             self.latest = loaded.latest
             self.lock = _lock_from(self.latest)
+        self.started = True
+        if self.early_unlock is not None:
+            self.unlock(self.early_unlock)
         idle_since = inp.last_activity_at or workflow.now()
         while True:
             await self._housekeeping()
@@ -187,11 +197,17 @@ class DeployWorkflow:
         if self.unlock_unsaved and self.current is None and self.latest is not None:
             # Only between deployments: a running child writes latest.json itself.
             self.unlock_unsaved = False
-            await calls.short(
-                ACT_PERSIST_LATEST,
-                PersistLatestRequest(repo=self.inp.repo, root=self.inp.root, latest=self.latest),
-                type(None),
-            )
+            try:
+                await calls.short(
+                    ACT_PERSIST_LATEST,
+                    PersistLatestRequest(
+                        repo=self.inp.repo, root=self.inp.root, latest=self.latest
+                    ),
+                    type(None),
+                )
+            except ActivityError as err:
+                # Still unlocked in this run; only an idle restart would bring the lock back.
+                workflow.logger.warning("recording the Unlock failed: %s", err.cause)
         if self.dirty_check_runs:
             await self._refresh_queued_check_runs()
 
