@@ -43,8 +43,6 @@ from workflows.render import RenderWorkflow
 ROOT = "prod/eu-west"
 A, B, C, D, L = sha("a"), sha("b"), sha("c"), sha("d"), sha("1")
 
-_HISTORIES: list[WorkflowHistory] = []
-
 
 async def _run_chain(h: Harness, workflow_id: str, first_run_id: str) -> list[WorkflowHistory]:
     """Every run of a workflow id, following continue-as-new."""
@@ -108,9 +106,7 @@ async def _busy_scenario() -> list[WorkflowHistory]:
 
 @pytest.fixture(scope="module")
 def histories() -> list[WorkflowHistory]:
-    if not _HISTORIES:
-        _HISTORIES.extend(asyncio.run(asyncio.wait_for(_busy_scenario(), 60)))
-    return _HISTORIES
+    return asyncio.run(asyncio.wait_for(_busy_scenario(), 60))
 
 
 def test_histories_replay_deterministically(histories: list[WorkflowHistory]) -> None:
