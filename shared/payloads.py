@@ -395,8 +395,11 @@ class PublishRequest(Payload):
     deployment_id: str
     trigger: Trigger
     approved_by: str | None = None
-    checkout_path: str
+    # Empty since publish stopped being pinned: publishers work from the stored render (and
+    # those that need plaintext re-render on their own worker and check the digest).
+    checkout_path: str = ""
     blob_prefix: str
+    render_digest: str | None = None
 
 
 class PublishResult(Payload):

@@ -110,15 +110,24 @@ class RenderWorkflow:
             return await self._finish("failed", "failure", title, _message(err))
         # No `finally:` here: a workflow evicted from a worker's cache is closed with
         # GeneratorExit, and a finally block would try to schedule an activity outside the
-        # workflow's event loop.
+        # workflow's event loop. The checkout is removed before the review gate: a review can
+        # take days, and the worker holding it may restart meanwhile (publish works from the
+        # stored render on any worker).
         try:
-            result = await self._deploy(checkout)
+            rendered = await self._render_and_diff(checkout)
         except ActivityError as err:
-            result = await self._finish("failed", "failure", "Deployment failed", _message(err))
+            rendered = await self._finish("failed", "failure", "Deployment failed", _message(err))
         await self._cleanup(checkout)
-        return result
+        if isinstance(rendered, RenderResult):
+            return rendered
+        try:
+            return await self._review_and_publish(*rendered)
+        except ActivityError as err:
+            return await self._finish("failed", "failure", "Deployment failed", _message(err))
 
-    async def _deploy(self, checkout: CheckoutResult) -> RenderResult:
+    async def _render_and_diff(
+        self, checkout: CheckoutResult
+    ) -> RenderResult | tuple[RenderSummary, DiffSummary]:
         inp = self.inp
         try:
             render = await calls.pinned(
@@ -151,6 +160,10 @@ class RenderWorkflow:
             task_queue=self.task_queue,
             timeout=timedelta(minutes=10),
         )
+        return render, diff
+
+    async def _review_and_publish(self, render: RenderSummary, diff: DiffSummary) -> RenderResult:
+        inp = self.inp
         auto = (
             diff.empty
             and inp.trigger == "merge"
@@ -179,7 +192,8 @@ class RenderWorkflow:
             approved_by=approved_by,
         )
         try:
-            published = await calls.pinned(
+            # Not pinned: the publisher reads the stored render, so any worker can publish.
+            published = await workflow.execute_activity(
                 ACT_PUBLISH,
                 PublishRequest(
                     repo=inp.repo,
@@ -188,12 +202,12 @@ class RenderWorkflow:
                     deployment_id=inp.deployment_id,
                     trigger=inp.trigger,
                     approved_by=approved_by,
-                    checkout_path=checkout.path,
                     blob_prefix=render.blob_prefix,
+                    render_digest=render.digest,
                 ),
-                PublishResult,
-                task_queue=self.task_queue,
-                timeout=timedelta(minutes=30),
+                result_type=PublishResult,
+                start_to_close_timeout=timedelta(minutes=30),
+                heartbeat_timeout=timedelta(minutes=1),
                 retry_policy=PUBLISH_RETRY,
             )
         except ActivityError as err:

@@ -246,7 +246,7 @@ class World:
 
     @activity.defn(name=ACT_PUBLISH)
     async def publish(self, req: PublishRequest) -> PublishResult:
-        self._pinned()
+        # Runs on the shared queue: publishers work from the stored render.
         self.publish_attempts.append(req.revision)
         mode = self.publish_modes.get(req.revision, "ok")
         if mode == "fail":
@@ -270,6 +270,7 @@ class World:
             self.worker_task_queue,
             self.affected_roots,
             self.signal_deploys,
+            self.publish,
         ]
 
     def pinned_activities(self) -> list[Callable[..., Any]]:
@@ -277,7 +278,6 @@ class World:
             self.checkout,
             self.render_root,
             self.diff_render,
-            self.publish,
             self.cleanup_checkout,
         ]
 
