@@ -102,9 +102,23 @@ def merge_into(target: dict[str, Any], override: dict[str, Any]) -> None:
         if isinstance(current, dict) and isinstance(value, dict):
             merge_into(current, value)
         elif isinstance(value, dict | list):
-            target[key] = copy.deepcopy(value)
+            target[key] = clone(value)
         else:
             target[key] = value
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of values data (maps, lists, scalars) several times faster than
+    `copy.deepcopy`, which it falls back to for anything else. Values trees share no
+    containers (`jsonable` builds them afresh), so there is no sharing to preserve."""
+    cls = type(value)
+    if cls is dict:
+        return {k: clone(v) for k, v in value.items()}
+    if cls is list:
+        return [clone(v) for v in value]
+    if cls is str or cls is int or cls is float or cls is bool or value is None:
+        return value
+    return copy.deepcopy(value)
 
 
 def jsonable(value: Any) -> Any:
@@ -297,7 +311,7 @@ def final_layers(
             add(layer)
     final = {"cwd": cwd, **atlas}
     layers.append(Layer("(atlas)", "atlas", {"atlas": final}))
-    merged["atlas"] = copy.deepcopy(final)
+    merged["atlas"] = clone(final)
     return layers, merged
 
 
@@ -306,7 +320,7 @@ def merge_layers(layers: list[Layer]) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for layer in layers:
         if layer.level == "atlas":
-            merged["atlas"] = copy.deepcopy(layer.data["atlas"])
+            merged["atlas"] = clone(layer.data["atlas"])
         else:
             merge_into(merged, layer.data)
     return merged

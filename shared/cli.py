@@ -97,8 +97,10 @@ def cmd_render(args: argparse.Namespace) -> int:
         return 2
     fleet = _fleet(args)
     roots = args.root or fleet.roots()
+    known = set(fleet.roots())
     for root in roots:
-        fleet.check_root(root)
+        if root not in known:
+            fleet.check_root(root)  # raises the usual error
     out = Path(args.out)
     progress = _Progress(len(roots))
     from shared import parallel

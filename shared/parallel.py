@@ -35,8 +35,8 @@ from shared.render import Render
 from shared.tree import GitError, WorkTree
 
 # Below this many roots per worker, starting processes (~0.3 s each: Python, the Go runtime,
-# the fleet's discovery) costs more than it saves; render in process instead.
-MIN_ROOTS_PER_WORKER = 8
+# the fleet's discovery) costs about what it saves; render in process instead.
+MIN_ROOTS_PER_WORKER = 32
 MAX_CHUNK = 16
 # Chunks handed out ahead of the first one not yet yielded, per worker: bounds the renders
 # held in memory while one slow root holds up the ones after it.

@@ -29,7 +29,7 @@ SECRET_MANIFESTS = {
 }
 
 
-def small_fleet(base: Path, *, clusters: int = 9, releases: int = 2) -> Path:
+def small_fleet(base: Path, *, clusters: int = 33, releases: int = 1) -> Path:
     """A generated atlas fleet (2 groups) plus a release with a `v1` Secret, so that the
     redacted files differ from the plaintext ones."""
     fleetgen.generate(base, groups=2, clusters_per_group=clusters, releases=releases)
@@ -79,8 +79,8 @@ def test_redacted_and_plaintext_files_both_survive_the_trip(tmp_path: Path) -> N
 def test_worker_count() -> None:
     assert parallel.worker_count(1000, 2) == 2
     assert parallel.worker_count(1000, 1) == 0  # serial, in process
-    assert parallel.worker_count(10, 4) == 0  # too few roots to pay for processes
-    assert parallel.worker_count(16, 4) == 2
+    assert parallel.worker_count(40, 4) == 0  # too few roots to pay for processes
+    assert parallel.worker_count(64, 4) == 2
     assert parallel.worker_count(3, 4, min_roots_per_worker=1) == 3
 
 
@@ -93,7 +93,9 @@ def test_cli_jobs_gives_the_same_tree_as_serial(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         assert done.stderr == ""
     one, two = tree(tmp_path / "1"), tree(tmp_path / "2")
-    assert len(one) == 18 * 5 and one == two
+    # 66 roots: enough for two workers (parallel.MIN_ROOTS_PER_WORKER)
+    assert parallel.worker_count(66, 2) == 2
+    assert len(one) == 66 * 3 and one == two
 
 
 def test_cli_error_in_one_root_is_reported_like_serial(tmp_path: Path) -> None:
@@ -113,7 +115,7 @@ def test_cli_error_in_one_root_is_reported_like_serial(tmp_path: Path) -> None:
     # Roots before the failing one are written, as by the serial loop; none after it.
     assert tree(tmp_path / "1") == tree(tmp_path / "2")
     written = sorted(p.relative_to(tmp_path / "2").as_posix() for p in (tmp_path / "2").glob("*/*"))
-    assert written[-1] == "g001/c001-002" and len(written) == 9 + 3
+    assert written[-1] == "g001/c001-002" and len(written) == 33 + 3
 
 
 def test_cli_rejects_a_bad_jobs_value(tmp_path: Path) -> None:

@@ -49,37 +49,104 @@ def machine() -> str:
     )
 
 
+def process_tree(pid: int) -> set[int]:
+    """`pid` and all its descendants, from /proc."""
+    found = {pid}
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = list(Path(f"/proc/{parent}/task").iterdir())
+        except FileNotFoundError:
+            continue
+        for task in tasks:
+            try:
+                children = {int(c) for c in (task / "children").read_text().split()}
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            todo.extend(children - found)
+            found |= children
+    return found
+
+
+def peak_rss_kib(pid: int) -> int:
+    """VmHWM: the process's own peak resident set size so far."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0
+
+
+def run_render(fleet_dir: Path, out: Path, jobs: int) -> tuple[float, float]:
+    """Wall seconds of `rollwright render --jobs N` (process start, discovery and writing the
+    files included) and the peak RSS of its processes in MiB: the sum of each process's own
+    peak (parent, workers, multiprocessing's helper), sampled every 50 ms. With one process
+    this is also what getrusage reports; the sum is the honest figure for several."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    cmd = [str(BIN / "rollwright"), "render", "--repo", str(fleet_dir), "--out", str(out)]
+    start = time.perf_counter()
+    proc = subprocess.Popen([*cmd, "--jobs", str(jobs)], stdin=subprocess.DEVNULL)
+    peaks: dict[int, int] = {}
+    while proc.poll() is None:
+        for pid in process_tree(proc.pid):
+            peaks[pid] = max(peaks.get(pid, 0), peak_rss_kib(pid))
+        time.sleep(0.05)
+    elapsed = time.perf_counter() - start
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if largest <= before:
+        largest = 0  # an earlier, larger child: getrusage cannot tell about this one
+    return elapsed, max(sum(peaks.values()), largest) / 1024
+
+
+def same_tree(a: Path, b: Path) -> bool:
+    files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    files_b = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    return files_a == files_b and all((a / f).read_bytes() == (b / f).read_bytes() for f in files_a)
+
+
 def bench_render(work: Path) -> dict[str, float]:
     fleet_dir = work / "fleet-1000"
     roots = fleetgen.generate(fleet_dir, groups=10, clusters_per_group=100, releases=10)
     releases = roots * 10
-    out = work / "out"
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    start = time.perf_counter()
-    subprocess.run(
-        [str(BIN / "rollwright"), "render", "--repo", str(fleet_dir), "--out", str(out)],
-        check=True,
-        stdin=subprocess.DEVNULL,
-    )
-    elapsed = time.perf_counter() - start
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    files = sum(1 for _ in out.rglob("*.yaml"))
+    jobs = os.cpu_count() or 1
+    # Default (one process per CPU) first, then one process; both from a cold start.
+    seconds, peak_mib = run_render(fleet_dir, work / "out", jobs)
+    serial_seconds, serial_peak_mib = run_render(fleet_dir, work / "out-serial", 1)
+    if not same_tree(work / "out", work / "out-serial"):
+        raise SystemExit("bench: --jobs 1 and the default wrote different files")
+    files = sum(1 for _ in (work / "out").rglob("*.yaml"))
     raw_rate = raw_engine_rate(fleet_dir)
-    rate = releases / elapsed
+    rate = releases / seconds
+    serial_rate = releases / serial_seconds
     return {
         "roots": roots,
         "releases": releases,
         "files": files,
-        "seconds": elapsed,
+        "jobs": jobs,
+        "seconds": seconds,
         "rate": rate,
-        "peak_rss_mib": max(peak_kib, before) / 1024,
+        "serial_seconds": serial_seconds,
+        "serial_rate": serial_rate,
+        "peak_rss_mib": peak_mib,
+        "serial_peak_rss_mib": serial_peak_mib,
         "raw_rate": raw_rate,
         "ratio": rate / raw_rate,
+        "serial_ratio": serial_rate / raw_rate,
     }
 
 
+RAW_RUNS = 3
+
+
 def raw_engine_rate(fleet_dir: Path, sample_roots: int = 100) -> float:
-    """helm_python rendering the same chart with the same final values, nothing else."""
+    """helm_python rendering the same chart with the same final values, nothing else, in a
+    bare loop on one process: the best of RAW_RUNS passes over the sample (the best run, so
+    that noise from other processes can only lower the ratio, never raise it)."""
     import helm_python
 
     from shared.fleet import Fleet
@@ -91,10 +158,13 @@ def raw_engine_rate(fleet_dir: Path, sample_roots: int = 100) -> float:
         for info in fleet.releases(root):
             jobs.append((info.id.split("/")[-1], info.namespace, fleet.values(root, info.id)))
     chart = helm_python.Chart.load(str(fleet_dir / "templates/svc/chart"))
-    start = time.perf_counter()
-    for name, namespace, values in jobs:
-        chart.render(values, name=name, namespace=namespace)
-    return len(jobs) / (time.perf_counter() - start)
+    best = 0.0
+    for _ in range(RAW_RUNS):
+        start = time.perf_counter()
+        for name, namespace, values in jobs:
+            chart.render(values, name=name, namespace=namespace)
+        best = max(best, len(jobs) / (time.perf_counter() - start))
+    return best
 
 
 def bench_changed(work: Path) -> dict[str, float]:
@@ -140,27 +210,41 @@ def report(render: dict[str, float], changed: dict[str, float]) -> str:
 
     rows = [
         (
-            "full-fleet render rate",
+            f"full-fleet render rate (`rollwright render`, default `--jobs {render['jobs']:.0f}`)",
             f"{render['rate']:.0f} releases/s "
             f"({render['releases']:.0f} in {render['seconds']:.1f} s)",
             "≥ 300 releases/s",
             verdict(render["rate"] >= 300),
         ),
         (
-            "raw Helm engine, same chart and final values, bare loop",
+            "the same on one process (`--jobs 1`)",
+            f"{render['serial_rate']:.0f} releases/s "
+            f"({render['releases']:.0f} in {render['serial_seconds']:.1f} s)",
+            "—",
+            "",
+        ),
+        (
+            "raw Helm engine, same chart and final values, bare loop on one process "
+            f"(best of {RAW_RUNS} runs of 1,000 renders)",
             f"{render['raw_rate']:.0f} releases/s",
             "—",
             "",
         ),
         (
-            "ratio to the raw engine",
+            f"ratio to the raw engine (`--jobs {render['jobs']:.0f}` against one process)",
             f"{render['ratio']:.2f}",
             "≥ 0.5",
             verdict(render["ratio"] >= 0.5),
         ),
         (
-            "peak RSS of `rollwright render`",
-            f"{render['peak_rss_mib']:.0f} MiB",
+            "ratio on one process each (`--jobs 1`)",
+            f"{render['serial_ratio']:.2f}",
+            "—",
+            "",
+        ),
+        (
+            "peak RSS of `rollwright render` (sum of its processes' peaks; `--jobs 1`)",
+            f"{render['peak_rss_mib']:.0f} MiB ({render['serial_peak_rss_mib']:.0f} MiB)",
             "≤ 1024 MiB",
             verdict(render["peak_rss_mib"] <= 1024),
         ),
@@ -187,8 +271,13 @@ def report(render: dict[str, float], changed: dict[str, float]) -> str:
 - Command: `make bench` (`python -m tests.bench.run --write docs/benchmarks.md`)
 
 Generated atlas fleet: {render["roots"]:.0f} roots × 10 releases (a Deployment + Service chart,
-values from chart defaults, template values, global, group and cluster files), rendered with
-`rollwright render` into {render["files"]:.0f} files.
+values from chart defaults, template values, global, group and cluster files; each cluster has
+a value of its own, so its Deployments differ from every other cluster's), rendered with
+`rollwright render` into {render["files"]:.0f} files (the same bytes with `--jobs 1`). Times
+are wall clock for the whole command: process start, discovery, rendering and writing the
+files. The raw engine loop runs on one process; `rollwright render` uses one process per CPU
+by default, so the required ratio compares {render["jobs"]:.0f} processes with one, and the
+`--jobs 1` row gives the per-process ratio.
 
 | measure | result | target | |
 |---|---|---|---|
