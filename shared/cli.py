@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -106,9 +105,8 @@ def cmd_render(args: argparse.Namespace) -> int:
     from shared import parallel
 
     try:
-        for render in parallel.render_all(fleet, roots, args.jobs):
-            write_render(out, render.root, render.reveal() if args.reveal else render.files)
-            progress.step(render.root)
+        for root in parallel.render_into(fleet, roots, args.jobs, out, reveal=bool(args.reveal)):
+            progress.step(root)
     except parallel.WorkerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -128,20 +126,9 @@ def _jobs(text: str) -> int:
 
 def write_render(out: Path, root: str, files: dict[str, bytes]) -> None:
     """Replace `out/<root>/` with exactly `files`."""
-    target = out / root
-    if target.exists():
-        shutil.rmtree(target)
-    # Plain string paths and one makedirs per directory: a fleet render writes tens of
-    # thousands of files, and pathlib plus a mkdir per file added seconds.
-    base = os.fspath(target)
-    made: set[str] = set()
-    for rel, data in files.items():
-        directory, _, _ = rel.rpartition("/")
-        if directory not in made:
-            os.makedirs(os.path.join(base, directory), exist_ok=True)
-            made.add(directory)
-        with open(os.path.join(base, rel), "wb") as fh:
-            fh.write(data)
+    from shared import parallel
+
+    parallel.write_root(out / root, files)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

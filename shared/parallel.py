@@ -2,26 +2,37 @@
 
     fleet = Fleet.open(WorkTree(Path("fleet")))
     for render in parallel.render_all(fleet, roots, jobs=4):
-        ...  # the same Render objects, in the same order, as Fleet.render_all(roots)
+        ...  # the same Render objects, in the same order, as fleet.render_all(roots)
+    for root in parallel.render_into(fleet, roots, 4, Path("out"), reveal=False):
+        ...  # out/<root>/ now holds exactly the root's files, as `rollwright render` writes
 
 Each worker process opens the fleet itself and renders chunks of roots; the parent hands out
-chunks in order and yields the renders in root order, so callers (the CLI writing files, a
-progress bar) see exactly what the serial path gives. A fleet error in root k is raised when
-the caller reaches root k, after every earlier root was yielded: the same error, at the same
-point, as the serial loop.
+chunks in order and gives results back in root order, so callers (the CLI, a progress bar)
+see what the serial path gives. A fleet error in root k is raised when the caller reaches
+root k, after every earlier root: the same error, at the same point, as the serial loop.
+
+`render_into` lets the workers write the files too (creating tens of thousands of files is
+as much work as rendering them), each root into its own staging directory inside `out`;
+the parent moves each finished root into place in root order with one rename, so `out`
+changes root by root exactly as with the serial loop, and a failure leaves no root after
+the failing one. The staging directory is removed on the way out.
 
 Why processes: the Helm engine and the YAML work run under the GIL, so threads do not help.
-Why `spawn`: helm_python hosts a Go runtime, which does not survive `fork()`.
-Workers ignore SIGINT (Ctrl-C reaches the whole process group): the parent alone stops, and
-terminates them; a worker whose parent died sees its pipe close and exits.
+Why new interpreters (not `fork()`): helm_python hosts a Go runtime, which does not survive
+a fork. Workers run in their own session, so Ctrl-C reaches the parent alone, which stops
+and terminates them; a worker whose parent died sees its socket close and exits.
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
+import shutil
 import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,8 +49,8 @@ from shared.tree import GitError, WorkTree
 # the fleet's discovery) costs about what it saves; render in process instead.
 MIN_ROOTS_PER_WORKER = 32
 MAX_CHUNK = 16
-# Chunks handed out ahead of the first one not yet yielded, per worker: bounds the renders
-# held in memory while one slow root holds up the ones after it.
+# Chunks handed out ahead of the first one not yet given back, per worker: bounds what is
+# held (renders in memory, roots in staging) while one slow root holds up the ones after it.
 AHEAD_PER_WORKER = 4
 
 
@@ -55,6 +66,23 @@ def worker_count(roots: int, jobs: int, min_roots_per_worker: int = MIN_ROOTS_PE
     """How many worker processes to start for `roots` roots; 0 means render in process."""
     workers = min(jobs, roots // max(1, min_roots_per_worker))
     return workers if workers >= 2 else 0
+
+
+def write_root(target: Path, files: dict[str, bytes]) -> None:
+    """Replace the directory `target` with exactly `files` (relative path → bytes)."""
+    if target.exists():
+        shutil.rmtree(target)
+    # Plain string paths and one makedirs per directory: a fleet render writes tens of
+    # thousands of files, and pathlib plus a mkdir per file added seconds.
+    base = os.fspath(target)
+    made: set[str] = set()
+    for rel, data in files.items():
+        directory, _, _ = rel.rpartition("/")
+        if directory not in made:
+            os.makedirs(os.path.join(base, directory), exist_ok=True)
+            made.add(directory)
+        with open(os.path.join(base, rel), "wb") as fh:
+            fh.write(data)
 
 
 def render_all(
@@ -73,28 +101,78 @@ def render_all(
     if not workers or not isinstance(fleet.tree, WorkTree):
         yield from fleet.render_all(roots)
         return
-    pool = _Pool(fleet.tree.root, workers)
+    pool = _Pool(fleet.tree.root, workers, _Job())
     try:
-        yield from pool.run(roots)
+        for result in pool.run(roots):
+            assert result.files is not None
+            yield Render.of(result.root, result.files, result.redacted)
         pool.close()
     finally:
         pool.terminate()
 
 
+def render_into(
+    fleet: Fleet,
+    roots: list[str],
+    jobs: int,
+    out: Path,
+    *,
+    reveal: bool,
+    min_roots_per_worker: int = MIN_ROOTS_PER_WORKER,
+) -> Iterator[str]:
+    """Write each root's files (redacted, or plaintext with `reveal`) to `out/<root>/`, in
+    root order, yielding each root once its directory is in place."""
+    workers = worker_count(len(roots), jobs, min_roots_per_worker)
+    if not workers or not isinstance(fleet.tree, WorkTree):
+        for render in fleet.render_all(roots):
+            write_root(out / render.root, render.reveal() if reveal else render.files)
+            yield render.root
+        return
+    made_out = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".rollwright-render-", dir=out))
+    pool: _Pool | None = None
+    try:
+        pool = _Pool(fleet.tree.root, workers, _Job(staging=str(staging), reveal=reveal))
+        for result in pool.run(roots):
+            target = out / result.root
+            if target.exists():
+                shutil.rmtree(target)
+            source = staging / str(result.index)
+            if source.exists():  # a root without files has no directory, as in write_root
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(source, target)
+            yield result.root
+        pool.close()
+    finally:
+        if pool is not None:
+            pool.terminate()
+        shutil.rmtree(staging, ignore_errors=True)
+        if made_out:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only if nothing was placed: as if never written
+
+
 # --- messages between the parent and a worker ------------------------------------------------
 #
-# parent → worker: (chunk index, [root, ...]), or None to stop.
+# parent → worker: (chunk index, [(root index, root), ...]), or None to stop.
 # worker → parent: (chunk index, [_Done | _Failed, ...]); a chunk stops at its first failure.
 
 
 @dataclass(frozen=True)
-class _Done:
-    root: str
-    plain: dict[str, bytes]
-    redacted: dict[str, bytes] | None  # None: the same as `plain` (nothing to redact)
+class _Job:
+    """What workers do with a render: send it back, or write it under `staging`."""
 
-    def render(self) -> Render:
-        return Render.of(self.root, self.plain, self.redacted)
+    staging: str | None = None
+    reveal: bool = False
+
+
+@dataclass(frozen=True)
+class _Done:
+    index: int
+    root: str
+    files: dict[str, bytes] | None = None  # plaintext; None when written to staging
+    redacted: dict[str, bytes] | None = None  # None: the same as `files`
 
 
 @dataclass(frozen=True)
@@ -116,17 +194,20 @@ class _Failed:
 
 
 class _Worker:
-    """The fleet a worker renders from, opened on first use."""
-
-    def __init__(self, repo: str) -> None:
+    def __init__(self, repo: str, job: _Job) -> None:
         self.repo = repo
+        self.job = job
         self.fleet: Fleet | None = None
 
-    def render(self, root: str) -> _Done | _Failed:
+    def render(self, index: int, root: str) -> _Done | _Failed:
         try:
             if self.fleet is None:
                 self.fleet = Fleet.open(WorkTree(Path(self.repo)))
             render = self.fleet.render(root)
+            if self.job.staging is not None:
+                files = render.reveal() if self.job.reveal else render.files
+                write_root(Path(self.job.staging) / str(index), files)
+                return _Done(index, root)
         except FleetErrors as err:
             return _Failed(root, "fleet-many", tuple(err.problems))
         except FleetError as err:
@@ -136,57 +217,75 @@ class _Worker:
         except Exception:
             return _Failed(root, "bug", text=traceback.format_exc())
         # Plaintext goes to the parent, our own process, which rebuilds the same Render.
-        return _Done(root, render.reveal(), render.files if render.redacted else None)
+        return _Done(index, root, render.reveal(), render.files if render.redacted else None)
 
 
-def _worker(conn: Connection, repo: str) -> None:
-    """A worker's main loop: render chunks until told to stop or the parent goes away."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    worker = _Worker(repo)
+def worker_main(fd: int) -> None:
+    """A worker process: read its fleet and job, then render chunks until told to stop or
+    the parent goes away (its end of the socket closes)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent alone answers Ctrl-C
+    conn = Connection(fd)
     try:
+        repo, job = conn.recv()
+        worker = _Worker(repo, job)
         while True:
             message = conn.recv()
             if message is None:
                 return
-            index, roots = message
+            chunk, items = message
             results: list[_Done | _Failed] = []
-            for root in roots:
-                result = worker.render(root)
+            for index, root in items:
+                result = worker.render(index, root)
                 results.append(result)
                 if isinstance(result, _Failed):
                     break  # the parent stops at the first failure, as the serial loop does
-            conn.send((index, results))
+            conn.send((chunk, results))
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the parent is gone
 
 
+# How a worker starts: this interpreter, the parent's import path, `worker_main`.
+_BOOT = (
+    "import sys; sys.path[:0] = {path!r}; from shared.parallel import worker_main; "
+    "worker_main(int(sys.argv[1]))"
+)
+
+
 class _Pool:
-    def __init__(self, repo: Path, workers: int) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self.procs: list[Any] = []
+    """Worker processes started with `subprocess` rather than `multiprocessing`: each in a
+    session of its own, so a terminal's Ctrl-C (sent to the foreground process group)
+    reaches the parent alone, even while a worker is still starting, when Python would
+    print a KeyboardInterrupt traceback; and without re-running the caller's main module.
+    Messages are pickled over a socket pair (multiprocessing's Connection framing)."""
+
+    def __init__(self, repo: Path, workers: int, job: _Job) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
         self.conns: list[Connection] = []
-        # Children start with SIGINT blocked and ignore it before unblocking: a Ctrl-C during
-        # their start-up never prints a KeyboardInterrupt traceback from a worker.
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        boot = _BOOT.format(path=[p for p in sys.path if p])
         try:
             for _ in range(workers):
-                parent_end, child_end = ctx.Pipe()
-                proc = ctx.Process(
-                    target=_worker, args=(child_end, str(repo)), name="rollwright-render"
-                )
-                proc.daemon = True  # never outlive the parent, whatever happens
-                proc.start()
-                child_end.close()
+                parent_end, child_end = socket.socketpair()
+                with child_end:
+                    proc = subprocess.Popen(
+                        [sys.executable, "-c", boot, str(child_end.fileno())],
+                        pass_fds=[child_end.fileno()],
+                        stdin=subprocess.DEVNULL,
+                        start_new_session=True,
+                    )
                 self.procs.append(proc)
-                self.conns.append(parent_end)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+                conn = Connection(parent_end.detach())
+                self.conns.append(conn)
+                conn.send((str(repo), job))
+        except BaseException:
+            self.terminate()
+            raise
 
-    def run(self, roots: list[str]) -> Iterator[Render]:
+    def run(self, roots: list[str]) -> Iterator[_Done]:
+        """Results of `roots` in order; the first failure is raised in its place."""
         workers = len(self.procs)
         size = max(1, min(MAX_CHUNK, len(roots) // (workers * 8) or 1))
-        chunks = [roots[i : i + size] for i in range(0, len(roots), size)]
+        items = list(enumerate(roots))
+        chunks = [items[i : i + size] for i in range(0, len(items), size)]
         in_flight: dict[int, int] = {}  # worker → chunks it holds
         done: dict[int, list[_Done | _Failed]] = {}
         next_chunk = 0  # next to hand out
@@ -208,15 +307,15 @@ class _Pool:
                 for result in done.pop(next_yield):
                     if isinstance(result, _Failed):
                         raise result.error()
-                    yield result.render()
+                    yield result
                 next_yield += 1
             if next_yield >= len(chunks):
                 break
             for conn in wait(self.conns):
                 w = self.conns.index(conn)  # type: ignore[arg-type]
-                index, results = self._recv(w)
+                chunk, results = self._recv(w)
                 in_flight[w] -= 1
-                done[index] = results
+                done[chunk] = results
 
     def _send(self, w: int, message: Any) -> None:
         try:
@@ -232,8 +331,10 @@ class _Pool:
 
     def _died(self, w: int) -> WorkerError:
         proc = self.procs[w]
-        proc.join(timeout=1)
-        code = proc.exitcode
+        try:
+            code: int | None = proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            code = None
         how = f"was killed by signal {-code}" if code is not None and code < 0 else "exited"
         return WorkerError(
             f"render worker process {proc.pid} {how} unexpectedly (exit code {code})"
@@ -245,17 +346,19 @@ class _Pool:
             with contextlib.suppress(OSError):
                 conn.send(None)
         for proc in self.procs:
-            proc.join(timeout=5)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
 
     def terminate(self) -> None:
         """Stop every worker now (an error, Ctrl-C, or the caller stopped early)."""
         for proc in self.procs:
-            if proc.is_alive():
+            if proc.poll() is None:
                 proc.terminate()
         for proc in self.procs:
-            proc.join(timeout=5)
-            if proc.is_alive():
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.join()
+                proc.wait()
         for conn in self.conns:
             conn.close()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from shared import parallel
+from shared.errors import FleetError
 from shared.fleet import Fleet
 from shared.tree import WorkTree
 from tests.bench import fleetgen
@@ -74,6 +75,45 @@ def test_redacted_and_plaintext_files_both_survive_the_trip(tmp_path: Path) -> N
     assert all(r.redacted for r in par)
     assert all(b"hunter2" not in b"".join(r.files.values()) for r in par)
     assert [r.reveal() for r in par] == [r.reveal() for r in serial]
+
+
+def test_render_into_places_roots_like_the_serial_writer(tmp_path: Path) -> None:
+    fleet = Fleet.open(WorkTree(small_fleet(tmp_path / "fleet", clusters=3)))
+    roots = fleet.roots()
+    for reveal in (False, True):
+        serial, par = tmp_path / f"serial-{reveal}", tmp_path / f"par-{reveal}"
+        for out in (serial, par):  # stale output: replaced per root, the rest left alone
+            fleetgen.write(out / roots[0] / "stale.yaml", "old\n")
+            fleetgen.write(out / "unrelated/keep.yaml", "keep\n")
+        placed = list(parallel.render_into(fleet, roots, 1, serial, reveal=reveal))
+        assert placed == roots
+        placed = list(
+            parallel.render_into(fleet, roots, 2, par, reveal=reveal, min_roots_per_worker=1)
+        )
+        assert placed == roots
+        assert tree(par) == tree(serial)
+        assert (par / "unrelated/keep.yaml").exists() and not (
+            par / roots[0] / "stale.yaml"
+        ).exists()
+        assert not [p for p in par.iterdir() if p.name.startswith(".rollwright")]
+        secret = next(par.rglob("Secret_creds.yaml")).read_bytes()
+        assert (b"hunter2" in secret) is reveal
+
+
+def test_render_into_stops_at_the_failing_root(tmp_path: Path) -> None:
+    repo = small_fleet(tmp_path / "fleet", clusters=3)
+    (repo / "deployments/g000/c000-002/cluster.values.yaml").write_text("a: [\n")
+    fleet = Fleet.open(WorkTree(repo))
+    out = tmp_path / "out"
+    placed: list[str] = []
+    with pytest.raises(FleetError, match="g000/c000-002"):
+        for root in parallel.render_into(
+            fleet, fleet.roots(), 2, out, reveal=False, min_roots_per_worker=1
+        ):
+            placed.append(root)
+    assert placed == ["g000/c000-000", "g000/c000-001"]
+    assert sorted(p.relative_to(out).as_posix() for p in out.glob("*/*")) == placed
+    assert [p.name for p in out.iterdir()] == ["g000"]  # no staging left behind
 
 
 def test_worker_count() -> None:
@@ -141,7 +181,7 @@ def workers_of(pid: int) -> set[int]:
             cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
         except FileNotFoundError:
             continue
-        if b"spawn_main" in cmdline:
+        if b"worker_main" in cmdline:
             out.add(child)
     return out
 
@@ -154,7 +194,11 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def start_render(repo: Path, out: Path) -> tuple[subprocess.Popen[str], set[int]]:
+def start_render(
+    repo: Path, out: Path, *, rendering: bool = True
+) -> tuple[subprocess.Popen[str], set[int]]:
+    """`rollwright render --jobs 2` in its own process group, returned once both workers
+    exist and, with `rendering`, once the first roots are in place."""
     proc = subprocess.Popen(
         [str(BIN / "rollwright"), "render", "--repo", str(repo), "--out", str(out), "--jobs", "2"],
         stdin=subprocess.DEVNULL,
@@ -167,10 +211,10 @@ def start_render(repo: Path, out: Path) -> tuple[subprocess.Popen[str], set[int]
     workers: set[int] = set()
     while time.monotonic() < deadline:
         workers = workers_of(proc.pid)
-        # Started and rendering: the first roots are written.
-        if len(workers) == 2 and out.is_dir() and any(out.iterdir()):
+        placed = out.is_dir() and any(not p.name.startswith(".") for p in out.iterdir())
+        if len(workers) == 2 and (placed or not rendering):
             return proc, workers
-        time.sleep(0.05)
+        time.sleep(0.01)
     proc.kill()
     pytest.fail("the render did not start two workers")
 
@@ -182,8 +226,11 @@ def big_fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base
 
 
-def test_ctrl_c_stops_the_render_and_its_workers(big_fleet: Path, tmp_path: Path) -> None:
-    proc, workers = start_render(big_fleet, tmp_path / "out")
+@pytest.mark.parametrize("rendering", [False, True], ids=["starting", "rendering"])
+def test_ctrl_c_stops_the_render_and_its_workers(
+    big_fleet: Path, tmp_path: Path, rendering: bool
+) -> None:
+    proc, workers = start_render(big_fleet, tmp_path / "out", rendering=rendering)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends to the foreground job
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
@@ -192,6 +239,7 @@ def test_ctrl_c_stops_the_render_and_its_workers(big_fleet: Path, tmp_path: Path
     while any(alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(w) for w in workers)
+    assert not list((tmp_path / "out").glob(".rollwright-render-*"))  # staging removed
 
 
 def test_a_killed_worker_is_an_error_not_a_hang(big_fleet: Path, tmp_path: Path) -> None:
