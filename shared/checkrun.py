@@ -102,11 +102,16 @@ def request(
     status: str,
     conclusion: str | None,
     title: str,
-    summary_text: str,
+    trigger: Trigger,
+    requested_by: str | None,
+    approved_by: str | None,
+    queue_markdown: str,
+    message: str = "",
     text: str = "",
     actions: list[CheckRunAction] | None = None,
     details_url: str | None = None,
 ) -> CheckRunRequest:
+    """The complete check run of one deployment: every update sends all of it."""
     return CheckRunRequest.model_validate(
         {
             "repo": repo,
@@ -117,7 +122,17 @@ def request(
             "status": status,
             "conclusion": conclusion,
             "title": title,
-            "summary": summary_text,
+            "summary": summary(
+                state=title,
+                root=root,
+                revision=revision,
+                trigger=trigger,
+                requested_by=requested_by,
+                approved_by=approved_by,
+                queue_markdown=queue_markdown,
+                message=message,
+                details_url=details_url,
+            ),
             "text": text,
             "actions": actions or [],
             "details_url": details_url,

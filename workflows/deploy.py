@@ -476,16 +476,11 @@ class DeployWorkflow:
             status=status,
             conclusion=conclusion,
             title=title,
-            summary_text=checkrun.summary(
-                state=title,
-                root=inp.root,
-                revision=item.revision,
-                trigger=item.trigger,
-                requested_by=item.requested_by,
-                approved_by=None,
-                queue_markdown=self._queue_markdown(),
-                message=message,
-            ),
+            trigger=item.trigger,
+            requested_by=item.requested_by,
+            approved_by=None,
+            queue_markdown=self._queue_markdown(),
+            message=message,
             actions=[checkrun.UNLOCK] if unlock else [],
         )
         try:
