@@ -143,12 +143,18 @@ _parsed: _LRU[str, bytes] = _LRU(64 * 2**20)
 _dumped: _LRU[bytes, str] = _LRU(64 * 2**20)
 
 
+# A template renders alike for most releases but for a few values (names, replicas, a
+# cluster's domain): the previous text of each template is kept too, and a text that differs
+# from it only in one-word scalars is built from it (see yamldoc.Similar).
+_similar = yamldoc.Similar()
+
+
 def _load_docs(text: str, source: str) -> list[Any]:
     blob = _parsed.get(text)
     if blob is not None:
         docs: list[Any] = pickle.loads(blob)  # our own bytes, from this process
         return docs
-    docs = yamldoc.loads_all(text, source)
+    docs = _similar.loads_all(text, source, key=source)
     _parsed.put(text, pickle.dumps(docs, protocol=pickle.HIGHEST_PROTOCOL))
     return docs
 
@@ -304,3 +310,4 @@ def dump(res: Resource) -> str:
 def clear_caches() -> None:
     _parsed.clear()
     _dumped.clear()
+    _similar.clear()

@@ -23,7 +23,10 @@ tests/test_yamldoc.py checks both paths byte for byte against plain PyYAML.
 from __future__ import annotations
 
 import io
+import pickle
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -134,10 +137,13 @@ def loads_all(text: str, source: str) -> list[Any]:
     return [d for d in docs if d is not None]
 
 
-def _fast_load_all(text: str) -> list[Any]:
+def _fast_load_all(text: str, slots: list[_Slot] | None = None) -> list[Any]:
+    """The documents of `text`; with `slots`, also where single-line scalars sit (see
+    `Similar`). `_Fallback` when PyYAML's own construction is needed."""
     loader = _FastLoader(text)
     constructor = yaml.constructor.SafeConstructor.yaml_constructors
     seen: set[int] = set()
+    lines = text.split("\n") if slots is not None else []
 
     def scalar(node: Any) -> Any:
         tag = node.tag
@@ -157,9 +163,11 @@ def _fast_load_all(text: str) -> list[Any]:
             _scalars[key] = value
         return value
 
-    def build(node: Any) -> Any:
+    def build(node: Any, path: tuple[Any, ...] | None) -> Any:
         cls = type(node)
         if cls is yaml.ScalarNode:
+            if path is not None and slots is not None:
+                _record(node, path, lines, slots)
             return scalar(node)
         # A node reached twice is an alias: PyYAML shares (and may recurse into) the object.
         if id(node) in seen:
@@ -173,19 +181,185 @@ def _fast_load_all(text: str) -> list[Any]:
                 # Merge keys (`<<`), `=` keys and non-scalar keys take PyYAML's slow path.
                 if type(key_node) is not yaml.ScalarNode or key_node.tag not in _KEY_TAGS:
                     raise _Fallback
-                mapping[scalar(key_node)] = build(value_node)
+                key = scalar(key_node)
+                if path is not None and key in mapping:
+                    raise _Duplicate  # the slot of the first value would not be the value
+                mapping[key] = build(value_node, None if path is None else (*path, key))
             return mapping
         if cls is yaml.SequenceNode and node.tag == _SEQ:
-            return [build(child) for child in node.value]
+            if path is None:
+                return [build(child, None) for child in node.value]
+            return [build(child, (*path, i)) for i, child in enumerate(node.value)]
         raise _Fallback
 
     try:
-        docs = []
+        docs: list[Any] = []
         while loader.check_node():
-            docs.append(build(loader.get_node()))
+            node = loader.get_node()
+            seen.clear()  # anchors do not cross documents; ids of freed nodes are reused
+            docs.append(build(node, None if slots is None else (len(docs),)))
         return docs
     finally:
         loader.dispose()
+
+
+class _Duplicate(Exception):
+    """A mapping repeats a key: no slots for this text."""
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """A scalar alone at the end of its line: `prefix` (indentation, key or dash) then the
+    value's text in `style` (plain, or quoted without escapes), nothing after it."""
+
+    line: int
+    path: tuple[Any, ...]  # document index (in the unfiltered stream), then keys/indices
+    prefix: str
+    style: str  # "", '"' or "'"
+
+
+def _record(node: Any, path: tuple[Any, ...], lines: list[str], slots: list[_Slot]) -> None:
+    start, end = node.start_mark, node.end_mark
+    if start.line != end.line or len(path) < 2:
+        return
+    line = lines[start.line]
+    rest = line[start.column :]
+    value = node.value
+    style = node.style or ""
+    if style == "":
+        expected = value
+        if node.tag != _resolve(_RESOLVER, yaml.ScalarNode, value, (True, False)):
+            return  # an explicit tag
+    elif style in "\"'" and style not in value and "\\" not in value:
+        expected = style + value + style
+    else:
+        return
+    if rest == expected and end.column == len(line):
+        slots.append(_Slot(start.line, path, line[: start.column], style))
+
+
+_RESOLVER = yaml.resolver.Resolver()
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+# Plain scalars a slot accepts: one word that cannot start or end YAML structure (no
+# spaces, `#`, quotes, brackets, `&*!|>%@`, leading `-?:` or trailing `:`).
+_SAFE_PLAIN = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_./+=@~:-]*(?<!:)")
+_NOT_THERE = object()
+
+
+def _slot_value(slot: _Slot, line: str) -> Any:
+    """The value `line` puts in `slot`, or `_NOT_THERE` when the line may mean more."""
+    if not line.startswith(slot.prefix):
+        return _NOT_THERE
+    rest = line[len(slot.prefix) :]
+    if slot.style == "":
+        if not _SAFE_PLAIN.fullmatch(rest):
+            return _NOT_THERE
+        tag = _resolve(_RESOLVER, yaml.ScalarNode, rest, (True, False))
+        if tag == _STR:
+            return rest
+        if tag not in _SCALAR_TAGS:
+            return _NOT_THERE
+        key = (tag, rest)
+        found = _scalars.get(key, _NOT_THERE)
+        if found is _NOT_THERE:
+            try:
+                found = _CONSTRUCTOR.yaml_constructors[tag](
+                    _CONSTRUCTOR, yaml.ScalarNode(tag, rest)
+                )
+            except (yaml.YAMLError, ValueError, TypeError):
+                return _NOT_THERE
+        return found
+    quote = slot.style
+    inner = rest[1:-1]
+    if (
+        len(rest) < 2
+        or rest[0] != quote
+        or rest[-1] != quote
+        or quote in inner
+        or "\\" in inner
+        or not inner.isprintable()
+    ):
+        return _NOT_THERE
+    return inner
+
+
+@dataclass
+class _Skeleton:
+    lines: list[str]
+    blob: bytes  # the documents (unfiltered), pickled
+    slots: dict[int, _Slot]
+
+    def patch(self, text: str) -> list[Any] | None:
+        """The documents of `text` when it differs from this skeleton's text only in the
+        values of slots, else None."""
+        lines = text.split("\n")
+        if len(lines) != len(self.lines):
+            return None
+        changes = []
+        for i in [i for i, (a, b) in enumerate(zip(self.lines, lines, strict=True)) if a != b]:
+            slot = self.slots.get(i)
+            if slot is None:
+                return None
+            value = _slot_value(slot, lines[i])
+            if value is _NOT_THERE:
+                return None
+            changes.append((slot.path, value))
+        docs: list[Any] = pickle.loads(self.blob)  # our own bytes, from this process
+        for path, value in changes:
+            node = docs
+            for step in path[:-1]:
+                node = node[step]
+            node[path[-1]] = value
+        return docs
+
+
+_OTHER_BREAKS = ("\r", "\x85", "\u2028", "\u2029")
+
+
+class Similar:
+    """`loads_all` for streams that come again and again with a few values changed, such as
+    one chart template rendered for many releases. The last text of each `key` is kept
+    with the places of its one-line scalars; a text that differs from it only in such
+    values (each one word that cannot change the structure, or quoted without escapes) is
+    built from the kept documents with those values replaced, resolved exactly as PyYAML
+    resolves them. Anything else is parsed in full. tests/test_yamldoc.py compares the two
+    on many mutated documents."""
+
+    def __init__(self, max_keys: int = 4096) -> None:
+        self.max_keys = max_keys
+        self.skeletons: dict[str, _Skeleton] = {}
+
+    def loads_all(self, text: str, source: str, key: str) -> list[Any]:
+        plain_breaks = not any(b in text for b in _OTHER_BREAKS)
+        skeleton = self.skeletons.get(key)
+        if skeleton is not None and plain_breaks:
+            docs = skeleton.patch(text)
+            if docs is not None:
+                return [d for d in docs if d is not None]
+        slots: list[_Slot] = []
+        try:
+            try:
+                docs = _fast_load_all(text, slots if plain_breaks else None)
+            except _Duplicate:
+                plain_breaks = False
+                docs = _fast_load_all(text)
+            except _Fallback:
+                plain_breaks = False
+                docs = list(yaml.load_all(text, Loader=_Loader))
+        except yaml.YAMLError as err:
+            raise _syntax_error(err, source) from None
+        if plain_breaks:
+            if len(self.skeletons) >= self.max_keys:
+                self.skeletons.clear()
+            self.skeletons[key] = _Skeleton(
+                text.split("\n"),
+                pickle.dumps(docs, protocol=pickle.HIGHEST_PROTOCOL),
+                {slot.line: slot for slot in slots},
+            )
+        return [d for d in docs if d is not None]
+
+    def clear(self) -> None:
+        self.skeletons.clear()
 
 
 _KEY_TAGS = _SCALAR_TAGS | {_STR}

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -342,3 +344,206 @@ def test_dump_wraps_where_libyaml_wraps(depth: int) -> None:
             data = {"key": data} if level % 2 else [data]
         data = {"top": data, "item": [text]}
         assert yamldoc.dumps(data) == yamldoc._pyyaml_dumps(data), (depth, n)
+
+
+# --- yamldoc.Similar: texts that differ from the previous one in a few scalars --------------
+
+HELM_LIKE = """---
+# Source: svc/templates/deployment.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app00
+  labels:
+    app.kubernetes.io/name: app00
+    tier: "backend"
+    note: 'single'
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers:
+        - name: app
+          image: "registry.example.com/svc:1.0"
+          args:
+            - --port=8080
+            - "quoted arg"
+          env:
+            - name: CLUSTER
+              value: "c001-042"
+            - name: ENABLED
+              value: yes
+          resources:
+            requests:
+              cpu: 10m
+              memory: 32Mi
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: app00
+spec:
+  ports:
+    - port: 80
+      targetPort: 8080
+"""
+
+NEW_VALUES = [
+    *TRICKY,
+    "app01",
+    "3",
+    "c009-999",
+    '"c009-999"',
+    "'x'",
+    '"a\\tb"',
+    "'it''s'",
+    "[1, 2]",
+    "{a: 1}",
+    "&anchor x",
+    "*alias",
+    "!!int 3",
+    "|",
+    ">-",
+    "x # comment",
+    "abc:",
+    "a:b",
+    "2001-12-14",
+    "1_000",
+    "0o17",
+    ".5",
+    "+1",
+    "-1",
+    "~",
+]
+TAIL = re.compile(r"^(\s*(?:- )?(?:[^\s:#'\"-][^:#]*: )?)(.*)$", re.S)
+
+
+def mutate(text: str, changes: list[tuple[int, str]]) -> str:
+    lines = text.split("\n")
+    for index, value in changes:
+        i = index % len(lines)
+        match = TAIL.match(lines[i])
+        assert match is not None
+        lines[i] = match.group(1) + value
+    return "\n".join(lines)
+
+
+def outcome(load: Callable[[], list[Any]]) -> Any:
+    try:
+        return load()
+    except FleetError as err:
+        return ("error", str(err))
+    except yaml.YAMLError as err:
+        return ("error", str(yamldoc._syntax_error(err, "t.yaml")))
+    except (ValueError, TypeError) as err:  # PyYAML's constructors raise these for `!!int x`
+        return ("error", type(err).__name__, str(err))
+
+
+def check_similar(base: str, text: str) -> None:
+    similar = yamldoc.Similar()
+    assert same(similar.loads_all(base, "t.yaml", key="k"), yamldoc._pyyaml_loads_all(base))
+    got = outcome(lambda: similar.loads_all(text, "t.yaml", key="k"))
+    want = outcome(lambda: yamldoc._pyyaml_loads_all(text))
+    assert same(got, want), (text, got, want)
+    # and again, now that the mutated text is the kept one, back to the base
+    if not isinstance(got, tuple):
+        assert same(similar.loads_all(base, "t.yaml", key="k"), yamldoc._pyyaml_loads_all(base))
+
+
+def test_similar_builds_changed_values_without_a_parse() -> None:
+    similar = yamldoc.Similar()
+    similar.loads_all(HELM_LIKE, "t.yaml", key="k")
+    text = (
+        HELM_LIKE.replace("app00", "app01")
+        .replace("replicas: 2", "replicas: 3")
+        .replace("c001-042", "c009-999")
+        .replace("value: yes", "value: off")
+    )
+    assert similar.skeletons["k"].patch(text) is not None
+    docs = similar.loads_all(text, "t.yaml", key="k")
+    assert same(docs, yamldoc._pyyaml_loads_all(text))
+    assert docs[0]["spec"]["replicas"] == 3 and docs[0]["metadata"]["name"] == "app01"
+    env = docs[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env[1]["value"] is False  # YAML 1.1: `off`
+    # structure changes are parsed in full
+    assert similar.skeletons["k"].patch(text.replace("replicas: 3", "replicas: [3]")) is None
+    assert similar.skeletons["k"].patch(text + "extra: 1\n") is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200), st.sampled_from(NEW_VALUES)), max_size=4))
+def test_similar_matches_pyyaml_on_mutated_manifests(changes: list[tuple[int, str]]) -> None:
+    check_similar(HELM_LIKE, mutate(HELM_LIKE, changes))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    trees.filter(lambda t: isinstance(t, dict | list)),
+    st.lists(
+        st.tuples(st.integers(0, 200), st.sampled_from(NEW_VALUES) | st.text(max_size=12)),
+        max_size=3,
+    ),
+)
+def test_similar_matches_pyyaml_on_mutated_random_documents(
+    data: Any, changes: list[tuple[int, str]]
+) -> None:
+    base = yamldoc._pyyaml_dumps(data)
+    check_similar(base, mutate(base, changes))
+
+
+words_like_values = st.from_regex(r"[A-Za-z0-9_./:+=@~-]{1,10}", fullmatch=True)
+quoted_like_values = words_like_values.map(lambda w: f'"{w}"') | words_like_values.map(
+    lambda w: f"'{w}'"
+)
+
+
+def slot_lines(text: str) -> list[int]:
+    similar = yamldoc.Similar()
+    similar.loads_all(text, "t.yaml", key="k")
+    return sorted(similar.skeletons["k"].slots)
+
+
+HELM_SLOTS = slot_lines(HELM_LIKE)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(HELM_SLOTS), words_like_values | quoted_like_values),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_similar_resolves_changed_words_like_pyyaml(changes: list[tuple[int, str]]) -> None:
+    """Values in the lines of slots, most of which the patch takes (one word, plain or
+    quoted like the value it replaces): each is resolved as PyYAML resolves it (`1:30`,
+    `0x1F`, `1e3`, `Yes`, `2001-12-14`, ...)."""
+    text = mutate(HELM_LIKE, changes)
+    check_similar(HELM_LIKE, text)
+    similar = yamldoc.Similar()
+    similar.loads_all(HELM_LIKE, "t.yaml", key="k")
+    skeleton = similar.skeletons["k"]
+    takes = all(
+        (value[0] == skeleton.slots[i].style)
+        if skeleton.slots[i].style
+        else bool(yamldoc._SAFE_PLAIN.fullmatch(value))
+        for i, value in dict(changes).items()  # the last change of a line counts
+    )
+    assert (skeleton.patch(text) is not None) == takes
+
+
+def test_similar_keeps_no_skeleton_where_lines_cannot_be_trusted() -> None:
+    similar = yamldoc.Similar()
+    duplicate = "a: 1\nb: 2\na: 3\n"  # the first `a` line is not where the value lives
+    assert similar.loads_all(duplicate, "t.yaml", key="dup") == [{"a": 3, "b": 2}]
+    assert "dup" not in similar.skeletons
+    changed = "a: 5\nb: 2\na: 3\n"
+    assert similar.loads_all(changed, "t.yaml", key="dup") == yamldoc._pyyaml_loads_all(changed)
+    crlf = "a: 1\r\nb: 2\r\n"
+    similar.loads_all(crlf, "t.yaml", key="crlf")
+    assert "crlf" not in similar.skeletons
+    similar.loads_all("a: 'x'\nb: y # note\nc: !!str 1\n", "t.yaml", key="k")
+    skeleton = similar.skeletons["k"]
+    assert sorted(skeleton.slots) == [0]  # not after a comment, not with an explicit tag
+    assert skeleton.patch("a: y\nb: y # note\nc: !!str 1\n") is None  # quoted → plain
+    assert skeleton.patch("a: 'z'\nb: y # note\nc: !!str 1\n") == [{"a": "z", "b": "y", "c": "1"}]
