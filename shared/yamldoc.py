@@ -460,68 +460,91 @@ def _probe(value: Any) -> tuple[str | None, str | None]:
     return key_text, value_text
 
 
+# str -> (text as a key, text as a value): the common case, without a type in the key
+_str_texts: dict[str, tuple[str | None, str | None]] = {}
+
+
 def _scalar(value: Any) -> tuple[str | None, str | None]:
     cls = type(value)
+    if cls is str:
+        found = _str_texts.get(value)
+        if found is None:
+            found = _probe(value)
+            if len(value) <= _CACHED_TEXT:
+                if len(_str_texts) >= _CACHE_LIMIT:
+                    _str_texts.clear()
+                _str_texts[value] = found
+        return found
     # By type (1, 1.0 and True are equal keys) and, for floats, by repr (0.0 == -0.0).
     key = (cls, repr(value) if cls is float else value)
     found = _scalar_texts.get(key)
     if found is None:
         found = _probe(value)
-        if not isinstance(value, str) or len(value) <= _CACHED_TEXT:
-            if len(_scalar_texts) >= _CACHE_LIMIT:
-                _scalar_texts.clear()
-            _scalar_texts[key] = found
+        if len(_scalar_texts) >= _CACHE_LIMIT:
+            _scalar_texts.clear()
+        _scalar_texts[key] = found
     return found
 
 
-def _fits(text: str, column: int) -> bool:
-    """libyaml breaks a scalar only at a space past column 80."""
-    return column + len(text) <= _WIDTH or " " not in text
-
-
 def _emit_block(data: dict[Any, Any] | list[Any]) -> str | None:
-    """`_emit_nodes(data)` for plain trees, or None when this writer cannot be sure."""
-    out: list[str] = []
-    seen: set[int] = set()
+    """`_emit_nodes(data)` for plain trees, or None when this writer cannot be sure.
 
-    def value(node: Any, indent: int, column: int) -> bool:
-        """Write `node` after a `key:` ending at `column`; `indent` is the key's."""
-        cls = type(node)
-        if cls is dict or cls is list:
-            if not node:
-                out.append(" {}\n" if cls is dict else " []\n")
-                return True
-            out.append("\n")
-            if cls is dict:
-                return mapping(node, indent + 2, inline=False)
-            return sequence(node, indent, inline=False)  # not indented inside a map
-        if cls not in _SCALAR_TYPES:
-            return False
-        text = _scalar(node)[1]
-        if text is None or not _fits(text, column + 1):
-            return False
-        out.append(" ")
-        out.append(text)
-        out.append("\n")
-        return True
+    A scalar's text is reused only where libyaml could not have broken it: it has no space,
+    or it ends by column 80 (libyaml breaks only at a space past column 80)."""
+    out: list[str] = []
+    put = out.append
+    seen: set[int] = set()
+    str_texts = _str_texts
+    scalar_types = _SCALAR_TYPES
 
     def mapping(node: dict[Any, Any], indent: int, inline: bool) -> bool:
         if id(node) in seen:
-            return False
+            return False  # shared: an anchor
         seen.add(id(node))
         pad = " " * indent
-        for i, (k, v) in enumerate(node.items()):
-            if type(k) not in _SCALAR_TYPES:
+        first = inline
+        for k, v in node.items():
+            texts = str_texts.get(k) if type(k) is str else None
+            if texts is None:
+                if type(k) not in scalar_types:
+                    return False
+                texts = _scalar(k)
+            key = texts[0]
+            if key is None or len(key) >= 120:
                 return False
-            text = _scalar(k)[0]
-            if text is None or len(text) >= 120:
+            if first:
+                first = False
+            else:
+                put(pad)
+            put(key)
+            cls = type(v)
+            if cls is dict:
+                if not v:
+                    put(": {}\n")
+                else:
+                    put(":\n")
+                    if not mapping(v, indent + 2, False):
+                        return False
+                continue
+            if cls is list:
+                if not v:
+                    put(": []\n")
+                else:
+                    put(":\n")
+                    if not sequence(v, indent, False):  # not indented inside a map
+                        return False
+                continue
+            texts = str_texts.get(v) if cls is str else None
+            if texts is None:
+                if cls not in scalar_types:
+                    return False
+                texts = _scalar(v)
+            text = texts[1]
+            if text is None or (indent + len(key) + 2 + len(text) > _WIDTH and " " in text):
                 return False
-            if i or not inline:
-                out.append(pad)
-            out.append(text)
-            out.append(":")
-            if not value(v, indent, indent + len(text) + 1):
-                return False
+            put(": ")
+            put(text)
+            put("\n")
         return True
 
     def sequence(node: list[Any], indent: int, inline: bool) -> bool:
@@ -529,35 +552,41 @@ def _emit_block(data: dict[Any, Any] | list[Any]) -> str | None:
             return False
         seen.add(id(node))
         pad = " " * indent
-        for i, item in enumerate(node):
-            if i or not inline:
-                out.append(pad)
-            out.append("- ")
+        first = inline
+        for item in node:
+            if first:
+                first = False
+            else:
+                put(pad)
+            put("- ")
             cls = type(item)
-            if cls is dict or cls is list:
+            if cls is dict:
                 if not item:
-                    out.append("{}\n" if cls is dict else "[]\n")
-                elif cls is dict:
-                    if not mapping(item, indent + 2, inline=True):
-                        return False
-                elif not sequence(item, indent + 2, inline=True):
+                    put("{}\n")
+                elif not mapping(item, indent + 2, True):
                     return False
                 continue
-            if cls not in _SCALAR_TYPES:
+            if cls is list:
+                if not item:
+                    put("[]\n")
+                elif not sequence(item, indent + 2, True):
+                    return False
+                continue
+            texts = str_texts.get(item) if cls is str else None
+            if texts is None:
+                if cls not in scalar_types:
+                    return False
+                texts = _scalar(item)
+            text = texts[1]
+            if text is None or (indent + 2 + len(text) > _WIDTH and " " in text):
                 return False
-            text = _scalar(item)[1]
-            if text is None or not _fits(text, indent + 2):
-                return False
-            out.append(text)
-            out.append("\n")
+            put(text)
+            put("\n")
         return True
 
     if not data:
         return "{}\n" if type(data) is dict else "[]\n"
-    if isinstance(data, dict):
-        ok = mapping(data, 0, inline=False)
-    else:
-        ok = sequence(data, 0, inline=False)
+    ok = mapping(data, 0, False) if isinstance(data, dict) else sequence(data, 0, False)
     return "".join(out) if ok else None
 
 
