@@ -17,6 +17,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from shared import atlas_secrets, helm, patching, render, template_memo, yamldoc
@@ -69,6 +70,22 @@ from shared.tree import GitError, Tree
 __all__ = ["FILE_SCHEMAS", "AtlasLayout", "Layer"]
 
 
+class _LocalCharts(render.ChartResolver):
+    """Each local chart looked up once per layout (a layout reads one revision), not once
+    per release; remote charts go through their own cache as before."""
+
+    def __init__(self) -> None:
+        self._found: dict[str, Path] = {}
+
+    def resolve(self, source: ChartSource, tree: Tree, origin: str) -> Path:
+        if source.kind == "remote-chart":
+            return super().resolve(source, tree, origin)
+        found = self._found.get(source.path)
+        if found is None:
+            found = self._found[source.path] = super().resolve(source, tree, origin)
+        return found
+
+
 class AtlasLayout:
     name = "atlas"
 
@@ -77,7 +94,7 @@ class AtlasLayout:
         self.tree = tree
         self.config = config
         self.files = ValueFiles(tree)
-        self.resolver = render.ChartResolver()
+        self.resolver = _LocalCharts()
         self._clusters: dict[str, Cluster] | None = None
         self._deployments: dict[str, LoadedDeployment] = {}
         self._helmfiles: dict[tuple[str, str], Helmfile] = {}

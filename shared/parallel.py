@@ -6,13 +6,15 @@
     for root in parallel.render_into(fleet, roots, 4, Path("out"), reveal=False):
         ...  # out/<root>/ now holds exactly the root's files, as `rollwright render` writes
 
-Each worker process opens the fleet itself and renders chunks of roots; the parent hands out
-chunks in order and gives results back in root order, so callers (the CLI, a progress bar)
-see what the serial path gives. A fleet error in root k is raised when the caller reaches
-root k, after every earlier root: the same error, at the same point, as the serial loop.
+With `jobs` N, N-1 worker processes each open the fleet themselves and render chunks of
+roots, and the parent renders chunks too (it is already started, with the fleet open); it
+hands out chunks in order and gives results back in root order, so callers (the CLI, a
+progress bar) see what the serial path gives. A fleet error in root k is raised when the
+caller reaches root k, after every earlier root: the same error, at the same point, as the
+serial loop.
 
 `render_into` lets the workers write the files too (creating tens of thousands of files is
-as much work as rendering them), each root into its own staging directory inside `out`;
+a good share of the work), each root into its own staging directory inside `out`;
 the parent moves each finished root into place in root order with one rename, so `out`
 changes root by root exactly as with the serial loop, and a failure leaves no root after
 the failing one. The staging directory is removed on the way out.
@@ -40,6 +42,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from shared import helm
 from shared.errors import FleetError, FleetErrors, Problem
 from shared.fleet import Fleet
 from shared.render import Render
@@ -63,7 +66,8 @@ def default_jobs() -> int:
 
 
 def worker_count(roots: int, jobs: int, min_roots_per_worker: int = MIN_ROOTS_PER_WORKER) -> int:
-    """How many worker processes to start for `roots` roots; 0 means render in process."""
+    """How many processes render `roots` roots, this one included (so one less is started);
+    0 means render in process, the serial way."""
     workers = min(jobs, roots // max(1, min_roots_per_worker))
     return workers if workers >= 2 else 0
 
@@ -101,14 +105,17 @@ def render_all(
     if not workers or not isinstance(fleet.tree, WorkTree):
         yield from fleet.render_all(roots)
         return
-    pool = _Pool(fleet.tree.root, workers, _Job())
+    job = _Job()
+    pool: _Pool | None = None
     try:
+        pool = _Pool(fleet.tree.root, workers - 1, job, _Worker("", job, fleet))
         for result in pool.run(roots):
             assert result.files is not None
             yield Render.of(result.root, result.files, result.redacted)
         pool.close()
     finally:
-        pool.terminate()
+        if pool is not None:
+            pool.terminate()
 
 
 def render_into(
@@ -131,9 +138,10 @@ def render_into(
     made_out = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".rollwright-render-", dir=out))
+    job = _Job(staging=str(staging), reveal=reveal)
     pool: _Pool | None = None
     try:
-        pool = _Pool(fleet.tree.root, workers, _Job(staging=str(staging), reveal=reveal))
+        pool = _Pool(fleet.tree.root, workers - 1, job, _Worker("", job, fleet))
         for result in pool.run(roots):
             target = out / result.root
             if target.exists():
@@ -194,10 +202,22 @@ class _Failed:
 
 
 class _Worker:
-    def __init__(self, repo: str, job: _Job) -> None:
+    """Renders roots in one process: a worker process, or the parent's own share."""
+
+    def __init__(self, repo: str, job: _Job, fleet: Fleet | None = None) -> None:
         self.repo = repo
         self.job = job
-        self.fleet: Fleet | None = None
+        self.fleet = fleet
+
+    def render_chunk(self, items: list[tuple[int, str]]) -> list[_Done | _Failed]:
+        results: list[_Done | _Failed] = []
+        with helm.charts_unchanged():  # a chunk's roots share charts: fingerprint them once
+            for index, root in items:
+                result = self.render(index, root)
+                results.append(result)
+                if isinstance(result, _Failed):
+                    break  # the caller stops at the first failure, as the serial loop does
+        return results
 
     def render(self, index: int, root: str) -> _Done | _Failed:
         try:
@@ -233,13 +253,7 @@ def worker_main(fd: int) -> None:
             if message is None:
                 return
             chunk, items = message
-            results: list[_Done | _Failed] = []
-            for index, root in items:
-                result = worker.render(index, root)
-                results.append(result)
-                if isinstance(result, _Failed):
-                    break  # the parent stops at the first failure, as the serial loop does
-            conn.send((chunk, results))
+            conn.send((chunk, worker.render_chunk(items)))
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the parent is gone
 
@@ -258,7 +272,8 @@ class _Pool:
     print a KeyboardInterrupt traceback; and without re-running the caller's main module.
     Messages are pickled over a socket pair (multiprocessing's Connection framing)."""
 
-    def __init__(self, repo: Path, workers: int, job: _Job) -> None:
+    def __init__(self, repo: Path, workers: int, job: _Job, local: _Worker) -> None:
+        self.local = local  # the parent renders too: it is started and has the fleet open
         self.procs: list[subprocess.Popen[bytes]] = []
         self.conns: list[Connection] = []
         boot = _BOOT.format(path=[p for p in sys.path if p])
@@ -283,14 +298,14 @@ class _Pool:
     def run(self, roots: list[str]) -> Iterator[_Done]:
         """Results of `roots` in order; the first failure is raised in its place."""
         workers = len(self.procs)
-        size = max(1, min(MAX_CHUNK, len(roots) // (workers * 8) or 1))
+        size = max(1, min(MAX_CHUNK, len(roots) // ((workers + 1) * 8) or 1))
         items = list(enumerate(roots))
         chunks = [items[i : i + size] for i in range(0, len(items), size)]
         in_flight: dict[int, int] = {}  # worker → chunks it holds
         done: dict[int, list[_Done | _Failed]] = {}
         next_chunk = 0  # next to hand out
         next_yield = 0  # next to give to the caller
-        ahead = AHEAD_PER_WORKER * workers
+        ahead = AHEAD_PER_WORKER * (workers + 1)
 
         while next_yield < len(chunks):
             # Hand out chunks, in order, to workers holding fewer than two.
@@ -311,7 +326,13 @@ class _Pool:
                 next_yield += 1
             if next_yield >= len(chunks):
                 break
-            for conn in wait(self.conns):
+            timeout = None
+            if next_chunk < len(chunks) and next_chunk < next_yield + ahead:
+                # Nothing to wait for while there is work: render the next chunk here.
+                done[next_chunk] = self.local.render_chunk(chunks[next_chunk])
+                next_chunk += 1
+                timeout = 0.0
+            for conn in wait(self.conns, timeout):
                 w = self.conns.index(conn)  # type: ignore[arg-type]
                 chunk, results = self._recv(w)
                 in_flight[w] -= 1

@@ -117,6 +117,7 @@ def test_render_into_stops_at_the_failing_root(tmp_path: Path) -> None:
 
 
 def test_worker_count() -> None:
+    # processes rendering, this one included: --jobs 2 starts one worker process
     assert parallel.worker_count(1000, 2) == 2
     assert parallel.worker_count(1000, 1) == 0  # serial, in process
     assert parallel.worker_count(40, 4) == 0  # too few roots to pay for processes
@@ -197,10 +198,11 @@ def alive(pid: int) -> bool:
 def start_render(
     repo: Path, out: Path, *, rendering: bool = True
 ) -> tuple[subprocess.Popen[str], set[int]]:
-    """`rollwright render --jobs 2` in its own process group, returned once both workers
-    exist and, with `rendering`, once the first roots are in place."""
+    """`rollwright render --jobs 3` (the parent and two worker processes) in its own process
+    group, returned once both workers exist and, with `rendering`, once the first roots are
+    in place."""
     proc = subprocess.Popen(
-        [str(BIN / "rollwright"), "render", "--repo", str(repo), "--out", str(out), "--jobs", "2"],
+        [str(BIN / "rollwright"), "render", "--repo", str(repo), "--out", str(out), "--jobs", "3"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
