@@ -1,7 +1,9 @@
 """The gateway's FastAPI app: webhooks, the manual-deploy API, health and metrics.
 
 `create_app(settings)` builds everything from settings; tests and the embedded stack may pass
-their own `dispatcher` and `store`, which the app then uses but does not close.
+their own `dispatcher` and `store`, which the app then uses but does not close, and outbox
+options (gateway/outbox.py). The lifespan runs the outbox drainer: it starts with the app (and
+so drains rows left pending by an earlier run) and stops with it, giving its leases back.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from sqlalchemy import text
 
 from gateway import api, webhooks
 from gateway.context import Gateway, GatewayDep
 from gateway.dispatcher import Dispatcher, DispatchError, TemporalDispatcher
+from gateway.intake import DeliveryIntake
 from gateway.metrics import GatewayMetrics
+from gateway.outbox import OutboxDrainer, OutboxOptions
 from shared.settings import Settings
-from shared.sqlstore import SqlStore
+from shared.sqlstore import OutboxStats, SqlStore
 
 log = logging.getLogger("rollwright.gateway")
 
@@ -35,9 +38,18 @@ class Check(BaseModel):
     detail: str = ""
 
 
+class OutboxHealth(BaseModel):
+    """The outbox across all gateways sharing the database; null when it did not answer."""
+
+    depth: int | None = None
+    oldest_pending_seconds: float | None = None
+    failed: int | None = None
+
+
 class Health(BaseModel):
-    status: Literal["ok", "unavailable"]
+    status: Literal["ok", "degraded", "unavailable"]
     checks: dict[str, Check]
+    outbox: OutboxHealth
 
 
 def create_app(
@@ -45,6 +57,7 @@ def create_app(
     *,
     dispatcher: Dispatcher | None = None,
     store: SqlStore | None = None,
+    outbox: OutboxOptions | None = None,
 ) -> FastAPI:
     metrics = GatewayMetrics()
 
@@ -60,7 +73,12 @@ def create_app(
             the_dispatcher = dispatcher or await TemporalDispatcher.connect(settings)
             if settings.webhook_secret is None:
                 log.warning("ROLLWRIGHT_WEBHOOK_SECRET is not set: every webhook gets 401")
-            app.state.gateway = Gateway(settings, the_dispatcher, the_store, metrics)
+            drainer = OutboxDrainer(the_store, the_dispatcher, metrics, outbox)
+            app.state.gateway = Gateway(
+                settings, the_dispatcher, the_store, metrics, drainer, DeliveryIntake(the_store)
+            )
+            drainer.start()
+            owned.push_async_callback(drainer.stop)
             yield
 
     app = FastAPI(
@@ -74,37 +92,56 @@ def create_app(
     @app.get(
         "/healthz",
         response_model=Health,
-        responses={503: {"model": Health, "description": "The database or Temporal is down."}},
+        responses={503: {"model": Health, "description": "The database is down."}},
         tags=["operations"],
     )
     async def healthz(gw: GatewayDep) -> JSONResponse:
-        """Whether the database answers and Temporal is reachable."""
-        database, temporal = await asyncio.gather(_check_database(gw), _check_temporal(gw))
+        """Whether the database answers (else 503: webhooks cannot be accepted) and Temporal
+        is reachable (else `degraded`, still 200: webhooks are accepted and kept in the
+        outbox until it is back), with the outbox's depth and oldest pending row."""
+        (database, stats), temporal = await asyncio.gather(_check_database(gw), _check_temporal(gw))
         health = Health(
-            status="ok" if database.ok and temporal.ok else "unavailable",
+            status="unavailable" if not database.ok else "ok" if temporal.ok else "degraded",
             checks={"database": database, "temporal": temporal},
+            outbox=_outbox_health(stats),
         )
-        return JSONResponse(health.model_dump(), status_code=200 if health.status == "ok" else 503)
+        code = 503 if health.status == "unavailable" else 200
+        return JSONResponse(health.model_dump(), status_code=code)
 
     @app.get("/metrics", tags=["operations"], response_class=Response)
-    async def prometheus_metrics() -> Response:
+    async def prometheus_metrics(gw: GatewayDep) -> Response:
         """Prometheus exposition of the gateway's metrics."""
+        _, stats = await _check_database(gw)
+        if stats is not None:  # else the gauges keep their last values
+            metrics.outbox_depth.set(stats.depth)
+            metrics.outbox_oldest.set(stats.oldest_pending_seconds() or 0.0)
+            metrics.outbox_failed.set(stats.failed)
         body, content_type = metrics.exposition()
         return Response(body, media_type=content_type)
 
     return app
 
 
-async def _check_database(gw: Gateway) -> Check:
-    def probe() -> None:
-        with gw.store.engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-
+async def _check_database(gw: Gateway) -> tuple[Check, OutboxStats | None]:
+    """The outbox figures double as the database probe."""
     try:
-        await asyncio.wait_for(run_in_threadpool(probe), HEALTH_TIMEOUT_SECONDS)
+        stats = await asyncio.wait_for(
+            run_in_threadpool(gw.store.outbox_stats), HEALTH_TIMEOUT_SECONDS
+        )
     except Exception as err:
-        return Check(ok=False, detail=f"database: {type(err).__name__}: {err}"[:500])
-    return Check(ok=True)
+        return Check(ok=False, detail=f"database: {type(err).__name__}: {err}"[:500]), None
+    return Check(ok=True), stats
+
+
+def _outbox_health(stats: OutboxStats | None) -> OutboxHealth:
+    if stats is None:
+        return OutboxHealth()
+    oldest = stats.oldest_pending_seconds()
+    return OutboxHealth(
+        depth=stats.depth,
+        oldest_pending_seconds=round(oldest, 3) if oldest is not None else None,
+        failed=stats.failed,
+    )
 
 
 async def _check_temporal(gw: Gateway) -> Check:

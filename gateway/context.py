@@ -8,7 +8,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from gateway.dispatcher import Dispatcher
+from gateway.intake import DeliveryIntake
 from gateway.metrics import GatewayMetrics
+from gateway.outbox import OutboxDrainer
 from shared.settings import Settings
 from shared.sqlstore import SqlStore
 
@@ -19,6 +21,8 @@ class Gateway:
     dispatcher: Dispatcher
     store: SqlStore
     metrics: GatewayMetrics
+    outbox: OutboxDrainer
+    intake: DeliveryIntake
 
 
 def get_gateway(request: Request) -> Gateway:

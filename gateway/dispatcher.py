@@ -20,7 +20,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RetryConfig, RPCError, RPCStatusCode
 
 from shared.payloads import (
     DEPLOY_WORKFLOW,
@@ -45,6 +45,11 @@ Outcome = Literal["started", "already_started", "signaled", "queued", "not_runni
 # GitHub gives up on a webhook after 10 s; answer well before that even when Temporal hangs.
 RPC_TIMEOUT = timedelta(seconds=5)
 HEALTH_TIMEOUT = timedelta(seconds=2)
+# The SDK retries an unreachable server for 10 s by default; the outbox drainer has its own
+# backoff (and keeps the row), so a short SDK retry for blips is enough.
+SDK_RETRIES = RetryConfig(max_elapsed_time_millis=2000, max_retries=5)
+# Temporal refused the request itself: retrying the same request cannot succeed.
+PERMANENT = frozenset({RPCStatusCode.INVALID_ARGUMENT})
 
 
 @dataclass(frozen=True)
@@ -56,8 +61,13 @@ class Dispatched:
 
 
 class DispatchError(Exception):
-    """Temporal could not be reached or refused the call: the caller should answer 503 so the
-    request (or GitHub's redelivery) can be retried."""
+    """Temporal could not be reached or refused the call. `retryable` is False only when
+    Temporal rejected the request itself (INVALID_ARGUMENT: say, an id over its length limit),
+    which no retry can fix; everything else is an outage to wait out."""
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class Dispatcher(Protocol):
@@ -101,6 +111,7 @@ class TemporalDispatcher:
             namespace=settings.temporal_namespace,
             data_converter=pydantic_data_converter,
             lazy=True,
+            retry_config=SDK_RETRIES,
         )
         return cls(client, settings.task_queue)
 
@@ -168,7 +179,10 @@ async def _calling(operation: str) -> AsyncIterator[None]:
     try:
         yield
     except RPCError as err:
-        raise DispatchError(f"{operation}: {err.status.name}: {err.message}") from err
+        raise DispatchError(
+            f"{operation}: {err.status.name}: {err.message}",
+            retryable=err.status not in PERMANENT,
+        ) from err
     except RuntimeError as err:  # the core bridge reports connection failures this way
         raise DispatchError(f"{operation}: {err}") from err
     except TimeoutError as err:

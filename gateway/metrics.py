@@ -14,6 +14,7 @@ from prometheus_client import (
     PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
 )
@@ -35,6 +36,8 @@ KNOWN_EVENTS = frozenset(
 # Acknowledgement latency is the figure we promise (p99 ≤ 50 ms), so buckets are fine-grained
 # below 100 ms.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+# Accepted → performed: milliseconds normally, up to an outage's length when Temporal is away.
+OUTBOX_DELAY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
 
 
 def event_label(event: str | None) -> str:
@@ -52,7 +55,7 @@ class GatewayMetrics:
             "rollwright_gateway_webhooks",
             "Webhook deliveries by event and outcome "
             "(accepted, acknowledged, ignored, duplicate, bad_signature, bad_request, "
-            "unavailable, error).",
+            "unavailable).",
             ["event", "outcome"],
             registry=self.registry,
         )
@@ -67,6 +70,41 @@ class GatewayMetrics:
             "rollwright_gateway_api_deploys",
             "POST /api/deploy requests by outcome (queued, unauthorized, unavailable).",
             ["outcome"],
+            registry=self.registry,
+        )
+
+        self.outbox_performed = Counter(
+            "rollwright_gateway_outbox_performed",
+            "Outbox rows performed by outcome (started, already_started, signaled, queued, "
+            "not_running, failed).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.outbox_retries = Counter(
+            "rollwright_gateway_outbox_retries",
+            "Attempts to perform an outbox row that failed on an infrastructure error "
+            "(Temporal unreachable); the row is retried with backoff.",
+            registry=self.registry,
+        )
+        self.outbox_delay = Histogram(
+            "rollwright_gateway_outbox_delay_seconds",
+            "Time from accepting a webhook (202) to performing its start or signal.",
+            buckets=OUTBOX_DELAY_BUCKETS,
+            registry=self.registry,
+        )
+        self.outbox_depth = Gauge(
+            "rollwright_gateway_outbox_depth",
+            "Pending outbox rows in the database (all gateways), as of the last scrape.",
+            registry=self.registry,
+        )
+        self.outbox_oldest = Gauge(
+            "rollwright_gateway_outbox_oldest_pending_seconds",
+            "Age of the oldest pending outbox row (0 when there is none).",
+            registry=self.registry,
+        )
+        self.outbox_failed = Gauge(
+            "rollwright_gateway_outbox_failed",
+            "Outbox rows that can never be performed (kept until pruned).",
             registry=self.registry,
         )
 

@@ -3,10 +3,12 @@
 1. The signature (`X-Hub-Signature-256`, HMAC-SHA256 of the raw body) is checked in constant
    time before anything else; a bad or missing one gets an empty 401.
 2. The payload is parsed and turned into a `Route` by `route_event` (pure: no I/O).
-3. `X-GitHub-Delivery` is claimed in SQL; a delivery seen before answers `duplicate` and does
-   nothing else, so GitHub's redelivery has no second effect.
-4. The route is delivered through the Dispatcher. When Temporal cannot be reached the claim is
-   forgotten and the answer is 503, so a redelivery of the same GUID is processed.
+3. In one SQL transaction `X-GitHub-Delivery` is claimed and, for a route that starts or
+   signals a workflow, the `Action` is stored in the outbox. A delivery seen before answers
+   `duplicate` and does nothing else, so GitHub's redelivery has no second effect. When the
+   database is down the answer is 503 and nothing is stored.
+4. The answer is 202 right away; the outbox drainer (gateway/outbox.py) performs the action
+   through the Dispatcher shortly after, retrying while Temporal is unreachable.
 
 Which events do what (anything else is answered 200 `ignored`):
 - `push` to the default branch (not tags, other branches or deletions) → start DispatchWorkflow
@@ -31,12 +33,11 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, BackgroundTasks, Header, Request, Response, status
-from fastapi.concurrency import run_in_threadpool
+from fastapi import APIRouter, Header, Request, Response, status
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from gateway.actions import Action, QueueRevision, Review, StartDispatch, Unlock
 from gateway.context import Gateway, GatewayDep
-from gateway.dispatcher import Dispatched, Dispatcher, DispatchError
 from shared.checkrun import root_from_check_run_name
 from shared.github import verify_webhook_signature
 from shared.payloads import (
@@ -47,10 +48,12 @@ from shared.payloads import (
     UnlockSignal,
     dispatch_workflow_id,
 )
+from shared.sqlstore import DeliveryClaim, OutboxEntry
 
 log = logging.getLogger("rollwright.gateway")
 
 ZERO_SHA = "0" * 40
+MAX_DELIVERY_ID = 64  # the webhook_deliveries key column
 ACKNOWLEDGED_EVENTS = frozenset({"ping", "installation_repositories", "installation_target"})
 
 # --------------------------------------------------------------------------- GitHub payloads
@@ -163,33 +166,7 @@ class Acknowledge:
     reason: str
 
 
-@dataclass(frozen=True)
-class StartDispatch:
-    workflow_id: str
-    inp: DispatchInput
-
-
-@dataclass(frozen=True)
-class Review:
-    deployment_id: str
-    signal: ReviewSignal
-
-
-@dataclass(frozen=True)
-class Unlock:
-    repo: str
-    root: str
-    signal: UnlockSignal
-
-
-@dataclass(frozen=True)
-class QueueRevision:
-    repo: RepoRef
-    root: str
-    revision: NewRevision
-
-
-Route = Ignore | Acknowledge | StartDispatch | Review | Unlock | QueueRevision
+Route = Ignore | Acknowledge | Action
 
 
 def route_event(
@@ -219,8 +196,8 @@ def _push(push: PushEvent, delivery_id: str) -> Route:
     repo = push.repository.ref(push.installation)
     pusher = push.sender.login if push.sender else (push.pusher.name if push.pusher else None)
     return StartDispatch(
-        dispatch_workflow_id(repo.full_name, push.after),
-        DispatchInput(
+        workflow_id=dispatch_workflow_id(repo.full_name, push.after),
+        inp=DispatchInput(
             repo=repo,
             before=push.before,
             after=push.after,
@@ -253,22 +230,23 @@ def _check_run(ev: CheckRunEvent, app_id: str | None) -> Route:
             if not run.external_id:
                 return Ignore(f"check run {run.id} has no external_id (deployment id)")
             return Review(
-                run.external_id,
-                ReviewSignal(
+                repo=repo.full_name,
+                deployment_id=run.external_id,
+                signal=ReviewSignal(
                     decision="approve" if identifier == "approve" else "reject", by=sender
                 ),
             )
         if identifier == "unlock":
-            return Unlock(repo.full_name, root, UnlockSignal(by=sender))
+            return Unlock(repo=repo.full_name, root=root, signal=UnlockSignal(by=sender))
         return Ignore(f"requested action {identifier!r} is not handled")
     if ev.action == "rerequested":
         branch = run.check_suite.head_branch if run.check_suite else None
         if branch != repo.default_branch:
             return Ignore(f"re-run requested on {branch!r}, not {repo.default_branch!r}")
         return QueueRevision(
-            repo,
-            root,
-            NewRevision(
+            repo_ref=repo,
+            root=root,
+            revision=NewRevision(
                 revision=run.head_sha,
                 trigger="manual",
                 reason="rerequested",
@@ -294,8 +272,8 @@ def _check_suite(ev: CheckSuiteEvent, app_id: str | None, delivery_id: str) -> R
         f"{dispatch_workflow_id(repo.full_name, suite.head_sha)}:rerequested:{delivery_id}"
     )
     return StartDispatch(
-        workflow_id,
-        DispatchInput(
+        workflow_id=workflow_id,
+        inp=DispatchInput(
             repo=repo,
             before=suite.before or ZERO_SHA,
             after=suite.head_sha,
@@ -305,20 +283,6 @@ def _check_suite(ev: CheckSuiteEvent, app_id: str | None, delivery_id: str) -> R
             delivery_id=delivery_id,
         ),
     )
-
-
-async def deliver(
-    route: StartDispatch | Review | Unlock | QueueRevision, d: Dispatcher
-) -> Dispatched:
-    match route:
-        case StartDispatch(workflow_id, inp):
-            return await d.start_dispatch(workflow_id, inp)
-        case Review(deployment_id, signal):
-            return await d.review(deployment_id, signal)
-        case Unlock(repo, root, signal):
-            return await d.unlock(repo, root, signal)
-        case QueueRevision(repo, root, revision):
-            return await d.queue_revision(repo, root, revision)
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -350,20 +314,37 @@ def parse_body(body: bytes, content_type: str) -> dict[str, Any]:
     "/events",
     response_model=WebhookAnswer,
     responses={
-        202: {"model": WebhookAnswer, "description": "A workflow was started or signalled."},
+        202: {
+            "model": WebhookAnswer,
+            "description": "A workflow start or signal was stored in the outbox; the gateway "
+            "performs it shortly (`workflow_id` names the target).",
+        },
         400: {"description": "Signed, but not a GitHub webhook we can read."},
         401: {"description": "Bad or missing X-Hub-Signature-256 (empty body)."},
-        503: {"model": WebhookAnswer, "description": "Temporal or the database is down."},
+        503: {"model": WebhookAnswer, "description": "The database is down: nothing stored."},
     },
 )
 async def receive_event(
     request: Request,
     response: Response,
-    background: BackgroundTasks,
     gw: GatewayDep,
     x_github_event: Annotated[str | None, Header()] = None,
     x_github_delivery: Annotated[str | None, Header()] = None,
     x_hub_signature_256: Annotated[str | None, Header()] = None,
+) -> WebhookAnswer | Response:
+    with gw.outbox.giving_way():
+        return await _receive(
+            request, response, gw, x_github_event, x_github_delivery, x_hub_signature_256
+        )
+
+
+async def _receive(
+    request: Request,
+    response: Response,
+    gw: Gateway,
+    x_github_event: str | None,
+    x_github_delivery: str | None,
+    x_hub_signature_256: str | None,
 ) -> WebhookAnswer | Response:
     started = time.perf_counter()
     body = await request.body()
@@ -382,6 +363,9 @@ async def receive_event(
     if not x_github_event or not x_github_delivery:
         gw.metrics.webhook(x_github_event, "bad_request", time.perf_counter() - started)
         return Response("missing X-GitHub-Event or X-GitHub-Delivery\n", 400)
+    if len(x_github_delivery) > MAX_DELIVERY_ID:  # GitHub sends a 36-character GUID
+        gw.metrics.webhook(x_github_event, "bad_request", time.perf_counter() - started)
+        return Response("X-GitHub-Delivery is too long\n", 400)
     event, delivery = x_github_event, x_github_delivery
 
     def reply(status_: str, detail: str = "", workflow_id: str | None = None) -> WebhookAnswer:
@@ -408,9 +392,22 @@ async def receive_event(
     action = payload.get("action") if isinstance(payload.get("action"), str) else None
     repo = payload.get("repository")
     repo_name = repo.get("full_name") if isinstance(repo, dict) else None
+    if isinstance(route, Ignore | Acknowledge):
+        kind = "ignored" if isinstance(route, Ignore) else "acknowledged"
+        outcome, enqueue = f"{kind}: {route.reason}", None
+    else:
+        # The action goes into the outbox in the same transaction as the delivery record:
+        # once we answer 202 it will be performed, even if Temporal is down right now.
+        outcome = "pending"
+        enqueue = OutboxEntry(
+            repo=route.repo,
+            kind=route.kind,
+            target=route.target,
+            payload=route.model_dump_json(),
+        )
     try:
-        claimed = await run_in_threadpool(
-            gw.store.claim_delivery, delivery, event, action, repo_name
+        claimed = await gw.intake.claim(
+            DeliveryClaim(delivery, event, action, repo_name, outcome, enqueue)
         )
     except Exception as err:  # the database is down: let GitHub's redelivery try again
         log.error("webhook %s %s: recording the delivery failed: %s", event, delivery, err)
@@ -420,41 +417,14 @@ async def receive_event(
 
     if isinstance(route, Ignore | Acknowledge):
         kind = "ignored" if isinstance(route, Ignore) else "acknowledged"
-        background.add_task(_set_outcome, gw, delivery, f"{kind}: {route.reason}")
         return answer(kind, 200, reply(kind, route.reason))
-
-    try:
-        dispatched = await deliver(route, gw.dispatcher)
-    except DispatchError as err:
-        log.error("webhook %s %s: %s", event, delivery, err)
-        await run_in_threadpool(gw.store.forget_delivery, delivery)
-        return answer(
-            "unavailable", 503, reply("unavailable", "Temporal unavailable; redeliver later")
-        )
-    except BaseException:
-        await run_in_threadpool(gw.store.forget_delivery, delivery)
-        gw.metrics.webhook(event, "error", time.perf_counter() - started)
-        raise
-
-    log.info(
-        "webhook %s.%s %s → %s %s",
+    gw.outbox.wake()
+    log.debug(
+        "webhook %s.%s %s → outbox: %s %s",
         event,
         action or "",
         delivery,
-        dispatched.workflow_id,
-        dispatched.outcome,
+        route.describe(),
+        route.target,
     )
-    background.add_task(
-        _set_outcome, gw, delivery, f"{dispatched.outcome}: {dispatched.workflow_id}"
-    )
-    if dispatched.outcome == "not_running":
-        detail = f"workflow {dispatched.workflow_id} is not running"
-        return answer("ignored", 200, reply("ignored", detail, dispatched.workflow_id))
-    return answer("accepted", 202, reply("accepted", dispatched.outcome, dispatched.workflow_id))
-
-
-def _set_outcome(gw: Gateway, delivery: str, outcome: str) -> None:
-    try:
-        gw.store.set_delivery_outcome(delivery, outcome)
-    except Exception as err:  # bookkeeping only: the webhook was already handled
-        log.warning("recording the outcome of delivery %s failed: %s", delivery, err)
+    return answer("accepted", 202, reply("accepted", route.describe(), route.target))

