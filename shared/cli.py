@@ -124,13 +124,6 @@ def _jobs(text: str) -> int:
     return jobs
 
 
-def write_render(out: Path, root: str, files: dict[str, bytes]) -> None:
-    """Replace `out/<root>/` with exactly `files`."""
-    from shared import parallel
-
-    parallel.write_root(out / root, files)
-
-
 def cmd_validate(args: argparse.Namespace) -> int:
     from shared.validate import validate_fleet
 

@@ -61,10 +61,6 @@ class WorkerError(RuntimeError):
     """A worker process failed outside fleet errors (crashed, killed, or a bug)."""
 
 
-def default_jobs() -> int:
-    return os.cpu_count() or 1
-
-
 def worker_count(roots: int, jobs: int, min_roots_per_worker: int = MIN_ROOTS_PER_WORKER) -> int:
     """How many processes render `roots` roots, this one included (so one less is started);
     0 means render in process, the serial way."""
