@@ -67,7 +67,7 @@ Paths = tuple[tuple[str, ...], ...]
 
 _analysed: dict[str, Paths | None] = {}
 _rendered: dict[tuple[str, str], str] = {}
-_LIMIT = 20_000
+_LIMIT = 4096
 
 
 def read_paths(text: str) -> Paths | None:

@@ -6,18 +6,23 @@ is wrong, so they come from a second, node-level parse (`key_line`) done on dema
 Speed without new semantics: rendering parses and re-dumps every rendered manifest, and
 PyYAML spends most of that time in its generic Python layers (tag resolution by regular
 expressions for every scalar, generator-based construction, per-type dispatch when
-representing). `loads_all` and `dumps` keep libyaml's scanner, parser and emitter and
-PyYAML's own resolver and scalar constructors, so YAML 1.1 meaning (`yes`/`on` booleans,
-octal and sexagesimal numbers, timestamps, last duplicate key wins) is PyYAML's by
-construction; they only replace the generic layers for plain trees:
-- tag resolution is memoised per (scalar text, plain/quoted);
-- documents made of maps, lists and core-tag scalars are built by a direct walk over the
-  composed nodes; anything else (aliases, merge keys `<<`, `=` keys, `!!set`/`!!omap` and
-  unknown tags, non-scalar keys) is loaded again by plain PyYAML;
-- trees of dict/list/str/int/bool/None/float become the exact nodes `SafeRepresenter`
-  builds (flow style off, no sorting, shared containers still become anchors) and go to
-  the same emitter; any other type is dumped by plain PyYAML.
-tests/test_yamldoc.py checks both paths byte for byte against plain PyYAML.
+representing). The fast paths keep libyaml's scanner, parser and emitter and PyYAML's own
+resolver and scalar constructors, so YAML 1.1 meaning (`yes`/`on` booleans, octal and
+sexagesimal numbers, timestamps, last duplicate key wins) and every byte written are
+PyYAML's; they only replace the generic layers for plain trees:
+- `loads_all`: tag resolution memoised per plain scalar text; documents made of maps,
+  lists and core-tag scalars built by a direct walk over the composed nodes; anything else
+  (aliases, merge keys `<<`, `=` keys, `!!set`/`!!omap` and unknown tags, non-scalar keys)
+  loaded again by plain PyYAML;
+- `Similar`: a stream that differs from the previous one of the same template only in
+  one-word scalars is built from the previous documents, those scalars resolved by PyYAML's
+  resolver and constructors;
+- `dumps`: the block layout written directly with each distinct scalar's text asked of
+  libyaml once (see `_emit_block`); where that writer cannot be sure (anchors, multi-line
+  or wrapping scalars, other types) the exact nodes `SafeRepresenter` builds go to
+  libyaml's emitter, and types it does not know to plain PyYAML.
+tests/test_yamldoc.py checks all of them against plain PyYAML, byte for byte and on
+generated and mutated documents.
 """
 
 from __future__ import annotations
