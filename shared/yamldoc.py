@@ -122,12 +122,23 @@ def _syntax_error(err: yaml.YAMLError, source: str) -> FleetError:
     return FleetError(message, path=source, line=(mark.line + 1) if mark else None)
 
 
+# PyYAML's constructors raise plain Python errors for explicit tags on bad scalars
+# (`!!int abc`, `!!float x`); they are fleet mistakes too, never a traceback.
+_VALUE_ERRORS = (ValueError, TypeError, OverflowError)
+
+
+def _value_error(err: Exception, source: str) -> FleetError:
+    return FleetError(f"YAML value error: {err}", path=source)
+
+
 def loads(text: str, source: str) -> Any:
     """Parse one YAML document; `source` (a repo-relative path) names it in errors."""
     try:
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as err:
         raise _syntax_error(err, source) from None
+    except _VALUE_ERRORS as err:
+        raise _value_error(err, source) from None
 
 
 def loads_all(text: str, source: str) -> list[Any]:
@@ -139,6 +150,8 @@ def loads_all(text: str, source: str) -> list[Any]:
             docs = list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as err:
         raise _syntax_error(err, source) from None
+    except _VALUE_ERRORS as err:
+        raise _value_error(err, source) from None
     return [d for d in docs if d is not None]
 
 
@@ -353,6 +366,8 @@ class Similar:
                 docs = list(yaml.load_all(text, Loader=_Loader))
         except yaml.YAMLError as err:
             raise _syntax_error(err, source) from None
+        except _VALUE_ERRORS as err:
+            raise _value_error(err, source) from None
         if plain_breaks:
             if len(self.skeletons) >= self.max_keys:
                 self.skeletons.clear()

@@ -82,3 +82,12 @@ def test_console_script_prints_no_traceback(tmp_path: Path) -> None:
     )
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
+
+
+def test_bad_explicit_tag_is_a_fleet_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    write_files(tmp_path, {"rollwright.yaml": "layout: atlas\nrender:\n  crds: !!int abc\n"})
+    code, _, err = run(capsys, "roots", "--repo", str(tmp_path))
+    assert code == 1
+    assert "rollwright.yaml: YAML value error" in err
