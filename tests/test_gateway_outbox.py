@@ -187,8 +187,10 @@ def test_delivery_accepted_while_temporal_is_down_is_performed_when_it_returns(
         assert post(gateway, "check_run", approve, delivery=approve_delivery).status_code == 202
         # Both are kept and retried while Temporal is away.
         wait_for("retries", lambda: all(r.attempts >= 2 for r in rows(store)))
-        assert [r.state for r in rows(store)] == ["pending", "pending"]
-        assert "UNAVAILABLE" in rows(store)[0].last_error or rows(store)[0].last_error
+        push_row, approve_row = rows(store)
+        assert (push_row.state, approve_row.state) == ("pending", "pending")
+        assert push_row.last_error.startswith(f"starting DispatchWorkflow {dispatch_id}: ")
+        assert approve_row.last_error.startswith(f"signalling review to {deployment_id}: ")
         health = gateway.get("/healthz")
         assert health.status_code == 200  # still accepting webhooks
         assert health.json()["status"] == "degraded"
@@ -271,16 +273,20 @@ def test_rows_leased_by_a_gateway_that_died_are_taken_over_when_the_lease_expire
     assert store.claim_delivery(delivery, "push", None, full_name, enqueue=_entry(action))
     # A gateway took the row and died without performing it or giving the lease back.
     assert len(store.claim_outbox("dead-gateway", lease=timedelta(seconds=3))) == 1
-    leased_until = datetime.now(UTC) + timedelta(seconds=3)
+    (leased,) = rows(store)
+    assert leased.lease_until is not None
+    lease_until = leased.lease_until.replace(tzinfo=UTC)
     with TestClient(create_app(_settings(tmp_path, temporal.address), store=store, outbox=FAST)):
         time.sleep(0.5)
-        assert [(r.state, r.lease_owner) for r in rows(store)] == [("pending", "dead-gateway")]
-        assert not temporal.exists(dispatch_id)
+        if datetime.now(UTC) < lease_until - timedelta(seconds=0.5):  # a slow machine: skip
+            assert [(r.state, r.lease_owner) for r in rows(store)] == [("pending", "dead-gateway")]
+            assert not temporal.exists(dispatch_id)
         temporal.seen(dispatch_id, DispatchSeen)
         row = wait_for("the row done", lambda: next((r for r in rows(store) if r.done_at), None))
     assert row.outcome == f"started: {dispatch_id}"
     assert row.done_at is not None
-    assert row.done_at.replace(tzinfo=UTC) >= leased_until - timedelta(seconds=0.5)
+    # Taken over only once the dead gateway's lease had run out.
+    assert row.done_at.replace(tzinfo=UTC) >= lease_until
     store.close()
 
 
