@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import re
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +21,7 @@ import yaml
 from shared.devstack.ports import free_port
 from shared.payloads import SEARCH_ATTRIBUTES, TASK_QUEUE, DeploymentRecord
 from shared.settings import Settings
+from tests.support.postgres import postgres_server
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = REPO / "docker-compose.yml"
@@ -332,55 +330,10 @@ def test_setup_script_against_a_real_temporal(tmp_path: Path) -> None:
         server.wait(timeout=30)
 
 
-def _as_postgres(argv: list[str]) -> list[str]:
-    # initdb and postgres refuse to run as root
-    if os.geteuid() == 0:
-        return ["runuser", "-u", "postgres", "--", *argv]
-    return argv
-
-
 @pytest.fixture
 def postgres() -> Iterator[tuple[str, int]]:
-    initdb = shutil.which("initdb") or "/usr/lib/postgresql/15/bin/initdb"
-    pg_ctl = shutil.which("pg_ctl") or "/usr/lib/postgresql/15/bin/pg_ctl"
-    if not Path(initdb).exists():
-        pytest.skip("PostgreSQL (Debian package `postgresql`) is not installed")
-    if os.geteuid() == 0:
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root without a `postgres` user to run the server as")
-        if not shutil.which("runuser"):
-            pytest.skip("running as root without runuser")
-    # outside pytest's tmp_path: its parents are private to root, the server runs as postgres
-    base = Path(tempfile.mkdtemp(prefix="rollwright-pg-"))
-    os.chmod(base, 0o755)
-    data = base / "pg"
-    data.mkdir()
-    if os.geteuid() == 0:
-        shutil.chown(data, "postgres", "postgres")
-    subprocess.run(
-        _as_postgres([initdb, "-D", str(data), "-U", "temporal", "--auth=trust", "-E", "UTF8"]),
-        check=True,
-        capture_output=True,
-    )
-    port = free_port()
-    options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1"
-    # -l: the server must not inherit our pipes, or waiting for pg_ctl never ends
-    subprocess.run(
-        _as_postgres([pg_ctl, "-D", str(data), "-o", options, "-l", f"{data}/log", "-w", "start"]),
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    try:
-        yield str(data), port
-    finally:
-        subprocess.run(
-            _as_postgres([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"]),
-            capture_output=True,
-        )
-        shutil.rmtree(base, ignore_errors=True)
+    with postgres_server(user="temporal") as server:
+        yield server.data_dir, server.port
 
 
 @pytest.mark.timeout(120)

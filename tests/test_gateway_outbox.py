@@ -8,11 +8,6 @@ and PostgreSQL (Debian `postgresql`) for the claim race where it can run.
 from __future__ import annotations
 
 import asyncio
-import os
-import pwd
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -39,6 +34,7 @@ from shared.payloads import (
     dispatch_workflow_id,
 )
 from shared.sqlstore import OutboxEntry, OutboxResult, OutboxRow, SqlStore
+from tests.support.postgres import postgres_server
 from tests.test_gateway import (
     TASK_QUEUE,
     DeploySeen,
@@ -508,47 +504,10 @@ def test_redelivery_and_forget(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- PostgreSQL
 
 
-def _as_postgres(argv: list[str]) -> list[str]:
-    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
-
-
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
-    initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
-    if initdb is None or pg_ctl is None:
-        pytest.skip("PostgreSQL (Debian package `postgresql`) is not installed")
-    if os.geteuid() == 0:
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root without a `postgres` user to run the server as")
-    base = Path(tempfile.mkdtemp(prefix="rollwright-pg-"))
-    os.chmod(base, 0o755)
-    data = base / "pg"
-    data.mkdir()
-    if os.geteuid() == 0:
-        shutil.chown(data, "postgres", "postgres")
-    subprocess.run(
-        _as_postgres([initdb, "-D", str(data), "-U", "postgres", "--auth=trust"]),
-        check=True,
-        capture_output=True,
-    )
-    port = _free_port()
-    options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1"
-    subprocess.run(
-        _as_postgres([pg_ctl, "-D", str(data), "-o", options, "-l", f"{data}/log", "-w", "start"]),
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run(
-            _as_postgres([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"]),
-            capture_output=True,
-        )
-        shutil.rmtree(base, ignore_errors=True)
+    with postgres_server() as server:
+        yield server.url()
 
 
 @pytest.mark.timeout(180)
