@@ -242,7 +242,7 @@ async def test_behind_skipped_and_not_persisted() -> None:
         await h.push(ROOT, B)
         (run_id,) = await until(lambda: _completed(world, B), "B's check run completed")
         skipped = world.last(run_id)
-        assert skipped.conclusion == "skipped"
+        assert skipped.conclusion == "failure"
         assert "behind the latest deployed revision" in skipped.summary
         assert L[:12] in skipped.summary
         await until(lambda: world.records, "the skip recorded")

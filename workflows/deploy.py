@@ -405,10 +405,11 @@ class DeployWorkflow:
             f"`{checkrun.short(latest)}`; deploying it would roll the root back. Use a manual "
             "deployment (rollback) if that is what you want."
         )
+        # The issue asks for a failed check run: a merge that cannot deploy should be red.
         await self._check_run(
             item,
             status="completed",
-            conclusion="skipped",
+            conclusion="failure",
             title="Skipped: behind the latest deployment",
             message=message,
         )
