@@ -115,3 +115,24 @@ def values_at(tree: Any, *keys: str | int) -> Any:
     for key in keys:
         tree = tree[key]
     return tree
+
+
+# Every YAML type a secrets file can hold, and the strings among them that must never leak.
+TYPED: dict[str, Any] = {
+    "text": "a-long-secret-string",
+    "multi": "first secret line\nsecond secret line\n",
+    "smallInt": 42,
+    "bigInt": 9876543,
+    "pi": 3.14159,
+    "flag": True,
+    "nothing": None,
+    "items": ["alpha-item-secret", 23456, False],
+    "nested": {"deep": "deep-secret-value", "port": 5432},
+}
+TYPED_STRINGS = [
+    "a-long-secret-string",
+    "first secret line",
+    "second secret line",
+    "alpha-item-secret",
+    "deep-secret-value",
+]

@@ -21,30 +21,12 @@ from shared.redact import redact_string, redact_value, secret_hash
 from shared.tree import WorkTree
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import echo_values
-from tests.secrets_support import age_key, app_chart_files, assert_hidden  # noqa: F401
+from tests.secrets_support import TYPED, TYPED_STRINGS, age_key, app_chart_files, assert_hidden  # noqa: F401
 from tests.support.age import AgeKey, encrypt_yaml
 
 ROOT = "g/c"
 DEP = "deployments/g/c/apps/d"
 
-TYPED: dict[str, Any] = {
-    "text": "a-long-secret-string",
-    "multi": "first secret line\nsecond secret line\n",
-    "smallInt": 42,
-    "bigInt": 9876543,
-    "pi": 3.14159,
-    "flag": True,
-    "nothing": None,
-    "items": ["alpha-item-secret", 23456, False],
-    "nested": {"deep": "deep-secret-value", "port": 5432},
-}
-TYPED_STRINGS = [
-    "a-long-secret-string",
-    "first secret line",
-    "second secret line",
-    "alpha-item-secret",
-    "deep-secret-value",
-]
 
 # level → (file that sets it, extra deployment/helmfile settings)
 LEVEL_FILES = {

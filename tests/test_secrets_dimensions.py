@@ -16,28 +16,10 @@ from shared.tree import WorkTree
 from shared.validate import validate_fleet
 from tests.conftest import write_files
 from tests.dimensions_support import app_values, base_files, patch_doc
-from tests.secrets_support import age_key, assert_hidden  # noqa: F401
+from tests.secrets_support import TYPED, TYPED_STRINGS, age_key, assert_hidden  # noqa: F401
 from tests.support.age import AgeKey, encrypt_yaml
 
 ROOT = "mc/e1/s1/r1"
-TYPED: dict[str, Any] = {
-    "text": "a-long-secret-string",
-    "multi": "first secret line\nsecond secret line\n",
-    "smallInt": 42,
-    "bigInt": 9876543,
-    "pi": 3.14159,
-    "flag": True,
-    "nothing": None,
-    "items": ["alpha-item-secret", 23456, False],
-    "nested": {"deep": "deep-secret-value", "port": 5432},
-}
-TYPED_STRINGS = [
-    "a-long-secret-string",
-    "first secret line",
-    "second secret line",
-    "alpha-item-secret",
-    "deep-secret-value",
-]
 LEVELS = {"base": "", "environment": "e1/", "sector": "e1/s1/", "region": "e1/s1/r1/"}
 
 
