@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import functools
 import shutil
-import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import helm_python
+
+from tests.support.loopback import LoopbackServer
 
 
 class _Handler(SimpleHTTPRequestHandler):
@@ -43,25 +43,22 @@ class _Server(ThreadingHTTPServer):
     requests: list[str]
 
 
-class ChartRepo:
+class ChartRepo(LoopbackServer):
     """Serve `directory` over HTTP. Use `add(chart_dir, version=...)` then `index()`."""
+
+    _server: _Server
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
         handler = functools.partial(_Handler, directory=str(directory))
-        self._server = _Server(("127.0.0.1", 0), handler)
-        self._server.requests = []
-        # A short poll interval makes stop() quick; tests stop servers to prove cache hits.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._running = False
+        server = _Server(("127.0.0.1", 0), handler)
+        server.requests = []
+        super().__init__(server)
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"http://{self.address}"
 
     @property
     def requests(self) -> list[str]:
@@ -81,25 +78,3 @@ class ChartRepo:
     def index(self) -> dict[str, Any]:
         """(Re)write index.yaml for every archive in the directory, with absolute URLs."""
         return helm_python.repo_index_generate(self.directory, base_url=self.url)
-
-    def start(self) -> ChartRepo:
-        self._thread.start()
-        self._running = True
-        return self
-
-    def stop(self) -> None:
-        if self._running:
-            self._server.shutdown()
-            self._running = False
-        self._server.server_close()
-
-    def __enter__(self) -> ChartRepo:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

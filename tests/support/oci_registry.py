@@ -18,11 +18,12 @@ import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
+
+from tests.support.loopback import LoopbackServer
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 HELM_CONFIG_TYPE = "application/vnd.cncf.helm.config.v1+json"
@@ -229,22 +230,19 @@ class _Server(ThreadingHTTPServer):
     state: _State
 
 
-class OciRegistry:
+class OciRegistry(LoopbackServer):
     """An in-memory registry served on 127.0.0.1 (plain HTTP)."""
 
+    _server: _Server
+
     def __init__(self) -> None:
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.state = _State()
-        # A short poll interval makes stop() quick; tests stop servers to prove cache hits.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._running = False
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.state = _State()
+        super().__init__(server)
 
     @property
     def host(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"{host!s}:{port}"
+        return self.address
 
     @property
     def requests(self) -> list[tuple[str, str]]:
@@ -284,28 +282,6 @@ class OciRegistry:
             # OCI tags cannot hold '+'; Helm writes build metadata as '_'.
             repo.tags[version.replace("+", "_")] = sha256_digest(body)
         return f"oci://{self.host}/{repository}/{name}"
-
-    def start(self) -> OciRegistry:
-        self._thread.start()
-        self._running = True
-        return self
-
-    def stop(self) -> None:
-        if self._running:
-            self._server.shutdown()
-            self._running = False
-        self._server.server_close()
-
-    def __enter__(self) -> OciRegistry:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _chart_metadata(archive: Path) -> dict[str, Any]:
