@@ -41,6 +41,7 @@ from shared.redact import (
     redact_string,
     redact_value,
     secret_hash,
+    unique_key,
 )
 
 log = logging.getLogger(__name__)
@@ -416,10 +417,10 @@ def _walk(real: Any, fake: Any, redactor: Redactor) -> Any:
         out: dict[Any, Any] = {}
         for key, other in _pair_keys(real, fake):
             value = real[key]
-            new_key = _unique(out, _leaf(key, other, redactor))
+            new_key = unique_key(out, _leaf(key, other, redactor))
             if secret and key in ("data", "stringData") and isinstance(value, Mapping):
                 out[new_key] = {
-                    _unique(out, _leaf(k, o, redactor)): secret_hash(value[k])
+                    unique_key(out, _leaf(k, o, redactor)): secret_hash(value[k])
                     for k, o in _pair_keys(value, fake.get(other) or {})
                 }
             else:
@@ -457,13 +458,3 @@ def _pair_keys(real: Mapping[Any, Any], fake: Mapping[Any, Any]) -> list[tuple[A
         raise ShapeDiffers
     others = iter(only_fake)
     return [(k, k if k in fake else next(others)) for k in real]
-
-
-def _unique(out: Mapping[Any, Any], key: Any) -> Any:
-    # Two keys can redact to the same text; keep both rather than lose one.
-    if key not in out:
-        return key
-    n = 2
-    while f"{key}~{n}" in out:
-        n += 1
-    return f"{key}~{n}"

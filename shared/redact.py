@@ -364,7 +364,7 @@ class Redactor:
             hashed = redact_secret_object(node) if is_secret_object(node) else None
             out: dict[Any, Any] = {}
             for key, value in node.items():
-                new_key = self._unique(out, self._key(key))
+                new_key = unique_key(out, self._key(key))
                 if (
                     hashed is not None
                     and isinstance(hashed.get(key), Mapping)
@@ -389,15 +389,16 @@ class Redactor:
     def _key(self, key: Any) -> Any:
         return self.redact_text(key) if isinstance(key, str) else key
 
-    @staticmethod
-    def _unique(out: Mapping[Any, Any], key: Any) -> Any:
-        # Two keys can redact to the same text; keep both rather than lose one.
-        if key not in out:
-            return key
-        n = 2
-        while f"{key}~{n}" in out:
-            n += 1
-        return f"{key}~{n}"
+
+def unique_key(out: Mapping[Any, Any], key: Any) -> Any:
+    """`key`, or `key~2`, `key~3`… when it is taken: two keys can redact to the same text,
+    and both must be kept rather than one lost."""
+    if key not in out:
+        return key
+    n = 2
+    while f"{key}~{n}" in out:
+        n += 1
+    return f"{key}~{n}"
 
 
 def _redact_match(match: re.Match[str]) -> str:
