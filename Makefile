@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint typecheck bench demo schemas clean
+.PHONY: install system-packages test lint typecheck bench demo schemas clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-test: $(STAMP) lint typecheck
+# PostgreSQL and Chromium for the tests, from Debian, when missing (deploy/system-packages.sh)
+system-packages:
+	deploy/system-packages.sh
+
+test: $(STAMP) system-packages lint typecheck
 	$(PY) -m shared.schemas --check docs/schemas
 	$(PY) -m pytest -q
 

@@ -65,6 +65,52 @@ class AffectedSettings(_Strict):
     )
 
 
+class GitPublishSettings(_Strict):
+    repository: str = Field(
+        default="",
+        description="Repository to publish to: `owner/name`, a clone URL, or empty for the "
+        "fleet repo itself.",
+    )
+    branch: str = Field(default="rendered", description="Branch that receives the renders.")
+    path: str = Field(
+        default="{root}/",
+        description="Where a root's tree goes in that branch; `{root}` is the root id. Only "
+        "this subtree is replaced.",
+    )
+
+
+class S3PublishSettings(_Strict):
+    bucket: str = Field(default="", description="Bucket (the worker's S3 endpoint and keys).")
+    prefix: str = Field(
+        default="{root}/", description="Key prefix per root; `{root}` is the root id."
+    )
+
+
+class PublishSettings(_Strict):
+    """Where approved renders go (docs/publishing.md)."""
+
+    target: Literal["blob", "git", "s3"] = Field(
+        default="blob",
+        description="`blob`: the service's blob store (embedded stack); `git`: a branch or "
+        "repository Argo CD / Flux syncs; `s3`: a prefix for Flux Bucket sources.",
+    )
+    secrets: Literal["refuse", "sops"] = Field(
+        default="refuse",
+        description="A render with secret values: `refuse` to publish it, or `sops` to "
+        "re-encrypt those documents for the recipients in the fleet's .sops.yaml.",
+    )
+    git: GitPublishSettings = Field(default_factory=GitPublishSettings)
+    s3: S3PublishSettings = Field(default_factory=S3PublishSettings)
+
+
+class PreviewSettings(_Strict):
+    """Pull request previews (docs/previews.md). Owned by the preview work."""
+
+
+class RolloutSettings(_Strict):
+    """Patch promotion (docs/promotion.md). Owned by the promotion work."""
+
+
 class FleetConfig(_Strict):
     """The whole `rollwright.yaml`."""
 
@@ -74,6 +120,9 @@ class FleetConfig(_Strict):
     output: OutputSettings = Field(default_factory=OutputSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
     affected: AffectedSettings = Field(default_factory=AffectedSettings)
+    publish: PublishSettings = Field(default_factory=PublishSettings)
+    preview: PreviewSettings = Field(default_factory=PreviewSettings)
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
 
 
 def load(tree: Tree) -> FleetConfig:
