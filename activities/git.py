@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 from temporalio import activity
@@ -98,6 +99,8 @@ class GitActivities:
     @activity.defn(name=ACT_CHECKOUT)
     async def checkout(self, request: CheckoutRequest) -> CheckoutResult:
         name = _checkout_name()
+        self.jobs.write(name, "checking out", revision=request.revision)
+        started = time.monotonic()
         try:
             with fleet_mistakes():
                 path, sha = await blocking(
@@ -110,7 +113,13 @@ class GitActivities:
             "checked out",
             extra={"repo": request.repo.full_name, "revision": sha, "path": str(path)},
         )
-        self.jobs.write(name, "checked out", revision=sha, worker=activity.info().task_queue)
+        self.jobs.write(
+            name,
+            "checked out",
+            revision=sha,
+            worker=activity.info().task_queue,
+            seconds=round(time.monotonic() - started, 3),
+        )
         return CheckoutResult(path=str(path), revision=sha)
 
     @activity.defn(name=ACT_CLEANUP_CHECKOUT)

@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import ERR_GITHUB_REQUEST, ERR_NOT_CONFIGURED
 from activities.heartbeat import blocking
+from activities.joblog import JobLog
 from shared.github import (
     OUTPUT_LIMIT,
     CheckRunAction,
@@ -116,9 +117,12 @@ class GitHubAccess:
 
 
 class GitHubActivities:
-    def __init__(self, settings: Settings, github: GitHubAccess) -> None:
+    def __init__(
+        self, settings: Settings, github: GitHubAccess, jobs: JobLog | None = None
+    ) -> None:
         self.settings = settings
         self.github = github
+        self.jobs = jobs or JobLog(None)
 
     @activity.defn(name=ACT_CHECK_RUN)
     async def check_run(self, request: CheckRunRequest) -> CheckRunRef:
@@ -143,6 +147,17 @@ class GitHubActivities:
                 "status": request.status,
                 "conclusion": request.conclusion,
             },
+        )
+        self.jobs.write(
+            request.external_id,
+            "check run created"
+            if ref.check_run_id != request.check_run_id
+            else "check run updated",
+            check_run=ref.check_run_id,
+            status=request.status,
+            conclusion=request.conclusion,
+            title=request.title,
+            buttons=[a.identifier for a in request.actions] or None,
         )
         return ref
 

@@ -11,6 +11,7 @@ goes through the same review as any other change.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from temporalio import activity
@@ -22,6 +23,7 @@ from activities.joblog import JobLog
 from activities.store import load_render, save_render
 from shared.blobstore import BlobStore, render_prefix
 from shared.diff import diff_renders
+from shared.diffdoc import diff_document, document_key
 from shared.fleet import Fleet
 from shared.payloads import (
     ACT_DIFF_RENDER,
@@ -62,11 +64,20 @@ class RenderActivities:
     def _render(self, request: RenderRequest) -> RenderSummary:
         log = activity.logger
         repo = request.repo.full_name
+        self.jobs.write(
+            request.deployment_id, "render started", root=request.root, revision=request.revision
+        )
+        started = time.monotonic()
         try:
             with fleet_mistakes():
                 render = render_checkout(Path(request.checkout_path), request.root)
         except ApplicationError as err:
-            self.jobs.write(request.deployment_id, "render failed", error=err.message)
+            self.jobs.write(
+                request.deployment_id,
+                "render failed",
+                error=err.message,
+                seconds=round(time.monotonic() - started, 3),
+            )
             raise
         if not render.files:
             log.info("root renders empty", extra={"repo": repo, "root": request.root})
@@ -90,6 +101,7 @@ class RenderActivities:
             files=len(render.files),
             digest=render.digest,
             prefix=prefix,
+            seconds=round(time.monotonic() - started, 3),
         )
         return RenderSummary(digest=render.digest, file_count=len(render.files), blob_prefix=prefix)
 
@@ -98,12 +110,15 @@ class RenderActivities:
         return await blocking(self._diff, request)
 
     def _diff(self, request: DiffRequest) -> DiffSummary:
+        started = time.monotonic()
         new = load_render(self.blobs, request.new_prefix)
         old = load_render(self.blobs, request.old_prefix) if request.old_prefix else None
         diff = diff_renders(old.side if old else None, new.side)
         url = self.settings.job_url(request.deployment_id)
         key = full_diff_key(request.deployment_id)
         self.blobs.put(key, diff.markdown().encode())
+        document = diff_document(diff, old.files if old else None, new.files)
+        self.blobs.put(document_key(request.deployment_id), document.to_json())
         activity.logger.info(
             "render diffed",
             extra={
@@ -123,7 +138,10 @@ class RenderActivities:
             added=diff.added,
             removed=diff.removed,
             changed=diff.changed,
+            lines_added=document.additions,
+            lines_removed=document.deletions,
             full_diff=key,
+            seconds=round(time.monotonic() - started, 3),
         )
         return DiffSummary(
             added=diff.added,

@@ -278,7 +278,9 @@ def test_render_diff_and_publish(world: World) -> None:
     # the job page's log of deployment dep-2, step by step
     log = JobLog(world.blobs).read("dep-2")
     assert [line["message"] for line in log] == [
+        "checking out",
         "checked out",
+        "render started",
         "rendered",
         "checkout removed",
         "diffed",
@@ -287,7 +289,9 @@ def test_render_diff_and_publish(world: World) -> None:
         "publishing",
         "published",
     ]
-    assert log[0]["revision"] == second and log[3]["changed"] == 1
+    assert log[1]["revision"] == second and log[5]["changed"] == 1
+    assert all("activity" in line for line in log)  # the test environment names none
+    assert all(log[i]["seconds"] >= 0 for i in (1, 3, 5))
     assert log[-1]["already_published"] is True
 
     # deleting the root deploys an empty render, which unpublishes its files
@@ -314,7 +318,7 @@ def test_render_of_a_broken_root_is_a_fleet_error(world: World) -> None:
     assert "no-such-template" in message
     assert "deployments/solo/apps/app/deployment.yaml" in message
     assert not world.blobs.exists(f"renders/acme/fleet/solo/{bad}/digest.json")
-    failed = JobLog(world.blobs).read("dep-bad")[1]
+    failed = JobLog(world.blobs).read("dep-bad")[3]
     assert failed["message"] == "render failed" and failed["error"] == message
     assert not (world.settings.git_dir / "checkouts" / "dep-bad").exists()
 

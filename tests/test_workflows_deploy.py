@@ -104,7 +104,12 @@ async def test_merge_deployment_end_to_end() -> None:
         assert {q for _, q in world.pinned_calls} == {world.pinned_queue}
         assert [n for n, _ in world.pinned_calls][:2] == [ACT_CHECKOUT, ACT_RENDER_ROOT]
         assert world.cleaned == [f"/checkouts/{A}"]
-        assert [r.state for r in world.records] == ["published"]
+        assert [r.state for r in world.records] == [
+            "rendering",
+            "awaiting_review",
+            "publishing",
+            "published",
+        ]
 
         state = await h.until_state(ROOT, "idle", lambda s: s.current is None)
         assert state.latest is not None and state.latest.revision == A
@@ -147,7 +152,7 @@ async def test_priority_manual_before_merge_fifo_within() -> None:
         await h.unlock(ROOT)
         await published(h, B)
         await published(h, C)
-        assert [r.revision for r in world.records] == [A, D, B, C]
+        assert [r.revision for r in world.outcomes] == [A, D, B, C]
 
 
 @scenario
@@ -245,8 +250,8 @@ async def test_behind_skipped_and_not_persisted() -> None:
         assert skipped.conclusion == "failure"
         assert "behind the latest deployed revision" in skipped.summary
         assert L[:12] in skipped.summary
-        await until(lambda: world.records, "the skip recorded")
-        assert [(r.revision, r.state) for r in world.records] == [(B, "skipped")]
+        await until(lambda: world.outcomes, "the skip recorded")
+        assert [(r.revision, r.state) for r in world.outcomes] == [(B, "skipped")]
         assert world.persisted == [] and world.latest[ROOT].revision == L
         assert not any(name == ACT_CHECKOUT for name, _ in world.pinned_calls)
 
@@ -491,7 +496,7 @@ async def test_continue_as_new_keeps_queue() -> None:
         await published(h, B)
         # The carried queue items kept their deployment ids and check runs.
         assert {r: world.runs_for(r) for r in (A, B, C, D)} == check_runs_before
-        assert [r.revision for r in world.records] == [A, B]
+        assert [r.revision for r in world.outcomes] == [A, B]
 
 
 @scenario
@@ -533,8 +538,8 @@ async def test_github_and_git_errors_fail_one_item_not_the_queue() -> None:
     world = World(check_run_errors={A}, relation_errors={B})
     async with harness(world) as h:
         handle = await h.push(ROOT, A)
-        await until(lambda: [r for r in world.records if r.revision == A], "A recorded")
-        (record,) = world.records
+        await until(lambda: [r for r in world.outcomes if r.revision == A], "A recorded")
+        (record,) = world.outcomes
         assert record.state == "failed" and "422" in record.message
         assert world.publish_attempts == [], "no review without a check run, so no publish"
 
@@ -546,7 +551,7 @@ async def test_github_and_git_errors_fail_one_item_not_the_queue() -> None:
         await h.push(ROOT, C)  # the queue still works
         await published(h, C)
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-        assert [(r.revision, r.state) for r in world.records] == [
+        assert [(r.revision, r.state) for r in world.outcomes] == [
             (A, "failed"),
             (B, "failed"),
             (C, "published"),

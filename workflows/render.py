@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         SA_STATE,
         SIGNAL_DEPLOYMENT_UPDATE,
         SIGNAL_REVIEW,
+        TERMINAL_STATES,
         CheckoutRequest,
         CheckoutResult,
         CheckRunAction,
@@ -55,6 +56,8 @@ with workflow.unsafe.imports_passed_through():
 # Publishing is idempotent by deployment id (publishers check for it), so retrying after a
 # timeout cannot publish twice; still, a few attempts then a visible failure beat a loop.
 PUBLISH_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1), maximum_attempts=3)
+# Recording an intermediate state: the history row is for people, the deployment goes on.
+RECORD_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3)
 
 
 @workflow.defn(name="RenderWorkflow")
@@ -334,6 +337,10 @@ class RenderWorkflow:
             # Otherwise the check run only reports; the deployment goes on.
             workflow.logger.warning("check run update (%s) failed: %s", state, err.cause)
         await self._tell_parent(state, message, approved_by)
+        # The job page's timeline: every state lands in SQL as it happens (`_finish` records
+        # the terminal one). Histories from before this recorded only the outcome.
+        if state not in TERMINAL_STATES and workflow.patched("record-each-state"):
+            await self._record(state, message, approved_by)
 
     async def _tell_parent(
         self, state: DeploymentState, message: str, approved_by: str | None
@@ -376,8 +383,29 @@ class RenderWorkflow:
             message=message,
             approved_by=approved_by,
         )
+        inp = self.inp
+        try:
+            await calls.short(
+                ACT_RECORD_DEPLOYMENT, self._record_of(state, message, approved_by), type(None)
+            )
+        except ActivityError as err:  # history is the query side; the outcome stands
+            workflow.logger.warning("recording the deployment failed: %s", err.cause)
+        return RenderResult(
+            deployment_id=inp.deployment_id,
+            state=state,
+            message=message,
+            render_digest=self.digest,
+            approved_by=approved_by,
+            check_run_id=self.check_run_id,
+            published=published,
+            latest=self.persisted,
+        )
+
+    def _record_of(
+        self, state: DeploymentState, message: str, approved_by: str | None
+    ) -> DeploymentRecord:
         inp, diff = self.inp, self.diff
-        record = DeploymentRecord(
+        return DeploymentRecord(
             deployment_id=inp.deployment_id,
             repo=inp.repo.full_name,
             root=inp.root,
@@ -394,20 +422,19 @@ class RenderWorkflow:
             message=message,
             at=workflow.now(),
         )
+
+    async def _record(self, state: DeploymentState, message: str, approved_by: str | None) -> None:
+        """A state on its way: a few quick attempts, then only a warning (the deployment
+        does not wait for the query side)."""
         try:
-            await calls.short(ACT_RECORD_DEPLOYMENT, record, type(None))
-        except ActivityError as err:  # history is the query side; the outcome stands
-            workflow.logger.warning("recording the deployment failed: %s", err.cause)
-        return RenderResult(
-            deployment_id=inp.deployment_id,
-            state=state,
-            message=message,
-            render_digest=self.digest,
-            approved_by=approved_by,
-            check_run_id=self.check_run_id,
-            published=published,
-            latest=self.persisted,
-        )
+            await workflow.execute_activity(
+                ACT_RECORD_DEPLOYMENT,
+                self._record_of(state, message, approved_by),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RECORD_RETRY,
+            )
+        except ActivityError as err:
+            workflow.logger.warning("recording state %s failed: %s", state, err.cause)
 
     async def _cleanup(self, checkout: CheckoutResult) -> None:
         try:

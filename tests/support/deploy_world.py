@@ -52,6 +52,7 @@ from shared.payloads import (
     SIGNAL_REVIEW,
     SIGNAL_UNLOCK,
     TASK_QUEUE,
+    TERMINAL_STATES,
     AffectedRequest,
     AffectedResult,
     CheckoutRequest,
@@ -131,6 +132,11 @@ class World:
     client: Client | None = None  # set by the harness: signal_deploys really signals
 
     # --- assertions helpers -------------------------------------------------------------
+
+    @property
+    def outcomes(self) -> list[DeploymentRecord]:
+        """The records of finished deployments (RenderWorkflow records each state on the way)."""
+        return [r for r in self.records if r.state in TERMINAL_STATES]
 
     def runs_for(self, revision: str, root: str | None = None) -> list[int]:
         """Check-run ids created for a revision (of one root), oldest first."""
