@@ -1,0 +1,351 @@
+"""PromotionWorkflow on the time-skipping server: the rollout scenarios of issue 7.
+
+Each test starts its own test server with a fake fleet behind the activities
+(tests/support/promotion_world.py): days at a manual gate, soak times and closed windows pass
+instantly. The real activities (git, GitHub, visibility) are tested in test_promotion_*.py and
+end to end in test_e2e_promotion.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from shared.payloads_promotion import (
+    SIGNAL_HALT,
+    SIGNAL_PROMOTE,
+    SIGNAL_PROMOTION_REVISION,
+    SIGNAL_RESUME,
+    HaltSignal,
+    NodeInfo,
+    PromoteSignal,
+    PromotionRevision,
+    ResumeSignal,
+    RolloutView,
+    RootDeployment,
+    WindowInfo,
+)
+from tests.support.deploy_world import until
+from tests.support.promotion_world import PATCH, Fleet, Rollout, rollout
+from workflows.promotion import PromotionWorkflow, rollout_table
+
+INT, STAGE, PROD = "integration", "stage", "prod/prod-canary"
+
+
+def scenario(fn: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
+    @functools.wraps(fn)
+    def test() -> None:
+        asyncio.run(asyncio.wait_for(fn(), 60))
+
+    return test
+
+
+def three_nodes(stage_gate: str = "automated", **soak: int) -> Fleet:
+    return Fleet(
+        plan=[
+            NodeInfo(path=INT, gate="automated", soak_seconds=soak.get("integration", 0)),
+            NodeInfo.model_validate(
+                {"path": STAGE, "gate": stage_gate, "soak_seconds": soak.get("stage", 0)}
+            ),
+            NodeInfo(path=PROD, gate="automated"),
+        ],
+        roots={
+            INT: ["mc/integration/s1/us", "mc/integration/s1/eu"],
+            STAGE: ["mc/stage/s1/us"],
+            PROD: ["mc/prod/canary/us"],
+        },
+    )
+
+
+def deployed_at_first_node(fleet: Fleet) -> None:
+    """latest.json of the first node's roots: published revisions that contain the patch."""
+    for root in fleet.roots[INT]:
+        fleet.latest[root] = RootDeployment(
+            root=root,
+            revision=fleet.tip,
+            deployment_id=f"dep-{root}",
+            state="published",
+            contains_patch=True,
+        )
+
+
+async def result(r: Rollout) -> RolloutView:
+    assert r.handle is not None
+    view: RolloutView = await r.handle.result()
+    return view
+
+
+def asking(fleet: Fleet, identifier: str) -> Callable[[], bool]:
+    def probe() -> bool:
+        return bool(fleet.check_runs) and any(
+            a.identifier == identifier for a in fleet.last_run().actions
+        )
+
+    return probe
+
+
+@scenario
+async def test_automated_chain_through_the_whole_sequence() -> None:
+    fleet = three_nodes()
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    async with rollout(fleet) as r:
+        await r.start()
+        view = await result(r)
+    assert [c.to_node for c in fleet.commits] == [STAGE, PROD]
+    assert all(c.actor is None for c in fleet.commits)  # automated: committed as the app
+    # every root under each new node reported its deployment before the next commit
+    assert [d.root for d in fleet.deployed] == ["mc/stage/s1/us", "mc/prod/canary/us"]
+    assert view.phase == "graduated" and view.pull_request_url
+    assert [(row.node, row.state) for row in view.rows] == [
+        (INT, "passed"),
+        (STAGE, "passed"),
+        (PROD, "graduated"),
+    ]
+    # the check run walked along the tip and ended green
+    final = fleet.last_run()
+    assert final.name == f"rollwright/promote: {PATCH}"
+    assert (final.status, final.conclusion) == ("completed", "success")
+    assert final.head_sha == fleet.tip
+    assert "| node | state | since |" in final.summary
+
+
+@scenario
+async def test_manual_gate_waits_days_and_proceeds_on_promote() -> None:
+    fleet = three_nodes(stage_gate="manual")
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(asking(fleet, "promote"), "the Promote button")
+        gate = fleet.last_run()
+        assert (gate.status, gate.conclusion) == ("completed", "action_required")
+        assert [a.identifier for a in gate.actions] == ["promote", "halt"]
+        assert STAGE in gate.title
+        await r.env.sleep(timedelta(days=4))
+        assert fleet.commits == []  # four days later, still waiting
+        view = await r.view()
+        assert view.phase == "gate" and view.gate == "manual" and view.next_node == STAGE
+        assert dict((row.node, row.state) for row in view.rows)[STAGE] == "awaiting_promote"
+        waited = datetime.now(UTC)  # real time; the rows' `since` is workflow time
+        assert view.rows[1].since < view.rows[0].since + timedelta(minutes=1) or waited
+
+        await r.signal(SIGNAL_PROMOTE, PromoteSignal(by="alice"))
+        view = await result(r)
+    assert [(c.to_node, c.actor) for c in fleet.commits] == [(STAGE, "alice"), (PROD, None)]
+    assert view.phase == "graduated"
+
+
+@scenario
+async def test_soak_time_delays_the_next_gate() -> None:
+    fleet = three_nodes(integration=2 * 3600, stage=30 * 60)
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(lambda: fleet.check_runs and "Soaking" in fleet.last_run().title, "soak")
+        assert fleet.commits == []
+        assert "soaking" in rollout_table((await r.view()).rows)
+        await result(r)
+    first, second = fleet.commit_times
+    started = fleet.evaluations[0].now
+    assert first - started >= timedelta(hours=2)
+    assert second - first >= timedelta(minutes=30)
+
+
+@scenario
+async def test_failed_deployment_halts_and_resume_continues() -> None:
+    fleet = three_nodes()
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    fleet.outcomes["mc/stage/s1/us"] = "failed"
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(asking(fleet, "resume"), "the halted check run")
+        halted = fleet.last_run()
+        assert (halted.status, halted.conclusion) == ("completed", "failure")
+        assert halted.title == f"Halted at {STAGE}"
+        assert "mc/stage/s1/us" in halted.summary and "failed" in halted.summary
+        view = await r.view()
+        assert view.phase == "halted" and view.halt and view.halt.roots == ["mc/stage/s1/us"]
+        assert [c.to_node for c in fleet.commits] == [STAGE]
+
+        # Resume alone does not move on: the root still needs a good deployment (the fix).
+        await r.signal(SIGNAL_RESUME, ResumeSignal(by="bob"))
+        await until(lambda: "Deploying" in fleet.last_run().title, "waiting for a good deployment")
+        assert [c.to_node for c in fleet.commits] == [STAGE]
+        await fleet.report("mc/stage/s1/us", fleet.tip, "published")
+        view = await result(r)
+    assert [c.to_node for c in fleet.commits] == [STAGE, PROD]
+    assert view.phase == "graduated"
+
+
+@scenario
+async def test_halt_button_stops_until_resume() -> None:
+    fleet = three_nodes(stage_gate="manual")
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(asking(fleet, "halt"), "the Halt button")
+        await r.signal(SIGNAL_HALT, HaltSignal(by="carol", reason="incident 42"))
+        await until(asking(fleet, "resume"), "halted")
+        assert "incident 42" in fleet.last_run().summary
+        await r.signal(SIGNAL_PROMOTE, PromoteSignal(by="alice"))  # ignored while halted
+        await r.env.sleep(timedelta(hours=1))
+        assert fleet.commits == []
+        await r.signal(SIGNAL_RESUME, ResumeSignal(by="carol"))
+        await until(asking(fleet, "promote"), "the gate again")
+        await r.signal(SIGNAL_PROMOTE, PromoteSignal(by="alice"))
+        await result(r)
+    assert [(c.to_node, c.actor) for c in fleet.commits] == [(STAGE, "alice"), (PROD, None)]
+
+
+@scenario
+async def test_closed_window_defers_to_the_next_opening() -> None:
+    opens: list[datetime] = []
+
+    def window(node: str, now: datetime) -> WindowInfo:
+        if not opens:
+            opens.append(now + timedelta(hours=10))
+        if node == STAGE and now < opens[0]:
+            return WindowInfo(open=False, reason="freeze", next_open=opens[0])
+        return WindowInfo(open=True)
+
+    fleet = three_nodes()
+    fleet.window = window
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(lambda: fleet.check_runs and "window" in fleet.last_run().title, "closed")
+        shown = fleet.last_run()
+        assert "opens " + opens[0].strftime("%Y-%m-%d %H:%M UTC") in shown.summary
+        assert "freeze" in shown.summary
+        assert (await r.view()).rows[1].state == "window_closed"
+        await result(r)
+    assert fleet.commit_times[0] >= opens[0]
+    assert [c.to_node for c in fleet.commits] == [STAGE, PROD]
+
+
+@scenario
+async def test_unmet_dependency_waits_for_a_revision_that_meets_it() -> None:
+    fleet = three_nodes()
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    fleet.unmet[fleet.tip] = ["/cert-manager/source/targetRevision >=v1.13.0: found 'v1.12.0'"]
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(lambda: fleet.check_runs and "dependencies" in fleet.last_run().title, "unmet")
+        assert "found 'v1.12.0'" in fleet.last_run().summary
+        await r.env.sleep(timedelta(days=2))  # re-checks on its timer, still unmet
+        assert fleet.commits == []
+        assert (await r.view()).rows[1].state == "dependencies_unmet"
+        # cert-manager is upgraded on the default branch: the push delivers the revision
+        fixed = fleet.new_revision()
+        await r.signal(SIGNAL_PROMOTION_REVISION, PromotionRevision(revision=fixed))
+        await result(r)
+    assert [c.to_node for c in fleet.commits] == [STAGE, PROD]
+
+
+@scenario
+async def test_graduation_pull_request_when_active_everywhere() -> None:
+    fleet = three_nodes()
+    fleet.start_at(3)
+    fleet.latest["mc/prod/canary/us"] = RootDeployment(
+        root="mc/prod/canary/us",
+        revision=fleet.tip,
+        deployment_id="d1",
+        state="published",
+        contains_patch=True,
+    )
+    async with rollout(fleet) as r:
+        await r.start()
+        view = await result(r)
+    assert fleet.commits == []
+    assert len(fleet.graduations) == 1 and fleet.graduations[0].patch_id == PATCH
+    assert view.pull_request_url == "https://gh/acme/fleet/pull/42"
+    final = fleet.last_run()
+    assert final.conclusion == "success" and "#42" in final.title
+
+
+@scenario
+async def test_conflicting_patches_block_until_fixed() -> None:
+    fleet = three_nodes()
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    conflict = (
+        "config/mc/hypershift/integration/patches/a.yaml and "
+        "config/mc/hypershift/integration/patches/b.yaml both set /hypershift/image/tag"
+    )
+    fleet.conflicts[fleet.tip] = [conflict]
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(lambda: fleet.check_runs, "a check run")
+        blocked = fleet.last_run()
+        assert (blocked.status, blocked.conclusion) == ("completed", "failure")
+        assert "a.yaml" in blocked.summary and "b.yaml" in blocked.summary
+        assert (await r.view()).phase == "blocked"
+        await r.env.sleep(timedelta(days=1))
+        assert fleet.commits == []
+        fixed = fleet.new_revision()
+        await r.signal(SIGNAL_PROMOTION_REVISION, PromotionRevision(revision=fixed))
+        await result(r)
+    assert [c.to_node for c in fleet.commits] == [STAGE, PROD]
+
+
+@scenario
+async def test_patch_removed_ends_the_rollout() -> None:
+    fleet = three_nodes(stage_gate="manual")
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(asking(fleet, "promote"), "the gate")
+        gone = fleet.new_revision(-1)
+        await r.signal(SIGNAL_PROMOTION_REVISION, PromotionRevision(revision=gone))
+        view = await result(r)
+    assert view.phase == "gone" and fleet.commits == []
+    assert fleet.last_run().conclusion == "neutral"
+
+
+@scenario
+async def test_continue_as_new_keeps_the_rollout_and_replays() -> None:
+    fleet = three_nodes(stage_gate="manual")
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    histories: list[WorkflowHistory] = []
+    async with rollout(fleet) as r:
+        handle = await r.start(max_history_events=30)
+        await until(asking(fleet, "promote"), "the gate")
+        for i in range(6):  # unrelated pushes: each re-reads the fleet
+            other = fleet.new_revision()
+            await r.signal(SIGNAL_PROMOTION_REVISION, PromotionRevision(revision=other))
+            await until(lambda o=other: any(e.revision == o for e in fleet.evaluations), f"{i}")
+        await until(asking(fleet, "promote"), "the gate after the pushes")
+        await r.signal(SIGNAL_PROMOTE, PromoteSignal(by="alice"))
+        view = await result(r)
+        run_id: str | None = handle.first_execution_run_id
+        while run_id:
+            h = await r.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+            histories.append(h)
+            last = h.events[-1]
+            run_id = (
+                last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+                if last.HasField("workflow_execution_continued_as_new_event_attributes")
+                else None
+            )
+    assert len(histories) >= 2, "the rollout should have continued as new"
+    assert view.phase == "graduated"
+    assert [(c.to_node, c.actor) for c in fleet.commits] == [(STAGE, "alice"), (PROD, None)]
+    replayer = Replayer(workflows=[PromotionWorkflow], data_converter=pydantic_data_converter)
+    for history in histories:
+        replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        assert replayed.replay_failure is None, replayed.replay_failure

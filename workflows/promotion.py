@@ -1,0 +1,763 @@
+"""PromotionWorkflow: one version patch walking the rollout sequence (`promote:<repo>:<patch>`).
+
+Every pass of the loop reads the patch at the newest default-branch revision it knows (an
+activity: sequence, active nodes, roots under the current node, next node's gate, window and
+dependencies, conflicts) and decides one step:
+
+    deploying (every root under the current node runs a revision containing the patch:
+    deployment_finished signals, latest.json on start and on a new node)
+      → soaking (the current node's soak, a durable timer)
+      → the next node's gate: promotion window open? dependencies met? automated → commit,
+        manual → a check run with Promote / Halt, waiting as long as it takes
+      → the commit moves the patch on; the loop watches the next node's deployments
+    … until the patch is active on every node: a graduation pull request, and the end.
+
+A failed, rejected or timed-out deployment of a revision containing the patch under the current
+node (or a Halt click) halts the rollout until someone clicks Resume. Conflicting patches or a
+broken fleet repo block it until a new revision fixes them. The rollout table (node, state,
+since) is the workflow's current details and the `rollout` query; the check run
+`rollwright/promote: <patch>` on the default branch's tip carries the same table and buttons.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from shared.payloads import (
+        ACT_CHECK_RUN,
+        SA_REPO,
+        SA_REVISION,
+        SA_STATE,
+        CheckRunAction,
+        CheckRunRef,
+        CheckRunRequest,
+    )
+    from shared.payloads_promotion import (
+        ACT_PROMOTION_COMMIT,
+        ACT_PROMOTION_DEPLOYMENTS,
+        ACT_PROMOTION_EVALUATE,
+        ACT_PROMOTION_GRADUATE,
+        PROMOTION_WORKFLOW,
+        QUERY_ROLLOUT,
+        SIGNAL_DEPLOYMENT_FINISHED,
+        SIGNAL_HALT,
+        SIGNAL_PROMOTE,
+        SIGNAL_PROMOTION_REVISION,
+        SIGNAL_RESUME,
+        CommitRequest,
+        CommitResult,
+        DeploymentFinished,
+        DeploymentsRequest,
+        DeploymentsResult,
+        EvaluateRequest,
+        Evaluation,
+        GraduateRequest,
+        GraduateResult,
+        HaltSignal,
+        HaltState,
+        NodeState,
+        Phase,
+        PromoteSignal,
+        PromotionInput,
+        PromotionRevision,
+        ResumeSignal,
+        RolloutRow,
+        RolloutView,
+        RootDeployment,
+        promotion_check_run_name,
+        promotion_workflow_id,
+    )
+    from workflows import calls, searchattrs
+
+MAX_HISTORY_EVENTS = 5_000
+# Dependencies only change with a new revision (a signal); this is a safety net for a missed
+# one. The same interval re-reads a window that gave no next opening.
+RECHECK = timedelta(hours=1)
+# Reading the fleet repo and latest.json: retried with backoff, never given up on (a broken
+# fleet repo is not an error here: the evaluation says so and the rollout is blocked).
+READ_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=5))
+
+PROMOTE = CheckRunAction(
+    label="Promote", description="Promote the patch to the next node", identifier="promote"
+)
+HALT = CheckRunAction(label="Halt", description="Stop this rollout here", identifier="halt")
+RESUME = CheckRunAction(
+    label="Resume", description="Continue the rollout after a fix", identifier="resume"
+)
+
+
+@workflow.defn(name=PROMOTION_WORKFLOW)
+class PromotionWorkflow:
+    def __init__(self) -> None:
+        self.revision = ""
+        self.pending_revision: str | None = None
+        self.reported: dict[str, DeploymentFinished] = {}
+        self.halt_request: HaltSignal | None = None
+        self.resume_request: ResumeSignal | None = None
+        self.wakeups = 0
+        self.ev: Evaluation | None = None
+        self.ev_at: datetime | None = None
+        self.phase: Phase = "starting"
+        self.waiting_for = ""
+        self.awaiting_node: str | None = None
+        self.pull_request_url: str | None = None
+        self.shown: tuple[object, ...] | None = None
+        self.want_check_run: _CheckRunWant | None = None
+        self.search_state = ""
+        self.search_revision = ""
+
+    # --- signals and query -----------------------------------------------------------------
+
+    @workflow.signal(name=SIGNAL_DEPLOYMENT_FINISHED)
+    def deployment_finished(self, signal: DeploymentFinished) -> None:
+        # Roots outside the current node are dropped once the loop has read the revision.
+        self.reported[signal.root] = signal
+        self.wakeups += 1
+
+    @workflow.signal(name=SIGNAL_PROMOTE)
+    def promote(self, signal: PromoteSignal) -> None:
+        # A click approves the node the check run offered; a stale click is ignored.
+        if self.awaiting_node is None or self.halt is not None or self.halt_request is not None:
+            workflow.logger.info("promote ignored: no manual gate is waiting")
+            return
+        self.approved[self.awaiting_node] = signal.by or "someone"
+        self.wakeups += 1
+
+    @workflow.signal(name=SIGNAL_HALT)
+    def halt_signal(self, signal: HaltSignal) -> None:
+        self.halt_request = signal
+        self.wakeups += 1
+
+    @workflow.signal(name=SIGNAL_RESUME)
+    def resume(self, signal: ResumeSignal) -> None:
+        self.resume_request = signal
+        self.wakeups += 1
+
+    @workflow.signal(name=SIGNAL_PROMOTION_REVISION)
+    def new_revision(self, signal: PromotionRevision) -> None:
+        if signal.revision and signal.revision != self.revision:
+            self.pending_revision = signal.revision
+            self.wakeups += 1
+
+    @workflow.query(name=QUERY_ROLLOUT)
+    def rollout(self) -> RolloutView:
+        ev = self.ev
+        nxt = ev.node(ev.next_node) if ev else None
+        return RolloutView(
+            repo=self.inp.repo.full_name,
+            patch_id=self.inp.patch_id,
+            revision=self.revision,
+            phase=self.phase,
+            current_node=ev.current_node if ev else None,
+            next_node=ev.next_node if ev else None,
+            gate=nxt.gate if nxt else None,
+            waiting_for=self.waiting_for,
+            rows=self.rows,
+            deployments=[self.deployments[r] for r in sorted(self.deployments)],
+            halt=self.halt,
+            pull_request_url=self.pull_request_url,
+        )
+
+    # --- main loop -------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: PromotionInput) -> RolloutView:
+        self.inp = inp
+        self.revision = inp.revision
+        self.rows: list[RolloutRow] = list(inp.rows)
+        self.node = inp.node
+        self.deployments: dict[str, RootDeployment] = {d.root: d for d in inp.deployments}
+        self.acknowledged: set[str] = set(inp.acknowledged)
+        self.halt: HaltState | None = inp.halt
+        self.approved: dict[str, str] = dict(inp.approved)
+        self.healthy_since = inp.healthy_since
+        self.check_run_id = inp.check_run_id
+        self.check_run_sha = inp.check_run_sha
+        for report in inp.reported:
+            self.reported[report.root] = report
+        self.max_history_events = inp.max_history_events or MAX_HISTORY_EVENTS
+        searchattrs.upsert(repo=inp.repo.full_name, keys=(SA_REPO,))
+        if not self.revision:
+            await workflow.wait_condition(lambda: self.pending_revision is not None)
+        # A fresh start reads every root's latest.json; a continued run keeps what it knew.
+        reload_all = inp.node is None
+        while True:
+            self._take_signals()
+            if self._should_continue_as_new():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self._carry())
+            ev = await self._evaluation()
+            if ev.error or ev.conflicts:
+                self._block(ev)
+                await self._wait()
+                continue
+            if not ev.found:
+                return await self._gone()
+            if ev.current_node != self.node:
+                self.node = ev.current_node
+                self.deployments = {}
+                self.healthy_since = None
+                reload_all = True
+            await self._read_deployments(ev, reload_all)
+            reload_all = False
+            if self.halt is not None:
+                self._show_halted(ev)
+                await self._wait()
+                continue
+            if not await self._deployed_and_soaked(ev):
+                continue
+            if ev.next_node is None:
+                if ev.graduation_ready:
+                    done = await self._graduate(ev)
+                    if done is not None:
+                        return done
+                    continue
+                self._set("deploying", f"the patch is active on `{self.node}`", ev)
+                await self._wait()
+                continue
+            await self._gate(ev)
+
+    def _take_signals(self) -> None:
+        if self.pending_revision is not None:
+            self.revision = self.pending_revision
+            self.pending_revision = None
+        now = workflow.now()
+        if self.halt_request is not None:
+            request, self.halt_request = self.halt_request, None
+            if self.halt is None:
+                who = request.by or "someone"
+                self.halt = HaltState(
+                    node=self.node or "",
+                    reason=request.reason or f"halted by @{who}",
+                    by=who,
+                    since=now,
+                )
+        if self.resume_request is not None:
+            resume, self.resume_request = self.resume_request, None
+            if self.halt is not None:
+                workflow.logger.info("rollout resumed by %s", resume.by or "someone")
+                # The failures that halted it no longer halt it; the node still waits for a
+                # successful deployment of every root.
+                self.acknowledged.update(self.halt.deployment_ids)
+                self.halt = None
+                self.healthy_since = None
+
+    async def _evaluation(self) -> Evaluation:
+        now = workflow.now()
+        ev = self.ev
+        if ev is None or ev.revision != self.revision or self._stale(ev, now):
+            ev = await workflow.execute_activity(
+                ACT_PROMOTION_EVALUATE,
+                EvaluateRequest(
+                    repo=self.inp.repo, patch_id=self.inp.patch_id, revision=self.revision, now=now
+                ),
+                result_type=Evaluation,
+                start_to_close_timeout=timedelta(minutes=10),
+                heartbeat_timeout=timedelta(minutes=1),
+                retry_policy=READ_RETRY,
+            )
+            self.ev, self.ev_at = ev, now
+            if self.search_revision != ev.revision:
+                self.search_revision = ev.revision
+                searchattrs.upsert(revision=ev.revision, keys=(SA_REVISION,))
+        return ev
+
+    def _stale(self, ev: Evaluation, now: datetime) -> bool:
+        """The window may have opened or closed since, or it is time for the safety recheck."""
+        if self.ev_at is None or now - self.ev_at >= RECHECK:
+            return True
+        window = ev.window
+        if window.open:
+            return window.closes_at is not None and now >= window.closes_at
+        return window.next_open is not None and now >= window.next_open
+
+    async def _read_deployments(self, ev: Evaluation, reload_all: bool) -> None:
+        roots = set(ev.roots)
+        reported = [r for root, r in sorted(self.reported.items()) if root in roots]
+        self.reported = {}
+        missing = [r for r in ev.roots if r not in self.deployments]
+        wanted = sorted(set(ev.roots) if reload_all else {r.root for r in reported} | set(missing))
+        for root in list(self.deployments):
+            if root not in roots:  # the node lost a root (a removed cluster)
+                del self.deployments[root]
+        if not wanted:
+            return
+        result = await workflow.execute_activity(
+            ACT_PROMOTION_DEPLOYMENTS,
+            DeploymentsRequest(
+                repo=self.inp.repo, patch_id=self.inp.patch_id, roots=wanted, reported=reported
+            ),
+            result_type=DeploymentsResult,
+            start_to_close_timeout=timedelta(minutes=10),
+            heartbeat_timeout=timedelta(minutes=1),
+            retry_policy=READ_RETRY,
+        )
+        for deployment in result.deployments:
+            self.deployments[deployment.root] = deployment
+
+    async def _deployed_and_soaked(self, ev: Evaluation) -> bool:
+        """True once every root under the current node is healthy and the soak is over; else
+        it shows why not, waits, and the loop starts again."""
+        node = self.node or ""
+        failed = [
+            d
+            for d in self.deployments.values()
+            if d.failed and d.deployment_id not in self.acknowledged
+        ]
+        if failed:
+            failed.sort(key=lambda d: d.root)
+            self.halt = HaltState(
+                node=node,
+                reason="; ".join(
+                    f"`{d.root}`: deployment of `{d.revision[:12]}` {d.state.replace('_', ' ')}"
+                    + (f" ({d.message})" if d.message else "")
+                    for d in failed
+                    if d.state
+                ),
+                roots=[d.root for d in failed],
+                deployment_ids=[d.deployment_id for d in failed],
+                since=workflow.now(),
+            )
+            self._show_halted(ev)
+            await self._wait()
+            return False
+        waiting = [r for r in ev.roots if not self._healthy(r)]
+        if waiting:
+            self.healthy_since = None
+            done = len(ev.roots) - len(waiting)
+            self._set(
+                "deploying",
+                f"deployments under `{node}`: {done} of {len(ev.roots)} roots run a revision "
+                f"with the patch; waiting for "
+                + ", ".join(f"`{r}`" for r in waiting[:10])
+                + (" …" if len(waiting) > 10 else ""),
+                ev,
+            )
+            await self._wait()
+            return False
+        now = workflow.now()
+        if self.healthy_since is None:
+            self.healthy_since = now
+        info = ev.node(node)
+        soak = timedelta(seconds=info.soak_seconds if info else 0)
+        remaining = self.healthy_since + soak - now
+        if remaining > timedelta(0):
+            until = self.healthy_since + soak
+            self._set("soaking", f"soaking at `{node}` until {_when(until)}", ev)
+            await self._wait(remaining)
+            return False
+        return True
+
+    async def _gate(self, ev: Evaluation) -> None:
+        nxt = ev.node(ev.next_node)
+        assert nxt is not None and ev.next_node is not None
+        window = ev.window
+        if not window.open:
+            opens = f"; it opens {_when(window.next_open)}" if window.next_open else ""
+            why = f" ({window.reason})" if window.reason else ""
+            self._set(
+                "window_closed",
+                f"the promotion window of `{nxt.path}` is closed{why}{opens}",
+                ev,
+            )
+            wait = window.next_open - workflow.now() if window.next_open else RECHECK
+            await self._wait(max(wait, timedelta(seconds=1)))
+            return
+        if ev.unmet_dependencies:
+            self._set(
+                "dependencies_unmet",
+                f"dependencies of the patch are not met at `{nxt.path}`: "
+                + "; ".join(ev.unmet_dependencies),
+                ev,
+            )
+            await self._wait(RECHECK)
+            return
+        if nxt.gate == "manual" and nxt.path not in self.approved:
+            self.awaiting_node = nxt.path
+            self._set("awaiting_promote", f"a Promote click to move the patch to `{nxt.path}`", ev)
+            await self._wait()
+            return
+        await self._commit(ev, nxt.path)
+
+    async def _commit(self, ev: Evaluation, node: str) -> None:
+        by = self.approved.get(node)
+        self._set("promoting", f"committing the promotion to `{node}`", ev)
+        await self._flush_check_run()  # the gate's buttons go away
+        try:
+            result = await calls.short(
+                ACT_PROMOTION_COMMIT,
+                CommitRequest(
+                    repo=self.inp.repo,
+                    patch_id=self.inp.patch_id,
+                    to_node=node,
+                    actor=by,
+                    expected_revision=self.revision,
+                ),
+                CommitResult,
+            )
+        except ActivityError as err:
+            # GitHub refused (permissions, branch protection): a person has to look.
+            self.halt = HaltState(
+                node=node,
+                reason=f"committing the promotion to `{node}` failed: {err.cause or err}",
+                since=workflow.now(),
+            )
+            return
+        workflow.logger.info(
+            "promotion to %s: %s", node, result.revision if result.committed else result.message
+        )
+        if result.revision:
+            self.revision = result.revision
+
+    async def _graduate(self, ev: Evaluation) -> RolloutView | None:
+        """The graduation pull request, and the end; None when it failed (halted: Resume
+        tries again)."""
+        self._set("graduating", "opening the graduation pull request", ev)
+        await self._flush_check_run()
+        try:
+            pr = await calls.short(
+                ACT_PROMOTION_GRADUATE,
+                GraduateRequest(repo=self.inp.repo, patch_id=self.inp.patch_id),
+                GraduateResult,
+            )
+        except ActivityError as err:
+            self.halt = HaltState(
+                node=self.node or "",
+                reason=f"opening the graduation pull request failed: {err.cause or err}",
+                since=workflow.now(),
+            )
+            return None
+        self.pull_request_url = pr.url
+        self.phase = "graduated"
+        self._rows(ev, "graduated", f"pull request #{pr.number}")
+        self.waiting_for = ""
+        await self._check_run(
+            status="completed",
+            conclusion="success",
+            title=f"Graduated: pull request #{pr.number}",
+            message=(
+                f"`{self.inp.patch_id}` is active on every node. Pull request "
+                f"[#{pr.number}]({pr.url}) folds it into the base values and deletes its "
+                "copies; this rollout is done."
+            ),
+            actions=[],
+        )
+        self._details()
+        searchattrs.upsert(state="graduated", keys=(SA_STATE,))
+        return self.rollout()
+
+    async def _gone(self) -> RolloutView:
+        self.phase = "gone"
+        self.waiting_for = ""
+        await self._check_run(
+            status="completed",
+            conclusion="neutral",
+            title="Patch no longer in the fleet repository",
+            message=(
+                f"No file of `{self.inp.patch_id}` is left at `{self.revision[:12]}` "
+                "(graduated or deleted): this rollout is over."
+            ),
+            actions=[],
+        )
+        self._details()
+        searchattrs.upsert(state="gone", keys=(SA_STATE,))
+        return self.rollout()
+
+    # --- showing state ---------------------------------------------------------------------
+
+    def _block(self, ev: Evaluation) -> None:
+        if ev.error:
+            why = f"the fleet repository cannot be read at `{ev.revision[:12]}`: {ev.error}"
+        else:
+            why = "conflicting patches: " + "; ".join(ev.conflicts)
+        self.phase = "blocked"
+        self.waiting_for = f"a revision that fixes it ({why})"
+        self._rows(ev, "blocked", why)
+        self._post(
+            ("blocked", self.revision, why),
+            status="completed",
+            conclusion="failure",
+            title="Blocked: " + ("conflicting patches" if ev.conflicts else "fleet repo error"),
+            message=f"The rollout of `{self.inp.patch_id}` is blocked: {why}\n\nIt goes on "
+            "by itself once a new revision of the default branch fixes this.",
+            actions=[],
+        )
+
+    def _show_halted(self, ev: Evaluation) -> None:
+        halt = self.halt
+        assert halt is not None
+        self.phase = "halted"
+        self.waiting_for = "a Resume click"
+        self.awaiting_node = None
+        self._rows(ev, "halted", halt.reason)
+        self._post(
+            ("halted", self.revision, halt.reason),
+            status="completed",
+            conclusion="failure",
+            title=f"Halted at {halt.node or 'the start'}",
+            message=f"**Halted at `{halt.node}`**: {halt.reason}\n\nFix the cause, then click "
+            "**Resume**; the node still waits for a successful deployment of every root.",
+            actions=[RESUME],
+        )
+
+    def _set(self, state: NodeState, waiting_for: str, ev: Evaluation) -> None:
+        phase: Phase = {
+            "deploying": "deploying",
+            "soaking": "soaking",
+            "promoting": "promoting",
+            "graduating": "promoting",
+        }.get(state, "gate")  # type: ignore[assignment]
+        self.phase = phase
+        self.waiting_for = waiting_for
+        if state != "awaiting_promote":
+            self.awaiting_node = None
+        self._rows(ev, state, "")
+        manual = state == "awaiting_promote"
+        self._post(
+            (state, self.revision, waiting_for),
+            status="completed" if manual else "in_progress",
+            conclusion="action_required" if manual else None,
+            title=_title(state, ev),
+            message=f"Waiting for {waiting_for}.",
+            actions=[PROMOTE, HALT] if manual else ([] if state == "promoting" else [HALT]),
+        )
+
+    def _rows(self, ev: Evaluation, state: NodeState, detail: str) -> None:
+        """The table: nodes behind the current one passed, the current one deploying /
+        soaking / healthy / halted / blocked, the next one at its gate, the rest pending."""
+        now = workflow.now()
+        old = {r.node: r for r in self.rows}
+        active = set(ev.active_nodes)
+        gate_states = ("window_closed", "dependencies_unmet", "awaiting_promote", "promoting")
+        rows = []
+        for info in ev.plan:
+            path = info.path
+            row_state: NodeState = "pending"
+            row_detail = ""
+            if path == ev.current_node:
+                row_state = "healthy"
+                if state in ("deploying", "soaking", "halted", "blocked", "graduated"):
+                    row_state, row_detail = state, detail
+                if state == "deploying":
+                    healthy = sum(1 for r in ev.roots if self._healthy(r))
+                    row_detail = f"{healthy}/{len(ev.roots)} roots"
+            elif path == ev.next_node and state in gate_states:
+                row_state = state
+            elif path in active:
+                row_state = "passed"
+            previous = old.get(path)
+            since = previous.since if previous and previous.state == row_state else now
+            rows.append(RolloutRow(node=path, state=row_state, since=since, detail=row_detail))
+        self.rows = rows
+        self._details()
+        if self.phase != self.search_state:  # every upsert is a history event
+            self.search_state = self.phase
+            searchattrs.upsert(state=self.phase, keys=(SA_STATE,))
+
+    def _healthy(self, root: str) -> bool:
+        deployment = self.deployments.get(root)
+        return deployment is not None and deployment.healthy
+
+    def _details(self) -> None:
+        workflow.set_current_details(
+            f"**{self.inp.patch_id}** at `{self.revision[:12]}` — {self.phase}"
+            + (f": waiting for {self.waiting_for}" if self.waiting_for else "")
+            + "\n\n"
+            + rollout_table(self.rows)
+        )
+
+    def _post(
+        self,
+        key: tuple[object, ...],
+        *,
+        status: str,
+        conclusion: str | None,
+        title: str,
+        message: str,
+        actions: list[CheckRunAction],
+    ) -> None:
+        """Remember what the check run should say; `_wait` sends it (once per change)."""
+        self.want_check_run = _CheckRunWant(key, status, conclusion, title, message, actions)
+
+    async def _flush_check_run(self) -> None:
+        want = self.want_check_run
+        if want is None or self.shown == want.key:
+            return
+        self.shown = want.key
+        await self._check_run(
+            status=want.status,
+            conclusion=want.conclusion,
+            title=want.title,
+            message=want.message,
+            actions=want.actions,
+        )
+
+    async def _check_run(
+        self,
+        *,
+        status: str,
+        conclusion: str | None,
+        title: str,
+        message: str,
+        actions: list[CheckRunAction],
+    ) -> None:
+        """Create or update the rollout's check run on the current tip. Check runs only show
+        the rollout: a GitHub error that outlasts the retries is logged, never fatal."""
+        repo = self.inp.repo
+        if self.check_run_sha != self.revision and self.check_run_id is not None:
+            # The tip moved: the rollout continues on a new check run on the new tip.
+            await self._retire_check_run()
+        summary = "\n\n".join(
+            [
+                f"**{title}** — patch `{self.inp.patch_id}` at `{self.revision[:12]}`",
+                message,
+                rollout_table(self.rows),
+                deployments_table(self.deployments),
+            ]
+        )
+        request = CheckRunRequest.model_validate(
+            {
+                "repo": repo,
+                "check_run_id": self.check_run_id,
+                "name": promotion_check_run_name(self.inp.patch_id),
+                "head_sha": self.revision,
+                "external_id": promotion_workflow_id(repo.full_name, self.inp.patch_id),
+                "status": status,
+                "conclusion": conclusion,
+                "title": title,
+                "summary": summary,
+                "actions": actions,
+                "details_url": repo.html_url or None,
+            }
+        )
+        try:
+            ref = await calls.short(ACT_CHECK_RUN, request, CheckRunRef)
+        except ActivityError as err:
+            workflow.logger.warning("rollout check run failed: %s", err.cause)
+            return
+        self.check_run_id = ref.check_run_id
+        self.check_run_sha = self.revision
+
+    async def _retire_check_run(self) -> None:
+        """The old tip's run loses its buttons and says where the rollout went."""
+        repo, old_id, old_sha = self.inp.repo, self.check_run_id, self.check_run_sha
+        self.check_run_id = None
+        request = CheckRunRequest.model_validate(
+            {
+                "repo": repo,
+                "check_run_id": old_id,
+                "name": promotion_check_run_name(self.inp.patch_id),
+                "head_sha": old_sha or self.revision,
+                "external_id": promotion_workflow_id(repo.full_name, self.inp.patch_id),
+                "status": "completed",
+                "conclusion": "neutral",
+                "title": f"Moved on to {self.revision[:12]}",
+                "summary": f"The rollout of `{self.inp.patch_id}` continues on the check run "
+                f"of `{self.revision[:12]}`, the new tip of the default branch.",
+                "actions": [],
+            }
+        )
+        try:
+            await calls.short(ACT_CHECK_RUN, request, CheckRunRef)
+        except ActivityError as err:
+            workflow.logger.warning("retiring the old rollout check run failed: %s", err.cause)
+
+    # --- waiting ---------------------------------------------------------------------------
+
+    async def _wait(self, timeout: timedelta | None = None) -> None:
+        """Send the check run if it changed, then sleep until a signal or the timeout."""
+        seen = self.wakeups
+        await self._flush_check_run()
+        if self.wakeups != seen:
+            return
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: self.wakeups != seen,
+                timeout=timeout,
+                timeout_summary=self.phase if timeout else None,
+            )
+
+    def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > self.max_history_events
+        )
+
+    def _carry(self) -> PromotionInput:
+        return PromotionInput(
+            repo=self.inp.repo,
+            patch_id=self.inp.patch_id,
+            revision=self.pending_revision or self.revision,
+            rows=self.rows,
+            node=self.node,
+            deployments=list(self.deployments.values()),
+            acknowledged=sorted(self.acknowledged),
+            halt=self.halt,
+            approved=self.approved,
+            healthy_since=self.healthy_since,
+            check_run_id=self.check_run_id,
+            check_run_sha=self.check_run_sha,
+            max_history_events=self.inp.max_history_events,
+            reported=list(self.reported.values()),
+        )
+
+
+@dataclass(frozen=True)
+class _CheckRunWant:
+    key: tuple[object, ...]
+    status: str
+    conclusion: str | None
+    title: str
+    message: str
+    actions: list[CheckRunAction]
+
+
+# --- pure helpers (also used by the activities' docs and tests) --------------------------------
+
+
+def rollout_table(rows: list[RolloutRow]) -> str:
+    if not rows:
+        return "Rollout: not evaluated yet."
+    lines = ["| node | state | since |", "|---|---|---|"]
+    for row in rows:
+        state = row.state.replace("_", " ") + (f" ({row.detail})" if row.detail else "")
+        lines.append(f"| `{row.node}` | {state} | {_when(row.since)} |")
+    return "\n".join(lines)
+
+
+def deployments_table(deployments: dict[str, RootDeployment]) -> str:
+    if not deployments:
+        return ""
+    lines = ["| root | latest deployment | revision | has the patch |", "|---|---|---|---|"]
+    for root in sorted(deployments):
+        d = deployments[root]
+        state = (d.state or "none").replace("_", " ")
+        lines.append(
+            f"| `{root}` | {state} | `{d.revision[:12]}` | {'yes' if d.contains_patch else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
+def _when(at: datetime | None) -> str:
+    return at.strftime("%Y-%m-%d %H:%M UTC") if at else "—"
+
+
+def _title(state: NodeState, ev: Evaluation) -> str:
+    node, nxt = ev.current_node or "", ev.next_node or ""
+    return {
+        "deploying": f"Deploying at {node}",
+        "soaking": f"Soaking at {node}",
+        "window_closed": f"Waiting: promotion window of {nxt} closed",
+        "dependencies_unmet": f"Waiting: dependencies unmet at {nxt}",
+        "awaiting_promote": f"Promote to {nxt}?",
+        "promoting": f"Promoting to {nxt}",
+        "graduating": "Opening the graduation pull request",
+    }.get(state, state)
