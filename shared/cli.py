@@ -188,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     from shared.devstack import commands as devstack_commands  # `dev` and `demo`
 
     devstack_commands.add_parsers(sub)
+    from shared import preview_cli  # `diff`
+
+    preview_cli.add_parsers(sub)
     return parser
 
 

@@ -186,7 +186,11 @@ def build_preview(
 def _resolve(repo: Path, revision: str) -> str:
     if revision.startswith("-"):
         raise GitError(f"{revision!r} is not a revision")
-    return git(repo, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}").strip()
+    try:
+        return git(repo, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}").strip()
+    except GitError:
+        git(repo, "rev-parse", "--git-dir")  # "not a git repository" says it better
+        raise GitError(f"revision {revision!r} is not a commit of {repo}") from None
 
 
 @dataclass
