@@ -470,6 +470,14 @@ class DimensionsLayout:
                     out.append(Node((e.name, s.name, r.name), r.promotion or "automated", r.soak))
         return out
 
+    def patch_paths(self, ctype: str, app: str, node: tuple[str, ...] = ()) -> list[str]:
+        """Patch files in `<app>/<node>/patches/` (node (): the staged ones), by name."""
+        return self._patch_files(join(self._app_dir(ctype, app), *node))
+
+    def load_patch(self, rel: str) -> patches.Patch:
+        """The patch file at `rel` (under config/<type>/<app>/), parsed and checked."""
+        return self._patch(rel, rel.split("/")[1])
+
     def state(self, root: str) -> RootState:
         """Merged values of `root` and the outcome of each of its active patches."""
         state = self._states.get(root)
