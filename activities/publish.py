@@ -1,35 +1,52 @@
-"""Publishing an approved render, behind a small `Publisher` interface.
+"""Publishing an approved render: the `publish` activity and the publishers behind it.
 
-This version ships the blob-store publisher: the redacted render is copied to
-`published/<owner>/<repo>/<root>/` in the blob store (the place a Flux Bucket source or a
-sync job would read). Publishers are idempotent by deployment id, because Temporal may run
-`publish` again after a timeout whose first attempt did finish: a marker object
+The fleet chooses the target in `rollwright.yaml` at the deployment's revision
+(`publish.target`, docs/publishing.md):
+
+- `blob` (default; the embedded stack's target): `BlobPublisher` below copies the stored
+  *redacted* render to `published/<owner>/<repo>/<root>/` in the blob store.
+- `git` (activities.publish_git) and `s3` (activities.publish_s3) deliver real manifests: the
+  plaintext is rebuilt on this worker (activities.publish_plaintext: a temporary worktree from
+  the mirror, the same engine, a digest check against the reviewed render) and goes through
+  the secrets policy (shared.publish_secrets: refuse, or re-encrypt with sops) first.
+
+Every publisher is idempotent by deployment id, because Temporal may run `publish` again
+after a timeout whose first attempt did finish. The blob publisher keeps a marker object
 (`deployments/<owner>/<repo>/<root>/published.json`, outside the published prefix so nothing
-syncing that prefix sees it) records the deployment last published there; publishing that
-deployment again changes nothing and answers `already_published=True`.
+syncing that prefix sees it) naming the deployment last published there; the git publisher
+looks for the deployment's commit trailer; the S3 publisher reads its pointer's manifest.
 
-Order of writes: the files, then the removal of files the previous deployment had and this one
-does not, then the marker. An attempt that dies half-way leaves the old marker, so the retry
-publishes everything again.
-
-Redacted Secrets are published as they are (`REDACTED:sha256:…`): the blob publisher is the
-embedded stack's target. Publishers that deliver plaintext (git with re-encryption, S3) come
-with the publish issue and take the plaintext from the engine on the worker, never from here.
+Blob order of writes: the files, then the removal of files the previous deployment had and
+this one does not, then the marker. An attempt that dies half-way leaves the old marker, so
+the retry publishes everything again. Redacted Secrets are published as they are
+(`REDACTED:sha256:…`).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
+from activities.errors import ERR_NOT_CONFIGURED, fleet_mistakes
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
-from activities.store import load_render
+from activities.publish_git import GitPublisher, commit_message, git_target, github_web_url
+from activities.publish_plaintext import fleet_config, publish_tree
+from activities.publish_s3 import S3Publisher
+from activities.store import load_render, load_render_meta
 from shared.blobstore import BlobStore
+from shared.errors import FleetError
+from shared.fleetconfig import CONFIG_FILE, FleetConfig, target_path
+from shared.gitmirror import GitMirror, TokenProvider
 from shared.payloads import ACT_PUBLISH, PublishRequest, PublishResult
+from shared.settings import Settings
 
 MARKER_SCHEMA = 1
 
@@ -98,15 +115,49 @@ class BlobPublisher:
         return data
 
 
+@dataclass
+class PublishTargets:
+    """What the git and S3 targets need on this worker (absent: every fleet gets `fallback`)."""
+
+    mirror: GitMirror
+    blobs: BlobStore
+    git: GitPublisher
+    s3: S3Publisher | None = None  # None: S3 publishing not configured on this worker
+    web_url: str = "https://github.com"  # GitHub's web/git base, for `owner/name` targets
+
+
+@dataclass(frozen=True)
+class _Published:
+    publisher: str
+    result: PublishResult
+    details: dict[str, Any]
+
+
 class PublishActivities:
-    def __init__(self, publisher: Publisher, jobs: JobLog | None = None) -> None:
+    """The `publish` activity. `publisher` serves fleets whose target is `blob` (and every
+    fleet when `targets` is None); `targets` serves `git` and `s3`."""
+
+    def __init__(
+        self,
+        publisher: Publisher,
+        jobs: JobLog | None = None,
+        *,
+        targets: PublishTargets | None = None,
+    ) -> None:
         self.publisher = publisher
         self.jobs = jobs or JobLog(None)
+        self.targets = targets
 
     @activity.defn(name=ACT_PUBLISH)
     async def publish(self, request: PublishRequest) -> PublishResult:
-        self.jobs.write(request.deployment_id, "publishing", publisher=self.publisher.name)
-        result = await blocking(self.publisher.publish, request)
+        self.jobs.write(request.deployment_id, "publishing", revision=request.revision)
+        try:
+            with fleet_mistakes():
+                done = await blocking(self._publish, request)
+        except ApplicationError as err:
+            self.jobs.write(request.deployment_id, "publish failed", error=err.message)
+            raise
+        result = done.result
         activity.logger.info(
             "deployment published",
             extra={
@@ -114,15 +165,134 @@ class PublishActivities:
                 "root": request.root,
                 "revision": request.revision,
                 "deployment": request.deployment_id,
-                "publisher": self.publisher.name,
+                "publisher": done.publisher,
                 "target": result.target,
                 "already_published": result.already_published,
+                **done.details,
             },
         )
         self.jobs.write(
             request.deployment_id,
             "published",
+            publisher=done.publisher,
             target=result.target,
             already_published=result.already_published,
+            **done.details,
         )
         return result
+
+    def _publish(self, request: PublishRequest) -> _Published:
+        if self.targets is None:
+            return _Published(self.publisher.name, self.publisher.publish(request), {})
+        config = fleet_config(self.targets.mirror, request)
+        if config.publish.target == "git":
+            return self._to_git(request, config)
+        if config.publish.target == "s3":
+            return self._to_s3(request, config)
+        return _Published(self.publisher.name, self.publisher.publish(request), {})
+
+    def _expected_digest(self, request: PublishRequest) -> str:
+        assert self.targets is not None
+        if request.render_digest:
+            return request.render_digest
+        return str(load_render_meta(self.targets.blobs, request.blob_prefix)["digest"])
+
+    def _to_git(self, request: PublishRequest, config: FleetConfig) -> _Published:
+        assert self.targets is not None
+        settings = config.publish.git
+        try:
+            target = git_target(request.repo, settings, web_url=self.targets.web_url)
+        except ValueError as err:
+            raise FleetError(str(err), path=CONFIG_FILE) from None
+        prefix = target_path(settings.path, request.root)
+        tree = publish_tree(
+            self.targets.mirror,
+            request,
+            config,
+            expected_digest=self._expected_digest(request),
+            target=target.describe(),
+            published_path=lambda path: prefix + path,
+        )
+        outcome = self.targets.git.publish_tree(
+            target,
+            prefix,
+            tree.files,
+            deployment_id=request.deployment_id,
+            message=commit_message(request, VERSION),
+            root=request.root,
+        )
+        result = PublishResult(
+            target=f"{target.label}@{target.branch}:{prefix} ({outcome.commit[:12]})",
+            already_published=outcome.already_published,
+        )
+        details = {
+            "commit": outcome.commit,
+            "attempts": outcome.attempts,
+            "files": len(tree.files),
+            "encrypted": len(tree.encrypted),
+        }
+        return _Published("git", result, details)
+
+    def _to_s3(self, request: PublishRequest, config: FleetConfig) -> _Published:
+        assert self.targets is not None
+        settings = config.publish.s3
+        prefix = target_path(settings.prefix, request.root)
+        where = f"s3://{settings.bucket}/{prefix}"
+        if self.targets.s3 is None:
+            raise ApplicationError(
+                f'publishing root "{request.root}" to {where}: this worker has no S3 '
+                "configured (ROLLWRIGHT_S3_* settings)",
+                type=ERR_NOT_CONFIGURED,
+                non_retryable=True,
+            )
+        self.targets.s3.check_target(settings.bucket, prefix, request.root)
+        tree = publish_tree(
+            self.targets.mirror,
+            request,
+            config,
+            expected_digest=self._expected_digest(request),
+            target=where,
+            published_path=lambda path: prefix + path,
+        )
+        outcome = self.targets.s3.publish_tree(
+            settings.bucket, prefix, tree.files, request, digest=tree.digest
+        )
+        result = PublishResult(target=where, already_published=outcome.already_published)
+        details = {
+            "generation": outcome.generation,
+            "uploaded": outcome.uploaded,
+            "pruned": outcome.pruned,
+            "files": len(tree.files),
+            "encrypted": len(tree.encrypted),
+        }
+        return _Published("s3", result, details)
+
+
+def rollwright_version() -> str:
+    try:
+        return version("rollwright")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+VERSION = rollwright_version()
+
+
+def publish_targets(
+    settings: Settings, mirror: GitMirror, blobs: BlobStore, token_for: TokenProvider | None
+) -> PublishTargets:
+    """The git and S3 publishers of a worker, from its settings."""
+    from shared.s3store import s3_client_from_settings  # boto3 loads only where used
+
+    reserved = None
+    parts = urlsplit(settings.blobs)
+    if parts.scheme == "s3":  # the service's own state is never a publish target
+        prefix = parts.path.strip("/")
+        reserved = (parts.netloc, f"{prefix}/" if prefix else "")
+    return PublishTargets(
+        mirror=mirror,
+        blobs=blobs,
+        git=GitPublisher(settings.git_dir / "publish", token_for=token_for),
+        s3=S3Publisher(s3_client_from_settings(settings), reserved=reserved),
+        web_url=github_web_url(settings.github_api_url),
+    )

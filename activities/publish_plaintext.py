@@ -1,0 +1,84 @@
+"""The plaintext of a reviewed render, rebuilt on the publishing worker and made deliverable.
+
+The blob store holds only the redacted render, so publishers that deliver real manifests (git,
+S3) render the root again here: a temporary worktree of the revision from the worker's mirror
+(removed afterwards), the same engine call as the render activity, then a digest check — a
+render that differs from the one reviewed (a remote chart re-published under the same version,
+a rotated key) is refused, because publishing it would deliver something nobody approved.
+Finally the secrets policy (shared.publish_secrets) turns the plaintext into files that may be
+written to the target.
+
+The plaintext lives in this process's memory only: never logged, stored or put in an error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from temporalio.exceptions import ApplicationError
+
+from activities.render import render_checkout
+from shared import fleetconfig
+from shared.fleetconfig import FleetConfig
+from shared.gitmirror import GitMirror
+from shared.payloads import PublishRequest
+from shared.publish_secrets import publishable_files, secret_files
+from shared.tree import GitTree
+
+ERR_RENDER_MISMATCH = "RenderMismatch"
+
+
+@dataclass(frozen=True)
+class PublishTree:
+    """What a publisher writes for one root: root-relative path → bytes, secrets encrypted."""
+
+    files: dict[str, bytes] = field(repr=False)
+    digest: str  # the plaintext digest, equal to the reviewed render's
+    encrypted: list[str] = field(default_factory=list)  # files sops re-encrypted
+
+
+def fleet_config(mirror: GitMirror, request: PublishRequest) -> FleetConfig:
+    """`rollwright.yaml` at the deployment's revision (read from the mirror, no checkout)."""
+    path = mirror.ensure(request.repo, request.revision)
+    return fleetconfig.load(GitTree(path, request.revision))
+
+
+def publish_tree(
+    mirror: GitMirror,
+    request: PublishRequest,
+    config: FleetConfig,
+    *,
+    expected_digest: str,
+    target: str,
+    published_path: Callable[[str], str],
+) -> PublishTree:
+    """Render `request.root` at `request.revision` again and apply the secrets policy.
+
+    `target` describes the destination for messages (`git branch "rendered" of acme/fleet`);
+    `published_path(path)` is where a root-relative file lands there (sops picks its creation
+    rule by that path). Raises a non-retryable `ApplicationError` when the render differs
+    from the reviewed one, `FleetError`s for the fleet's mistakes.
+    """
+    name = "publish-" + re.sub(r"[^A-Za-z0-9._-]", "-", request.deployment_id)
+    checkout, _ = mirror.checkout(request.repo, request.revision, name)
+    try:
+        render = render_checkout(checkout, request.root)
+        if render.digest != expected_digest:
+            raise ApplicationError(
+                f'publishing root "{request.root}" at {request.revision[:12]} to {target}: '
+                f"the render on this worker ({render.digest}) is not the reviewed render "
+                f"({expected_digest}); nothing was published. A remote chart or a key may "
+                "have changed since the review: deploy again to review the current render.",
+                type=ERR_RENDER_MISMATCH,
+                non_retryable=True,
+            )
+        policy = config.publish.secrets
+        files = publishable_files(
+            render, policy, target=target, published_path=published_path, checkout=checkout
+        )
+        encrypted = sorted(secret_files(render)) if policy == "sops" else []
+        return PublishTree(files=files, digest=render.digest, encrypted=encrypted)
+    finally:
+        mirror.remove_checkout(checkout)
