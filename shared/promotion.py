@@ -526,7 +526,7 @@ def plan_promotion(
         "",
         f"Patch {patch_id!r} ({found.ctype}/{found.app}) becomes active on "
         f"{len(fresh_roots)} more root(s): {_list(fresh_roots, 5)}.",
-        f"Gate: {step.gate}. Soak before the next step: {_duration(step.soak_seconds)}.",
+        f"Gate: {step.gate}. Soak before the next step: {duration_text(step.soak_seconds)}.",
         f"Dependencies: met at all {len(roots)} root(s) under {target.path}.",
         *forced,
         "",
@@ -540,7 +540,7 @@ def plan_promotion(
     return FileChange(_copy_change(fleet, found, target), [], "\n".join(lines) + "\n")
 
 
-def _duration(seconds: int) -> str:
+def duration_text(seconds: int) -> str:
     if seconds == 0:
         return "none"
     parts = []
