@@ -191,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     from shared import preview_cli  # `diff`
 
     preview_cli.add_parsers(sub)
+    from shared import rollout_cli  # `promote`, `rollout status`
+
+    rollout_cli.add_parsers(sub)
     return parser
 
 
