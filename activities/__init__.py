@@ -21,8 +21,8 @@ from activities.github import GitHubAccess, GitHubActivities
 from activities.joblog import JobLog
 from activities.publish import BlobPublisher, PublishActivities, Publisher
 from activities.render import RenderActivities
-from activities.store import StoreActivities, open_blob_store
-from shared.blobstore import BlobStore
+from activities.store import StoreActivities
+from shared.blobstore import BlobStore, open_blob_store
 from shared.gitmirror import GitMirror
 from shared.settings import Settings
 from shared.sqlstore import SqlStore
@@ -56,7 +56,7 @@ def build_activities(
 ) -> Activities:
     """Every activity the workflows call (the ACT_* names of shared.payloads)."""
     closers: list[Callable[[], None]] = []  # only what is built here
-    blobs = blobs if blobs is not None else open_blob_store(settings.blobs)
+    blobs = blobs if blobs is not None else open_blob_store(settings.blobs, settings)
     if sql is None:
         sql = SqlStore(settings.database)
         closers.append(sql.close)

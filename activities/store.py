@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from pydantic import ValidationError
 from temporalio import activity
@@ -31,7 +29,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import ERR_MISSING_RENDER
 from activities.heartbeat import blocking
-from shared.blobstore import BlobStore, FileBlobStore, latest_key
+from shared.blobstore import BlobStore, latest_key
+from shared.blobstore import open_blob_store as open_blob_store  # its old home
 from shared.diff import RenderFiles
 from shared.payloads import (
     ACT_LOAD_LATEST,
@@ -49,16 +48,6 @@ from shared.sqlstore import SqlStore
 DIGEST_FILE = "digest.json"
 FILES_DIR = "files/"
 RENDER_SCHEMA = 1
-
-
-def open_blob_store(url: str) -> BlobStore:
-    """A blob store from settings.blobs: `file:///path` (S3 comes with the publish issue)."""
-    parts = urlsplit(url)
-    if parts.scheme == "file":
-        return FileBlobStore(Path(unquote(parts.path)))
-    if not parts.scheme:
-        return FileBlobStore(Path(url))
-    raise ValueError(f"blob store {url!r}: only file:// URLs are supported by this version")
 
 
 # --- renders ---------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 Keys (DESIGN.md): `deployments/<owner>/<repo>/<root>/latest.json`,
 `renders/<owner>/<repo>/<root>/<sha>/…` (redacted files + digest), `jobs/<job-id>/log`.
-The filesystem implementation is the embedded default; S3 (boto3) comes with the publish work.
-Nothing written here may hold a plaintext secret: callers store redacted renders only.
+The filesystem implementation is the embedded default; S3 (boto3, shared/s3store.py) serves
+compose and production. `open_blob_store` picks one from a URL. Nothing written here may hold
+a plaintext secret: callers store redacted renders only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+from urllib.parse import unquote, urlsplit
+
+if TYPE_CHECKING:
+    from shared.settings import Settings
 
 
 class BlobStore(Protocol):
@@ -33,6 +38,10 @@ class BlobStore(Protocol):
     def append(self, key: str, data: bytes) -> None:
         """Append to an object (job logs). Not atomic across writers; one writer per key."""
         ...
+
+
+class BlobStoreError(OSError):
+    """A blob store request failed; the message names the operation and the object."""
 
 
 def check_key(key: str) -> str:
@@ -77,7 +86,12 @@ class FileBlobStore:
         self._path(key).unlink(missing_ok=True)
 
     def list(self, prefix: str) -> Iterator[str]:
-        base = self.root / prefix if prefix.endswith("/") else (self.root / prefix).parent
+        # the folder the prefix is in; "" and "dir/" are folders themselves
+        base = (
+            self.root / prefix
+            if prefix.endswith("/") or not prefix
+            else (self.root / prefix).parent
+        )
         if not base.is_dir():
             return iter(())
         keys = []
@@ -93,6 +107,25 @@ class FileBlobStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "ab") as fh:
             fh.write(data)
+
+
+def open_blob_store(url: str, settings: Settings | None = None) -> BlobStore:
+    """The blob store a URL names: `file:///path` (or a bare path) or
+    `s3://bucket/optional/prefix`, reached with the S3 settings (endpoint, region, keys)
+    or, where those are unset, boto3's own credential chain."""
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        return FileBlobStore(Path(unquote(parts.path)))
+    if not parts.scheme:
+        return FileBlobStore(Path(url))
+    if parts.scheme == "s3":
+        from shared.s3store import S3BlobStore, s3_client, s3_client_from_settings
+
+        if not parts.netloc:
+            raise ValueError(f"blob store {url!r}: an s3:// URL names a bucket: s3://bucket/prefix")
+        client = s3_client_from_settings(settings) if settings is not None else s3_client()
+        return S3BlobStore(client, parts.netloc, unquote(parts.path).strip("/"))
+    raise ValueError(f"blob store {url!r}: use a file:///path or an s3://bucket/prefix URL")
 
 
 def render_prefix(repo: str, root: str, revision: str) -> str:

@@ -33,6 +33,17 @@ class Settings(BaseSettings):
     blob_url: str | None = Field(
         default=None, description="file:///path or s3://bucket/prefix; default <data_dir>/blobs"
     )
+    s3_endpoint_url: str | None = Field(
+        default=None,
+        description="S3-compatible endpoint for s3:// blob URLs; unset: AWS (AWS_ENDPOINT_URL_S3).",
+    )
+    s3_region: str = Field(default="us-east-1", description="Region S3 requests are signed for.")
+    s3_access_key_id: str | None = Field(
+        default=None, description="S3 access key; unset: boto3's chain (AWS_ACCESS_KEY_ID, …)."
+    )
+    s3_secret_access_key: SecretStr | None = Field(
+        default=None, description="S3 secret key; unset: boto3's chain (AWS_SECRET_ACCESS_KEY)."
+    )
     git_cache_dir: Path | None = Field(
         default=None, description="Bare mirrors and checkouts; default <data_dir>/git"
     )

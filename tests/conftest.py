@@ -16,6 +16,7 @@ import yaml
 from shared import charts
 from tests.support.chart_repo import ChartRepo
 from tests.support.oci_registry import OciRegistry
+from tests.support.seaweed import S3Server, seaweed_server
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -130,3 +131,13 @@ def oci_registry(echo_archives: dict[str, Path]) -> Iterator[OciRegistry]:
         registry.add_chart(archive)
     with registry:
         yield registry
+
+
+# --- S3: one SeaweedFS server for the session, started by the first test that asks ---------
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """A running SeaweedFS S3 gateway on 127.0.0.1; `new_bucket()` makes a fresh bucket."""
+    with seaweed_server() as server:
+        yield server

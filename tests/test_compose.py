@@ -188,16 +188,24 @@ def test_rollwright_environment_is_wired_to_the_services(compose: dict[str, Any]
         assert db.scheme == "postgresql+psycopg"
         assert db.hostname == "postgres" and db.path == "/rollwright"
         assert db.username == "rollwright" and db.password == FILLED["ROLLWRIGHT_DB_PASSWORD"]
-        # blobs: a volume shared by gateway and workers at the file:// path
-        blob_path = urlsplit(env["ROLLWRIGHT_BLOB_URL"]).path
-        mounts = service(compose, name)["volumes"]
-        assert f"blobs:{blob_path}" in mounts, f"{name}: {blob_path} is not the shared volume"
-        assert env["ROLLWRIGHT_GITHUB_APP_ID"] == FILLED["ROLLWRIGHT_GITHUB_APP_ID"]
-        s3 = urlsplit(env["AWS_ENDPOINT_URL_S3"])
+        # blobs: the bucket the s3-bucket job creates, on the seaweedfs service's S3 port,
+        # with the key pair its identities config accepts
+        blobs = urlsplit(env["ROLLWRIGHT_BLOB_URL"])
+        assert blobs.scheme == "s3" and blobs.path.strip("/")
+        assert f"-name {blobs.hostname}" in " ".join(service(compose, "s3-bucket")["command"])
+        s3 = urlsplit(env["ROLLWRIGHT_S3_ENDPOINT_URL"])
         assert s3.hostname == "seaweedfs" and f"-s3.port={s3.port}" in " ".join(
             service(compose, "seaweedfs")["command"]
         )
-    assert "blobs" in compose["volumes"]
+        identity = json.loads(compose["configs"]["seaweedfs-s3"]["content"])["identities"][0]
+        assert identity["credentials"][0] == {
+            "accessKey": env["ROLLWRIGHT_S3_ACCESS_KEY_ID"],
+            "secretKey": env["ROLLWRIGHT_S3_SECRET_ACCESS_KEY"],
+        }
+        assert {"Read", "Write", "List"} <= set(identity["actions"])
+        # nothing of rollwright's state on a container volume
+        assert not service(compose, name).get("volumes"), f"{name} mounts a volume"
+        assert env["ROLLWRIGHT_GITHUB_APP_ID"] == FILLED["ROLLWRIGHT_GITHUB_APP_ID"]
     gateway = _env(compose, "gateway")
     assert gateway["ROLLWRIGHT_WEBHOOK_SECRET"] == FILLED["ROLLWRIGHT_WEBHOOK_SECRET"]
     assert gateway["ROLLWRIGHT_API_TOKEN"] == FILLED["ROLLWRIGHT_API_TOKEN"]
@@ -227,7 +235,10 @@ def test_compose_environment_makes_valid_settings(
             monkeypatch.setenv("ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE", str(key))
         settings = Settings()
         assert settings.database.startswith("postgresql+psycopg://rollwright:")
-        assert settings.blobs == "file:///var/lib/rollwright/blobs"
+        assert settings.blobs == "s3://rollwright/blobs"
+        assert settings.s3_endpoint_url == "http://seaweedfs:8333"
+        assert settings.s3_secret_access_key is not None
+        assert settings.s3_secret_access_key.get_secret_value() == FILLED["S3_SECRET_KEY"]
         assert settings.temporal_address == "temporal:7233"
         assert settings.task_queue == TASK_QUEUE
         assert settings.github_configured is (name == "worker")
