@@ -1,0 +1,238 @@
+"""The S3 publisher on a real S3 server (SeaweedFS): generations under the root's prefix, one
+pointer swapped last, old objects pruned after; idempotent; readers never see a mix; the
+secrets policy applies as for git."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from temporalio.exceptions import ApplicationError
+
+from activities.publish_s3 import POINTER, S3Publisher, read_manifest
+from shared.payloads import ERR_FLEET
+from shared.render import Render, kubectl_binary
+from tests.publish_support import (
+    PublishWorld,
+    documents,
+    fleet_files,
+    publish_world,
+    secret_fleet_files,
+)
+from tests.secrets_support import age_key, assert_hidden  # noqa: F401
+from tests.support.age import AgeKey
+from tests.support.seaweed import S3Server
+
+PASSWORD = "hunter2-is-not-a-good-password"
+
+
+class RecordingClient:
+    """The real boto3 client, recording the keys it writes and deletes, in order."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.calls: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+
+    def put_object(self, **kwargs: Any) -> Any:
+        with self.lock:
+            self.calls.append(("put", kwargs["Key"]))
+        return self.client.put_object(**kwargs)
+
+    def delete_objects(self, **kwargs: Any) -> Any:
+        with self.lock:
+            self.calls.extend(("delete", o["Key"]) for o in kwargs["Delete"]["Objects"])
+        return self.client.delete_objects(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+@pytest.fixture
+def bucket(s3_server: S3Server) -> str:
+    return s3_server.new_bucket("publish")
+
+
+def s3_world(tmp_path: Path, s3_server: S3Server, bucket: str, **publish: Any) -> PublishWorld:
+    settings = {"target": "s3", "s3": {"bucket": bucket}, **publish}
+    client = RecordingClient(s3_server.client())
+    return publish_world(tmp_path, fleet_files(settings), s3=S3Publisher(client))
+
+
+def objects(client: Any, bucket: str, prefix: str = "") -> dict[str, bytes]:
+    out = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", ()):
+            key = item["Key"]
+            out[key] = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    return out
+
+
+def kustomize(tree: dict[str, bytes], base: Path) -> list[Any]:
+    """`kubectl kustomize` of the downloaded prefix: what Flux's kustomize-controller builds."""
+    for key, data in tree.items():
+        path = base / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    out = subprocess.run(
+        [kubectl_binary(), "kustomize", str(base)], check=True, capture_output=True
+    ).stdout
+    return sorted(documents(out), key=lambda d: (d["kind"], d["metadata"]["name"]))
+
+
+def render_docs(render: dict[str, bytes]) -> list[Any]:
+    docs = [d for data in render.values() for d in documents(data)]
+    return sorted(docs, key=lambda d: (d["kind"], d["metadata"]["name"]))
+
+
+def test_publish_writes_a_generation_and_the_pointer(
+    tmp_path: Path, s3_server: S3Server, bucket: str
+) -> None:
+    world = s3_world(tmp_path, s3_server, bucket)
+    result = world.publish(world.request("g/c1", "dep-1"))
+    assert result.target == f"s3://{bucket}/g/c1/"
+    assert not result.already_published
+    stored = objects(s3_server.client(), bucket)
+    plain = world.plain("g/c1")
+    assert set(stored) == {"g/c1/" + POINTER} | {f"g/c1/dep-1/{p}" for p in plain}
+    assert all(stored[f"g/c1/dep-1/{p}"] == d for p, d in plain.items())
+    manifest = read_manifest(stored["g/c1/" + POINTER])
+    assert manifest is not None
+    assert manifest["deployment_id"] == "dep-1"
+    assert manifest["digest"] == Render.of("g/c1", plain).digest
+    assert manifest["files"] == {p: hashlib.sha256(d).hexdigest() for p, d in plain.items()}
+    # kustomize (Flux's reader) builds exactly the render from the prefix
+    tree = {k[len("g/c1/") :]: v for k, v in stored.items()}
+    assert kustomize(tree, tmp_path / "flux") == render_docs(plain)
+
+
+def test_new_objects_first_then_the_pointer_then_the_prune(
+    tmp_path: Path, s3_server: S3Server, bucket: str
+) -> None:
+    world = s3_world(tmp_path, s3_server, bucket)
+    world.publish(world.request("g/c1", "dep-1"))
+    world.publish(world.request("g/c2", "dep-9"))  # another root under the same bucket
+    client = world.activities.targets.s3.client  # type: ignore[union-attr]
+    client.calls.clear()
+    world.commit({"deployments/g/c1/cluster.values.yaml": {"greeting": "bonjour"}})
+    result = world.publish(world.request("g/c1", "dep-2"))
+    assert not result.already_published
+    kinds = [kind for kind, _ in client.calls]
+    pointer = client.calls.index(("put", "g/c1/" + POINTER))
+    assert all(k == "put" and key.startswith("g/c1/dep-2/") for k, key in client.calls[:pointer])
+    assert kinds[pointer + 1 :] and set(kinds[pointer + 1 :]) == {"delete"}
+    assert all(key.startswith("g/c1/dep-1/") for _, key in client.calls[pointer + 1 :])
+    stored = objects(s3_server.client(), bucket)
+    assert not [k for k in stored if k.startswith("g/c1/dep-1/")]
+    assert [k for k in stored if k.startswith("g/c2/dep-9/")]  # the other root untouched
+    # re-publishing the same deployment writes nothing
+    client.calls.clear()
+    again = world.publish(world.request("g/c1", "dep-2"))
+    assert again.already_published
+    assert client.calls == []
+
+
+def test_a_retry_after_the_swap_still_prunes(
+    tmp_path: Path, s3_server: S3Server, bucket: str
+) -> None:
+    world = s3_world(tmp_path, s3_server, bucket)
+    world.publish(world.request("g/c1", "dep-1"))
+    raw = s3_server.client()
+    raw.put_object(Bucket=bucket, Key="g/c1/dep-0/left-over.yaml", Body=b"a: 1\n")
+    again = world.publish(world.request("g/c1", "dep-1"))
+    assert again.already_published
+    assert "g/c1/dep-0/left-over.yaml" not in objects(raw, bucket)
+
+
+def test_readers_see_one_whole_deployment_at_a_time(
+    tmp_path: Path, s3_server: S3Server, bucket: str
+) -> None:
+    """A reader that follows the pointer while deployments are published gets a complete,
+    unmixed generation, or (pruned under it) a missing object and then a newer pointer."""
+    world = s3_world(tmp_path, s3_server, bucket)
+    world.publish(world.request("g/c1", "dep-0"))
+    reader = s3_server.client()
+    stop = threading.Event()
+    seen: list[str] = []
+    problems: list[str] = []
+
+    def read() -> None:
+        while not stop.is_set():
+            manifest = read_manifest(
+                reader.get_object(Bucket=bucket, Key="g/c1/" + POINTER)["Body"].read()
+            )
+            assert manifest is not None
+            generation = manifest["deployment_id"]
+            try:
+                for path, digest in manifest["files"].items():
+                    key = f"g/c1/{generation}/{path}"
+                    data = reader.get_object(Bucket=bucket, Key=key)["Body"].read()
+                    if hashlib.sha256(data).hexdigest() != digest:
+                        problems.append(f"{key} does not match its manifest")
+            except reader.exceptions.NoSuchKey:
+                newer = read_manifest(
+                    reader.get_object(Bucket=bucket, Key="g/c1/" + POINTER)["Body"].read()
+                )
+                if newer is None or newer["deployment_id"] == generation:
+                    problems.append(f"{generation}: an object went missing while still live")
+                continue
+            seen.append(generation)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    try:
+        for n in range(1, 4):
+            world.commit({"deployments/g/c1/cluster.values.yaml": {"greeting": f"hi {n}"}})
+            world.publish(world.request("g/c1", f"dep-{n}"))
+    finally:
+        stop.set()
+        thread.join()
+    assert not problems
+    assert seen and set(seen) <= {f"dep-{n}" for n in range(4)}
+
+
+def test_secrets_policy_applies_to_s3(
+    tmp_path: Path,
+    s3_server: S3Server,
+    bucket: str,
+    age_key: AgeKey,  # noqa: F811
+) -> None:
+    settings = {"target": "s3", "s3": {"bucket": bucket, "prefix": "fleet/{root}"}}
+    world = publish_world(
+        tmp_path,
+        secret_fleet_files(settings, age_key, PASSWORD),
+        s3=S3Publisher(s3_server.client()),
+    )
+    with pytest.raises(ApplicationError) as info:
+        world.publish(world.request("g/c1", "dep-1"))
+    assert info.value.type == ERR_FLEET
+    assert f'publishing root "g/c1" to s3://{bucket}/fleet/g/c1/' in info.value.message
+    assert "publish.secrets: sops" in info.value.message
+    assert_hidden([("message", info.value.message)], [PASSWORD])
+    assert objects(s3_server.client(), bucket) == {}
+
+
+def test_the_blob_store_is_not_a_target(tmp_path: Path, s3_server: S3Server, bucket: str) -> None:
+    settings = {"target": "s3", "s3": {"bucket": bucket}}
+    publisher = S3Publisher(s3_server.client(), reserved=(bucket, "state/"))
+    world = publish_world(tmp_path, fleet_files(settings), s3=publisher)
+    world.publish(world.request("g/c1", "dep-1"))  # g/c1/ does not overlap state/
+    publisher.reserved = (bucket, "")
+    with pytest.raises(ApplicationError) as info:
+        world.publish(world.request("g/c1", "dep-2"))
+    assert "rollwright's own blob store" in info.value.message
+
+
+def test_kustomization_pointer_is_valid_yaml() -> None:
+    from activities.publish_s3 import pointer_text
+
+    text = pointer_text({"deployment_id": "d"}, ["a b.yaml", "x.txt"], "d/")
+    doc = yaml.safe_load(text)
+    assert doc["kind"] == "Kustomization"
+    assert doc["resources"] == ["d/a b.yaml"]
+    assert read_manifest(text) == {"deployment_id": "d"}
