@@ -87,7 +87,7 @@ def build_activities(
         store.load_latest,
         store.persist_latest,
         store.record_deployment,
-        GitHubActivities(settings, github).check_run,
+        GitHubActivities(settings, github, jobs).check_run,
     ]
     return Activities(
         all=shared + pinned,

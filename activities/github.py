@@ -25,6 +25,7 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import ERR_GITHUB_REQUEST, ERR_NOT_CONFIGURED
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
+from shared.checkrun import root_from_check_run_name
 from shared.github import (
     OUTPUT_LIMIT,
     CheckRunAction,
@@ -154,6 +155,10 @@ class GitHubActivities:
             if ref.check_run_id != request.check_run_id
             else "check run updated",
             check_run=ref.check_run_id,
+            # what a job page needs while the deployment is only queued (no history row yet)
+            repo=request.repo.full_name,
+            root=root_from_check_run_name(request.name),
+            revision=request.head_sha,
             status=request.status,
             conclusion=request.conclusion,
             title=request.title,

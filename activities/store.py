@@ -29,13 +29,15 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import ERR_MISSING_RENDER
 from activities.heartbeat import blocking
-from shared.blobstore import BlobStore, latest_key
+from activities.joblog import JobLog
+from shared.blobstore import BlobStore, job_log_key, latest_key
 from shared.blobstore import open_blob_store as open_blob_store  # its old home
 from shared.diff import RenderFiles
 from shared.payloads import (
     ACT_LOAD_LATEST,
     ACT_PERSIST_LATEST,
     ACT_RECORD_DEPLOYMENT,
+    TERMINAL_STATES,
     DeploymentRecord,
     LatestDeployment,
     LatestLookup,
@@ -119,6 +121,7 @@ class StoreActivities:
     def __init__(self, blobs: BlobStore, sql: SqlStore) -> None:
         self.blobs = blobs
         self.sql = sql
+        self.jobs = JobLog(blobs)
 
     @activity.defn(name=ACT_LOAD_LATEST)
     async def load_latest(self, request: LoadLatestRequest) -> LatestLookup:
@@ -150,7 +153,32 @@ class StoreActivities:
                 "state": request.latest.state,
             },
         )
+        self.jobs.write(
+            request.latest.deployment_id,
+            "latest deployment persisted",
+            key=key,
+            state=request.latest.state,
+        )
 
     @activity.defn(name=ACT_RECORD_DEPLOYMENT)
     async def record_deployment(self, record: DeploymentRecord) -> None:
-        await blocking(self.sql.record_deployment, record)
+        """One state change of a deployment: its SQL row (and event), its job's index row,
+        and a line in its job log. Called at every state change by RenderWorkflows started
+        since `record-each-state`, at the end only by older ones."""
+        await blocking(self._record, record)
+
+    def _record(self, record: DeploymentRecord) -> None:
+        self.sql.record_deployment(record)
+        key = job_log_key(record.deployment_id)
+        # Idempotent: the first state seen starts the job, a terminal one finishes it.
+        self.sql.start_job(record.deployment_id, record.deployment_id, "deployment", key)
+        if record.state in TERMINAL_STATES:
+            self.sql.finish_job(record.deployment_id, record.state)
+        self.jobs.write(
+            record.deployment_id,
+            f"state: {record.state}",
+            state=record.state,
+            approved_by=record.approved_by,
+            check_run=record.check_run_id,
+            detail=record.message or None,
+        )

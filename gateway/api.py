@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hmac
 from typing import Annotated, Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, HTTPException, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -62,6 +63,9 @@ class DeployAccepted(BaseModel):
     repo: str
     root: str
     revision: str
+    # The root's page: the deployment is listed there once it starts (the gateway does not
+    # learn its id, which the DeployWorkflow assigns when it enqueues the revision).
+    root_url: str | None = None
 
 
 def web_base(api_url: str) -> str:
@@ -130,9 +134,11 @@ async def _queue(gw: Gateway, repo: RepoRef, root: str, revision: NewRevision) -
         gw.metrics.api_deploys.labels(outcome="unavailable").inc()
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(err)) from err
     gw.metrics.api_deploys.labels(outcome="queued").inc()
+    public = gw.settings.public_url.rstrip("/")
     return DeployAccepted(
         workflow_id=dispatched.workflow_id,
         repo=repo.full_name,
         root=root,
         revision=revision.revision,
+        root_url=f"{public}/roots/{quote(root)}?repo={quote(repo.full_name, safe='')}",
     )

@@ -19,7 +19,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from gateway import api, webhooks
+from gateway import api, jobs_api, pages, webhooks
 from gateway.context import Gateway, GatewayDep
 from gateway.dispatcher import Dispatcher, DispatchError, TemporalDispatcher
 from gateway.intake import DeliveryIntake
@@ -88,6 +88,8 @@ def create_app(
     )
     app.include_router(webhooks.router)
     app.include_router(api.router)
+    app.include_router(jobs_api.router)
+    app.include_router(pages.router)
 
     @app.get(
         "/healthz",

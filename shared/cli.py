@@ -194,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     from shared import rollout_cli  # `promote`, `rollout status`
 
     rollout_cli.add_parsers(sub)
+    from shared import deploycommand  # `deploy`: a manual deployment / rollback via the API
+
+    deploycommand.add_parsers(sub)
     return parser
 
 

@@ -57,6 +57,11 @@ class Settings(BaseSettings):
     )
     public_url: str = Field(default="http://localhost:8000", description="Gateway base URL.")
     temporal_ui_url: str = Field(default="http://localhost:8233")
+    dev_mode: bool = Field(
+        default=False,
+        description="Job pages offer Approve / Reject / Unlock through the GitHub emulator "
+        "(set by the embedded stack; never in production).",
+    )
     log_level: str = Field(default="info")
 
     @cached_property

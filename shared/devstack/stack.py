@@ -36,6 +36,7 @@ _STACK_VARS = (
     "ROLLWRIGHT_TEMPORAL_ADDRESS",
     "ROLLWRIGHT_TEMPORAL_NAMESPACE",
     "ROLLWRIGHT_TEMPORAL_UI_URL",
+    "ROLLWRIGHT_DEV_MODE",
 )
 _GITHUB_VARS = (
     "ROLLWRIGHT_GITHUB_API_URL",
@@ -350,6 +351,8 @@ class DevStack:
             env["GIT_CONFIG_GLOBAL"] = str(self._gitconfig)
             env.update(
                 {
+                    # job pages offer the check runs' buttons, clicked on the emulator
+                    "ROLLWRIGHT_DEV_MODE": "true",
                     "ROLLWRIGHT_GITHUB_API_URL": self.emulator.url,
                     "ROLLWRIGHT_GITHUB_APP_ID": str(EMULATOR_APP_ID),
                     "ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE": str(self.app_key_file),

@@ -1,0 +1,73 @@
+"""The job pages as JSON: `/api/jobs/{id}`, its log (`?after=N`, what the page polls) and
+its structured diff, and `/api/roots/{root}` (a root's deployments, newest first, paged).
+
+Read-only and unauthenticated like the pages (they show redacted data only); the write side
+of the API (`POST /api/deploy`) is gateway/api.py.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import Path as PathParam
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response
+
+from gateway.jobviews import DEPLOYMENT_ID, Job, LogPage, ReaderDep, RootPage
+
+router = APIRouter(prefix="/api", tags=["jobs"])
+
+DeploymentId = Annotated[str, PathParam(pattern=DEPLOYMENT_ID)]
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such deployment."}}
+
+
+@router.get("/jobs/{deployment_id}", responses=NOT_FOUND)
+async def job(deployment_id: DeploymentId, reader: ReaderDep) -> Job:
+    """A deployment: what, who, its state timeline, links, the rollback command and the
+    diff's counts per resource (the hunks are at `/diff`)."""
+    found = await run_in_threadpool(reader.job, deployment_id)
+    if found is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no deployment {deployment_id}")
+    return found
+
+
+@router.get("/jobs/{deployment_id}/log", responses=NOT_FOUND)
+async def job_log(
+    deployment_id: DeploymentId,
+    reader: ReaderDep,
+    after: Annotated[int, Query(ge=0, description="Lines already seen.")] = 0,
+) -> LogPage:
+    """The job log's lines after the first `after`; poll until `finished`."""
+    page = await run_in_threadpool(reader.log_page, deployment_id, after)
+    if page.state is None and not page.lines and after == 0:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no deployment {deployment_id}")
+    return page
+
+
+@router.get(
+    "/jobs/{deployment_id}/diff",
+    responses={200: {"content": {"application/json": {}}}, **NOT_FOUND},
+    response_class=Response,
+)
+async def job_diff(deployment_id: DeploymentId, reader: ReaderDep) -> Response:
+    """The structured diff (`diff.json`: per resource its status, counts and unified hunks),
+    as stored."""
+    raw = await run_in_threadpool(reader.raw_diff, deployment_id)
+    if raw is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no diff for deployment {deployment_id}")
+    return Response(raw, media_type="application/json")
+
+
+@router.get("/roots/{root:path}", responses={404: {"description": "No deployments recorded."}})
+async def root(
+    root: str,
+    reader: ReaderDep,
+    repo: str | None = None,
+    page: Annotated[int, Query(ge=1)] = 1,
+) -> RootPage:
+    """A root's deployments, newest first, 25 per page; `repo` narrows to one repository."""
+    listing = await run_in_threadpool(reader.root_page, root, repo or None, page)
+    if listing.total == 0:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no deployments of root {root}")
+    return listing

@@ -1,0 +1,358 @@
+"""The query side of the job pages and the JSON API: a deployment, its timeline, log and
+diff, and a root's deployments, read from SQL (history, events, job index) and the blob store
+(`jobs/<id>/log`, `jobs/<id>/diff.json`). Temporal is only linked to, never asked.
+
+Everything here is already redacted where it was written; the pages escape it on output.
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import Depends, Request
+from pydantic import BaseModel, Field
+
+from gateway.api import web_base
+from shared.blobstore import BlobStore, job_log_key, open_blob_store
+from shared.diffdoc import DiffDocument, document_key
+from shared.joblines import parse_log
+from shared.payloads import TERMINAL_STATES, deploy_workflow_id
+from shared.settings import Settings
+from shared.sqlstore import SqlStore
+
+# Deployment ids are uuids; anything that is not a plain token cannot name a job.
+DEPLOYMENT_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+ROOTS_PAGE_SIZE = 25
+
+
+class TimelineEvent(BaseModel):
+    state: str
+    at: datetime
+    message: str = ""
+    check_run_id: int | None = None
+
+
+class ResourceSummary(BaseModel):
+    path: str
+    status: str
+    kind: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    additions: int
+    deletions: int
+    hidden: list[str] = Field(default_factory=list)
+
+
+class DiffStats(BaseModel):
+    added: int
+    removed: int
+    changed: int
+    additions: int
+    deletions: int
+    resources: list[ResourceSummary]
+
+
+class JobLinks(BaseModel):
+    page: str
+    log: str
+    diff: str
+    root_page: str
+    commit: str | None
+    check_runs: dict[int, str]  # check run id → its page on GitHub
+    workflow: str | None  # the RenderWorkflow in the Temporal UI
+    deploy_workflow: str | None  # the root's DeployWorkflow
+
+
+class Job(BaseModel):
+    """A deployment as the job page shows it (`GET /api/jobs/{id}`)."""
+
+    deployment_id: str
+    repo: str
+    root: str
+    revision: str
+    trigger: str
+    state: str
+    finished: bool
+    requested_by: str | None = None
+    approved_by: str | None = None
+    check_run_id: int | None = None
+    added: int | None = None
+    removed: int | None = None
+    changed: int | None = None
+    message: str = ""
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    started_at: datetime | None = None
+    approved_at: datetime | None = None
+    finished_at: datetime | None = None
+    timeline: list[TimelineEvent]
+    links: JobLinks
+    rollback_command: str
+    diff: DiffStats | None = None
+
+
+class LogPage(BaseModel):
+    """`GET /api/jobs/{id}/log?after=N`: the lines after the first N, and whether more may
+    come (poll again until `finished`)."""
+
+    lines: list[dict[str, Any]]
+    next: int  # pass as `after` next time
+    finished: bool
+    state: str | None  # the deployment's state now (None: not recorded yet)
+
+
+class RootDeployment(BaseModel):
+    deployment_id: str
+    repo: str
+    revision: str
+    trigger: str
+    state: str
+    requested_by: str | None = None
+    approved_by: str | None = None
+    added: int | None = None
+    removed: int | None = None
+    changed: int | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    page: str
+
+
+class RootPage(BaseModel):
+    """`GET /api/roots/{root}`: a root's deployments, newest first."""
+
+    root: str
+    repo: str | None
+    page: int
+    pages: int
+    total: int
+    deployments: list[RootDeployment]
+    workflows: dict[str, str]  # repo → the root's DeployWorkflow in the Temporal UI
+
+
+class JobReader:
+    """Reads jobs for one gateway; blob store opened on first use."""
+
+    def __init__(self, settings: Settings, store: SqlStore) -> None:
+        self.settings = settings
+        self.store = store
+        self._blobs: BlobStore | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def blobs(self) -> BlobStore:
+        with self._lock:
+            if self._blobs is None:
+                self._blobs = open_blob_store(self.settings.blobs, self.settings)
+            return self._blobs
+
+    # --- one deployment -----------------------------------------------------------------------
+
+    def job(self, deployment_id: str) -> Job | None:
+        row = self.store.deployment(deployment_id)
+        if row is None:
+            return self._queued_job(deployment_id)
+        events = [
+            TimelineEvent(
+                state=e.state,
+                at=e.at if e.at.tzinfo else e.at.replace(tzinfo=UTC),
+                message=e.message or "",
+                check_run_id=e.check_run_id,
+            )
+            for e in self.store.deployment_events(deployment_id)
+        ]
+        check_runs = [e.check_run_id for e in events if e.check_run_id] + (
+            [row.check_run_id] if row.check_run_id else []
+        )
+        return Job(
+            deployment_id=row.deployment_id,
+            repo=row.repo,
+            root=row.root,
+            revision=row.revision,
+            trigger=row.trigger,
+            state=row.state,
+            finished=row.state in TERMINAL_STATES,
+            requested_by=row.requested_by,
+            approved_by=row.approved_by,
+            check_run_id=row.check_run_id,
+            added=row.added,
+            removed=row.removed,
+            changed=row.changed,
+            message=row.message or "",
+            created_at=_utc(row.created_at),
+            updated_at=_utc(row.updated_at),
+            started_at=_utc(getattr(row, "started_at", None)),
+            approved_at=_utc(getattr(row, "approved_at", None)),
+            finished_at=_utc(getattr(row, "finished_at", None)),
+            timeline=events,
+            links=self.links(deployment_id, row.repo, row.root, row.revision, check_runs),
+            rollback_command=self.rollback_command(row.repo, row.root, row.revision),
+            diff=self.diff_stats(deployment_id),
+        )
+
+    def _queued_job(self, deployment_id: str) -> Job | None:
+        """A deployment still in its root's queue has no history row yet, but its check run
+        (whose details link is this page) wrote the first lines of its log."""
+        first = next(
+            (line for line in self.log(deployment_id) if line.get("repo") and line.get("root")),
+            None,
+        )
+        if first is None:
+            return None
+        repo, root, revision = str(first["repo"]), str(first["root"]), str(first["revision"])
+        check_runs = [int(first["check_run"])] if first.get("check_run") else []
+        return Job(
+            deployment_id=deployment_id,
+            repo=repo,
+            root=root,
+            revision=revision,
+            trigger=str(first.get("trigger") or "merge"),
+            state="queued",
+            finished=False,
+            check_run_id=check_runs[0] if check_runs else None,
+            timeline=[],
+            links=self.links(deployment_id, repo, root, revision, check_runs),
+            rollback_command=self.rollback_command(repo, root, revision),
+        )
+
+    def links(
+        self, deployment_id: str, repo: str, root: str, revision: str, check_runs: list[int]
+    ) -> JobLinks:
+        settings = self.settings
+        public = settings.public_url.rstrip("/")
+        github = web_base(settings.github_api_url)
+        return JobLinks(
+            page=settings.job_url(deployment_id),
+            log=f"{public}/api/jobs/{deployment_id}/log",
+            diff=f"{public}/api/jobs/{deployment_id}/diff",
+            root_page=f"{public}/roots/{quote(root)}?repo={quote(repo, safe='')}",
+            commit=f"{github}/{repo}/commit/{revision}" if revision else None,
+            check_runs={run: f"{github}/{repo}/runs/{run}" for run in dict.fromkeys(check_runs)},
+            workflow=self.workflow_url(deployment_id),
+            deploy_workflow=self.workflow_url(deploy_workflow_id(repo, root)),
+        )
+
+    def workflow_url(self, workflow_id: str) -> str | None:
+        base = self.settings.temporal_ui_url.rstrip("/")
+        if not base:
+            return None
+        namespace = quote(self.settings.temporal_namespace, safe="")
+        return f"{base}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}"
+
+    def rollback_command(self, repo: str, root: str, revision: str) -> str:
+        return shlex.join(
+            [
+                "rollwright",
+                "deploy",
+                root,
+                "--revision",
+                revision,
+                "--repo",
+                repo,
+                "--url",
+                self.settings.public_url.rstrip("/"),
+            ]
+        )
+
+    def raw_diff(self, deployment_id: str) -> bytes | None:
+        return self.blobs.get(document_key(deployment_id))
+
+    def diff_document(self, deployment_id: str) -> DiffDocument | None:
+        raw = self.raw_diff(deployment_id)
+        return None if raw is None else DiffDocument.model_validate_json(raw)
+
+    def diff_stats(self, deployment_id: str) -> DiffStats | None:
+        document = self.diff_document(deployment_id)
+        if document is None:
+            return None
+        return DiffStats(
+            added=document.added,
+            removed=document.removed,
+            changed=document.changed,
+            additions=document.additions,
+            deletions=document.deletions,
+            resources=[
+                ResourceSummary.model_validate(r.model_dump(exclude={"hunks"}))
+                for r in document.resources
+            ],
+        )
+
+    def log(self, deployment_id: str) -> list[dict[str, Any]]:
+        return parse_log(self.blobs.get(job_log_key(deployment_id)))
+
+    def log_page(self, deployment_id: str, after: int) -> LogPage:
+        # The state is read before the log: a line written after the last state is then
+        # still returned by this call or a later one, never skipped.
+        row = self.store.deployment(deployment_id)
+        lines = self.log(deployment_id)
+        start = max(0, min(after, len(lines)))
+        return LogPage(
+            lines=lines[start:],
+            next=len(lines),
+            finished=row is not None and row.state in TERMINAL_STATES,
+            state=row.state if row is not None else None,
+        )
+
+    # --- a root ------------------------------------------------------------------------------
+
+    def root_page(self, root: str, repo: str | None, page: int) -> RootPage:
+        total = self.store.count_deployments(repo, root=root)
+        pages = max(1, -(-total // ROOTS_PAGE_SIZE))
+        page = max(1, min(page, pages))
+        rows = self.store.find_deployments(
+            root, limit=ROOTS_PAGE_SIZE, offset=(page - 1) * ROOTS_PAGE_SIZE, repo=repo
+        )
+        repos = [repo] if repo else sorted({r.repo for r in rows})
+        workflows = {
+            name: url
+            for name in repos
+            if (url := self.workflow_url(deploy_workflow_id(name, root))) is not None
+        }
+        return RootPage(
+            root=root,
+            repo=repo,
+            page=page,
+            pages=pages,
+            total=total,
+            workflows=workflows,
+            deployments=[
+                RootDeployment(
+                    deployment_id=r.deployment_id,
+                    repo=r.repo,
+                    revision=r.revision,
+                    trigger=r.trigger,
+                    state=r.state,
+                    requested_by=r.requested_by,
+                    approved_by=r.approved_by,
+                    added=r.added,
+                    removed=r.removed,
+                    changed=r.changed,
+                    created_at=_utc(r.created_at),
+                    updated_at=_utc(r.updated_at),
+                    page=self.settings.job_url(r.deployment_id),
+                )
+                for r in rows
+            ],
+        )
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def get_reader(request: Request) -> JobReader:
+    """One reader per app, built on first use from the gateway's settings and store."""
+    state = request.app.state
+    reader: JobReader | None = getattr(state, "job_reader", None)
+    if reader is None:
+        gateway = state.gateway
+        reader = state.job_reader = JobReader(gateway.settings, gateway.store)
+    return reader
+
+
+ReaderDep = Annotated[JobReader, Depends(get_reader)]

@@ -1,0 +1,235 @@
+"""The job pages: `/jobs/{deployment_id}` (the check run's details link) and `/roots/{root}`.
+
+Server-rendered HTML (Jinja2, autoescaped) that reads fine without JavaScript; a few lines of
+vanilla JS follow the live log (polling `/api/jobs/{id}/log` every second) and expand or
+collapse every resource. The diff renders from the stored `diff.json` (never re-diffed), unified
+or side by side (`?view=split`), each resource a collapsed `<details>`. The page is streamed:
+everything above the diff goes out first, and the diff document is only loaded and rendered
+after that, in chunks, so a 5 MB diff starts arriving as fast as a small one.
+
+Dev mode adds Approve / Reject / Unlock (gateway/devactions.py); in production the action
+route does not exist (404) and the buttons live on GitHub only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qs, quote, urlencode
+
+from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi import Path as PathParam
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from gateway import devactions
+from gateway.jobviews import DEPLOYMENT_ID, Job, JobReader, ReaderDep
+from shared.diffdoc import ResourceDiff, split_rows, unified_rows
+
+log = logging.getLogger("rollwright.gateway.pages")
+
+router = APIRouter(tags=["pages"], include_in_schema=False)
+TEMPLATES = Path(__file__).parent / "templates"
+FLUSH = "<!--flush-->"  # the streamed page sends everything before this mark at once
+CHUNK = 64 * 1024
+SYMBOLS = {"added": "+", "removed": "-", "changed": "~"}
+SIGNS = {"add": "+", "del": "-", "ctx": " ", "note": ""}
+DEV_SENDER = "dev-reviewer"
+
+DeploymentId = Annotated[str, PathParam(pattern=DEPLOYMENT_ID)]
+
+
+def _when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "—"
+
+
+def _logtext(line: dict[str, Any]) -> str:
+    """One log line as text: time of day, message, then key=value for the other fields."""
+    time = str(line.get("time", ""))
+    time = time.partition("T")[2].removesuffix("Z").removesuffix("+00:00") or time
+    parts = [time, str(line.get("message", ""))]
+    for key, value in line.items():
+        if key not in ("time", "message"):
+            parts.append(f"{key}={value if isinstance(value, str) else _json(value)}")
+    return " ".join(parts).strip()
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+templates = Environment(
+    loader=FileSystemLoader(TEMPLATES),
+    autoescape=select_autoescape(["html", "js"], default=True),
+    trim_blocks=False,
+)
+templates.filters["when"] = _when
+templates.filters["logtext"] = _logtext
+
+
+def error_page(code: int, title: str, detail: str, public_url: str) -> HTMLResponse:
+    html = templates.get_template("error.html").render(
+        title=title, detail=detail, public_url=public_url
+    )
+    return HTMLResponse(html, status_code=code)
+
+
+def _chunks(pieces: Iterable[str]) -> Iterator[bytes]:
+    """Template output in chunks of about CHUNK bytes; everything up to FLUSH right away."""
+    buffer: list[str] = []
+    size = 0
+    for piece in pieces:
+        buffer.append(piece)
+        size += len(piece)
+        if size >= CHUNK or FLUSH in piece:
+            yield "".join(buffer).encode()
+            buffer.clear()
+            size = 0
+    if buffer:
+        yield "".join(buffer).encode()
+
+
+@router.get("/jobs/{deployment_id}", response_class=HTMLResponse, response_model=None)
+async def job_page(
+    deployment_id: DeploymentId,
+    reader: ReaderDep,
+    view: Annotated[str, Query(pattern="^(unified|split)$")] = "unified",
+) -> StreamingResponse | HTMLResponse:
+    settings = reader.settings
+    job = await run_in_threadpool(reader.job, deployment_id)
+    if job is None:
+        return error_page(
+            404,
+            "No such deployment",
+            f"Rollwright has no record of deployment {deployment_id}.",
+            settings.public_url,
+        )
+    log_lines = await run_in_threadpool(reader.log, deployment_id)
+    buttons: list[devactions.Button] = []
+    dev_error = ""
+    if settings.dev_mode and not job.finished:
+        try:
+            buttons = await run_in_threadpool(
+                devactions.buttons, settings, job.repo, job.root, deployment_id
+            )
+        except devactions.EmulatorError as err:
+            dev_error = str(err)
+    public = settings.public_url.rstrip("/")
+    context = {
+        "job": job,
+        "log_lines": log_lines,
+        "buttons": buttons,
+        "dev_error": dev_error,
+        "action_base": f"{public}/jobs/{deployment_id}/actions",
+        "api_url": f"{public}/api/jobs/{deployment_id}",
+        "public_url": public,
+        "split": view == "split",
+        "symbols": SYMBOLS,
+        "signs": SIGNS,
+        "unified_rows": unified_rows,
+        "split_rows": split_rows,
+        "diff_resources": _lazy_resources(reader, job),
+    }
+    pieces = templates.get_template("job.html").generate(**context)
+    # A sync iterator: Starlette pulls it in a worker thread, so loading and rendering a
+    # large diff never blocks the event loop.
+    return StreamingResponse(_chunks(pieces), media_type="text/html; charset=utf-8")
+
+
+def _lazy_resources(reader: JobReader, job: Job) -> Any:
+    """The diff's resources, loaded only when the template reaches them (after the flush)."""
+
+    def resources() -> list[ResourceDiff]:
+        if job.diff is None:
+            return []
+        try:
+            document = reader.diff_document(job.deployment_id)
+        except Exception as err:  # the rest of the page is already on its way
+            log.warning(
+                "diff unreadable", extra={"deployment": job.deployment_id, "error": str(err)}
+            )
+            return []
+        return document.resources if document is not None else []
+
+    return resources
+
+
+@router.post("/jobs/{deployment_id}/actions/{identifier}", response_model=None)
+async def job_action(
+    deployment_id: DeploymentId,
+    identifier: str,
+    reader: ReaderDep,
+    request: Request,
+) -> RedirectResponse | HTMLResponse:
+    """Dev mode: click a button of the deployment's check run on the GitHub emulator."""
+    settings = reader.settings
+    if not settings.dev_mode:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "Not Found")
+    public = settings.public_url.rstrip("/")
+    # A plain urlencoded form (the page's); parsed here, python-multipart is not needed.
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    try:
+        check_run_id = int(form["check_run_id"][0])
+    except (KeyError, ValueError):
+        return error_page(400, "Which check run?", "The form names no check run.", public)
+    if identifier not in devactions.IDENTIFIERS:
+        return error_page(404, "No such action", f"{identifier!r} is not a button.", public)
+    job = await run_in_threadpool(reader.job, deployment_id)
+    if job is None:
+        return error_page(404, "No such deployment", deployment_id, public)
+    offered = await run_in_threadpool(
+        devactions.buttons, settings, job.repo, job.root, deployment_id
+    )
+    if not any(b.identifier == identifier and b.check_run_id == check_run_id for b in offered):
+        return error_page(
+            409,
+            "That button is gone",
+            f"Check run {check_run_id} no longer offers {identifier}: the deployment moved on. "
+            "Reload the job page.",
+            public,
+        )
+    try:
+        await run_in_threadpool(devactions.click, settings, check_run_id, identifier, DEV_SENDER)
+    except devactions.EmulatorError as err:
+        log.warning(
+            "dev action failed",
+            extra={"deployment": deployment_id, "action": identifier, "error": str(err)},
+        )
+        return error_page(502, "The click did not go through", str(err), public)
+    log.info("dev action clicked", extra={"deployment": deployment_id, "action": identifier})
+    return RedirectResponse(f"{public}/jobs/{deployment_id}", status_code=303)
+
+
+@router.get("/roots/{root:path}", response_class=HTMLResponse)
+async def root_page(
+    root: str,
+    reader: ReaderDep,
+    repo: str | None = None,
+    page: Annotated[int, Query(ge=1)] = 1,
+) -> HTMLResponse:
+    settings = reader.settings
+    public = settings.public_url.rstrip("/")
+    listing = await run_in_threadpool(reader.root_page, root, repo or None, page)
+    if listing.total == 0:
+        where = f" in {repo}" if repo else ""
+        return error_page(
+            404, "No such root", f"No deployments of root {root!r}{where} are recorded.", public
+        )
+
+    def page_url(number: int) -> str:
+        query = {"page": str(number), **({"repo": repo} if repo else {})}
+        return f"{public}/roots/{quote(root)}?{urlencode(query)}"
+
+    query = urlencode({"page": str(listing.page), **({"repo": repo} if repo else {})})
+    html = templates.get_template("root.html").render(
+        page=listing,
+        page_url=page_url,
+        api_url=f"{public}/api/roots/{quote(root)}?{query}",
+        public_url=public,
+    )
+    return HTMLResponse(html)

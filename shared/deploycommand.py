@@ -1,0 +1,194 @@
+"""`rollwright deploy ROOT --revision SHA`: a manual deployment through the gateway's API —
+the rollback path (deploy an older revision) and a redeploy.
+
+It calls `POST /api/deploy` with the bearer token; the root's DeployWorkflow queues the
+revision as a manual deployment: ahead of merged revisions, reviewed like any other, and it
+locks the queue for merges until someone clicks Unlock. Every job page shows the command that
+redeploys its revision.
+
+Exit codes: 0 queued; 1 the gateway refused or could not be reached; 2 a usage error (a bad
+argument, no token, a revision that is not a commit sha).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from typing import Any
+
+FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}([0-9a-fA-F]{24})?$")
+REPO_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*/[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
+TIMEOUT_SECONDS = 30.0
+
+
+class UsageError(Exception):
+    pass
+
+
+def add_parsers(sub: Any) -> None:
+    """Register `deploy` on the `rollwright` subparsers."""
+    p = sub.add_parser(
+        "deploy",
+        help="deploy a root at a revision (rollback / redeploy) through the gateway's API",
+        description=(
+            "Queue a manual deployment of ROOT at REVISION through POST /api/deploy: it runs "
+            "before merged revisions, asks for review on its check run, and locks the root's "
+            "queue for merges until someone clicks Unlock. Exit 0 when queued, 1 when the "
+            "gateway refused or was unreachable, 2 on a usage error."
+        ),
+    )
+    p.add_argument("root", help="the root id, e.g. staging/cluster-a")
+    p.add_argument(
+        "--revision",
+        required=True,
+        metavar="SHA",
+        help="full commit sha; a branch, tag or short sha is resolved in the current "
+        "directory's git repository",
+    )
+    p.add_argument(
+        "--repo",
+        metavar="OWNER/NAME",
+        default=os.environ.get("ROLLWRIGHT_REPO"),
+        help="the fleet repository (default: $ROLLWRIGHT_REPO, else the GitHub remote "
+        "`origin` of the current directory)",
+    )
+    p.add_argument(
+        "--url",
+        default=os.environ.get("ROLLWRIGHT_PUBLIC_URL", "http://localhost:8000"),
+        help="the gateway's base URL (default: $ROLLWRIGHT_PUBLIC_URL or http://localhost:8000)",
+    )
+    p.add_argument(
+        "--token",
+        default=None,
+        help="API bearer token (default: $ROLLWRIGHT_API_TOKEN); prefer the variable, "
+        "arguments show in process lists",
+    )
+    p.add_argument(
+        "--requested-by",
+        default=os.environ.get("USER") or None,
+        help="who asks, shown on the check run and job page (default: $USER)",
+    )
+    p.set_defaults(func=cmd_deploy)
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    try:
+        body = _request_body(args)
+        token = args.token or os.environ.get("ROLLWRIGHT_API_TOKEN")
+        if not token:
+            raise UsageError("no API token: set ROLLWRIGHT_API_TOKEN or pass --token")
+    except UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    url = args.url.rstrip("/") + "/api/deploy"
+    try:
+        status, answer = _post(url, body, token)
+    except OSError as err:
+        print(f"error: deploying {body['root']} via {url}: {err}", file=sys.stderr)
+        return 1
+    if status == 202:
+        print(
+            f"queued a manual deployment of {answer.get('root')} at {answer.get('revision')} "
+            f"({answer.get('repo')}; workflow {answer.get('workflow_id')})"
+        )
+        for key, label in (("job_url", "job page"), ("root_url", "root page")):
+            if answer.get(key):
+                print(f"{label}: {answer[key]}")
+        return 0
+    detail = _detail(answer)
+    print(f"error: deploying {body['root']} via {url}: {status} {detail}", file=sys.stderr)
+    return 2 if status == 422 else 1
+
+
+def _request_body(args: argparse.Namespace) -> dict[str, Any]:
+    repo = args.repo or _origin_repo()
+    if not repo:
+        raise UsageError(
+            "which repository? pass --repo OWNER/NAME (or set ROLLWRIGHT_REPO, or run this in "
+            "a clone whose origin is on GitHub)"
+        )
+    if not REPO_NAME.match(repo):
+        raise UsageError(f"--repo {repo!r}: expected OWNER/NAME")
+    body: dict[str, Any] = {
+        "repo": repo,
+        "root": args.root.strip("/"),
+        "revision": _full_sha(args.revision),
+    }
+    if args.requested_by:
+        body["requested_by"] = args.requested_by
+    return body
+
+
+def _full_sha(revision: str) -> str:
+    if FULL_SHA.match(revision):
+        return revision.lower()
+    proc = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    sha = proc.stdout.strip()
+    if proc.returncode != 0 or not FULL_SHA.match(sha):
+        raise UsageError(
+            f"--revision {revision!r} is not a full commit sha, and the current directory's "
+            "git repository does not know it"
+        )
+    return sha
+
+
+def _origin_repo() -> str | None:
+    """OWNER/NAME of the `origin` remote of the current directory, when it looks like one."""
+    proc = subprocess.run(
+        ["git", "remote", "get-url", "origin"],
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    match = re.search(r"[:/]([^/:]+/[^/]+?)(?:\.git)?/?$", proc.stdout.strip())
+    return match.group(1) if proc.returncode == 0 and match else None
+
+
+def _post(url: str, body: dict[str, Any], token: str) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Authorization": f"Bearer {token}",
+        },
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
+            return response.status, _json(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, _json(err.read())
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")
+
+
+def _detail(answer: Any) -> str:
+    """FastAPI's `detail`: a message, or validation problems as `field: message`."""
+    detail = answer.get("detail") if isinstance(answer, dict) else answer
+    if isinstance(detail, list):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in item.get('loc', [])[1:])}: {item.get('msg')}"
+            for item in detail
+            if isinstance(item, dict)
+        )
+    return str(detail)[:500]
