@@ -316,6 +316,11 @@ class GitHubApp:
         owner, name = _split_repo(repo)
         return client.get_repo(f"{owner}/{name}")  # lazy: no request until used
 
+    def repository(self, repo: str) -> Repository:
+        """The PyGithub repository through this App's installation token (lazy: no request
+        until used). For callers that wrap their own calls (shared.github_git)."""
+        return self._repo(repo)
+
     def _call(self, operation: str, fn: Callable[[], T]) -> T:
         with _calling(operation):
             return fn()

@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import cast
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
@@ -52,9 +53,19 @@ with workflow.unsafe.imports_passed_through():
         RenderInput,
         UnlockSignal,
     )
+    from shared.payloads_promotion import (
+        ACT_NOTIFY_PROMOTIONS,
+        DeploymentFinished,
+        NotifyPromotionsRequest,
+    )
     from workflows import calls, searchattrs
     from workflows.render import RenderWorkflow
 
+# Finished deployments are signalled to PromotionWorkflows (issue 7); older histories replay
+# without it. Only outcomes a rollout acts on are sent.
+PATCH_NOTIFY_PROMOTIONS = "deploy-notify-promotions"
+NOTIFY_STATES = frozenset({"published", "failed", "rejected", "timed_out"})
+NOTIFY_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3)
 # Long enough to keep a busy root's history readable, well under Temporal's limits.
 MAX_HISTORY_EVENTS = 10_000
 
@@ -72,6 +83,7 @@ class DeployWorkflow:
         self.early_unlock: UnlockSignal | None = None  # arrived before latest.json was read
         self.started = False
         self.search_state = ""
+        self.finished: DeploymentFinished | None = None  # the last item's outcome
 
     # --- signals and queries ---------------------------------------------------------------
 
@@ -161,7 +173,10 @@ class DeployWorkflow:
                 continue
             item = self._next_item()
             if item is not None:
+                self.finished = None
                 await self._run_item(item)
+                if self.finished is not None and workflow.patched(PATCH_NOTIFY_PROMOTIONS):
+                    await self._notify_promotions(self.finished)
                 idle_since = workflow.now()
                 continue
             self._publish_state("locked" if self.queue else "idle")
@@ -370,6 +385,7 @@ class DeployWorkflow:
             self.current = None
             self.dirty_check_runs = True
             return
+        self.finished = _finished(inp.root, item, result.state, result.message)
         if result.latest is not None:
             # The child persisted latest.json (published, or a failed apply); the lock follows
             # it. An Unlock clicked during the run applied to the previous latest, and a new
@@ -415,7 +431,22 @@ class DeployWorkflow:
         )
         await self._record(item, "skipped", message)
 
+    async def _notify_promotions(self, finished: DeploymentFinished) -> None:
+        """Rollouts of version patches wait for deployments (PromotionWorkflow): tell them.
+        Never fails the root's queue: a rollout also reads latest.json when it (re)starts."""
+        try:
+            await workflow.execute_activity(
+                ACT_NOTIFY_PROMOTIONS,
+                NotifyPromotionsRequest(repo=self.inp.repo, finished=finished),
+                start_to_close_timeout=timedelta(minutes=1),
+                retry_policy=NOTIFY_RETRY,
+                result_type=int,
+            )
+        except ActivityError as err:
+            workflow.logger.warning("promotions not notified: %s", err.cause or err)
+
     async def _record(self, item: QueueItem, state: DeploymentState, message: str) -> None:
+        self.finished = _finished(self.inp.root, item, state, message)
         try:
             await calls.short(
                 ACT_RECORD_DEPLOYMENT,
@@ -540,4 +571,18 @@ def _lock_from(latest: LatestDeployment | None) -> LockState:
         by_deployment=latest.deployment_id,
         revision=latest.revision,
         since=latest.finished_at,
+    )
+
+
+def _finished(
+    root: str, item: QueueItem, state: DeploymentState, message: str
+) -> DeploymentFinished | None:
+    if state not in NOTIFY_STATES:
+        return None
+    return DeploymentFinished(
+        root=root,
+        revision=item.revision,
+        deployment_id=item.deployment_id,
+        state=state,
+        message=message,
     )

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from shared.payloads import (
@@ -27,7 +28,19 @@ with workflow.unsafe.imports_passed_through():
         NewRevision,
         SignalDeploysRequest,
     )
+    from shared.payloads_promotion import (
+        ACT_PROMOTION_SIGNAL,
+        ACT_PROMOTION_TOUCHED,
+        SignalPromotionsRequest,
+        TouchedRequest,
+        TouchedResult,
+    )
     from workflows import searchattrs
+
+# Pushes to the default branch start and feed PromotionWorkflows (issue 7); histories written
+# before this replay without it.
+PATCH_PROMOTIONS = "dispatch-promotions"
+PROMOTION_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), maximum_attempts=5)
 
 
 @workflow.defn(name="DispatchWorkflow")
@@ -76,8 +89,34 @@ class DispatchWorkflow:
                 heartbeat_timeout=timedelta(minutes=1),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
             )
+        if inp.roots is None and inp.trigger == "merge" and workflow.patched(PATCH_PROMOTIONS):
+            await _promotions(inp)
         searchattrs.upsert(state="dispatched", keys=(SA_STATE,))
         return DispatchResult(roots=affected.roots, all_roots=affected.all_roots)
+
+
+async def _promotions(inp: DispatchInput) -> None:
+    """Start the rollout of every patch the push added or changed, and hand the new revision
+    to the running rollouts. They only follow the branch: a failure here is logged and never
+    fails the dispatch (a rollout also re-reads the branch when its deployments report)."""
+    try:
+        touched = await workflow.execute_activity(
+            ACT_PROMOTION_TOUCHED,
+            TouchedRequest(repo=inp.repo, before=inp.before, after=inp.after),
+            start_to_close_timeout=timedelta(minutes=10),
+            heartbeat_timeout=timedelta(minutes=1),
+            retry_policy=PROMOTION_RETRY,
+            result_type=TouchedResult,
+        )
+        await workflow.execute_activity(
+            ACT_PROMOTION_SIGNAL,
+            SignalPromotionsRequest(repo=inp.repo, revision=inp.after, start=touched.patch_ids),
+            start_to_close_timeout=timedelta(minutes=5),
+            heartbeat_timeout=timedelta(minutes=1),
+            retry_policy=PROMOTION_RETRY,
+        )
+    except ActivityError as err:
+        workflow.logger.warning("promotions not signalled: %s", err.cause or err)
 
 
 def _default_reason(inp: DispatchInput) -> str:

@@ -82,6 +82,15 @@ from shared.payloads import (
     Trigger,
     deploy_workflow_id,
 )
+from shared.payloads_promotion import (
+    ACT_NOTIFY_PROMOTIONS,
+    ACT_PROMOTION_SIGNAL,
+    ACT_PROMOTION_TOUCHED,
+    NotifyPromotionsRequest,
+    SignalPromotionsRequest,
+    TouchedRequest,
+    TouchedResult,
+)
 from workflows.deploy import DeployWorkflow
 from workflows.dispatch import DispatchWorkflow
 from workflows.render import RenderWorkflow
@@ -130,6 +139,10 @@ class World:
     pinned_calls: list[tuple[str, str]] = field(default_factory=list)  # (activity, task queue)
     cleaned: list[str] = field(default_factory=list)
     client: Client | None = None  # set by the harness: signal_deploys really signals
+    # Promotions (issue 7): what dispatch and deploy told the PromotionWorkflows.
+    touched: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    promotion_signals: list[SignalPromotionsRequest] = field(default_factory=list)
+    notified: list[NotifyPromotionsRequest] = field(default_factory=list)
 
     # --- assertions helpers -------------------------------------------------------------
 
@@ -211,6 +224,19 @@ class World:
         for root in req.roots:  # what the real activity does: signal-with-start per root
             await start_deploy(self.client, root, req.revision, repo=req.repo)
 
+    @activity.defn(name=ACT_PROMOTION_TOUCHED)
+    async def promotion_touched(self, req: TouchedRequest) -> TouchedResult:
+        return TouchedResult(patch_ids=self.touched.get((req.before, req.after), []))
+
+    @activity.defn(name=ACT_PROMOTION_SIGNAL)
+    async def promotion_signal(self, req: SignalPromotionsRequest) -> None:
+        self.promotion_signals.append(req)
+
+    @activity.defn(name=ACT_NOTIFY_PROMOTIONS)
+    async def notify_promotions(self, req: NotifyPromotionsRequest) -> int:
+        self.notified.append(req)
+        return 0
+
     # --- pinned activities (the worker's own queue) -------------------------------------
 
     def _pinned(self) -> None:
@@ -277,6 +303,9 @@ class World:
             self.affected_roots,
             self.signal_deploys,
             self.publish,
+            self.promotion_touched,
+            self.promotion_signal,
+            self.notify_promotions,
         ]
 
     def pinned_activities(self) -> list[Callable[..., Any]]:
