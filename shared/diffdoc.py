@@ -157,11 +157,12 @@ def identify(content: bytes) -> tuple[str | None, str | None, str | None]:
     name = namespace = None
     metadata = _METADATA.search(text)
     if metadata:
-        indent: str | None = None
-        for match in _FIELD.finditer(metadata.group(1)):
+        block = metadata.group(1)
+        first = next((line for line in block.splitlines() if line.strip()), "")
+        indent = first[: len(first) - len(first.lstrip(" "))]
+        for match in _FIELD.finditer(block):
             spaces, key, value = match.groups()
-            indent = indent or spaces  # only direct children of metadata (labels have names)
-            if spaces != indent:
+            if spaces != indent:  # only direct children of metadata (labels have names too)
                 continue
             if key == "name" and name is None:
                 name = value
