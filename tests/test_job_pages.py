@@ -338,7 +338,9 @@ def test_root_page_pages_newest_first(world: World) -> None:
             deployment_id=f"dep-{n:02d}",
             revision=f"{n:02d}" * 20,
         )
-    world.record("published", T0, deployment_id="other-repo", repo="acme/other")
+    world.record(
+        "published", T0 - timedelta(minutes=1), deployment_id="other-repo", repo="acme/other"
+    )
     page1 = world.client.get(f"/roots/{ROOT}?repo={REPO}")
     assert page1.status_code == 200
     ids = re.findall(r'href="http://rollwright.test/jobs/(dep-\d+)"><code>', page1.text)
