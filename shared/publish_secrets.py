@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
@@ -138,14 +138,18 @@ def encrypted_regex(real: list[Any], redacted: list[Any]) -> str:
         if isinstance(doc, dict) and doc.get("kind") == "Secret" and doc.get("apiVersion") == "v1":
             keys.update(("data", "stringData"))
     shown = dict(leaf_pointers(redacted))
+    # Keys the redacted render shows too: a secret key never goes into the regex (argv, and
+    # the `sops:` metadata of the published file); the readable check then refuses it.
+    visible = {tuple(parse_pointer(p)[1:3]) for p in shown}
+    visible |= {t[:1] for t in visible}
     for pointer, value in leaf_pointers(real):
         if pointer in shown and shown[pointer] == value:
             continue
         tokens = parse_pointer(pointer)[1:]  # [0] is the document index
-        if tokens and tokens[0] == "metadata" and len(tokens) > 1:
-            tokens = tokens[1:]
-        if tokens and tokens[0] not in _IDENTITY:
-            keys.add(tokens[0])
+        depth = 2 if tokens and tokens[0] == "metadata" and len(tokens) > 1 else 1
+        key = tokens[depth - 1] if tokens else ""
+        if tokens and key not in _IDENTITY and tuple(tokens[:depth]) in visible:
+            keys.add(key)
     if not keys:
         return SECRET_REGEX
     return "^(" + "|".join(re.escape(k) for k in sorted(keys)) + ")$"
@@ -217,24 +221,33 @@ def _check_hidden(encrypted: bytes, redacted: list[Any], path: str) -> None:
     except (UnicodeDecodeError, yaml.YAMLError):
         raise FleetError("sops wrote something that is not YAML", path=path) from None
     shown = dict(leaf_pointers(redacted))
-    for pointer, value in _readable(docs):
-        if pointer in shown and shown[pointer] == value:
+    for pointer, value in leaf_pointers(docs):
+        # Keys stay readable even where values are encrypted: the path must be shown as is.
+        hidden = isinstance(value, str) and value.startswith(ENCRYPTED_PREFIX)
+        empty = value is None or value == ""  # nothing to hide; sops leaves them as they are
+        if pointer in shown and (hidden or empty or shown[pointer] == value):
             continue
         raise FleetError(
-            f"a secret value at {pointer} would stay readable after sops encryption "
-            "(secrets in mapping keys or resource names cannot be encrypted); move it into "
-            "a value",
+            f"a secret value at {_shown_part(pointer, shown)} would stay readable after sops "
+            "encryption (secrets in mapping keys or resource names cannot be encrypted); move "
+            "it into a value",
             path=path,
         )
 
 
-def _readable(docs: list[Any]) -> Iterator[tuple[str, Any]]:
-    for pointer, value in leaf_pointers(docs):
-        if isinstance(value, str) and value.startswith(ENCRYPTED_PREFIX):
-            continue
-        if value is None or value == "":  # nothing to hide; sops leaves them as they are
-            continue
-        yield pointer, value
+def _shown_part(pointer: str, shown: dict[str, Any]) -> str:
+    """The longest leading part of `pointer` the redacted render shows too: a key that is
+    itself secret (the reason sops could not hide it) must not appear in the message."""
+    prefixes = {""}
+    for known in shown:
+        parts = known.split("/")
+        prefixes.update("/".join(parts[:n]) for n in range(2, len(parts) + 1))
+    parts = pointer.split("/")
+    for n in range(len(parts), 1, -1):
+        candidate = "/".join(parts[:n])
+        if candidate in prefixes:
+            return candidate + ("" if n == len(parts) else "/…")
+    return "(the document)"
 
 
 __all__ = [
