@@ -13,8 +13,9 @@ Layout (what reviewers see; docs/previews.md):
       Hidden as noise: the resources whose only changes are noise, with what changed
     </details>
 
-Cutting (`limit`, UTF-8 bytes): the summary keeps at most half the budget (items that do not
-fit are counted in a note); then roots and resources are added in order while they fit
+Cutting (`limit`, UTF-8 bytes), only when the whole report does not fit: the summary gets
+what the roots leave and at least half the budget (items that do not fit are counted in a
+note); then roots and resources are added in order while they fit
 whole, then the start of one more resource (whole lines, its fence and `<details>` closed),
 then the "Diff exceeds the limit" marker with a link to the full diff. Every fence is longer
 than any backtick run inside it, and text outside fences is HTML-escaped, so neither a
@@ -33,6 +34,7 @@ from shared.preview import PreviewReport, RootPreview, repro_command
 OPEN_ROOTS = 3  # root sections start expanded when there are this few
 ERROR_BYTES = 4_000  # one error message in the summary, at most
 MIN_LIMIT = 1_024
+_MARKER_RESERVE = 300  # the marker without its link, rounded up
 _SYMBOL = {"added": "+", "removed": "-", "changed": "~"}
 _BACKTICK_RUN = re.compile(r"`+")
 
@@ -47,11 +49,15 @@ def render_markdown(
 ) -> str:
     if limit is not None and limit < MIN_LIMIT:
         raise ValueError(f"a preview needs at least {MIN_LIMIT} bytes, got a limit of {limit}")
-    header = _fit_header(_header_chunks(report, repro, title), limit)
+    chunks = _header_chunks(report, repro, title)
     blocks = _root_blocks(report)
-    if limit is None:
-        return header + "".join(b.whole() for b in blocks)
-    return _fit_body(header, blocks, report, limit, full_url, repro)
+    body = "".join(b.whole() for b in blocks)
+    whole = _fit_header(chunks, None) + body
+    if limit is None or _size(whole) <= limit:
+        return whole
+    # The summary gets what the roots leave, and at least half the budget.
+    budget = max(limit // 2, limit - _size(body) - _MARKER_RESERVE - _size(full_url or ""))
+    return _fit_body(_fit_header(chunks, budget), blocks, report, limit, full_url, repro)
 
 
 def _size(text: str) -> int:
@@ -193,8 +199,9 @@ def _skipped_note(skipped: int) -> str:
 
 
 def _fit_header(chunks: list[_Chunk], limit: int | None) -> str:
-    """The summary within half the budget; what is left out is counted in a note."""
-    budget = None if limit is None else limit // 2 - _size(_skipped_note(len(chunks)))
+    """The summary within `limit` bytes (None: all of it); what is left out is counted in a
+    note. The first chunk (title and counts) is always kept."""
+    budget = None if limit is None else limit - _size(_skipped_note(len(chunks)))
     out: list[str] = []
     used = 0
     skipped = 0
@@ -335,7 +342,8 @@ def _partial_resource(f: FileDiff, budget: int) -> str | None:
             continue
         # Inside a fence any prefix of a line is still code (the fence is longer than any
         # backtick run in the whole diff, so no prefix can close it).
-        piece = line.encode("utf-8")[: room - used - 1].decode("utf-8", errors="ignore")
+        left = room - used - 1  # the newline the piece ends with
+        piece = line.encode("utf-8")[: max(0, left)].decode("utf-8", errors="ignore")
         if piece.strip():
             taken.append(piece + "\n")
         break
@@ -365,9 +373,6 @@ def _fit_body(
     full_url: str | None,
     repro: str | None,
 ) -> str:
-    whole = header + "".join(b.whole() for b in blocks)
-    if _size(whole) <= limit:
-        return whole
     total = sum(1 for b in blocks for u in b.units if u.resource is not None)
     fallback = repro_command(report.base, report.head)
     reserve = _size(_marker(total, total, True, full_url, repro, fallback))
