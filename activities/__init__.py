@@ -19,7 +19,7 @@ from activities.dispatch import DispatchActivities, QueueActivities
 from activities.git import GitActivities
 from activities.github import GitHubAccess, GitHubActivities
 from activities.joblog import JobLog
-from activities.publish import BlobPublisher, PublishActivities, Publisher
+from activities.publish import BlobPublisher, PublishActivities, Publisher, publish_targets
 from activities.render import RenderActivities
 from activities.store import StoreActivities
 from shared.blobstore import BlobStore, open_blob_store
@@ -69,7 +69,8 @@ def build_activities(
     jobs = JobLog(blobs)
     git = GitActivities(mirror, jobs)
     render = RenderActivities(settings, blobs)
-    publish = PublishActivities(publisher, jobs)
+    targets = publish_targets(settings, mirror, blobs, github.token_for)
+    publish = PublishActivities(publisher, jobs, targets=targets)
     pinned: list[Callable[..., Any]] = [
         git.checkout,
         render.render_root,
