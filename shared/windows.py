@@ -18,6 +18,7 @@ whenever no deny window is in force. The syntax is documented in docs/promotion.
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import re
 import zoneinfo
@@ -36,9 +37,9 @@ if TYPE_CHECKING:
 # and is the default day and time of day (00:00) for the fields a rule leaves out.
 RRULE_ANCHOR = datetime(2000, 1, 3)
 _RRULE_FREQS = {"DAILY", "WEEKLY", "MONTHLY", "YEARLY"}
-# Occurrences examined per rule and search horizon; every-minute crons over a year would be
-# 500,000 starts, and such rules answer within the first horizon anyway.
-_MAX_STARTS = 20_000
+# Occurrences examined per rule and look-ahead: an every-minute cron over a year would be
+# 500,000 starts; a denser rule is only known (and answered for) as far as its first 5,000.
+_MAX_STARTS = 5_000
 _HORIZONS = (timedelta(days=8), timedelta(days=64), timedelta(days=400))
 
 
@@ -121,20 +122,26 @@ class _Rule:
     def label(self) -> str:
         return f"{self.kind} window {self.expression!r} ({self.zone.key})"
 
-    def intervals(self, a: datetime, b: datetime) -> list[tuple[datetime, datetime]]:
-        """Windows of this rule that overlap [a, b), as (start, end) instants."""
+    def intervals(self, a: datetime, b: datetime) -> tuple[list[_Span], datetime]:
+        """Windows of this rule that overlap [a, b), as (start, end) instants, and how far
+        they are known: `b`, or the last start examined when a dense schedule hit the cap."""
         # Local bounds with a day of slack either side for offsets and DST gaps.
         lo = (a - self.duration).astimezone(self.zone).replace(tzinfo=None) - timedelta(days=1)
         hi = b.astimezone(self.zone).replace(tzinfo=None) + timedelta(days=1)
         out = []
+        known = b
         for n, local in enumerate(self.schedule(lo, hi)):
-            if n >= _MAX_STARTS:
-                break
             start = _aware(local, self.zone)
+            if n >= _MAX_STARTS:
+                known = min(b, start)
+                break
             end = start + self.duration
             if start < b and end > a:
                 out.append((start, end))
-        return out
+        return out, known
+
+
+_Span = tuple[datetime, datetime]
 
 
 def _rules(settings: RolloutSettings, node_path: str) -> list[_Rule]:
@@ -165,68 +172,84 @@ def window_state(settings: RolloutSettings, node_path: str, now: datetime) -> Wi
     rules = _rules(settings, node_path)
     if not rules:
         return WindowState(True, f"no promotion window applies to {node_path}")
-    allows = [r for r in rules if r.kind == "allow"]
-    denies = [r for r in rules if r.kind == "deny"]
+    has_allows = any(r.kind == "allow" for r in rules)
     for horizon in _HORIZONS:
-        table = [(r, r.intervals(now, now + horizon)) for r in rules]
-        state = _is_open(table, allows, denies, now)
-        boundaries = sorted(
-            {t for _, spans in table for span in spans for t in span if now < t <= now + horizon}
-        )
-        change = next((t for t in boundaries if _is_open(table, allows, denies, t) != state), None)
-        if change is not None or horizon == _HORIZONS[-1]:
-            return _describe(
-                state,
-                change,
-                _inside(table, allows, now),
-                _inside(table, denies, now),
-                rules[0].zone,
-            )
+        known = now + horizon
+        spans: dict[str, list[_Span]] = {"allow": [], "deny": []}
+        found: list[tuple[_Rule, _Span]] = []
+        for r in rules:
+            intervals, until = r.intervals(now, now + horizon)
+            known = min(known, until)
+            spans[r.kind] += intervals
+            found += [(r, span) for span in intervals]
+        allowed, denied = _union(spans["allow"]), _union(spans["deny"])
+
+        def is_open(
+            t: datetime, allowed: list[_Span] = allowed, denied: list[_Span] = denied
+        ) -> bool:
+            return (not has_allows or _covers(allowed, t) is not None) and _covers(
+                denied, t
+            ) is None
+
+        state = is_open(now)
+        boundaries = sorted({t for span in (*allowed, *denied) for t in span if now < t <= known})
+        change = next((t for t in boundaries if is_open(t) != state), None)
+        if change is not None or known < now + horizon or horizon == _HORIZONS[-1]:
+            in_force = [(r, span) for r, span in found if span[0] <= now < span[1]]
+            return _describe(state, change, in_force, _covers(denied, now), known, rules[0].zone)
     raise AssertionError("the last horizon always answers")
 
 
-_Table = list[tuple[_Rule, list[tuple[datetime, datetime]]]]
+def _union(spans: list[_Span]) -> list[_Span]:
+    """Sorted, disjoint spans covering the same instants."""
+    out: list[_Span] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
-def _inside(table: _Table, kinds: list[_Rule], t: datetime) -> list[tuple[_Rule, datetime]]:
-    """Rules of `kinds` in force at t, with the end of their window."""
-    return [
-        (r, end) for r, spans in table if r in kinds for start, end in spans if start <= t < end
-    ]
+def _covers(spans: list[_Span], t: datetime) -> _Span | None:
+    """The span of sorted disjoint `spans` holding t, if any."""
+    i = bisect.bisect_right(spans, (t, _FAR)) - 1
+    return spans[i] if i >= 0 and spans[i][0] <= t < spans[i][1] else None
 
 
-def _is_open(table: _Table, allows: list[_Rule], denies: list[_Rule], t: datetime) -> bool:
-    return (not allows or bool(_inside(table, allows, t))) and not _inside(table, denies, t)
+_FAR = datetime.max.replace(tzinfo=UTC)
 
 
 def _describe(
     state: bool,
     change: datetime | None,
-    allowing: list[tuple[_Rule, datetime]],
-    denying: list[tuple[_Rule, datetime]],
+    in_force: list[tuple[_Rule, _Span]],
+    denied: _Span | None,
+    known: datetime,
     zone: zoneinfo.ZoneInfo,
 ) -> WindowState:
     """The state in words; instants in the first rule's time zone, returned in UTC."""
     if change is not None:
         change = change.astimezone(UTC)
+    allowing = [r for r, _ in in_force if r.kind == "allow"]
+    denying = [r for r, _ in in_force if r.kind == "deny"]
     if state:
         if allowing:
-            rule, _end = max(allowing, key=lambda item: item[1])
-            reason = f"open: inside the {rule.label}"
+            reason = f"open: inside the {allowing[0].label}"
         else:
             reason = "open: no deny window in force and no allow window required"
         if change is not None:
             reason += f"; closes at {_show(change, zone)}"
         return WindowState(True, reason, None, change)
-    if denying:
-        rule, end = max(denying, key=lambda item: item[1])
-        reason = f"closed: the {rule.label} is in force until {_show(end, rule.zone)}"
+    if denying and denied is not None:
+        rule = denying[0]
+        reason = f"closed: the {rule.label} is in force until {_show(denied[1], rule.zone)}"
     else:
         reason = "closed: outside every allow window"
     if change is not None:
         reason += f"; opens at {_show(change, zone)}"
     else:
-        reason += "; does not open within a year"
+        reason += f"; does not open before {_show(known, zone)}"
     return WindowState(False, reason, change, None)
 
 

@@ -1,0 +1,495 @@
+"""Promotion in git: the engine (shared/promotion.py) and `rollwright promote` / `rollout
+status`, on real git repositories made from examples/dimensions-fleet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from shared import promotion
+from shared.cli import main
+from shared.dimensions import DimensionsLayout
+from shared.fleet import Fleet
+from shared.fleetconfig import FleetConfig
+from shared.tree import GitTree, WorkTree
+from shared.validate import validate_fleet
+from tests.conftest import commit_all, copy_example, git, init_repo, write_files
+from tests.dimensions_support import ROOTS, base_files, patch_doc
+
+PID = "hypershift-v4.18-rollout"
+APP_DIR = "config/management-cluster/hypershift-operator"
+PATCH_FILE = "patch-001-hypershift-v4.18.yaml"
+STAGED = f"{APP_DIR}/patches/{PATCH_FILE}"
+STAGE_ROOT = "management-cluster/stage/stage-sector-1/us-east1"
+
+SEQUENCE = [
+    "integration",
+    "integration/int-sector-1",
+    "integration/int-sector-1/us-central1",
+    "integration/int-sector-1/europe-west1",
+    "integration/int-sector-2",
+    "integration/int-sector-2/us-central1",
+    "stage",
+    "stage/stage-sector-1",
+    "stage/stage-sector-1/us-east1",
+    "stage/stage-sector-1/europe-west1",
+    "prod",
+    "prod/prod-canary",
+    "prod/prod-canary/us-east1",
+    "prod/prod-sector-1",
+    "prod/prod-sector-1/us-east1",
+    "prod/prod-sector-1/europe-east1",
+]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = copy_example("dimensions-fleet", tmp_path / "fleet")
+    init_repo(path)
+    commit_all(path, "fleet")
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def head_message(repo: Path) -> str:
+    return git(repo, "log", "-1", "--format=%B")
+
+
+def rendered_app(repo: Path, root: str, app: str = "hypershift-operator") -> dict[str, Any]:
+    files = Fleet.open(WorkTree(repo)).render(root).files
+    doc: dict[str, Any] = yaml.safe_load(files[f"templates/{app}.yaml"])
+    return doc
+
+
+def merged_apps(path: Path) -> dict[str, Any]:
+    layout = DimensionsLayout(WorkTree(path), FleetConfig())
+    return {root: layout.state(root).values["applications"] for root in layout.roots()}
+
+
+# --- the sequence and status ----------------------------------------------------------------
+
+
+def test_plan_lists_the_sequence_in_promotion_order_with_gates_and_soak(repo: Path) -> None:
+    plan = promotion.rollout_plan(WorkTree(repo))
+    assert [n.path for n in plan] == SEQUENCE
+    by_path = {n.path: n for n in plan}
+    # Entering stage enters its first sector and region too: stage's manual gate applies.
+    assert by_path["stage"].gate == "manual"
+    assert by_path["stage/stage-sector-1/us-east1"].gate == "manual"
+    assert by_path["stage/stage-sector-1/europe-west1"].gate == "automated"
+    assert by_path["integration/int-sector-1/europe-west1"].gate == "automated"
+    # The last region of stage completes stage (soak 2h); the first does not.
+    assert by_path["stage/stage-sector-1/europe-west1"].soak_seconds == 2 * 3600
+    assert by_path["stage/stage-sector-1/us-east1"].soak_seconds == 0
+    assert by_path["prod/prod-sector-1"].soak_seconds == 86400  # completes prod (1d > 12h)
+    assert by_path["prod/prod-canary"].soak_seconds == 0
+
+
+def test_default_soak_comes_from_rollwright_yaml(repo: Path) -> None:
+    write_files(repo, {"rollwright.yaml": "rollout:\n  soak: 30m\n"})
+    by_path = {n.path: n for n in promotion.rollout_plan(WorkTree(repo))}
+    assert by_path["integration/int-sector-1/us-central1"].soak_seconds == 1800
+    assert by_path["stage/stage-sector-1/europe-west1"].soak_seconds == 7200  # own soak wins
+
+
+def test_status_of_the_example(repo: Path) -> None:
+    [status] = promotion.rollout_status(WorkTree(repo))
+    assert status.patch_id == PID
+    assert (status.cluster_type, status.app) == ("management-cluster", "hypershift-operator")
+    assert status.staged_path == STAGED
+    assert status.active_nodes == ["integration"]
+    assert status.current_node == promotion.Node("integration", "automated", 0)
+    assert status.next_node == promotion.Node("stage/stage-sector-1/us-east1", "manual", 0)
+    assert status.unmet_dependencies == []
+    assert status.conflicts == []
+    assert not status.graduated_ready
+    assert status.skipped_nodes == []
+
+
+def test_status_reads_a_git_revision_like_the_checkout(repo: Path) -> None:
+    assert promotion.rollout_status(GitTree(repo, "HEAD")) == promotion.rollout_status(
+        WorkTree(repo)
+    )
+
+
+@pytest.mark.parametrize(
+    ("step", "expected"),
+    [
+        ("environment", "stage"),
+        ("sector", "stage/stage-sector-1"),
+        ("region", "stage/stage-sector-1/us-east1"),
+    ],
+)
+def test_step_size_sets_the_default_next_node(repo: Path, step: str, expected: str) -> None:
+    write_files(repo, {"rollwright.yaml": f"rollout:\n  step: {step}\n"})
+    [status] = promotion.rollout_status(WorkTree(repo))
+    assert status.next_node is not None
+    assert status.next_node.path == expected
+    assert status.next_node.gate == "manual"
+
+
+def test_roots_and_activity_per_root(repo: Path) -> None:
+    tree = WorkTree(repo)
+    assert promotion.roots_under(tree, PID, "stage") == [
+        "management-cluster/stage/stage-sector-1/europe-west1",
+        STAGE_ROOT,
+    ]
+    assert promotion.patch_active_at_root(
+        tree, PID, "management-cluster/integration/int-sector-2/us-central1"
+    )
+    assert not promotion.patch_active_at_root(tree, PID, STAGE_ROOT)
+    assert not promotion.patch_active_at_root(
+        tree, PID, "regional-cluster/integration/int-sector-2/us-central1"
+    )
+    assert promotion.current_node(tree, PID) == promotion.Node("integration", "automated", 0)
+
+
+def test_unknown_patch_and_node_are_errors(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "promote", "nope", "--repo", str(repo))
+    assert code == 2
+    assert "no patch with id 'nope'" in err and PID in err
+    code, _, err = run(capsys, "promote", PID, "--to", "prd", "--repo", str(repo))
+    assert code == 1
+    assert "unknown node 'prd'" in err
+
+
+# --- promote --------------------------------------------------------------------------------
+
+
+def test_promote_copies_the_patch_to_the_next_node_and_commits(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = rendered_app(repo, STAGE_ROOT)
+    assert before["spec"]["source"]["targetRevision"] == "v4.17.0"
+    head = git(repo, "rev-parse", "HEAD")
+
+    code, out, err = run(capsys, "promote", PID, "--repo", str(repo))
+
+    assert (code, err) == (0, "")
+    assert f"promote {PID} to stage/stage-sector-1/us-east1" in out
+    copy = repo / APP_DIR / "stage/stage-sector-1/us-east1/patches" / PATCH_FILE
+    assert copy.read_bytes() == (repo / STAGED).read_bytes()
+    assert git(repo, "rev-parse", "HEAD~1") == head
+    assert git(repo, "status", "--porcelain") == ""
+    message = head_message(repo)
+    assert message.startswith(f"promote {PID} to stage/stage-sector-1/us-east1\n")
+    assert f"Rollwright-Patch: {PID}" in message
+    assert "Rollwright-Node: stage/stage-sector-1/us-east1" in message
+    assert "Gate: manual" in message
+    assert validate_fleet(WorkTree(repo)) == []
+    after = rendered_app(repo, STAGE_ROOT)
+    assert after["spec"]["source"]["targetRevision"] == "v4.18.0"
+    assert "RespectIgnoreDifferences=true" in after["spec"]["syncPolicy"]["syncOptions"]
+    # The other stage region is not touched yet.
+    other = rendered_app(repo, "management-cluster/stage/stage-sector-1/europe-west1")
+    assert other["spec"]["source"]["targetRevision"] == "v4.17.0"
+    [status] = promotion.rollout_status(WorkTree(repo))
+    assert status.active_nodes == ["integration", "stage/stage-sector-1/us-east1"]
+    expected = promotion.Node("stage/stage-sector-1/europe-west1", "automated", 7200)
+    assert status.next_node == expected
+
+
+def test_a_gap_is_refused_and_force_is_recorded(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    code, _, err = run(capsys, "promote", PID, "--to", "prod/prod-canary", "--repo", str(repo))
+    assert code == 1
+    assert "would skip stage" in err and "the next node is stage/stage-sector-1/us-east1" in err
+    assert git(repo, "rev-parse", "HEAD") == head
+    assert git(repo, "status", "--porcelain") == ""
+
+    code, _, err = run(
+        capsys, "promote", PID, "--to", "prod/prod-canary", "--force", "--repo", str(repo)
+    )
+    assert (code, err) == (0, "")
+    message = head_message(repo)
+    assert "Forced: skips stage" in message
+    assert "Rollwright-Forced: skips stage" in message
+    [status] = promotion.rollout_status(WorkTree(repo))
+    assert status.skipped_nodes == ["stage"]
+    assert status.next_node is not None and status.next_node.path.startswith("stage/")
+
+
+def test_finer_step_than_the_default_is_not_a_gap(repo: Path) -> None:
+    change = promotion.plan_promotion(WorkTree(repo), PID, to="stage")
+    assert list(change.writes) == [f"{APP_DIR}/stage/patches/{PATCH_FILE}"]
+    assert "Forced" not in change.message
+
+
+def test_promoting_past_the_last_node_is_refused_then_graduation(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A stage override of a path the patch sets: graduation must fold into it too.
+    write_files(
+        repo,
+        {
+            f"{APP_DIR}/stage/values.yaml": {
+                "applications": {"hypershift-operator": {"source": {"targetRevision": "v4.17.5"}}}
+            }
+        },
+    )
+    commit_all(repo, "stage pins v4.17.5")
+    for node in ("stage", "prod"):
+        code, _, err = run(capsys, "promote", PID, "--to", node, "--repo", str(repo))
+        assert (code, err) == (0, "")
+    code, _, err = run(capsys, "promote", PID, "--repo", str(repo))
+    assert code == 1
+    assert "active on every node" in err and "--graduate" in err
+    problems = [str(p) for p in validate_fleet(WorkTree(repo), render=False)]
+    assert any("must graduate" in p for p in problems)
+    [status] = promotion.rollout_status(WorkTree(repo))
+    assert status.graduated_ready and status.next_node is None
+    before = merged_apps(repo)
+
+    code, out, err = run(capsys, "promote", PID, "--graduate", "--repo", str(repo))
+
+    assert (code, err) == (0, "")
+    assert f"graduate {PID}" in out
+    assert validate_fleet(WorkTree(repo)) == []
+    assert merged_apps(repo) == before
+    assert not (repo / STAGED).exists()
+    assert not list(repo.glob("config/**/patches/*.yaml"))
+    base = yaml.safe_load((repo / APP_DIR / "values.yaml").read_text())
+    app = base["applications"]["hypershift-operator"]
+    assert app["source"]["targetRevision"] == "v4.18.0"
+    assert app["syncPolicy"]["syncOptions"] == [
+        "CreateNamespace=true",
+        "ServerSideApply=true",
+        "RespectIgnoreDifferences=true",
+    ]
+    assert [d["kind"] for d in app["ignoreDifferences"]] == ["HostedCluster", "NodePool"]
+    stage = yaml.safe_load((repo / APP_DIR / "stage/values.yaml").read_text())
+    assert stage["applications"]["hypershift-operator"]["source"]["targetRevision"] == "v4.18.0"
+    message = head_message(repo)
+    assert "merges to the same values as before" in message
+    assert rendered_app(repo, STAGE_ROOT)["spec"]["source"]["targetRevision"] == "v4.18.0"
+
+
+def test_graduation_appends_to_the_list_in_force_below_the_base(tmp_path: Path) -> None:
+    """The defaults hold syncOptions and the base values do not: the folded base list is the
+    defaults' list plus the patch's items, as every root had it."""
+    files = base_files()
+    files["config/mc/a/patches/p.yaml"] = patch_doc(
+        "p",
+        "a",
+        {"syncPolicy": {"syncOptions": ["PruneLast=true"]}, "project": "special"},
+        strategy={"/a/syncPolicy/syncOptions": "append"},
+    )
+    files["config/mc/a/e1/s1/r2/values.yaml"] = {
+        "applications": {"a": {"syncPolicy": None, "project": "r2-project"}}
+    }
+    for env in ("e1", "e2"):
+        files[f"config/mc/a/{env}/patches/p.yaml"] = files["config/mc/a/patches/p.yaml"]
+    write_files(tmp_path, files)
+    before = merged_apps(tmp_path)
+    assert before["mc/e1/s1/r1"]["a"]["syncPolicy"]["syncOptions"] == [
+        "CreateNamespace=true",
+        "PruneLast=true",
+    ]
+    assert before["mc/e1/s1/r2"]["a"]["syncPolicy"] == {"syncOptions": ["PruneLast=true"]}
+
+    change = promotion.plan_graduation(WorkTree(tmp_path), "p")
+
+    for rel, data in change.writes.items():
+        (tmp_path / rel).write_bytes(data)
+    for rel in change.deletes:
+        (tmp_path / rel).unlink()
+    assert merged_apps(tmp_path) == before
+    assert sorted(merged_apps(tmp_path)) == ROOTS
+    assert validate_fleet(WorkTree(tmp_path)) == []
+
+
+def test_graduation_before_every_node_is_refused(repo: Path) -> None:
+    with pytest.raises(promotion.PromotionError, match="still needs stage, prod"):
+        promotion.plan_graduation(WorkTree(repo), PID)
+
+
+def test_message_only_and_no_commit(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    code, out, _ = run(capsys, "promote", PID, "--message-only", "--repo", str(repo))
+    assert code == 0
+    assert out.startswith(f"promote {PID} to stage/stage-sector-1/us-east1\n")
+    assert git(repo, "status", "--porcelain") == ""
+
+    code, out, _ = run(capsys, "promote", PID, "--no-commit", "--repo", str(repo))
+    assert code == 0 and "not committed" in out
+    assert git(repo, "rev-parse", "HEAD") == head
+    assert "stage/stage-sector-1/us-east1/patches" in git(repo, "status", "--porcelain", "-uall")
+
+
+def test_a_dirty_checkout_touching_the_same_files_is_refused(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for node in ("stage", "prod"):
+        assert run(capsys, "promote", PID, "--to", node, "--repo", str(repo))[0] == 0
+    values = repo / APP_DIR / "values.yaml"
+    edited = values.read_text() + "# work in progress\n"
+    values.write_text(edited)
+    head = git(repo, "rev-parse", "HEAD")
+    code, _, err = run(capsys, "promote", PID, "--graduate", "--repo", str(repo))
+    assert code == 1
+    assert f"uncommitted changes to {APP_DIR}/values.yaml" in err
+    assert values.read_text() == edited
+    assert (repo / STAGED).exists()
+    assert git(repo, "rev-parse", "HEAD") == head
+
+
+def test_other_uncommitted_work_stays_out_of_the_commit(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = repo / "README.md"
+    readme.write_text("notes\n")
+    git(repo, "add", "README.md")
+    code, _, _ = run(capsys, "promote", PID, "--repo", str(repo))
+    assert code == 0
+    assert git(repo, "show", "--name-only", "--format=", "HEAD").splitlines() == [
+        f"{APP_DIR}/stage/stage-sector-1/us-east1/patches/{PATCH_FILE}"
+    ]
+    assert git(repo, "status", "--porcelain") == "A  README.md"
+
+
+# --- dependencies and conflicts -------------------------------------------------------------
+
+
+def test_dependencies_are_checked_on_the_target_nodes_merged_values(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The fleet's cert-manager is too old for the patch, except in integration (v1.15.1).
+    write_files(
+        repo,
+        {
+            "config/management-cluster/cert-manager/values.yaml": (
+                repo / "config/management-cluster/cert-manager/values.yaml"
+            )
+            .read_text()
+            .replace("v1.14.4", "v1.12.0")
+        },
+    )
+    commit_all(repo, "older cert-manager")
+    tree = WorkTree(repo)
+    assert promotion.check_dependencies(tree, PID, "integration") == []
+    unmet = promotion.check_dependencies(tree, PID, "stage")
+    assert unmet == [
+        "dependency /cert-manager/source/targetRevision >=v1.13.0 is not met at "
+        "management-cluster/stage/stage-sector-1/europe-west1, "
+        "management-cluster/stage/stage-sector-1/us-east1 (found 'v1.12.0')"
+    ]
+    [status] = promotion.rollout_status(tree)
+    assert status.unmet_dependencies == [
+        "dependency /cert-manager/source/targetRevision >=v1.13.0 is not met at "
+        f"{STAGE_ROOT} (found 'v1.12.0')"
+    ]
+    code, _, err = run(capsys, "promote", PID, "--repo", str(repo))
+    assert code == 1
+    assert "not met" in err and "found 'v1.12.0'" in err
+    # --force skips nodes, never dependencies.
+    code, _, _ = run(capsys, "promote", PID, "--to", "stage", "--force", "--repo", str(repo))
+    assert code == 1
+
+
+def _rival_patch(repo: Path, where: str) -> str:
+    rel = f"{APP_DIR}/{where}/patch-002-pin.yaml"
+    write_files(
+        repo,
+        {
+            rel: {
+                "metadata": {"id": "pin-hypershift", "description": "pin"},
+                "patch": {"hypershift-operator": {"source": {"targetRevision": "v4.17.9"}}},
+            }
+        },
+    )
+    return rel
+
+
+def test_overlap_at_the_next_node_blocks_the_promotion_naming_both_files(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _rival_patch(repo, "patches")
+    rival = _rival_patch(repo, "stage/patches")
+    commit_all(repo, "rival patch active in stage")
+    assert validate_fleet(WorkTree(repo)) == []  # no overlap yet: different nodes
+    statuses = {s.patch_id: s for s in promotion.rollout_status(WorkTree(repo))}
+    [conflict] = statuses[PID].conflicts
+    assert f"{APP_DIR}/stage/stage-sector-1/us-east1/patches/{PATCH_FILE}" in conflict
+    assert rival in conflict and "/hypershift-operator/source/targetRevision" in conflict
+    code, _, err = run(capsys, "promote", PID, "--repo", str(repo))
+    assert code == 1
+    assert "overlap" in err and rival in err and PATCH_FILE in err
+
+
+def test_overlapping_active_patches_are_conflicts_of_both(repo: Path) -> None:
+    _rival_patch(repo, "patches")
+    rival = _rival_patch(repo, "integration/int-sector-1/patches")
+    statuses = {s.patch_id: s for s in promotion.rollout_status(WorkTree(repo))}
+    mine = f"{APP_DIR}/integration/patches/{PATCH_FILE}"
+    for pid in (PID, "pin-hypershift"):
+        assert statuses[pid].conflicts, pid
+        assert any(mine in c and rival in c for c in statuses[pid].conflicts), pid
+    assert any("both set" in str(p) for p in validate_fleet(WorkTree(repo), render=False))
+
+
+# --- windows in the CLI ---------------------------------------------------------------------
+
+
+def test_a_closed_window_refuses_unless_forced(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_files(
+        repo,
+        {
+            "rollwright.yaml": (
+                "rollout:\n"
+                "  windows:\n"
+                "    - deny: '0 0 * * *'\n"
+                "      duration: 2d\n"
+                "      nodes: ['stage*']\n"
+            )
+        },
+    )
+    commit_all(repo, "freeze stage")
+    code, out, _ = run(capsys, "rollout", "status", "--repo", str(repo))
+    assert code == 0
+    assert "window:       closed: the deny window '0 0 * * *' (UTC) is in force" in out
+    code, _, err = run(capsys, "promote", PID, "--repo", str(repo))
+    assert code == 1 and "promotion window" in err
+    code, _, _ = run(capsys, "promote", PID, "--force", "--repo", str(repo))
+    assert code == 0
+    assert "Forced: outside the promotion window (closed: the deny window" in head_message(repo)
+
+
+# --- rollout status -------------------------------------------------------------------------
+
+
+def test_rollout_status_text_and_json(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "rollout", "status", "--repo", str(repo))
+    assert code == 0
+    assert out.splitlines()[0].startswith(f"{PID}  (management-cluster/hypershift-operator)")
+    assert "  active on:    integration\n" in out
+    assert "  next:         stage/stage-sector-1/us-east1 (gate manual)\n" in out
+    assert "  window:       no promotion window applies" in out
+    assert "  dependencies: met\n" in out
+    assert "  graduation:   not yet\n" in out
+
+    code, out, _ = run(capsys, "rollout", "status", "--format", "json", "--repo", str(repo))
+    assert code == 0
+    [item] = json.loads(out)
+    assert item["patch_id"] == PID
+    assert item["next_node"] == {
+        "path": "stage/stage-sector-1/us-east1",
+        "gate": "manual",
+        "soak_seconds": 0,
+    }
+    assert item["window"]["open"] is True
+
+    code, _, err = run(capsys, "rollout", "status", "--patch", "nope", "--repo", str(repo))
+    assert code == 2 and "no patch with id 'nope'" in err
