@@ -131,7 +131,8 @@ class _Rule:
         out = []
         known = b
         for n, local in enumerate(self.schedule(lo, hi)):
-            start = _aware(local, self.zone)
+            # In UTC: arithmetic on zoneinfo datetimes is wall-clock, durations are elapsed.
+            start = _aware(local, self.zone).astimezone(UTC)
             if n >= _MAX_STARTS:
                 known = min(b, start)
                 break
