@@ -28,6 +28,7 @@ from tests.preview_support import (
     WEBHOOK,
     chart_version,
     commit,
+    web_fleet_files,
     web_repo,
 )
 from tests.secrets_support import age_key, app_chart_files, assert_hidden  # noqa: F401
@@ -416,3 +417,35 @@ def test_dimensions_example_one_region_then_every_root_of_a_type(tmp_path: Path)
     assert len(report.roots) > 1
     assert all(r.root.startswith("management-cluster/") for r in report.roots)
     assert all(r.status == "unchanged" for r in report.roots) and not report.changed
+
+
+def test_parallel_rendering_keeps_going_after_errors(tmp_path: Path) -> None:
+    """With jobs > 1 (enough roots for worker processes), a failing root is reported and the
+    roots after it still render, on both sides."""
+    clusters = [f"g/c{i:02}" for i in range(66)]
+    repo = init_repo(tmp_path / "fleet")
+    make_fleet(repo, web_fleet_files(clusters), echo=False)
+    broken = {"cluster": "x", "broken": True}
+    write_files(repo, {"deployments/g/c05/cluster.values.yaml": broken})
+    commit_all(repo, "base")
+    write_files(
+        repo,
+        {
+            "deployments/global.values.yaml": {"greeting": "bonjour"},
+            "deployments/g/c05/cluster.values.yaml": {"cluster": "x"},
+            "deployments/g/c40/cluster.values.yaml": broken,
+        },
+    )
+    commit_all(repo, "change")
+    report, seen = preview(repo, jobs=2)
+    assert len(seen) == 2 * 66 and report.all_roots
+    items = {r.root: r for r in report.roots}
+    assert items["g/c05"].base_error and not items["g/c05"].head_error
+    assert items["g/c40"].head_error and not items["g/c40"].base_error
+    assert "broken on purpose" in (items["g/c40"].head_error or "")
+    others = [r for r in report.roots if r.root not in ("g/c05", "g/c40")]
+    assert all(
+        r.status == "changed" and paths(report, r.root) == {CONFIGMAP: "changed"} for r in others
+    )
+    serial = build_preview(repo, "HEAD~1", "HEAD", jobs=1)
+    assert report_json(serial) == report_json(report)
