@@ -99,7 +99,7 @@ class RenderActivities:
             "rendered",
             root=request.root,
             files=len(render.files),
-            digest=render.digest,
+            # no digest: it hashes the plaintext, and people read this log (store.py)
             prefix=prefix,
             seconds=round(time.monotonic() - started, 3),
         )

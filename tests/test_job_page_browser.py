@@ -1,0 +1,182 @@
+"""The job page in a real browser (headless Debian `chromium` driven by Python playwright; no
+browser download) against the embedded stack: the Temporal dev server, the worker and gateway
+processes, and the GitHub emulator.
+
+One deployment's story, as a person watching it: the page opened while the render runs shows
+log lines arriving without a reload, the state moves to awaiting review, a resource's diff
+expands, side by side shows removed and added lines next to each other, and Approve (dev mode:
+through the emulator's check run and the gateway's webhook) takes it to published. The render
+is slow for an honest reason: the root has 1,000 releases. Screenshots go to
+$ROLLWRIGHT_TEST_ARTIFACTS (default tests/artifacts/).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from shared.devstack import fleetrepo
+from shared.devstack.stack import DevStack, StackOptions
+from tests.bench import fleetgen
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+OWNER, NAME = "acme", "big-fleet"
+ROOT = "g000/c000-000"
+RELEASES = 1000
+STEP_TIMEOUT = 60.0
+T = TypeVar("T")
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Python playwright is not installed")
+pytestmark = [
+    pytest.mark.timeout(240),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed (Debian chromium)"
+    ),
+]
+
+
+def artifacts_dir() -> Path:
+    configured = os.environ.get("ROLLWRIGHT_TEST_ARTIFACTS")
+    path = Path(configured) if configured else Path(__file__).parent / "artifacts"
+    path = path / "job-page"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def wait_for(what: str, probe: Callable[[], T | None], stack: DevStack) -> T:
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while True:
+        stack.check()
+        found = probe()
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {STEP_TIMEOUT:.0f}s; logs: {stack.data_dir}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevStack, Path]]:
+    base = tmp_path_factory.mktemp("browser")
+    source = base / "source"
+    fleetgen.generate(source, groups=1, clusters_per_group=1, releases=RELEASES)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLWRIGHT_")}
+    options = StackOptions(data_dir=base / "state", env=env, headless_ui=True).with_free_ports()
+    stack = DevStack(options, out=lambda line: None)
+    stack.start()
+    try:
+        repo_dir = base / "fleet"
+        fleetrepo.create_fleet_repo(source, repo_dir)
+        shutil.rmtree(source)
+        stack.add_repository(OWNER, NAME, repo_dir)
+        yield stack, repo_dir
+    finally:
+        stack.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def test_watch_review_and_approve_a_deployment(stack: tuple[DevStack, Path], browser: Any) -> None:
+    devstack, repo_dir = stack
+    emulator = devstack.emulator
+    assert emulator is not None
+    shots = artifacts_dir()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+
+    before = fleetrepo.head(repo_dir)
+    after = fleetrepo.set_value(
+        repo_dir, f"deployments/{ROOT}/cluster.values.yaml", "env.TIER", "gold", "tier gold"
+    )
+    assert emulator.send_push(OWNER, NAME, before, after).status == 202
+
+    def deployment() -> str | None:
+        for run in emulator.check_runs(OWNER, NAME):
+            if run.name == f"rollwright/{ROOT}" and run.state.get("external_id"):
+                return str(run.state["external_id"])
+        return None
+
+    deployment_id = wait_for("check run with a deployment id", deployment, devstack)
+    job_url = f"{devstack.urls.gateway}/jobs/{deployment_id}"
+
+    # --- the page opened while the render runs: log lines arrive without a reload
+    def opened() -> bool | None:
+        response = page.goto(job_url)
+        return True if response is not None and response.status == 200 else None
+
+    wait_for("the job page", opened, devstack)
+    first_lines = page.locator("#log .line").all_inner_texts()
+    assert not any(" rendered " in f" {line} " for line in first_lines), (
+        "the render had already finished when the page opened; the live part went untested",
+        first_lines,
+    )
+    page.screenshot(path=str(shots / "1-rendering.png"), full_page=True)
+    page.locator("#log .line", has_text="diffed").wait_for(timeout=STEP_TIMEOUT * 1000)
+    later_lines = page.locator("#log .line").all_inner_texts()
+    assert len(later_lines) > len(first_lines)
+    assert any(line.split(" ")[1:2] == ["rendered"] for line in later_lines), later_lines
+    sync_api.expect(page.locator("#state")).to_have_text(
+        "awaiting_review", timeout=STEP_TIMEOUT * 1000
+    )
+    page.screenshot(path=str(shots / "2-awaiting-review.png"), full_page=False)
+
+    # --- the diff: reload (it was written after the page loaded), expand one resource
+    page.reload()
+    resources = page.locator("details.resource")
+    assert resources.count() == 2 * RELEASES  # first deployment: every resource added
+    first = resources.first
+    assert first.get_attribute("open") is None
+    first.locator("summary").click()
+    assert first.get_attribute("open") is not None
+    sync_api.expect(first.locator("table.diff.unified tr.add").first).to_be_visible()
+    assert "+apiVersion: apps/v1" in first.locator("table.diff").inner_text()
+    first.screenshot(path=str(shots / "3-resource-unified.png"))
+
+    # --- side by side
+    page.locator("#view-split").click()
+    page.wait_for_url("**view=split**")
+    first = page.locator("details.resource").first
+    first.locator("summary").click()
+    split = first.locator("table.diff.split")
+    sync_api.expect(split).to_be_visible()
+    cells = split.locator("tr").nth(1).locator("td")
+    assert cells.count() == 4  # old number, old text, new number, new text
+    assert "apps/v1" in cells.nth(3).inner_text() and cells.nth(1).inner_text() == ""
+    first.screenshot(path=str(shots / "4-resource-side-by-side.png"))
+
+    # --- Approve (dev mode): the emulator's check run sends the webhook; the state follows
+    approve = page.locator("button.approve")
+    sync_api.expect(approve).to_be_visible()
+    page.screenshot(path=str(shots / "5-before-approve.png"), full_page=False)
+    approve.click()
+    page.wait_for_url(f"**/jobs/{deployment_id}")
+    sync_api.expect(page.locator("#state")).to_have_text("published", timeout=STEP_TIMEOUT * 1000)
+    page.reload()
+    assert "dev-reviewer" in page.locator("#approved-by").inner_text()
+    timeline = page.locator("#timeline .state").all_inner_texts()
+    assert timeline == ["rendering", "awaiting_review", "publishing", "published"]
+    assert page.locator("button.approve").count() == 0
+    page.screenshot(path=str(shots / "6-published.png"), full_page=False)
+    page.close()
