@@ -3,9 +3,9 @@
 Layout (what reviewers see; docs/previews.md):
 
     ### rollwright preview
-    > **Warning:** …                         caller's and the engine's warnings
     Base `abc` → head `def`: counts          roots and resources added / removed / changed
     **Failed on the PR side** …              each head-side error, with a reproduction command
+    > **Warning:** …                         caller's and the engine's warnings
     **Base side failed to render** …         each base-side error (a warning)
     | root | status | added | removed | changed | hidden |
     <details> per root                       (open when at most OPEN_ROOTS roots have one)
@@ -130,8 +130,6 @@ def _header_chunks(report: PreviewReport, repro: str | None, title: str) -> list
     if not report.roots and report.error is None:
         first += "**No changes**: no root renders differently.\n\n"
     chunks.append(_Chunk(first, essential=True))
-    for warning in report.warnings:
-        chunks.append(_Chunk(f"> **Warning:** {_inline(warning)}\n\n"))
     if report.error is not None:
         chunks.append(
             _Chunk(
@@ -150,6 +148,9 @@ def _header_chunks(report: PreviewReport, repro: str | None, title: str) -> list
                 + f"Reproduce locally: {_code(command)}\n\n"
             )
         )
+    # After the failures: when the budget is tight, what fails the check matters most.
+    for warning in report.warnings:
+        chunks.append(_Chunk(f"> **Warning:** {_inline(warning)}\n\n"))
     for item in report.base_errors:
         chunks.append(
             _Chunk(
@@ -266,7 +267,9 @@ def _root_blocks(report: PreviewReport) -> list[_Block]:
         summary = f"<code>{html.escape(item.root)}</code> — {html.escape(_root_summary(item))}"
         block = _Block(f"<details{expanded}>\n<summary>{summary}</summary>\n\n")
         if item.head_error is not None:
-            block.units.append(_Unit("The PR side does not render (the error is above).\n\n"))
+            block.units.append(
+                _Unit("The PR side does not render: its error is in the summary.\n\n")
+            )
         if item.base_error is not None and item.head_error is None:
             block.units.append(
                 _Unit("The base side does not render: the whole PR-side render is shown.\n\n")
