@@ -87,6 +87,8 @@ def _rrule_schedule(text: str) -> Schedule:
     upper = body.upper()
     if "DTSTART" in upper or "\n" in body:
         raise ValueError(f"{text!r}: write one RRULE line without DTSTART")
+    if re.search(r"UNTIL=[0-9T]+Z", upper):
+        raise ValueError(f"{text!r}: write UNTIL in the rule's local time, without Z")
     try:
         rule = rrule.rrulestr(body, dtstart=RRULE_ANCHOR)
     except (ValueError, TypeError) as err:

@@ -223,6 +223,12 @@ def test_rollout_section_parses(tmp_path: Path) -> None:
             "not a valid RRULE",
         ),
         (
+            "rollout:\n  windows:\n    - deny: 'RRULE:FREQ=DAILY;UNTIL=20250101T000000Z'\n"
+            "      duration: 1h\n",
+            "rollwright.yaml:3: rollout/windows/0: Value error, 'RRULE:FREQ=DAILY;UNTIL="
+            "20250101T000000Z': write UNTIL in the rule's local time, without Z",
+        ),
+        (
             "rollout:\n  windows:\n    - allow: '0 9 * * *'\n      deny: '0 18 * * *'\n"
             "      duration: 1h\n",
             "rollwright.yaml:3: rollout/windows/0: Value error, a window needs exactly one of "
