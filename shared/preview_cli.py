@@ -59,7 +59,7 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument(
         "--limit",
-        type=_positive,
+        type=_limit,
         metavar="BYTES",
         help="cut the Markdown like GitHub does (65535 for a check run)",
     )
@@ -91,6 +91,15 @@ def _positive(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _limit(text: str) -> int:
+    from shared.preview_markdown import MIN_LIMIT
+
+    value = _positive(text)
+    if value < MIN_LIMIT:
+        raise argparse.ArgumentTypeError(f"a preview needs at least {MIN_LIMIT} bytes")
     return value
 
 

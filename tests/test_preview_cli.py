@@ -155,6 +155,9 @@ def test_limit_cuts_the_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[s
     code, out, _ = run(capsys, "HEAD~1", "HEAD", "--repo", str(repo), "--limit", "4000")
     assert code == 1 and len(out.encode()) <= 4000
     assert "**Diff exceeds the limit:**" in out and "for the full diff." in out
+    with pytest.raises(SystemExit):
+        main(["diff", "HEAD~1", "HEAD", "--repo", str(repo), "--limit", "100"])
+    assert "--limit: a preview needs at least 1024 bytes" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- --check
