@@ -178,7 +178,7 @@ def build_preview(
                 affected |= head_side.roots  # over-rendering is safe, missing a root is not
             selected = sorted(affected)
             union = head_side.roots | base_side.roots
-            every = bool(selected) and set(selected) >= union
+            every = len(union) > 1 and set(selected) >= union
         previews = _compare(selected, base_side, head_side, jobs, progress)
     return PreviewReport(base_sha, head_sha, previews, all_roots=every, warnings=notes)
 
