@@ -23,6 +23,7 @@ The model, in terms of the sequence of config/config.yaml:
 
 from __future__ import annotations
 
+import weakref
 from collections import defaultdict
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
@@ -36,7 +37,7 @@ from shared.dimensions import CONFIG_FILE, DEFAULTS_FILE, VALUES_FILE, Dimension
 from shared.errors import FleetError
 from shared.fleet import detect_layout
 from shared.fleetconfig import FleetConfig, RolloutSettings, duration_seconds
-from shared.tree import Tree, join
+from shared.tree import GitTree, Tree, join
 from shared.values import deep_merge, escape_pointer_token, get_pointer, parse_pointer
 
 Gate = Literal["automated", "manual"]
@@ -251,6 +252,21 @@ class _Fleet:
         return next(n for n in fresh if _depth(n) == depth)
 
 
+# A git revision never changes, so its reading is kept while the GitTree lives (the workflow's
+# activities ask about every root of a node); a checkout may change between calls.
+_AT_REVISION: weakref.WeakKeyDictionary[GitTree, _Fleet] = weakref.WeakKeyDictionary()
+
+
+def _fleet(tree: Tree) -> _Fleet:
+    if not isinstance(tree, GitTree):
+        return _Fleet(tree)
+    fleet = _AT_REVISION.get(tree)
+    if fleet is None:
+        fleet = _Fleet(tree)
+        _AT_REVISION[tree] = fleet
+    return fleet
+
+
 def _depth(n: _SeqNode) -> int:
     return n.path.count("/") + 1
 
@@ -361,13 +377,13 @@ def rollout_plan(tree: Tree) -> list[Node]:
     """Every node of the sequence in promotion order (each environment, its sectors, each
     followed by its regions), as a step from nothing covered before it: its gate (manual
     when it or a node it enters says so) and soak (the longest of the nodes it completes)."""
-    fleet = _Fleet(tree)
+    fleet = _fleet(tree)
     return [fleet.step(n, set(range(n.lo))) for n in fleet.nodes]
 
 
 def rollout_status(tree: Tree, patch_id: str | None = None) -> list[PatchRollout]:
     """Where each patch (or the one `patch_id`) stands, sorted by id."""
-    fleet = _Fleet(tree)
+    fleet = _fleet(tree)
     ids = [patch_id] if patch_id is not None else sorted(fleet.found())
     return [_status(fleet, fleet.patch(pid)) for pid in ids]
 
@@ -417,20 +433,20 @@ def _current(fleet: _Fleet, found: _Found) -> Node | None:
 
 def current_node(tree: Tree, patch_id: str) -> Node | None:
     """The furthest node holding a copy of the patch (None: only staged)."""
-    fleet = _Fleet(tree)
+    fleet = _fleet(tree)
     return _current(fleet, fleet.patch(patch_id))
 
 
 def roots_under(tree: Tree, patch_id: str, node_path: str) -> list[str]:
     """Roots of the patch's cluster type under `node_path`, sorted."""
-    fleet = _Fleet(tree)
+    fleet = _fleet(tree)
     return fleet.roots(fleet.patch(patch_id).ctype, fleet.node(node_path))
 
 
 def patch_active_at_root(tree: Tree, patch_id: str, root: str) -> bool:
     """Whether this revision has the patch active at `root` (a copy at a node above it), so a
     deployment of the revision there "contains the patch". Unknown patch: False."""
-    fleet = _Fleet(tree)
+    fleet = _fleet(tree)
     found = fleet.found().get(patch_id)
     ctype, _, place = root.partition("/")
     if found is None or ctype != found.ctype:
@@ -442,7 +458,7 @@ def check_dependencies(tree: Tree, patch_id: str, node_path: str) -> list[str]:
     """Unmet dependency messages of the patch were it active at `node_path`: evaluated at
     every root under the node on its merged values (values levels and the other patches
     active there, in dependency order). [] when all hold."""
-    fleet = _Fleet(tree)
+    fleet = _fleet(tree)
     found = fleet.patch(patch_id)
     n = fleet.node(node_path)
     return _unmet(_simulate(fleet, found, n), patch_id, fleet.roots(found.ctype, n))
@@ -466,7 +482,7 @@ def plan_promotion(
     would overlap another patch there; or, when `now` is given, the node's promotion window is
     closed (unless `force`). The workflow checks windows itself and passes no `now`.
     """
-    fleet = _Fleet(tree)
+    fleet = _fleet(tree)
     found = fleet.patch(patch_id)
     covered = fleet.covered(found)
     if len(covered) == len(fleet.places):
@@ -564,7 +580,7 @@ def plan_graduation(tree: Tree, patch_id: str) -> FileChange:
     Each root's merged values are compared before and after; differences (a dependency that
     was unmet somewhere, an encrypted override) are listed in the message for review.
     """
-    fleet = _Fleet(tree)
+    fleet = _fleet(tree)
     found = fleet.patch(patch_id)
     covered = fleet.covered(found)
     if len(covered) != len(fleet.places):
