@@ -41,6 +41,7 @@ import hashlib
 import hmac
 import html
 import json
+import os
 import re
 import secrets
 import signal
@@ -65,8 +66,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPublicKey
 
 from shared.github import OUTPUT_LIMIT, webhook_signature
+from shared.github_emulator_git import GitDataApi
 
 SCHEMAS_FILE = Path(__file__).with_name("github_rest_schemas.json")
+# The git data API and pull request creation (promotions), from the same OpenAPI description.
+GIT_SCHEMAS_FILE = Path(__file__).with_name("github_rest_schemas_git.json")
 DOCS = "https://docs.github.com/rest"
 HOOKSHOT_AGENT = "GitHub-Hookshot/rollwright-emulator"
 ZERO_SHA = "0" * 40
@@ -89,7 +93,23 @@ _DOC_PAGES = {
         "issues/comments#update-an-issue-comment"
     ),
 }
+_DOC_PAGES.update(
+    {
+        "POST /repos/{owner}/{repo}/git/blobs": "git/blobs#create-a-blob",
+        "POST /repos/{owner}/{repo}/git/trees": "git/trees#create-a-tree",
+        "POST /repos/{owner}/{repo}/git/commits": "git/commits#create-a-commit",
+        "POST /repos/{owner}/{repo}/git/refs": "git/refs#create-a-reference",
+        "PATCH /repos/{owner}/{repo}/git/refs/{ref}": "git/refs#update-a-reference",
+        "POST /repos/{owner}/{repo}/pulls": "pulls/pulls#create-a-pull-request",
+    }
+)
 _RESOURCES = {
+    "POST /repos/{owner}/{repo}/git/blobs": "Blob",
+    "POST /repos/{owner}/{repo}/git/trees": "Tree",
+    "POST /repos/{owner}/{repo}/git/commits": "Commit",
+    "POST /repos/{owner}/{repo}/git/refs": "Reference",
+    "PATCH /repos/{owner}/{repo}/git/refs/{ref}": "Reference",
+    "POST /repos/{owner}/{repo}/pulls": "PullRequest",
     "POST /repos/{owner}/{repo}/check-runs": "CheckRun",
     "PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}": "CheckRun",
     "POST /app/installations/{installation_id}/access_tokens": "InstallationAccessToken",
@@ -131,11 +151,28 @@ def _with_github_limits(key: str, schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def load_validators(path: Path = SCHEMAS_FILE) -> dict[str, jsonschema.protocols.Validator]:
+def _json_schema(node: Any) -> Any:
+    """OpenAPI 3.0's `nullable: true` in JSON Schema terms (`type: [T, "null"]`): GitHub
+    documents a null tree entry sha as "delete this path"."""
+    if isinstance(node, list):
+        return [_json_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _json_schema(v) for k, v in node.items() if k != "nullable"}
+    if node.get("nullable") is True and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+def load_validators(
+    path: Path = SCHEMAS_FILE, extra: tuple[Path, ...] = (GIT_SCHEMAS_FILE,)
+) -> dict[str, jsonschema.protocols.Validator]:
     data = json.loads(path.read_text())["endpoints"]
+    for more in extra:
+        data.update(json.loads(more.read_text())["endpoints"])
     validators: dict[str, jsonschema.protocols.Validator] = {}
     for key, spec in data.items():
-        schema = _with_github_limits(key, spec["request_schema"])
+        schema = _with_github_limits(key, _json_schema(spec["request_schema"]))
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
         validators[key] = cls(schema, format_checker=jsonschema.FormatChecker())
     return validators
@@ -431,10 +468,29 @@ class GitHubEmulator:
         user_login: str = "octocat",
         merge_commit_sha: str | None = None,
     ) -> dict[str, Any]:
-        """Create or replace pull request `number` (its issue takes comments from now on)."""
+        """Create or replace pull request `number` (its issue takes comments from now on).
+
+        In a repository seeded with `git_dir`, GitHub's pull refs are written there too:
+        `refs/pull/N/head` (the head commit) and, while the pull request is open,
+        `refs/pull/N/merge` (a real merge commit of the base branch tip and the head; none when
+        they conflict, and `mergeable` then says False).
+        """
         with self._lock:
             record = self._repo(owner, repo)
             previous = record.pulls.get(number, {})
+            if record.git_dir is not None:
+                merge = _write_pull_refs(
+                    record.git_dir,
+                    number,
+                    head_sha,
+                    base_ref or record.default_branch,
+                    base_sha,
+                    state == "open" and not merged,
+                )
+                if merge_commit_sha is None:
+                    merge_commit_sha = merge
+                if mergeable is True and merge is None and state == "open":
+                    mergeable = False
             pull = {
                 "number": number,
                 "id": previous.get("id") or self._next("pull", start=5000),
@@ -511,6 +567,11 @@ class GitHubEmulator:
                 for c in self._comments.values()
                 if f"{c.owner}/{c.repo}".lower() == key and c.issue_number == issue_number
             ]
+
+    def pulls(self, owner: str, repo: str) -> dict[int, dict[str, Any]]:
+        """The repository's pull requests by number (seeded or opened through the API)."""
+        with self._lock:
+            return copy.deepcopy(self._repo(owner, repo).pulls)
 
     def requests(self) -> list[RequestRecord]:
         with self._lock:
@@ -751,6 +812,7 @@ class GitHubEmulator:
             ),
             r("GET", "/repos/{owner}/{repo}/compare/{basehead}", self._compare, "token", False),
             r("GET", "/repos/{owner}/{repo}/pulls/{pull_number}", self._get_pull, "token", False),
+            *GitDataApi(self).routes(),  # git data API and pull request creation
             # control surface for other processes (rollwright dev, the demo)
             r("GET", "/_emulator/state", self._ctl_state, "none", False),
             r("POST", "/_emulator/repos", self._ctl_seed, "none", False),
@@ -1699,6 +1761,64 @@ def _git_ok(git_dir: Path, *args: str) -> str | bool:
     if proc.returncode != 0:
         return False
     return proc.stdout.strip() or True
+
+
+# GitHub's test merge commits are authored by GitHub; fixed so a merge ref is reproducible.
+_MERGE_IDENTITY = {
+    "GIT_AUTHOR_NAME": "GitHub",
+    "GIT_AUTHOR_EMAIL": "noreply@github.com",
+    "GIT_COMMITTER_NAME": "GitHub",
+    "GIT_COMMITTER_EMAIL": "noreply@github.com",
+}
+
+
+def _write_pull_refs(
+    git_dir: Path, number: int, head_sha: str, base_ref: str, base_sha: str | None, open_: bool
+) -> str | None:
+    """refs/pull/N/head, and refs/pull/N/merge (returned) unless closed or conflicting."""
+    _git(git_dir, "update-ref", f"refs/pull/{number}/head", head_sha)
+    merge_ref = f"refs/pull/{number}/merge"
+    tip = _git_ok(git_dir, "rev-parse", "--verify", "--quiet", f"refs/heads/{base_ref}^{{commit}}")
+    base = tip if isinstance(tip, str) else base_sha
+    if not open_ or not base:
+        _git_ok(git_dir, "update-ref", "-d", merge_ref)
+        return None
+    tree = subprocess.run(
+        ["git", "-C", str(git_dir), "merge-tree", "--write-tree", "--no-messages", base, head_sha],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if tree.returncode != 0:  # 1: conflicts; GitHub then has no merge ref
+        _git_ok(git_dir, "update-ref", "-d", merge_ref)
+        return None
+    env = {**os.environ, **_MERGE_IDENTITY}
+    date = _git(git_dir, "show", "-s", "--format=%cI", head_sha).strip()
+    env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = date
+    commit = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(git_dir),
+            "commit-tree",
+            "-p",
+            base,
+            "-p",
+            head_sha,
+            "-m",
+            f"Merge {head_sha} into {base}",
+            tree.stdout.split()[0],
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    if commit.returncode != 0:
+        raise ApiError(500, f"git commit-tree failed: {commit.stderr.strip()}")
+    merge = commit.stdout.strip()
+    _git(git_dir, "update-ref", merge_ref, merge)
+    return merge
 
 
 def _commit_json(git_dir: Path, sha: str, full_name: str, base: str) -> dict[str, Any]:

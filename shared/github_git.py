@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from github import GithubException, InputGitTreeElement
+from github.GitRef import GitRef
 from github.Repository import Repository
 
 from shared.github import GitHubApp, GitHubRequestError, translate_error
@@ -69,7 +70,7 @@ def commit_files(
         if create_branch:
             _create_or_reset(gh, branch, sha)
             return sha
-        gh.get_git_ref(f"heads/{branch}").edit(sha, force=False)
+        _ref(gh, branch).edit(sha, force=False)
     except GithubException as err:
         failure = translate_error(operation, err)
         if isinstance(failure, GitHubRequestError) and _not_fast_forward(failure):
@@ -101,7 +102,15 @@ def _create_or_reset(gh: Repository, branch: str, sha: str) -> None:
     except GithubException as err:
         if err.status != 422:  # 422: "Reference already exists"
             raise
-        gh.get_git_ref(f"heads/{branch}").edit(sha, force=True)
+        _ref(gh, branch).edit(sha, force=True)
+
+
+def _ref(gh: Repository, branch: str) -> GitRef:
+    """The branch's ref, read: PyGithub's lazy ref has the GET path (`git/ref/…`) as its URL;
+    the answer carries the `git/refs/…` URL that updates go to."""
+    ref = gh.get_git_ref(f"heads/{branch}")
+    ref.object  # noqa: B018  # completes the lazy object (one GET)
+    return ref
 
 
 def _not_fast_forward(err: GitHubRequestError) -> bool:
