@@ -19,6 +19,7 @@ from activities.dispatch import DispatchActivities, QueueActivities
 from activities.git import GitActivities
 from activities.github import GitHubAccess, GitHubActivities
 from activities.joblog import JobLog
+from activities.preview import PreviewActivities
 from activities.publish import BlobPublisher, PublishActivities, Publisher, publish_targets
 from activities.render import RenderActivities
 from activities.store import StoreActivities
@@ -71,7 +72,10 @@ def build_activities(
     render = RenderActivities(settings, blobs)
     targets = publish_targets(settings, mirror, blobs, github.token_for)
     publish = PublishActivities(publisher, jobs, targets=targets)
+    previews = PreviewActivities(settings, mirror, blobs, github)
     pinned: list[Callable[..., Any]] = [
+        previews.preview_revisions,
+        previews.preview_build,
         git.checkout,
         render.render_root,
         render.diff_render,
@@ -88,6 +92,7 @@ def build_activities(
         store.load_latest,
         store.persist_latest,
         store.record_deployment,
+        previews.preview_comment,
         GitHubActivities(settings, github, jobs).check_run,
     ]
     return Activities(

@@ -26,6 +26,14 @@ from shared.payloads import (
     UnlockSignal,
     deploy_workflow_id,
 )
+from shared.payloads_preview import (
+    PREVIEW_WORKFLOW,
+    SIGNAL_PR_CLOSED,
+    SIGNAL_PR_HEAD,
+    PullRequestClosed,
+    PullRequestHead,
+    preview_workflow_id,
+)
 
 
 class _Action(BaseModel):
@@ -99,7 +107,39 @@ class QueueRevision(_Action):
         return f"signal-with-start {SIGNAL_NEW_REVISION}"
 
 
-Action = StartDispatch | Review | Unlock | QueueRevision
+class PreviewHead(_Action):
+    kind: Literal["preview_head"] = "preview_head"
+    repo_ref: RepoRef
+    pr: int
+    signal: PullRequestHead
+
+    @property
+    def repo(self) -> str:
+        return self.repo_ref.full_name
+
+    @property
+    def target(self) -> str:
+        return preview_workflow_id(self.repo, self.pr)
+
+    def describe(self) -> str:
+        return f"signal-with-start {PREVIEW_WORKFLOW} {SIGNAL_PR_HEAD} ({self.signal.action})"
+
+
+class PreviewClosed(_Action):
+    kind: Literal["preview_closed"] = "preview_closed"
+    repo: str
+    pr: int
+    signal: PullRequestClosed
+
+    @property
+    def target(self) -> str:
+        return preview_workflow_id(self.repo, self.pr)
+
+    def describe(self) -> str:
+        return f"signal {SIGNAL_PR_CLOSED}"
+
+
+Action = StartDispatch | Review | Unlock | QueueRevision | PreviewHead | PreviewClosed
 ACTION: TypeAdapter[Action] = TypeAdapter(Annotated[Action, Field(discriminator="kind")])
 
 
@@ -114,3 +154,7 @@ async def deliver(action: Action, d: Dispatcher) -> Dispatched:
             return await d.unlock(action.repo, action.root, action.signal)
         case QueueRevision():
             return await d.queue_revision(action.repo_ref, action.root, action.revision)
+        case PreviewHead():
+            return await d.preview_head(action.repo_ref, action.pr, action.signal)
+        case PreviewClosed():
+            return await d.preview_closed(action.repo, action.pr, action.signal)

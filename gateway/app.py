@@ -19,7 +19,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from gateway import api, jobs_api, pages, webhooks
+from gateway import api, jobs_api, pages, previews, webhooks
 from gateway.context import Gateway, GatewayDep
 from gateway.dispatcher import Dispatcher, DispatchError, TemporalDispatcher
 from gateway.intake import DeliveryIntake
@@ -90,6 +90,7 @@ def create_app(
     app.include_router(api.router)
     app.include_router(jobs_api.router)
     app.include_router(pages.router)
+    app.include_router(previews.router)
 
     @app.get(
         "/healthz",

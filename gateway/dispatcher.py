@@ -36,6 +36,15 @@ from shared.payloads import (
     UnlockSignal,
     deploy_workflow_id,
 )
+from shared.payloads_preview import (
+    PREVIEW_WORKFLOW,
+    SIGNAL_PR_CLOSED,
+    SIGNAL_PR_HEAD,
+    PreviewInput,
+    PullRequestClosed,
+    PullRequestHead,
+    preview_workflow_id,
+)
 from shared.settings import Settings
 
 log = logging.getLogger("rollwright.gateway")
@@ -85,6 +94,14 @@ class Dispatcher(Protocol):
 
     async def queue_revision(self, repo: RepoRef, root: str, revision: NewRevision) -> Dispatched:
         """Signal-with-start the root's DeployWorkflow with a revision to deploy."""
+        ...
+
+    async def preview_head(self, repo: RepoRef, pr: int, head: PullRequestHead) -> Dispatched:
+        """Signal-with-start the pull request's PreviewWorkflow with a head to preview."""
+        ...
+
+    async def preview_closed(self, repo: str, pr: int, closed: PullRequestClosed) -> Dispatched:
+        """Tell the pull request's PreviewWorkflow it closed (none running: nothing to do)."""
         ...
 
     async def check_health(self) -> None:
@@ -152,6 +169,24 @@ class TemporalDispatcher:
                 rpc_timeout=self.rpc_timeout,
             )
         return Dispatched(workflow_id, "queued")
+
+    async def preview_head(self, repo: RepoRef, pr: int, head: PullRequestHead) -> Dispatched:
+        workflow_id = preview_workflow_id(repo.full_name, pr)
+        async with _calling(f"signal-with-start {PREVIEW_WORKFLOW} {workflow_id}"):
+            await self.client.start_workflow(
+                PREVIEW_WORKFLOW,
+                PreviewInput(repo=repo, pr=pr),
+                id=workflow_id,
+                task_queue=self.task_queue,
+                start_signal=SIGNAL_PR_HEAD,
+                start_signal_args=[head],
+                static_summary=f"Preview of pull request #{pr} in {repo.full_name}",
+                rpc_timeout=self.rpc_timeout,
+            )
+        return Dispatched(workflow_id, "queued")
+
+    async def preview_closed(self, repo: str, pr: int, closed: PullRequestClosed) -> Dispatched:
+        return await self._signal(preview_workflow_id(repo, pr), SIGNAL_PR_CLOSED, closed)
 
     async def check_health(self) -> None:
         async with _calling("checking Temporal health"):

@@ -21,6 +21,11 @@ Which events do what (anything else is answered 200 `ignored`):
 - `check_suite.rerequested` (this App's suite, default branch) → start a manual
   DispatchWorkflow for the suite's `before..head_sha` (the gateway cannot list roots itself),
   id `dispatch:<repo>:<head_sha>:rerequested:<delivery>`.
+- `pull_request` opened / synchronize / reopened / ready_for_review (drafts included), and
+  edited when the base branch changed → signal-with-start `preview:<repo>:<pr>` with
+  `pr_head`; `closed` → `pr_closed` to it (never starting one). Pull requests from forks are
+  ignored (docs/previews.md). `check_run.rerequested` on `rollwright/preview` previews that
+  head again.
 - `ping`, `installation*` → 200 `acknowledged`.
 """
 
@@ -36,7 +41,15 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Header, Request, Response, status
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gateway.actions import Action, QueueRevision, Review, StartDispatch, Unlock
+from gateway.actions import (
+    Action,
+    PreviewClosed,
+    PreviewHead,
+    QueueRevision,
+    Review,
+    StartDispatch,
+    Unlock,
+)
 from gateway.context import Gateway, GatewayDep
 from shared.checkrun import root_from_check_run_name
 from shared.github import verify_webhook_signature
@@ -47,6 +60,12 @@ from shared.payloads import (
     ReviewSignal,
     UnlockSignal,
     dispatch_workflow_id,
+)
+from shared.payloads_preview import (
+    PREVIEW_CHECK_NAME,
+    PullRequestClosed,
+    PullRequestHead,
+    parse_preview_external_id,
 )
 from shared.sqlstore import DeliveryClaim, OutboxEntry
 
@@ -114,6 +133,20 @@ class SuiteRef(_GitHubModel):
     head_branch: str | None = None
 
 
+class PullRef(_GitHubModel):
+    ref: str
+    sha: str
+
+
+class PullSide(PullRef):
+    repo: Repository | None = None  # null when a fork was deleted
+
+
+class CheckRunPull(_GitHubModel):
+    number: int
+    base: PullRef | None = None  # its `repo` has no full_name here
+
+
 class CheckRun(_GitHubModel):
     id: int
     name: str
@@ -121,6 +154,35 @@ class CheckRun(_GitHubModel):
     external_id: str | None = None
     app: App | None = None
     check_suite: SuiteRef | None = None
+    pull_requests: list[CheckRunPull] = []
+
+
+class PullRequest(_GitHubModel):
+    number: int
+    head: PullSide
+    base: PullSide
+    state: str = "open"
+    draft: bool = False
+    merged: bool | None = None
+    title: str = ""
+
+
+class BaseChange(_GitHubModel):
+    ref: dict[str, Any] | None = None
+
+
+class PullRequestChanges(_GitHubModel):
+    base: BaseChange | None = None
+
+
+class PullRequestEvent(_GitHubModel):
+    action: str
+    number: int
+    pull_request: PullRequest
+    repository: Repository
+    changes: PullRequestChanges | None = None
+    sender: Account | None = None
+    installation: Installation | None = None
 
 
 class RequestedAction(_GitHubModel):
@@ -180,6 +242,8 @@ def route_event(
         return _check_run(CheckRunEvent.model_validate(payload), app_id)
     if event == "check_suite":
         return _check_suite(CheckSuiteEvent.model_validate(payload), app_id, delivery_id)
+    if event == "pull_request":
+        return _pull_request(PullRequestEvent.model_validate(payload), delivery_id)
     if event == "installation" or event in ACKNOWLEDGED_EVENTS:
         return Acknowledge(f"{event} acknowledged")
     return Ignore(f"event {event!r} is not handled")
@@ -217,6 +281,8 @@ def _ours(app: App | None, app_id: str | None) -> bool:
 
 def _check_run(ev: CheckRunEvent, app_id: str | None) -> Route:
     run = ev.check_run
+    if run.name == PREVIEW_CHECK_NAME:
+        return _preview_check_run(ev, app_id)
     root = root_from_check_run_name(run.name)
     if root is None:
         return Ignore(f"check run {run.name!r} is not a rollwright check run")
@@ -254,6 +320,73 @@ def _check_run(ev: CheckRunEvent, app_id: str | None) -> Route:
             ),
         )
     return Ignore(f"check_run.{ev.action} is not handled")
+
+
+PREVIEWED_ACTIONS = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})
+
+
+def _pull_request(ev: PullRequestEvent, delivery_id: str) -> Route:
+    pull = ev.pull_request
+    repo = ev.repository.ref(ev.installation)
+    sender = ev.sender.login if ev.sender else None
+    if ev.action == "closed":
+        return PreviewClosed(
+            repo=repo.full_name,
+            pr=ev.number,
+            signal=PullRequestClosed(
+                merged=bool(pull.merged), sender=sender, delivery_id=delivery_id
+            ),
+        )
+    retargeted = ev.action == "edited" and ev.changes is not None and ev.changes.base is not None
+    if ev.action not in PREVIEWED_ACTIONS and not retargeted:
+        return Ignore(f"pull_request.{ev.action} is not handled")
+    head_repo = pull.head.repo.full_name if pull.head.repo else None
+    if head_repo is None or head_repo.lower() != repo.full_name.lower():
+        # A fork's templates would be rendered with this repository's SOPS keys.
+        return Ignore(f"pull request #{ev.number} comes from a fork ({head_repo}): not previewed")
+    return PreviewHead(
+        repo_ref=repo,
+        pr=ev.number,
+        signal=PullRequestHead.model_validate(
+            {
+                "head_sha": pull.head.sha,
+                "head_ref": pull.head.ref,
+                "base_ref": pull.base.ref,
+                "base_sha": pull.base.sha,
+                "action": "edited" if retargeted else ev.action,
+                "draft": pull.draft,
+                "title": pull.title,
+                "sender": sender,
+                "delivery_id": delivery_id,
+            }
+        ),
+    )
+
+
+def _preview_check_run(ev: CheckRunEvent, app_id: str | None) -> Route:
+    """Re-run on `rollwright/preview`: preview that head again. It has no buttons."""
+    run = ev.check_run
+    if not _ours(run.app, app_id):
+        return Ignore(f"check run {run.name!r} belongs to another app")
+    if ev.action != "rerequested":
+        return Ignore(f"check_run.{ev.action} on {run.name!r} is not handled")
+    parsed = parse_preview_external_id(run.external_id)
+    if parsed is None:
+        return Ignore(f"check run {run.id} has no preview external_id")
+    pr, head = parsed
+    repo = ev.repository.ref(ev.installation)
+    base = next((p.base for p in run.pull_requests if p.number == pr and p.base), None)
+    return PreviewHead(
+        repo_ref=repo,
+        pr=pr,
+        signal=PullRequestHead(
+            head_sha=head,
+            base_ref=base.ref if base else repo.default_branch,
+            base_sha=base.sha if base else "",
+            action="rerequested",
+            sender=ev.sender.login if ev.sender else None,
+        ),
+    )
 
 
 def _check_suite(ev: CheckSuiteEvent, app_id: str | None, delivery_id: str) -> Route:

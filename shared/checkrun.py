@@ -27,8 +27,16 @@ def check_run_name(root: str) -> str:
     return f"rollwright/{root}"
 
 
+# Check runs of this App that are not a root's: the pull request preview and the rollouts
+# of version patches (`rollwright/promote: <patch>`). A root cannot take these names over.
+NOT_ROOT_NAMES = frozenset({"rollwright/preview"})
+NOT_ROOT_PREFIXES = ("rollwright/promote:",)
+
+
 def root_from_check_run_name(name: str) -> str | None:
     prefix = "rollwright/"
+    if name in NOT_ROOT_NAMES or name.startswith(NOT_ROOT_PREFIXES):
+        return None
     return name[len(prefix) :] if name.startswith(prefix) and len(name) > len(prefix) else None
 
 

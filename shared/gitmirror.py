@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from shared.payloads import Relation, RepoRef
@@ -57,6 +58,15 @@ def _safe(name: str, what: str) -> str:
     if not _SAFE_NAME.match(name) or name.endswith((".lock", ".git")) or ".." in name:
         raise ValueError(f"{what} {name!r}: only letters, digits, '.', '_' and '-' are allowed")
     return name
+
+
+@dataclass(frozen=True)
+class PullRefs:
+    """A pull request's refs as the mirror has them after a fetch (None: not on the remote)."""
+
+    head: str | None
+    merge: str | None
+    base: str | None
 
 
 class GitMirror:
@@ -200,6 +210,45 @@ class GitMirror:
         mirror = self.mirror_path(repo)
         proc = self._git(mirror, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
         return proc.stdout.strip()
+
+    # --- pull requests -------------------------------------------------------------------
+
+    def pull_refs(self, repo: RepoRef, number: int, base_ref: str) -> PullRefs:
+        """Fetch the mirror (a mirror fetches every ref, `refs/pull/*` included, and prunes
+        the ones GitHub dropped) and resolve the pull request's head and merge refs and its
+        base branch. A ref the remote does not have is None: GitHub has no merge ref while a
+        pull request conflicts with its base."""
+        if number < 1:
+            raise ValueError(f"pull request number {number}: must be positive")
+        mirror = self.fetch(repo)
+        return PullRefs(
+            head=self._ref(mirror, f"refs/pull/{number}/head"),
+            merge=self._ref(mirror, f"refs/pull/{number}/merge"),
+            base=self._ref(mirror, f"refs/heads/{base_ref}") if base_ref else None,
+        )
+
+    def _ref(self, mirror: Path, ref: str) -> str | None:
+        check = self._git(None, "check-ref-format", ref, check=False)
+        if check.returncode != 0:
+            return None
+        proc = self._git(
+            mirror, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False
+        )
+        return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+
+    def parents(self, repo: RepoRef, revision: str) -> list[str]:
+        """The parents of a commit, first parent first."""
+        mirror = self.mirror_path(repo)
+        proc = self._git(mirror, "rev-list", "--parents", "-n", "1", revision)
+        return proc.stdout.split()[1:]
+
+    def merge_base(self, repo: RepoRef, a: str, b: str) -> str | None:
+        """The best common ancestor of two commits, None when they share no history."""
+        mirror = self.mirror_path(repo)
+        proc = self._git(mirror, "merge-base", a, b, check=False)
+        if proc.returncode not in (0, 1):
+            raise GitMirrorError(f"git merge-base {a[:12]} {b[:12]}: {proc.stderr.strip()}")
+        return proc.stdout.strip() or None
 
     # --- ancestry ------------------------------------------------------------------------
 

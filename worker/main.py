@@ -34,13 +34,15 @@ from shared.settings import Settings
 from worker.logs import configure_logging
 from workflows.deploy import DeployWorkflow
 from workflows.dispatch import DispatchWorkflow
+from workflows.preview import PreviewWorkflow
 from workflows.render import RenderWorkflow
 
-WORKFLOWS = [DispatchWorkflow, DeployWorkflow, RenderWorkflow]
+WORKFLOWS = [DispatchWorkflow, DeployWorkflow, RenderWorkflow, PreviewWorkflow]
 # A checkout lives while its deployment waits for review (up to 7 days); older ones were left
 # by a worker that died and are removed at start.
 STALE_CHECKOUT_SECONDS = REVIEW_TIMEOUT_SECONDS + 24 * 3600
 GRACEFUL_SHUTDOWN = timedelta(seconds=30)
+HEARTBEAT_THROTTLE = timedelta(seconds=5)
 # Activities are async and run blocking work (git, Helm, stores) in the loop's default thread
 # pool. Python's default pool has cpu+4 threads: a few long renders would make a check-run
 # update wait behind them. A wide pool for waiting; the pinned worker's concurrency limit
@@ -78,6 +80,9 @@ def build_workers(client: Client, settings: Settings, activities: Activities) ->
         activities=activities.pinned,
         max_concurrent_activities=pinned_concurrency(),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        # A cancellation reaches an activity in a heartbeat's answer; the SDK sends them at
+        # most this often. A superseded PR preview stops rendering within seconds.
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
     )
     return [shared, own]
 

@@ -1,0 +1,440 @@
+"""Pull request previews: fetch the PR refs, build the report, write the sticky comment.
+
+- `preview_revisions`: fetch the mirror (GitHub's `refs/pull/N/head` and `refs/pull/N/merge`
+  come with it) and pick what each side renders. The merge ref is GitHub's merge of the PR
+  into its base: the PR side renders it and the base side its first parent (the base tip it
+  was made from, so the diff shows exactly what the PR changes). Without one (conflicts, or
+  GitHub still computing it) the PR head is rendered against its merge base with the base
+  branch, and the report says so in a warning.
+- `preview_build`: `shared.preview.build_preview` on the mirror (bare, read in place; only
+  affected roots; redacted), heartbeating while it renders. A cancellation (a newer head,
+  the PR closed) stops the rendering thread at its next root. Everything is stored under
+  `previews/<owner>/<repo>/<pr>/<head>/` (report.md uncut, report.json, report.diff,
+  comment.md); the answer carries the check run's texts, cut to GitHub's limit.
+- `preview_comment`: the one sticky comment of the App on the PR (found by its marker, edited
+  in place; listing before creating makes a retry after a lost answer harmless), then
+  `latest.json` pointing the gateway's preview page at this head.
+
+Both sides are rendered from the redacted renders; texts here are built from the report, so
+nothing in a comment, check run, blob or log carries a plaintext secret.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.errors import ERR_GITHUB_REQUEST, ERR_REVISION_NOT_FOUND
+from activities.github import ERR_GITHUB_RETRYABLE, GitHubAccess
+from activities.heartbeat import beat, blocking
+from shared.blobstore import BlobStore
+from shared.github import COMMENT_LIMIT, OUTPUT_LIMIT, GitHubError, GitHubRetryableError
+from shared.gitmirror import GitMirror, RevisionNotFound
+from shared.payloads_preview import (
+    ACT_PREVIEW_BUILD,
+    ACT_PREVIEW_COMMENT,
+    ACT_PREVIEW_REVISIONS,
+    ERR_PREVIEW_REVISION,
+    PREVIEW_COMMENT_MARKER,
+    PreviewBuildRequest,
+    PreviewCommentRef,
+    PreviewCommentRequest,
+    PreviewCounts,
+    PreviewOutcome,
+    PreviewPointer,
+    PreviewRevisions,
+    PreviewRevisionsRequest,
+    preview_latest_key,
+    preview_prefix,
+)
+from shared.preview import (
+    PreviewReport,
+    build_preview,
+    report_json,
+    report_markdown,
+    report_unified,
+    repro_command,
+)
+from shared.settings import Settings
+
+T = TypeVar("T")
+
+MERGE_MISSING = (
+    "merge ref missing (conflicts?): the PR head `{head}` is rendered against its merge base "
+    "`{base}` with `{branch}`, not the merge result"
+)
+MERGE_STALE = (
+    "merge ref out of date (GitHub is still computing it?): the PR head `{head}` is rendered "
+    "against its merge base `{base}` with `{branch}`, not the merge result"
+)
+COMMENT_TAG = f"<!-- {PREVIEW_COMMENT_MARKER} -->"
+MAX_LISTED = 50  # roots named in a summary list
+MAX_ERROR_BYTES = 4000  # of one error in the summary (the text and the full report have all)
+
+
+class PreviewCancelled(Exception):
+    """Raised inside the rendering thread once the activity has been cancelled."""
+
+
+class PreviewActivities:
+    def __init__(
+        self,
+        settings: Settings,
+        mirror: GitMirror,
+        blobs: BlobStore,
+        github: GitHubAccess,
+        *,
+        jobs: int = 1,
+        merge_attempts: int = 5,
+        merge_wait: float = 2.0,
+    ) -> None:
+        self.settings = settings
+        self.mirror = mirror
+        self.blobs = blobs
+        self.github = github
+        self.jobs = jobs
+        self.merge_attempts = merge_attempts
+        self.merge_wait = merge_wait
+
+    # --- revisions ---------------------------------------------------------------------------
+
+    @activity.defn(name=ACT_PREVIEW_REVISIONS)
+    async def preview_revisions(self, request: PreviewRevisionsRequest) -> PreviewRevisions:
+        repo, head = request.repo, request.head_sha
+        base_tip, merge = "", None
+        for attempt in range(1, self.merge_attempts + 1):
+            refs = await blocking(self.mirror.pull_refs, repo, request.pr, request.base_ref)
+            if refs.base is None:
+                raise ApplicationError(
+                    f"previewing {repo.full_name}#{request.pr}: the base branch "
+                    f"{request.base_ref!r} is not in the repository",
+                    type=ERR_PREVIEW_REVISION,
+                    non_retryable=True,
+                )
+            base_tip, merge = refs.base, refs.merge
+            try:
+                await blocking(self.mirror.ensure, repo, head)
+            except RevisionNotFound as err:
+                # Force-pushed away already; the newer head has its own event.
+                raise ApplicationError(
+                    f"previewing {repo.full_name}#{request.pr}: {err}",
+                    type=ERR_REVISION_NOT_FOUND,
+                    non_retryable=True,
+                ) from None
+            if merge is not None:
+                parents = await blocking(self.mirror.parents, repo, merge)
+                if len(parents) == 2 and parents[1] == head:
+                    return PreviewRevisions(
+                        base_sha=parents[0],
+                        head_sha=merge,
+                        pr_head_sha=head,
+                        base_tip_sha=base_tip,
+                        merge_sha=merge,
+                    )
+            if merge is None or attempt == self.merge_attempts:
+                break
+            # GitHub computes merge refs after the push event: give it a moment.
+            activity.logger.info(
+                "merge ref not yet updated",
+                extra={"repo": repo.full_name, "pr": request.pr, "attempt": attempt},
+            )
+            await asyncio.sleep(self.merge_wait)
+            beat()
+        base = await blocking(self.mirror.merge_base, repo, base_tip, head) or base_tip
+        template = MERGE_MISSING if merge is None else MERGE_STALE
+        warning = template.format(head=head[:12], base=base[:12], branch=request.base_ref)
+        return PreviewRevisions(
+            base_sha=base,
+            head_sha=head,
+            pr_head_sha=head,
+            base_tip_sha=base_tip,
+            merge_sha=None,
+            warnings=[warning],
+        )
+
+    # --- build -------------------------------------------------------------------------------
+
+    @activity.defn(name=ACT_PREVIEW_BUILD)
+    async def preview_build(self, request: PreviewBuildRequest) -> PreviewOutcome:
+        repo, rev = request.repo, request.revisions
+        mirror = await blocking(self.mirror.ensure, repo, rev.base_sha, rev.head_sha)
+        rendered = [0]
+
+        def build(progress: Callable[[str], None]) -> PreviewReport:
+            return build_preview(
+                mirror,
+                rev.base_sha,
+                rev.head_sha,
+                warnings=rev.warnings,
+                jobs=self.jobs,
+                progress=progress,
+            )
+
+        def count(_label: str) -> None:
+            rendered[0] += 1
+
+        report = await _cancellable(build, count)
+        prefix = preview_prefix(repo.full_name, request.pr, rev.pr_head_sha)
+        full_url = self.preview_url(repo.full_name, request.pr, rev.pr_head_sha)
+        outcome = outcome_of(report, request, prefix=prefix, full_url=full_url)
+        await blocking(self._store, report, prefix, request, outcome)
+        activity.logger.info(
+            "preview built",
+            extra={
+                "repo": repo.full_name,
+                "pr": request.pr,
+                "head": rev.pr_head_sha,
+                "roots": outcome.counts.roots,
+                "renders": rendered[0],
+                "conclusion": outcome.conclusion,
+            },
+        )
+        return outcome
+
+    def preview_url(self, repo: str, pr: int, head: str) -> str:
+        return f"{self.settings.public_url.rstrip('/')}/previews/{repo}/{pr}/{head}"
+
+    def _store(
+        self,
+        report: PreviewReport,
+        prefix: str,
+        request: PreviewBuildRequest,
+        outcome: PreviewOutcome,
+    ) -> None:
+        rev = request.revisions
+        self.blobs.put(f"{prefix}report.md", report_markdown(report, limit=None).encode())
+        self.blobs.put(f"{prefix}report.diff", report_unified(report).encode())
+        document = report_json(report) | {
+            "pull_request": request.pr,
+            "pr_head": rev.pr_head_sha,
+            "merge": rev.merge_sha,
+            "base_ref": request.base_ref,
+        }
+        self.blobs.put(f"{prefix}report.json", json.dumps(document, indent=1).encode())
+        comment = comment_body(report, request, full_url=outcome.full_url, repro=outcome.repro)
+        self.blobs.put(outcome.comment_key, comment.encode())
+
+    # --- comment -----------------------------------------------------------------------------
+
+    @activity.defn(name=ACT_PREVIEW_COMMENT)
+    async def preview_comment(self, request: PreviewCommentRequest) -> PreviewCommentRef:
+        body = await blocking(self.blobs.get, request.body_key)
+        if body is None:
+            raise ApplicationError(
+                f"the preview comment {request.body_key} is not in the blob store",
+                type=ERR_PREVIEW_REVISION,
+                non_retryable=True,
+            )
+        repo = request.repo.full_name
+        try:
+            comment_id = await blocking(self._upsert, request, body.decode("utf-8"), interval=None)
+        except GitHubRetryableError as err:
+            delay = timedelta(seconds=err.retry_after) if err.retry_after else None
+            raise ApplicationError(
+                str(err), type=ERR_GITHUB_RETRYABLE, next_retry_delay=delay
+            ) from None
+        except (GitHubError, ValueError) as err:
+            raise ApplicationError(str(err), type=ERR_GITHUB_REQUEST, non_retryable=True) from None
+        if request.head_sha and request.prefix and request.conclusion:
+            pointer = PreviewPointer(
+                pr=request.pr,
+                head_sha=request.head_sha,
+                prefix=request.prefix,
+                conclusion=request.conclusion,
+                at=datetime.now(UTC),
+            )
+            await blocking(
+                self.blobs.put,
+                preview_latest_key(repo, request.pr),
+                pointer.model_dump_json().encode(),
+            )
+        activity.logger.info(
+            "preview comment written",
+            extra={"repo": repo, "pr": request.pr, "comment": comment_id},
+        )
+        return PreviewCommentRef(comment_id=comment_id)
+
+    def _upsert(self, request: PreviewCommentRequest, body: str) -> int:
+        app = self.github.app_for(request.repo)
+        return app.upsert_sticky_comment(
+            request.repo.full_name, request.pr, PREVIEW_COMMENT_MARKER, body
+        )
+
+
+async def _cancellable(
+    work: Callable[[Callable[[str], None]], T], progress: Callable[[str], None]
+) -> T:
+    """`work(progress)` in a thread with heartbeats; once the activity is cancelled the next
+    `progress` call raises PreviewCancelled, so the thread stops rendering at the next root
+    instead of finishing a report nobody will read."""
+    stop = threading.Event()
+
+    def checked(label: str) -> None:
+        if stop.is_set():
+            raise PreviewCancelled(label)
+        progress(label)
+
+    try:
+        return await blocking(work, checked)
+    except asyncio.CancelledError:
+        stop.set()
+        activity.logger.info("preview cancelled", extra={"activity": ACT_PREVIEW_BUILD})
+        raise
+
+
+# --- texts ---------------------------------------------------------------------------------------
+
+
+def outcome_of(
+    report: PreviewReport, request: PreviewBuildRequest, *, prefix: str, full_url: str
+) -> PreviewOutcome:
+    rev = request.revisions
+    c = report.counts
+    counts = PreviewCounts(
+        roots=c.roots,
+        roots_changed=c.roots_changed,
+        roots_added=c.roots_added,
+        roots_removed=c.roots_removed,
+        roots_failed=c.roots_failed,
+        added=c.added,
+        removed=c.removed,
+        changed=c.changed,
+        hidden=c.hidden,
+    )
+    failed_roots = [r.root for r in report.head_errors]
+    repro = repro_command(rev.base_sha, rev.head_sha, failed_roots[0] if failed_roots else None)
+    conclusion = "failure" if report.failed else "success"
+    warnings = list(report.warnings) + [
+        f"`{r.root}`: the base side failed to render (shown as all added): {r.base_error}"
+        for r in report.base_errors
+    ]
+    return PreviewOutcome.model_validate(
+        {
+            "conclusion": conclusion,
+            "title": _title(report),
+            "summary": _summary(report, request, full_url=full_url, repro=repro),
+            "text": report_markdown(report, limit=OUTPUT_LIMIT, full_url=full_url, title=""),
+            "counts": counts,
+            "warnings": warnings,
+            "error": report.error
+            or (report.head_errors[0].head_error or "" if failed_roots else ""),
+            "roots": [r.root for r in report.roots[:200]],
+            "prefix": prefix,
+            "comment_key": f"{prefix}comment.md",
+            "full_url": full_url,
+            "repro": repro,
+        }
+    )
+
+
+def _title(report: PreviewReport) -> str:
+    c = report.counts
+    if report.error is not None:
+        return "The PR side cannot be read"
+    if c.roots_failed:
+        return f"{c.roots_failed} of {c.roots} root(s) fail to render on the PR side"
+    if not report.roots:
+        return "No root affected"
+    if not report.changed:
+        return f"{c.roots} root(s) rendered: no changes"
+    return (
+        f"{c.roots_changed} of {c.roots} root(s) change: "
+        f"{c.added} added, {c.removed} removed, {c.changed} changed"
+    )
+
+
+def _summary(
+    report: PreviewReport, request: PreviewBuildRequest, *, full_url: str, repro: str
+) -> str:
+    rev = request.revisions
+    c = report.counts
+    branch = request.base_ref or "base"
+    pr_side = (
+        f"merge result `{rev.merge_sha[:12]}`"
+        if rev.merge_sha
+        else f"PR head `{rev.pr_head_sha[:12]}`"
+    )
+    lines = [
+        f"Base `{rev.base_sha[:12]}` ({branch}) → {pr_side}.",
+        "",
+        f"- Roots rendered: {c.roots}"
+        + (" (a global input changed: every root)" if report.all_roots else " (affected only)"),
+        f"- Roots changed: {c.roots_changed}; failed on the PR side: {c.roots_failed}",
+        f"- Resources: {c.added} added, {c.removed} removed, {c.changed} changed"
+        + (f"; {c.hidden} hidden as noise" if c.hidden else ""),
+    ]
+    for status, label in (("added", "Roots added"), ("removed", "Roots removed")):
+        names = [r.root for r in report.roots if r.status == status]
+        if names:
+            shown = ", ".join(f"`{n}`" for n in names[:MAX_LISTED])
+            more = f" and {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED else ""
+            lines.append(f"- {label}: {shown}{more}")
+    warnings = list(report.warnings) + [
+        f"`{r.root}`: the base side failed to render, so the diff shows the PR side as added"
+        for r in report.base_errors
+    ]
+    if warnings:
+        lines += ["", "**Warnings**", ""]
+        lines += [f"- ⚠️ {_one_line(w)}" for w in warnings[:MAX_LISTED]]
+    errors = ([("the PR side", report.error)] if report.error else []) + [
+        (f"`{r.root}`", r.head_error or "") for r in report.head_errors[:5]
+    ]
+    if errors:
+        lines += ["", "**The PR side fails to render**", ""]
+        for where, message in errors:
+            lines += [f"{where}:", "", _fenced(_cut(message, MAX_ERROR_BYTES)), ""]
+        lines += [
+            "Reproduce locally:",
+            "",
+            _fenced(
+                f"git fetch origin {branch} pull/{request.pr}/head"
+                + (f" pull/{request.pr}/merge" if rev.merge_sha else "")
+                + f"\n{repro}"
+            ),
+        ]
+    lines += ["", f"Full diff: {full_url}"]
+    return "\n".join(lines)
+
+
+def comment_body(
+    report: PreviewReport, request: PreviewBuildRequest, *, full_url: str, repro: str
+) -> str:
+    """The sticky comment: marker, the report within GitHub's limit, and which head it shows."""
+    rev = request.revisions
+    side = f"merge `{rev.merge_sha[:12]}`" if rev.merge_sha else f"head `{rev.pr_head_sha[:12]}`"
+    footer = (
+        f"\n<sub>PR head `{rev.pr_head_sha[:12]}` ({side}) against `{rev.base_sha[:12]}` "
+        f"({request.base_ref or 'base'}); edited on every push · [full diff]({full_url})</sub>\n"
+    )
+    header = f"{COMMENT_TAG}\n"
+    budget = COMMENT_LIMIT - len(header.encode()) - len(footer.encode())
+    body = report_markdown(report, limit=budget, full_url=full_url, title="rollwright preview")
+    if not body.endswith("\n"):
+        body += "\n"
+    return header + body + footer
+
+
+def _one_line(text: str) -> str:
+    first, _, rest = text.strip().partition("\n")
+    return first + (" …" if rest else "")
+
+
+def _cut(text: str, limit: int) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", "ignore") + "\n… (cut; the full report has all of it)"
+
+
+def _fenced(text: str) -> str:
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}\n{text}\n{fence}"

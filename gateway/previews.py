@@ -1,0 +1,207 @@
+"""Pull request preview pages: the full, uncut report the check run and comment link to.
+
+- `GET /previews/{owner}/{repo}/{pr}`: the newest reported head of the pull request;
+- `GET /previews/{owner}/{repo}/{pr}/{head}`: one head's report (what a check run links to);
+- `GET /previews/{owner}/{repo}/{pr}/{head}/report.md|report.diff|report.json`: raw files.
+
+Reports come from the blob store (`previews/<owner>/<repo>/<pr>/<head>/`, written by the
+worker's `preview_build`, already redacted). The Markdown is rendered with markdown-it-py;
+raw HTML in it is escaped except the few tags the report itself uses for collapsible
+sections (`<details>`, `<summary>`, `<code>`, `<b>`, …, without attributes other than
+`open`), so a resource name or value in a pull request cannot inject markup here.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi import Path as PathParam
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, Response
+from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
+from pydantic import ValidationError
+
+from gateway.context import GatewayDep
+from shared.blobstore import BlobStore, open_blob_store
+from shared.payloads_preview import PreviewPointer, preview_latest_key, preview_prefix
+
+NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+SHA = r"^[0-9a-f]{40}([0-9a-f]{24})?$"
+Owner = Annotated[str, PathParam(pattern=NAME)]
+Repo = Annotated[str, PathParam(pattern=NAME)]
+PullNumber = Annotated[int, PathParam(ge=1)]
+Head = Annotated[str, PathParam(pattern=SHA)]
+RAW_TYPES = {
+    "report.md": "text/markdown; charset=utf-8",
+    "report.diff": "text/plain; charset=utf-8",
+    "report.json": "application/json",
+}
+
+router = APIRouter(tags=["previews"])
+
+
+def _blobs(request: Request, gw: GatewayDep) -> BlobStore:
+    """The blob store, opened on first use (one per app)."""
+    state = request.app.state
+    blobs: BlobStore | None = getattr(state, "preview_blobs", None)
+    if blobs is None:
+        blobs = open_blob_store(gw.settings.blobs, gw.settings)
+        state.preview_blobs = blobs
+    return blobs
+
+
+@router.get("/previews/{owner}/{repo}/{pr}", response_class=HTMLResponse)
+async def latest_preview(
+    owner: Owner, repo: Repo, pr: PullNumber, request: Request, gw: GatewayDep
+) -> HTMLResponse:
+    """The newest reported head of a pull request."""
+    blobs = _blobs(request, gw)
+    raw = await run_in_threadpool(blobs.get, preview_latest_key(f"{owner}/{repo}", pr))
+    if raw is None:
+        raise HTTPException(404, f"no preview of {owner}/{repo}#{pr} yet")
+    try:
+        pointer = PreviewPointer.model_validate_json(raw)
+    except ValidationError as err:
+        message = f"the preview pointer of {owner}/{repo}#{pr} is unreadable"
+        raise HTTPException(500, message) from err
+    return await _page(blobs, owner, repo, pr, pointer.head_sha)
+
+
+@router.get("/previews/{owner}/{repo}/{pr}/{head}", response_class=HTMLResponse)
+async def head_preview(
+    owner: Owner, repo: Repo, pr: PullNumber, head: Head, request: Request, gw: GatewayDep
+) -> HTMLResponse:
+    """One head's full report."""
+    return await _page(_blobs(request, gw), owner, repo, pr, head)
+
+
+@router.get("/previews/{owner}/{repo}/{pr}/{head}/{name}")
+async def raw_report(
+    owner: Owner,
+    repo: Repo,
+    pr: PullNumber,
+    head: Head,
+    name: str,
+    request: Request,
+    gw: GatewayDep,
+) -> Response:
+    """report.md (Markdown), report.diff (unified diff) or report.json, as stored."""
+    if name not in RAW_TYPES:
+        raise HTTPException(404, f"no {name!r}: try {', '.join(RAW_TYPES)}")
+    key = preview_prefix(f"{owner}/{repo}", pr, head) + name
+    data = await run_in_threadpool(_blobs(request, gw).get, key)
+    if data is None:
+        raise HTTPException(404, f"no preview of {owner}/{repo}#{pr} at {head[:12]}")
+    return Response(data, media_type=RAW_TYPES[name])
+
+
+async def _page(blobs: BlobStore, owner: str, repo: str, pr: int, head: str) -> HTMLResponse:
+    prefix = preview_prefix(f"{owner}/{repo}", pr, head)
+    markdown = await run_in_threadpool(blobs.get, f"{prefix}report.md")
+    if markdown is None:
+        raise HTTPException(404, f"no preview of {owner}/{repo}#{pr} at {head[:12]}")
+    meta_raw = await run_in_threadpool(blobs.get, f"{prefix}report.json")
+    meta: dict[str, Any] = json.loads(meta_raw) if meta_raw else {}
+    body = render_markdown(markdown.decode("utf-8", "replace"))
+    return HTMLResponse(_layout(owner, repo, pr, head, meta, body))
+
+
+def _layout(owner: str, repo: str, pr: int, head: str, meta: dict[str, Any], body: str) -> str:
+    e = html.escape
+    failed = bool(meta.get("failed"))
+    verdict = "fails to render on the PR side" if failed else "renders"
+    base = str(meta.get("base") or "")[:12]
+    merge = meta.get("merge")
+    side = f"merge {str(merge)[:12]}" if merge else f"head {head[:12]}"
+    here = f"/previews/{e(owner)}/{e(repo)}/{pr}/{e(head)}"
+    links = " · ".join(f'<a href="{here}/{name}">{name}</a>' for name in RAW_TYPES)
+    status = "failed" if failed else "ok"
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>Preview of {e(owner)}/{e(repo)}#{pr} at {e(head[:12])}</title>
+<style>
+body {{ font: 15px/1.5 system-ui, sans-serif; max-width: 80rem; margin: 2rem auto;
+       padding: 0 1rem; color: #1f2328; }}
+pre {{ background: #f6f8fa; padding: .75rem; overflow-x: auto; font-size: 13px; }}
+code {{ font-family: ui-monospace, monospace; }}
+details {{ margin: .25rem 0 .25rem 1rem; }}
+table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #d1d9e0; padding: .2rem .5rem; }}
+.meta {{ color: #59636e; }}
+.failed {{ color: #d1242f; }}
+</style></head>
+<body>
+<h1>Preview of {e(owner)}/{e(repo)}#{pr}</h1>
+<p class="meta">PR {e(side)} against {e(base)}: <span class="{status}">{e(verdict)}</span>
+· raw: {links}</p>
+<main>
+{body}
+</main>
+</body></html>
+"""
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+# Tags the report uses; anything else in raw HTML is shown as text.
+_ALLOWED_TAG = re.compile(
+    r"</?(?:details|summary|code|b|strong|em|i|sub|sup|kbd)>|<details open>|<br ?/?>",
+    re.IGNORECASE,
+)
+_TAG = re.compile(r"<[^<>]*>")
+_ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
+
+
+def _escape_text(text: str) -> str:
+    """Escape text from a raw HTML block, keeping the character references it already has."""
+    out, last = [], 0
+    for match in _ENTITY.finditer(text):
+        out.append(html.escape(text[last : match.start()], quote=False))
+        out.append(match.group(0))
+        last = match.end()
+    out.append(html.escape(text[last:], quote=False))
+    return "".join(out)
+
+
+def _safe_html(raw: str) -> str:
+    out, last = [], 0
+    for match in _TAG.finditer(raw):
+        out.append(_escape_text(raw[last : match.start()]))
+        tag = match.group(0)
+        out.append(tag if _ALLOWED_TAG.fullmatch(tag) else html.escape(tag, quote=False))
+        last = match.end()
+    out.append(_escape_text(raw[last:]))
+    return "".join(out)
+
+
+def _html_block(
+    renderer: RendererHTML,
+    tokens: Sequence[Token],
+    idx: int,
+    options: OptionsDict,
+    env: EnvType,
+) -> str:
+    return _safe_html(tokens[idx].content)
+
+
+def markdown_renderer() -> MarkdownIt:
+    """CommonMark + tables, raw HTML limited to the report's own tags, links validated."""
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    md.add_render_rule("html_block", _html_block)
+    md.add_render_rule("html_inline", _html_block)
+    return md
+
+
+_MD = markdown_renderer()
+
+
+def render_markdown(text: str) -> str:
+    return str(_MD.render(text))
