@@ -197,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     from shared import deploycommand  # `deploy`: a manual deployment / rollback via the API
 
     deploycommand.add_parsers(sub)
+    from shared import dbcommands  # `db upgrade`, `db current`
+
+    dbcommands.add_parsers(sub)
     return parser
 
 

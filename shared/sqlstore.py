@@ -5,7 +5,9 @@ Temporal stays the source of truth for workflow state; these tables are the quer
 job pages and the API, the gateway's idempotency record, and its transactional outbox (the
 workflow starts and signals it has accepted but not yet performed; gateway/outbox.py).
 SQLAlchemy 2 with SQLite by default (`sqlite:///.rollwright/rollwright.db`) and PostgreSQL in
-compose. Rows hold no secrets: the records written here are built from redacted data only.
+compose. The schema is versioned by the Alembic migrations in shared/migrations (shared/dbschema.py
+runs them when a store is created); a change to the models here needs a migration there.
+Rows hold no secrets: the records written here are built from redacted data only.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from shared.payloads import DeploymentRecord
+from shared import dbschema
+from shared.payloads import TERMINAL_STATES, DeploymentRecord
 
 
 class Base(DeclarativeBase):
@@ -60,7 +63,10 @@ class DeploymentRow(Base):
     state: Mapped[str] = mapped_column(String(32), index=True)
     requested_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
     approved_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
-    check_run_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # the latest check run; GitHub's ids need 64 bits (INTEGER is 64-bit on SQLite)
+    check_run_id: Mapped[int | None] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), nullable=True
+    )
     render_digest: Mapped[str | None] = mapped_column(String(80), nullable=True)
     added: Mapped[int | None] = mapped_column(Integer, nullable=True)
     removed: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -68,6 +74,27 @@ class DeploymentRow(Base):
     message: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    # first state past "queued"; state "approved" (or approved_by) first seen; terminal state
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    approved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class DeploymentEventRow(Base):
+    """A deployment's history: one row each time its state changed (job pages)."""
+
+    __tablename__ = "deployment_events"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
+    deployment_id: Mapped[str] = mapped_column(String(64), index=True)
+    state: Mapped[str] = mapped_column(String(32))
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    message: Mapped[str] = mapped_column(Text, default="")
+    check_run_id: Mapped[int | None] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), nullable=True
+    )
 
 
 class DeliveryRow(Base):
@@ -217,7 +244,7 @@ class SqlStore:
         self._write_turn: AbstractContextManager[Any] = (
             self._lock if url.startswith("sqlite") else nullcontext()
         )
-        Base.metadata.create_all(self.engine)
+        dbschema.upgrade(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -587,13 +614,19 @@ class SqlStore:
     # --- deployments -----------------------------------------------------------------------
 
     def record_deployment(self, record: DeploymentRecord) -> None:
-        """Insert or update the deployment's row (idempotent: activities may retry)."""
+        """Insert or update the deployment's row, and add an event when its state changed.
+
+        Idempotent (activities may retry): the same state recorded again adds no event and
+        keeps the first times it was reached."""
         at = _utc(record.at)
-        with self._sessions() as session:
-            row = session.get(DeploymentRow, record.deployment_id)
+        with self._write_turn, self._sessions() as session:
+            row = session.get(DeploymentRow, record.deployment_id, with_for_update=True)
             if row is None:
                 row = DeploymentRow(deployment_id=record.deployment_id, created_at=at)
                 session.add(row)
+                previous: str | None = None
+            else:
+                previous = row.state
             row.repo = record.repo
             row.root = record.root
             row.revision = record.revision
@@ -608,22 +641,65 @@ class SqlStore:
             row.changed = record.changed
             row.message = record.message
             row.updated_at = at
+            if row.started_at is None and record.state != "queued":
+                row.started_at = at
+            if row.approved_at is None and (record.state == "approved" or record.approved_by):
+                row.approved_at = at
+            if row.finished_at is None and record.state in TERMINAL_STATES:
+                row.finished_at = at
+            if record.state != previous:
+                session.add(
+                    DeploymentEventRow(
+                        deployment_id=record.deployment_id,
+                        state=record.state,
+                        at=at,
+                        message=record.message,
+                        check_run_id=record.check_run_id,
+                    )
+                )
             session.commit()
 
     def deployment(self, deployment_id: str) -> DeploymentRow | None:
         with self._sessions() as session:
             return session.get(DeploymentRow, deployment_id)
 
+    def deployment_events(self, deployment_id: str) -> list[DeploymentEventRow]:
+        """The deployment's state changes, oldest first."""
+        with self._sessions() as session:
+            query = (
+                select(DeploymentEventRow)
+                .where(DeploymentEventRow.deployment_id == deployment_id)
+                .order_by(DeploymentEventRow.at, DeploymentEventRow.id)
+            )
+            return list(session.scalars(query))
+
     def deployments(
         self, repo: str, root: str | None = None, *, limit: int = 50, offset: int = 0
     ) -> list[DeploymentRow]:
-        """Newest first."""
+        """A repository's deployments (of one root), newest first."""
+        return self._deployments(repo, root, limit, offset)
+
+    def find_deployments(
+        self, root: str, *, limit: int = 50, offset: int = 0, repo: str | None = None
+    ) -> list[DeploymentRow]:
+        """Deployments of a root in any repository (or in `repo`), newest first."""
+        return self._deployments(repo, root, limit, offset)
+
+    def count_deployments(self, repo: str | None, root: str | None = None) -> int:
+        """How many deployments `deployments` (or `find_deployments`) would page through."""
         with self._sessions() as session:
-            query = select(DeploymentRow).where(DeploymentRow.repo == repo)
-            if root is not None:
-                query = query.where(DeploymentRow.root == root)
-            query = query.order_by(DeploymentRow.created_at.desc()).limit(limit).offset(offset)
-            return list(session.scalars(query))
+            query = _deployment_filter(select(func.count()).select_from(DeploymentRow), repo, root)
+            return int(session.scalar(query) or 0)
+
+    def _deployments(
+        self, repo: str | None, root: str | None, limit: int, offset: int
+    ) -> list[DeploymentRow]:
+        with self._sessions() as session:
+            query = _deployment_filter(select(DeploymentRow), repo, root)
+            query = query.order_by(
+                DeploymentRow.created_at.desc(), DeploymentRow.deployment_id.desc()
+            )
+            return list(session.scalars(query.limit(limit).offset(offset)))
 
     # --- jobs ------------------------------------------------------------------------------
 
@@ -661,6 +737,14 @@ class SqlStore:
 
     def session(self) -> Session:
         return self._sessions()
+
+
+def _deployment_filter(query: Any, repo: str | None, root: str | None) -> Any:
+    if repo is not None:
+        query = query.where(DeploymentRow.repo == repo)
+    if root is not None:
+        query = query.where(DeploymentRow.root == root)
+    return query
 
 
 def _insert_ignoring_duplicates(dialect: str) -> Callable[[Table, Any], Any]:

@@ -15,7 +15,9 @@ import yaml
 
 from shared import charts
 from tests.support.chart_repo import ChartRepo
+from tests.support.databases import PostgresDatabases
 from tests.support.oci_registry import OciRegistry
+from tests.support.postgres import postgres_server
 from tests.support.seaweed import S3Server, seaweed_server
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -141,3 +143,42 @@ def s3_server() -> Iterator[S3Server]:
     """A running SeaweedFS S3 gateway on 127.0.0.1; `new_bucket()` makes a fresh bucket."""
     with seaweed_server() as server:
         yield server
+
+
+# --- SQL: SQLite files, and one PostgreSQL server for the session -----------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_databases() -> Iterator[PostgresDatabases]:
+    """Fresh databases on a PostgreSQL server started by the first test that asks."""
+    with postgres_server() as server:
+        databases = PostgresDatabases(server)
+        try:
+            yield databases
+        finally:
+            databases.close()
+
+
+def _sql_url(request: pytest.FixtureRequest, tmp_path: Path, *, migrated: bool) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'rollwright.db'}"
+        return
+    databases: PostgresDatabases = request.getfixturevalue("pg_databases")
+    url = databases.new(migrated=migrated)
+    try:
+        yield url
+    finally:
+        databases.drop(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database of this test's own, on SQLite and on PostgreSQL (SQLite files are migrated
+    when the first SqlStore opens them, PostgreSQL ones are copies of a migrated template)."""
+    yield from _sql_url(request, tmp_path, migrated=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database with no tables at all, on SQLite and on PostgreSQL."""
+    yield from _sql_url(request, tmp_path, migrated=False)

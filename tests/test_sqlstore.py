@@ -1,0 +1,359 @@
+"""The SQL store on SQLite and on a real PostgreSQL server: Alembic migrations (new databases,
+databases made by `create_all` before migrations, concurrent migrators, no drift between the
+models and the migrations), the `rollwright db` commands, and deployment history."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.pool import NullPool
+
+from shared import dbschema
+from shared.cli import main
+from shared.payloads import DeploymentRecord
+from shared.sqlstore import Base, OutboxEntry, SqlStore
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+TABLES = {
+    "alembic_version",
+    "deployments",
+    "deployment_events",
+    "webhook_deliveries",
+    "jobs",
+    "gateway_outbox",
+}
+
+
+def _engine(url: str) -> Engine:
+    return create_engine(url, poolclass=NullPool)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    # SQLite hands back naive datetimes (it stores no zone); both store UTC
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+def _drift(engine: Engine) -> list[Any]:
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        return list(compare_metadata(context, Base.metadata))
+
+
+# --- migrations --------------------------------------------------------------------------------
+
+
+def test_a_new_database_is_migrated_to_the_newest_revision(empty_sql_url: str) -> None:
+    engine = _engine(empty_sql_url)
+    assert dbschema.current_revision(engine) is None
+    SqlStore(empty_sql_url).close()
+    assert dbschema.current_revision(engine) == dbschema.head_revision() == "0002"
+    assert set(inspect(engine).get_table_names()) == TABLES
+    # a second store finds it at head and changes nothing
+    assert dbschema.upgrade(engine) == ("0002", "0002")
+    engine.dispose()
+
+
+def test_models_and_migrations_do_not_drift(empty_sql_url: str) -> None:
+    """What the migrations build is what the models describe: columns, types, nullability,
+    indexes and unique constraints (alembic's autogenerate comparison finds nothing)."""
+    SqlStore(empty_sql_url).close()
+    engine = _engine(empty_sql_url)
+    assert _drift(engine) == []
+    engine.dispose()
+
+
+def test_drift_is_noticed(empty_sql_url: str) -> None:
+    """The drift check can fail: a column the models lack, an index the migrations lack."""
+    SqlStore(empty_sql_url).close()
+    engine = _engine(empty_sql_url)
+    with engine.begin() as connection:
+        connection.execute(text("ALTER TABLE jobs ADD COLUMN surprise VARCHAR(10)"))
+        connection.execute(text("DROP INDEX ix_jobs_deployment_id"))
+    kinds = sorted(diff[0] if isinstance(diff, tuple) else "modify" for diff in _drift(engine))
+    assert kinds == ["add_index", "remove_column"]
+    engine.dispose()
+
+
+def _legacy_schema(dialect: str, *, outbox: bool) -> list[str]:
+    """The DDL `Base.metadata.create_all` ran before migrations existed (rollwright up to the
+    outbox, and before it)."""
+    ts = "TIMESTAMP WITH TIME ZONE" if dialect == "postgresql" else "DATETIME"
+    serial = "BIGSERIAL" if dialect == "postgresql" else "INTEGER"
+    statements = [
+        f"""CREATE TABLE deployments (
+            deployment_id VARCHAR(64) NOT NULL, repo VARCHAR(255) NOT NULL,
+            root VARCHAR(512) NOT NULL, revision VARCHAR(64) NOT NULL,
+            "trigger" VARCHAR(16) NOT NULL, state VARCHAR(32) NOT NULL,
+            requested_by VARCHAR(255), approved_by VARCHAR(255), check_run_id INTEGER,
+            render_digest VARCHAR(80), added INTEGER, removed INTEGER, changed INTEGER,
+            message TEXT NOT NULL, created_at {ts} NOT NULL, updated_at {ts} NOT NULL,
+            PRIMARY KEY (deployment_id))""",
+        "CREATE INDEX ix_deployments_repo ON deployments (repo)",
+        "CREATE INDEX ix_deployments_root ON deployments (root)",
+        "CREATE INDEX ix_deployments_state ON deployments (state)",
+        "CREATE INDEX ix_deployments_updated_at ON deployments (updated_at)",
+        f"""CREATE TABLE webhook_deliveries (
+            delivery_id VARCHAR(64) NOT NULL, event VARCHAR(64) NOT NULL, action VARCHAR(64),
+            repo VARCHAR(255), received_at {ts} NOT NULL, outcome VARCHAR(255) NOT NULL,
+            PRIMARY KEY (delivery_id))""",
+        f"""CREATE TABLE jobs (
+            job_id VARCHAR(128) NOT NULL, deployment_id VARCHAR(64) NOT NULL,
+            kind VARCHAR(64) NOT NULL, log_key VARCHAR(512) NOT NULL, started_at {ts} NOT NULL,
+            finished_at {ts}, state VARCHAR(32) NOT NULL, PRIMARY KEY (job_id))""",
+        "CREATE INDEX ix_jobs_deployment_id ON jobs (deployment_id)",
+    ]
+    if outbox:
+        statements += [
+            f"""CREATE TABLE gateway_outbox (
+                id {serial} NOT NULL, delivery_id VARCHAR(64) NOT NULL,
+                repo VARCHAR(255) NOT NULL, kind VARCHAR(32) NOT NULL,
+                target VARCHAR(1024) NOT NULL, payload TEXT NOT NULL, state VARCHAR(16) NOT NULL,
+                attempts INTEGER NOT NULL, next_attempt_at {ts} NOT NULL,
+                lease_owner VARCHAR(128), lease_until {ts}, created_at {ts} NOT NULL,
+                done_at {ts}, outcome VARCHAR(255) NOT NULL, last_error TEXT NOT NULL,
+                PRIMARY KEY (id), UNIQUE (delivery_id))""",
+            "CREATE INDEX ix_gateway_outbox_pending ON gateway_outbox (state, repo, id)",
+        ]
+    return statements
+
+
+@pytest.mark.parametrize("outbox", [True, False], ids=["with-outbox", "before-the-outbox"])
+def test_a_database_made_by_create_all_is_adopted_and_upgraded(
+    empty_sql_url: str, outbox: bool
+) -> None:
+    engine = _engine(empty_sql_url)
+    with engine.begin() as connection:
+        for statement in _legacy_schema(engine.dialect.name, outbox=outbox):
+            connection.execute(text(statement))
+        connection.execute(
+            text(
+                'INSERT INTO deployments (deployment_id, repo, root, revision, "trigger", '
+                "state, approved_by, check_run_id, message, created_at, updated_at) VALUES "
+                "('d-old', 'acme/fleet', 'prod/eu', 'abc', 'merge', 'published', 'alice', 7, "
+                "'done', :created, :updated)"
+            ),
+            {"created": T0, "updated": T0 + timedelta(minutes=5)},
+        )
+        connection.execute(
+            text(
+                "INSERT INTO webhook_deliveries VALUES ('g-old', 'push', NULL, 'acme/fleet', "
+                ":at, 'dispatched')"
+            ),
+            {"at": T0},
+        )
+    assert dbschema.current_revision(engine) is None
+
+    store = SqlStore(empty_sql_url)
+    try:
+        assert dbschema.current_revision(engine) == "0002"
+        assert _drift(engine) == []
+        # the old rows are kept, and what can be known of their history is filled in
+        row = store.deployment("d-old")
+        assert row is not None and (row.state, row.approved_by) == ("published", "alice")
+        assert _aware(row.started_at) == T0
+        assert _aware(row.finished_at) == T0 + timedelta(minutes=5)
+        assert row.approved_at is None  # not known
+        events = store.deployment_events("d-old")
+        assert [(e.state, _aware(e.at), e.message) for e in events] == [
+            ("published", T0 + timedelta(minutes=5), "done")
+        ]
+        assert store.claim_delivery("g-old", "push", None, "acme/fleet") is False
+        entry = OutboxEntry(repo="acme/fleet", kind="start_dispatch", target="t", payload="{}")
+        assert store.claim_delivery("g-new", "push", None, "acme/fleet", enqueue=entry)
+        assert [c.delivery_id for c in store.claim_outbox("me", lease=timedelta(seconds=30))] == [
+            "g-new"
+        ]
+    finally:
+        store.close()
+        engine.dispose()
+
+
+_MIGRATOR = """
+import sys, time
+from shared.sqlstore import SqlStore
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+SqlStore(sys.argv[1]).close()
+"""
+
+
+def test_concurrent_migrators_migrate_once(empty_sql_url: str) -> None:
+    """A gateway and workers starting together on a new database: one migrates, the others
+    wait for it (advisory lock on PostgreSQL, BEGIN IMMEDIATE on SQLite), none fails."""
+    start = time.time() + 2.5  # after every interpreter has imported SQLAlchemy and alembic
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _MIGRATOR, empty_sql_url, str(start)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        for _ in range(3)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    engine = _engine(empty_sql_url)
+    with engine.connect() as connection:
+        versions = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+    assert [v[0] for v in versions] == ["0002"]
+    assert _drift(engine) == []
+    engine.dispose()
+
+
+def test_db_commands(empty_sql_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["db", "current", "--database", empty_sql_url]) == 0
+    assert "revision none" in capsys.readouterr().out
+    assert main(["db", "upgrade", "--database", empty_sql_url]) == 0
+    assert "migrated from an empty database to revision 0002" in capsys.readouterr().out
+    assert main(["db", "upgrade", "--database", empty_sql_url]) == 0
+    assert "already at revision 0002" in capsys.readouterr().out
+    assert main(["db", "current", "--database", empty_sql_url]) == 0
+    assert "revision 0002 (the newest)" in capsys.readouterr().out
+
+
+def test_db_commands_say_what_failed(capsys: pytest.CaptureFixture[str]) -> None:
+    from shared.devstack.ports import free_port
+
+    url = f"postgresql+psycopg://rollwright:hunter2@127.0.0.1:{free_port()}/rollwright"
+    assert main(["db", "upgrade", "--database", url]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: migrating the database postgresql+psycopg://rollwright:***@")
+    assert "hunter2" not in err
+
+
+def test_db_commands_default_to_the_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ROLLWRIGHT_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("ROLLWRIGHT_DATABASE_URL", raising=False)
+    assert main(["db", "upgrade"]) == 0
+    assert str(tmp_path / "rollwright.db") in capsys.readouterr().out
+    assert dbschema.current_revision(_engine(f"sqlite:///{tmp_path / 'rollwright.db'}")) == "0002"
+
+
+# --- deployment history ------------------------------------------------------------------------
+
+
+def _record(state: str, minutes: int, **fields: Any) -> DeploymentRecord:
+    values: dict[str, Any] = {
+        "deployment_id": "d-1",
+        "repo": "acme/fleet",
+        "root": "prod/eu",
+        "revision": "a" * 40,
+        "trigger": "merge",
+        "state": state,
+        "at": T0 + timedelta(minutes=minutes),
+    }
+    values.update(fields)
+    return DeploymentRecord(**values)
+
+
+def test_each_state_change_is_an_event_and_sets_the_times(sql_url: str) -> None:
+    store = SqlStore(sql_url)
+    big_run = 2**40 + 5  # GitHub's check run ids are past 32 bits
+    try:
+        store.record_deployment(_record("queued", 0, requested_by="alice"))
+        store.record_deployment(_record("queued", 0, requested_by="alice"))  # a retry
+        row = store.deployment("d-1")
+        assert row is not None and row.started_at is None and row.finished_at is None
+        store.record_deployment(_record("rendering", 1))
+        store.record_deployment(
+            _record("awaiting_review", 2, check_run_id=big_run, added=3, removed=1, changed=2)
+        )
+        store.record_deployment(
+            _record("approved", 5, check_run_id=big_run, approved_by="bob", message="lgtm")
+        )
+        store.record_deployment(_record("publishing", 6, check_run_id=big_run))
+        store.record_deployment(_record("published", 7, check_run_id=big_run + 1))
+        store.record_deployment(_record("published", 9, check_run_id=big_run + 1))  # a retry
+        events = store.deployment_events("d-1")
+        assert [(e.state, _aware(e.at)) for e in events] == [
+            ("queued", T0),
+            ("rendering", T0 + timedelta(minutes=1)),
+            ("awaiting_review", T0 + timedelta(minutes=2)),
+            ("approved", T0 + timedelta(minutes=5)),
+            ("publishing", T0 + timedelta(minutes=6)),
+            ("published", T0 + timedelta(minutes=7)),
+        ]
+        assert [e.check_run_id for e in events] == [None, None, *[big_run] * 3, big_run + 1]
+        assert events[3].message == "lgtm"
+        row = store.deployment("d-1")
+        assert row is not None
+        assert _aware(row.created_at) == T0
+        assert _aware(row.started_at) == T0 + timedelta(minutes=1)
+        assert _aware(row.approved_at) == T0 + timedelta(minutes=5)
+        assert _aware(row.finished_at) == T0 + timedelta(minutes=7)  # not the retry's
+        assert _aware(row.updated_at) == T0 + timedelta(minutes=9)
+        assert (row.check_run_id, row.added, row.removed, row.changed) == (
+            big_run + 1,
+            None,
+            None,
+            None,
+        )
+        assert store.deployment_events("d-unknown") == []
+    finally:
+        store.close()
+
+
+def test_rejected_deployments_finish_without_approval(sql_url: str) -> None:
+    store = SqlStore(sql_url)
+    try:
+        store.record_deployment(_record("rendering", 0))
+        store.record_deployment(_record("rejected", 3, approved_by=None, message="no"))
+        row = store.deployment("d-1")
+        assert row is not None
+        assert row.approved_at is None
+        assert _aware(row.started_at) == T0 and _aware(row.finished_at) == T0 + timedelta(minutes=3)
+        assert [e.state for e in store.deployment_events("d-1")] == ["rendering", "rejected"]
+    finally:
+        store.close()
+
+
+def test_listing_counting_and_paging(sql_url: str) -> None:
+    store = SqlStore(sql_url)
+    try:
+        layout = [
+            ("acme/fleet", "prod/eu"),
+            ("acme/fleet", "prod/us"),
+            ("acme/other", "prod/eu"),
+        ]
+        for n in range(12):
+            repo, root = layout[n % 3]
+            store.record_deployment(
+                _record("published", n, deployment_id=f"d-{n:02d}", repo=repo, root=root)
+            )
+        newest_first = [f"d-{n:02d}" for n in range(11, -1, -1)]
+
+        def ids(rows: list[Any]) -> list[str]:
+            return [r.deployment_id for r in rows]
+
+        fleet = [d for d in newest_first if int(d[2:]) % 3 in (0, 1)]
+        assert ids(store.deployments("acme/fleet", limit=100)) == fleet
+        assert ids(store.deployments("acme/fleet", limit=3, offset=2)) == fleet[2:5]
+        assert store.count_deployments("acme/fleet") == 8
+        eu_fleet = [d for d in newest_first if int(d[2:]) % 3 == 0]
+        assert ids(store.deployments("acme/fleet", "prod/eu")) == eu_fleet
+        assert store.count_deployments("acme/fleet", "prod/eu") == 4
+        # a root in every repository, or in one
+        eu = [d for d in newest_first if int(d[2:]) % 3 in (0, 2)]
+        assert ids(store.find_deployments("prod/eu")) == eu
+        assert ids(store.find_deployments("prod/eu", limit=2, offset=1)) == eu[1:3]
+        assert ids(store.find_deployments("prod/eu", repo="acme/other")) == [
+            d for d in newest_first if int(d[2:]) % 3 == 2
+        ]
+        assert store.count_deployments(None, "prod/eu") == 8
+        assert store.count_deployments("acme/none") == 0
+        assert store.deployments("acme/none") == [] and store.find_deployments("nope") == []
+    finally:
+        store.close()
