@@ -20,6 +20,7 @@ from activities.git import GitActivities
 from activities.github import GitHubAccess, GitHubActivities
 from activities.joblog import JobLog
 from activities.preview import PreviewActivities
+from activities.promotion import PromotionActivities, PromotionSignals
 from activities.publish import BlobPublisher, PublishActivities, Publisher, publish_targets
 from activities.render import RenderActivities
 from activities.store import StoreActivities
@@ -93,6 +94,7 @@ def build_activities(
         store.persist_latest,
         store.record_deployment,
         previews.preview_comment,
+        *_promotion_activities(mirror, blobs, github, client, settings),
         GitHubActivities(settings, github, jobs).check_run,
     ]
     return Activities(
@@ -104,6 +106,23 @@ def build_activities(
         github=github,
         _closers=closers,
     )
+
+
+def _promotion_activities(
+    mirror: GitMirror, blobs: BlobStore, github: GitHubAccess, client: Client, settings: Settings
+) -> list[Callable[..., Any]]:
+    """The PromotionWorkflow's activities, and the ones that start and signal it."""
+    promotions = PromotionActivities(mirror, blobs, github)
+    signals = PromotionSignals(client, settings)
+    return [
+        promotions.evaluate,
+        promotions.deployments,
+        promotions.touched,
+        promotions.commit,
+        promotions.graduate,
+        signals.signal_promotions,
+        signals.notify_promotions,
+    ]
 
 
 __all__ = ["Activities", "build_activities"]

@@ -34,6 +34,7 @@ from shared.payloads_preview import (
     PullRequestHead,
     preview_workflow_id,
 )
+from shared.payloads_promotion import promotion_workflow_id
 
 
 class _Action(BaseModel):
@@ -139,7 +140,26 @@ class PreviewClosed(_Action):
         return f"signal {SIGNAL_PR_CLOSED}"
 
 
-Action = StartDispatch | Review | Unlock | QueueRevision | PreviewHead | PreviewClosed
+class PromotionClick(_Action):
+    """Promote / Halt / Resume on a rollout's check run (`rollwright/promote: <patch>`)."""
+
+    kind: Literal["promotion_click"] = "promotion_click"
+    repo: str
+    patch_id: str
+    action: Literal["promote", "halt", "resume"]
+    by: str | None = None
+
+    @property
+    def target(self) -> str:
+        return promotion_workflow_id(self.repo, self.patch_id)
+
+    def describe(self) -> str:
+        return f"signal {self.action}"
+
+
+Action = (
+    StartDispatch | Review | Unlock | QueueRevision | PreviewHead | PreviewClosed | PromotionClick
+)
 ACTION: TypeAdapter[Action] = TypeAdapter(Annotated[Action, Field(discriminator="kind")])
 
 
@@ -158,3 +178,5 @@ async def deliver(action: Action, d: Dispatcher) -> Dispatched:
             return await d.preview_head(action.repo_ref, action.pr, action.signal)
         case PreviewClosed():
             return await d.preview_closed(action.repo, action.pr, action.signal)
+        case PromotionClick():
+            return await d.promotion_click(action.repo, action.patch_id, action.action, action.by)

@@ -45,6 +45,15 @@ from shared.payloads_preview import (
     PullRequestHead,
     preview_workflow_id,
 )
+from shared.payloads_promotion import (
+    SIGNAL_HALT,
+    SIGNAL_PROMOTE,
+    SIGNAL_RESUME,
+    HaltSignal,
+    PromoteSignal,
+    ResumeSignal,
+    promotion_workflow_id,
+)
 from shared.settings import Settings
 
 log = logging.getLogger("rollwright.gateway")
@@ -102,6 +111,12 @@ class Dispatcher(Protocol):
 
     async def preview_closed(self, repo: str, pr: int, closed: PullRequestClosed) -> Dispatched:
         """Tell the pull request's PreviewWorkflow it closed (none running: nothing to do)."""
+        ...
+
+    async def promotion_click(
+        self, repo: str, patch_id: str, action: str, by: str | None
+    ) -> Dispatched:
+        """Signal promote / halt / resume to the patch's PromotionWorkflow."""
         ...
 
     async def check_health(self) -> None:
@@ -187,6 +202,17 @@ class TemporalDispatcher:
 
     async def preview_closed(self, repo: str, pr: int, closed: PullRequestClosed) -> Dispatched:
         return await self._signal(preview_workflow_id(repo, pr), SIGNAL_PR_CLOSED, closed)
+
+    async def promotion_click(
+        self, repo: str, patch_id: str, action: str, by: str | None
+    ) -> Dispatched:
+        workflow_id = promotion_workflow_id(repo, patch_id)
+        if action == "promote":
+            return await self._signal(workflow_id, SIGNAL_PROMOTE, PromoteSignal(by=by))
+        if action == "halt":
+            reason = f"Halt clicked by @{by}" if by else "Halt clicked"
+            return await self._signal(workflow_id, SIGNAL_HALT, HaltSignal(by=by, reason=reason))
+        return await self._signal(workflow_id, SIGNAL_RESUME, ResumeSignal(by=by))
 
     async def check_health(self) -> None:
         async with _calling("checking Temporal health"):

@@ -16,6 +16,8 @@ Which events do what (anything else is answered 200 `ignored`):
 - `check_run.requested_action` on a check run named `rollwright/<root>` of this App:
   `approve` / `reject` → `review` signal to the RenderWorkflow named by the `external_id`;
   `unlock` → `unlock` signal to `deploy:<repo>:<root>`.
+- `check_run.requested_action` on `rollwright/promote: <patch-id>` (a rollout's check run):
+  `promote` / `halt` / `resume` → that signal to `promote:<repo>:<patch-id>`.
 - `check_run.rerequested` (same check runs, default branch) → signal-with-start
   `deploy:<repo>:<root>` with a manual `rerequested` revision of the check run's head sha.
 - `check_suite.rerequested` (this App's suite, default branch) → start a manual
@@ -45,6 +47,7 @@ from gateway.actions import (
     Action,
     PreviewClosed,
     PreviewHead,
+    PromotionClick,
     QueueRevision,
     Review,
     StartDispatch,
@@ -67,6 +70,7 @@ from shared.payloads_preview import (
     PullRequestHead,
     parse_preview_external_id,
 )
+from shared.payloads_promotion import patch_from_check_run_name
 from shared.sqlstore import DeliveryClaim, OutboxEntry
 
 log = logging.getLogger("rollwright.gateway")
@@ -283,6 +287,9 @@ def _check_run(ev: CheckRunEvent, app_id: str | None) -> Route:
     run = ev.check_run
     if run.name == PREVIEW_CHECK_NAME:
         return _preview_check_run(ev, app_id)
+    patch_id = patch_from_check_run_name(run.name)
+    if patch_id is not None:
+        return _promotion_check_run(ev, patch_id, app_id)
     root = root_from_check_run_name(run.name)
     if root is None:
         return Ignore(f"check run {run.name!r} is not a rollwright check run")
@@ -386,6 +393,24 @@ def _preview_check_run(ev: CheckRunEvent, app_id: str | None) -> Route:
             action="rerequested",
             sender=ev.sender.login if ev.sender else None,
         ),
+    )
+
+
+def _promotion_check_run(ev: CheckRunEvent, patch_id: str, app_id: str | None) -> Route:
+    """Promote / Halt / Resume on a rollout's check run → its PromotionWorkflow."""
+    run = ev.check_run
+    if not _ours(run.app, app_id):
+        return Ignore(f"check run {run.name!r} belongs to another app")
+    if ev.action != "requested_action":
+        return Ignore(f"check_run.{ev.action} on {run.name!r} is not handled")
+    identifier = ev.requested_action.identifier if ev.requested_action else ""
+    if identifier not in ("promote", "halt", "resume"):
+        return Ignore(f"requested action {identifier!r} is not handled")
+    return PromotionClick(
+        repo=ev.repository.full_name,
+        patch_id=patch_id,
+        action=identifier,  # type: ignore[arg-type]  # narrowed by the check above
+        by=ev.sender.login if ev.sender else None,
     )
 
 

@@ -35,9 +35,10 @@ from worker.logs import configure_logging
 from workflows.deploy import DeployWorkflow
 from workflows.dispatch import DispatchWorkflow
 from workflows.preview import PreviewWorkflow
+from workflows.promotion import PromotionWorkflow
 from workflows.render import RenderWorkflow
 
-WORKFLOWS = [DispatchWorkflow, DeployWorkflow, RenderWorkflow, PreviewWorkflow]
+WORKFLOWS = [DispatchWorkflow, DeployWorkflow, RenderWorkflow, PreviewWorkflow, PromotionWorkflow]
 # A checkout lives while its deployment waits for review (up to 7 days); older ones were left
 # by a worker that died and are removed at start.
 STALE_CHECKOUT_SECONDS = REVIEW_TIMEOUT_SECONDS + 24 * 3600
