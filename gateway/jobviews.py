@@ -151,7 +151,9 @@ class JobReader:
 
     # --- one deployment -----------------------------------------------------------------------
 
-    def job(self, deployment_id: str) -> Job | None:
+    def job(self, deployment_id: str, *, with_diff: bool = True) -> Job | None:
+        """The deployment; `with_diff=False` leaves out the diff's counts (which read the
+        whole diff document)."""
         row = self.store.deployment(deployment_id)
         if row is None:
             return self._queued_job(deployment_id)
@@ -190,7 +192,7 @@ class JobReader:
             timeline=events,
             links=self.links(deployment_id, row.repo, row.root, row.revision, check_runs),
             rollback_command=self.rollback_command(row.repo, row.root, row.revision),
-            diff=self.diff_stats(deployment_id),
+            diff=self.diff_stats(deployment_id) if with_diff else None,
         )
 
     def _queued_job(self, deployment_id: str) -> Job | None:

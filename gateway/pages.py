@@ -28,8 +28,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from gateway import devactions
-from gateway.jobviews import DEPLOYMENT_ID, Job, JobReader, ReaderDep
-from shared.diffdoc import ResourceDiff, split_rows, unified_rows
+from gateway.jobviews import DEPLOYMENT_ID, JobReader, ReaderDep
+from shared.diffdoc import DiffDocument, split_rows, unified_rows
 
 log = logging.getLogger("rollwright.gateway.pages")
 
@@ -101,7 +101,8 @@ async def job_page(
     view: Annotated[str, Query(pattern="^(unified|split)$")] = "unified",
 ) -> StreamingResponse | HTMLResponse:
     settings = reader.settings
-    job = await run_in_threadpool(reader.job, deployment_id)
+    # the diff (up to megabytes) is read while the page streams, not before it starts
+    job = await run_in_threadpool(reader.job, deployment_id, with_diff=False)
     if job is None:
         return error_page(
             404,
@@ -133,7 +134,7 @@ async def job_page(
         "signs": SIGNS,
         "unified_rows": unified_rows,
         "split_rows": split_rows,
-        "diff_resources": _lazy_resources(reader, job),
+        "diff_document": _lazy_document(reader, deployment_id),
     }
     pieces = templates.get_template("job.html").generate(**context)
     # A sync iterator: Starlette pulls it in a worker thread, so loading and rendering a
@@ -141,22 +142,17 @@ async def job_page(
     return StreamingResponse(_chunks(pieces), media_type="text/html; charset=utf-8")
 
 
-def _lazy_resources(reader: JobReader, job: Job) -> Any:
-    """The diff's resources, loaded only when the template reaches them (after the flush)."""
+def _lazy_document(reader: JobReader, deployment_id: str) -> Any:
+    """The diff document, loaded only when the template reaches it (after the flush)."""
 
-    def resources() -> list[ResourceDiff]:
-        if job.diff is None:
-            return []
+    def document() -> DiffDocument | None:
         try:
-            document = reader.diff_document(job.deployment_id)
+            return reader.diff_document(deployment_id)
         except Exception as err:  # the rest of the page is already on its way
-            log.warning(
-                "diff unreadable", extra={"deployment": job.deployment_id, "error": str(err)}
-            )
-            return []
-        return document.resources if document is not None else []
+            log.warning("diff unreadable", extra={"deployment": deployment_id, "error": str(err)})
+            return None
 
-    return resources
+    return document
 
 
 @router.post("/jobs/{deployment_id}/actions/{identifier}", response_model=None)

@@ -331,7 +331,11 @@ runs), so the same render is also measured with its output on tmpfs.
 
 # Benchmarks of later issues, each in its own module: `MARKER` (its section heading) and
 # `run(work_dir) -> str` (the section). `--only NAME` runs one of them (or `render`).
-SECTIONS = {"service": "tests.bench.service", "publish": "tests.bench.publish"}
+SECTIONS = {
+    "service": "tests.bench.service",
+    "publish": "tests.bench.publish",
+    "jobpage": "tests.bench.jobpage",
+}
 RENDER_MARKER = "## Render engine (issue 2)"
 
 
