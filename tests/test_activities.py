@@ -426,8 +426,8 @@ def test_latest_round_trip(world: World, tmp_path: Path) -> None:
     assert not isinstance(info.value, ApplicationError)  # retried until someone repairs it
 
 
-def test_record_deployment(world: World, tmp_path: Path) -> None:
-    sql = SqlStore(f"sqlite:///{tmp_path / 'db.sqlite'}")
+def test_record_deployment(world: World, sql_url: str) -> None:
+    sql = SqlStore(sql_url)
     store = StoreActivities(world.blobs, sql)
     record = DeploymentRecord(
         deployment_id="dep-1",
@@ -443,8 +443,12 @@ def test_record_deployment(world: World, tmp_path: Path) -> None:
     )
     world.run(store.record_deployment, record)
     world.run(store.record_deployment, record.model_copy(update={"state": "published"}))
+    world.run(store.record_deployment, record.model_copy(update={"state": "published"}))
     (row,) = sql.deployments("acme/fleet")
     assert (row.deployment_id, row.state, row.changed) == ("dep-1", "published", 2)
+    assert row.finished_at is not None
+    assert [e.state for e in sql.deployment_events("dep-1")] == ["awaiting_review", "published"]
+    sql.close()
 
 
 def test_worker_task_queue(world: World) -> None:

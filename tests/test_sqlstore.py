@@ -21,7 +21,14 @@ from sqlalchemy.pool import NullPool
 from shared import dbschema
 from shared.cli import main
 from shared.payloads import DeploymentRecord
-from shared.sqlstore import Base, OutboxEntry, SqlStore
+from shared.sqlstore import (
+    Base,
+    DeliveryClaim,
+    DeliveryRow,
+    OutboxEntry,
+    OutboxResult,
+    SqlStore,
+)
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TABLES = {
@@ -355,5 +362,80 @@ def test_listing_counting_and_paging(sql_url: str) -> None:
         assert store.count_deployments(None, "prod/eu") == 8
         assert store.count_deployments("acme/none") == 0
         assert store.deployments("acme/none") == [] and store.find_deployments("nope") == []
+    finally:
+        store.close()
+
+
+# --- deliveries, the outbox's bookkeeping and jobs on both databases ------------------------------
+
+
+def test_claiming_a_batch_of_deliveries(sql_url: str) -> None:
+    """INSERT … ON CONFLICT DO NOTHING RETURNING differs per database: a batch records the new
+    deliveries, not the ones seen before or repeated, and enqueues only what it recorded, in
+    the batch's order."""
+    store = SqlStore(sql_url)
+    try:
+
+        def claim(delivery: str, repo: str | None = "acme/fleet") -> DeliveryClaim:
+            entry = OutboxEntry(repo="acme/fleet", kind="k", target=delivery, payload="{}")
+            return DeliveryClaim(delivery, "push", None, repo, "accepted", entry)
+
+        assert store.claim_delivery("seen", "push", None, "acme/fleet") is True
+        batch = [claim("b"), claim("seen"), claim("a"), claim("b"), claim("c", repo=None)]
+        assert store.claim_deliveries(batch) == [True, False, True, False, True]
+        assert store.claim_deliveries([]) == []
+        assert [(r.delivery_id, r.target) for r in store.outbox_rows()] == [
+            ("b", "b"),
+            ("a", "a"),
+            ("c", "c"),
+        ]
+        store.set_delivery_outcome("a", "x" * 300)  # cut to the column's width
+        with store.session() as session:
+            outcome = session.get(DeliveryRow, "a")
+            assert outcome is not None and outcome.outcome == "x" * 255
+        store.forget_delivery("b")
+        assert [r.delivery_id for r in store.outbox_rows()] == ["a", "c"]
+        assert store.claim_deliveries([claim("b")]) == [True]
+    finally:
+        store.close()
+
+
+def test_outbox_leases_and_pruning(sql_url: str) -> None:
+    store = SqlStore(sql_url)
+    try:
+        for n in range(3):
+            entry = OutboxEntry(repo=f"acme/r{n}", kind="k", target="t", payload="{}")
+            assert store.claim_delivery(f"d{n}", "push", None, f"acme/r{n}", enqueue=entry)
+        held = store.claim_outbox("a", lease=timedelta(seconds=30), repos=2)
+        assert len(held) == 2
+        assert store.renew_outbox_lease("a", [c.id for c in held], timedelta(seconds=60)) == 2
+        assert store.renew_outbox_lease("b", [c.id for c in held], timedelta(seconds=60)) == 0
+        assert store.release_outbox("a") == 2
+        taken = store.claim_outbox("b", lease=timedelta(seconds=30), repos=5)
+        assert len(taken) == 3
+        store.finish_outbox("b", [OutboxResult(c.id, "done", outcome="ok") for c in taken])
+        stats = store.outbox_stats()
+        assert (stats.depth, stats.oldest_pending_at, stats.failed) == (0, None, 0)
+        assert store.prune_outbox(timedelta(hours=1)) == 0  # too recent
+        assert store.prune_outbox(timedelta(seconds=-1)) == 3
+        assert store.outbox_rows() == []
+    finally:
+        store.close()
+
+
+def test_jobs(sql_url: str) -> None:
+    store = SqlStore(sql_url)
+    try:
+        store.start_job("j-2", "d-1", "publish", "jobs/j-2/log")
+        store.start_job("j-1", "d-1", "render", "jobs/j-1/log")
+        store.start_job("j-1", "d-1", "render", "jobs/j-1/log")  # a retry changes nothing
+        store.finish_job("j-2", "published")
+        store.finish_job("j-unknown", "failed")
+        jobs = store.jobs("d-1")
+        assert [(j.job_id, j.state, j.finished_at is not None) for j in jobs] == [
+            ("j-2", "published", True),
+            ("j-1", "running", False),
+        ]
+        assert store.jobs("d-2") == []
     finally:
         store.close()
