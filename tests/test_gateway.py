@@ -933,6 +933,8 @@ def test_api_deploy_queues_a_manual_revision(client: TestClient, temporal: Tempo
         "repo": body["repo"],
         "root": "staging/cluster-a",
         "revision": body["revision"],
+        "root_url": "http://localhost:8000/roots/staging/cluster-a?repo="
+        + body["repo"].replace("/", "%2F"),
     }
     seen = temporal.seen(workflow_id, DeploySeen, lambda s: bool(s.revisions))
     owner, name = body["repo"].split("/")
