@@ -443,6 +443,21 @@ def test_dev_mode_buttons_click_the_emulators_check_run(
             f"{PUBLIC}/jobs/{DEP}/actions/reject",
         ]
         assert f'name="check_run_id" value="{run.id}"' in html
+        # a merge of the same root waiting behind the locked queue: its Unlock shows here too
+        unlock = {"label": "Unlock", "description": "Let merges deploy", "identifier": "unlock"}
+        waiting = github.get_repo(REPO).create_check_run(
+            name=f"rollwright/{ROOT}",
+            head_sha="c3" * 20,
+            external_id="another-deployment",
+            status="completed",
+            conclusion="action_required",
+            output={"title": "Waiting: the queue is locked", "summary": "s"},
+            actions=[unlock],
+        )
+        html = w.client.get(f"/jobs/{DEP}").text
+        forms = re.findall(r'<form class="action" method="post" action="([^"]+)">', html)
+        assert [form.rsplit("/", 1)[1] for form in forms] == ["approve", "reject", "unlock"]
+        assert f'name="check_run_id" value="{waiting.id}"' in html
         answer = w.client.post(
             f"/jobs/{DEP}/actions/approve",
             data={"check_run_id": str(run.id)},

@@ -1,5 +1,6 @@
 // Live log: poll the JSON log API for lines after the ones shown, every second, until the
 // deployment has finished (then once more, for lines written after the last state).
+// The URL is relative to the page, so it works behind any host name or path prefix.
 (function () {
   var log = document.getElementById("log");
   var status = document.getElementById("log-status");
