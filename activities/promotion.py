@@ -81,7 +81,8 @@ GRADUATION_BRANCH = "rollwright/graduate-{patch}"
 
 
 class PromotionActivities:
-    """Reads the fleet at a revision (mirror) and writes promotions through GitHub."""
+    """Reads the fleet at a revision (mirror) and writes promotions through GitHub. The sync
+    parts run in `blocking()`'s thread, which heartbeats for them."""
 
     def __init__(self, mirror: GitMirror, blobs: BlobStore, github: GitHubAccess) -> None:
         self.mirror = mirror
@@ -157,7 +158,6 @@ class PromotionActivities:
             except FleetError:
                 d.contains_patch = False  # that revision's fleet does not even read
             out.append(d)
-            beat()
         return DeploymentsResult(deployments=out)
 
     def _latest(self, repo: str, root: str) -> LatestDeployment | None:
@@ -237,7 +237,6 @@ class PromotionActivities:
                     change.message,
                 )
             except BranchMoved:
-                beat()
                 continue  # someone pushed meanwhile: plan again on the new tip
             return CommitResult(revision=sha)
         raise ApplicationError(

@@ -1,0 +1,189 @@
+"""End to end: a version patch walks the example dimensions fleet on the embedded stack.
+
+The real Temporal dev server, worker and gateway processes, a real git repository of
+examples/dimensions-fleet served by the GitHub emulator. A staged patch is pushed (signed
+webhook); DispatchWorkflow starts its PromotionWorkflow, which commits the patch node by node
+through the emulator's git data API (the emulator sends the pushes, as GitHub does); every
+promotion commit deploys the roots under its node; each deployment is approved by clicking
+Approve on its check run (first deployments and non-empty diffs always ask), and its outcome
+reaches the rollout as a signal. Integration is automated; stage is manual: the test clicks
+Promote on the rollout's check run and sees the stage commit and its deployment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from shared.blobstore import FileBlobStore, latest_key
+from shared.devstack import fleetrepo
+from shared.devstack.stack import DevStack, StackOptions
+from shared.github_emulator import CheckRunRecord, GitHubEmulator
+from shared.payloads_promotion import (
+    QUERY_ROLLOUT,
+    RolloutView,
+    promotion_check_run_name,
+    promotion_workflow_id,
+)
+from tests.conftest import EXAMPLES
+
+pytestmark = pytest.mark.timeout(240)
+
+OWNER, NAME = "acme", "dimensions-fleet"
+REPO = f"{OWNER}/{NAME}"
+PATCH = "cert-manager-v1.14"
+PATCH_FILE = "config/management-cluster/cert-manager/patches/patch-002-cert-manager-v1.14.yaml"
+PATCH_TEXT = """\
+metadata:
+  id: cert-manager-v1.14
+  description: Upgrade cert-manager to v1.14.0
+patch:
+  cert-manager:
+    source:
+      targetRevision: v1.14.0
+"""
+INTEGRATION = [
+    "integration/int-sector-1/us-central1",
+    "integration/int-sector-1/europe-west1",
+    "integration/int-sector-2/us-central1",
+]
+STAGE = "stage/stage-sector-1/us-east1"
+STEP_TIMEOUT = 90.0
+T = TypeVar("T")
+
+
+class World:
+    def __init__(self, stack: DevStack, repo_dir: Path) -> None:
+        self.stack = stack
+        self.repo_dir = repo_dir
+        assert stack.emulator is not None
+        self.emulator: GitHubEmulator = stack.emulator
+        self.blobs = FileBlobStore(stack.data_dir / "blobs")
+        self.approved: set[int] = set()
+
+    def approve_reviews(self) -> None:
+        """Click Approve on every deployment that asks (the reviewer of this story)."""
+        for run in self.emulator.check_runs(OWNER, NAME):
+            if run.id in self.approved or run.conclusion != "action_required":
+                continue
+            if "approve" in [a["identifier"] for a in run.actions]:
+                delivery = self.emulator.click_action(run.id, "approve", "reviewer")
+                assert delivery.status == 202, delivery.response
+                self.approved.add(run.id)
+
+    def wait_for(self, what: str, probe: Callable[[], T | None]) -> T:
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while True:
+            self.stack.check()
+            self.approve_reviews()
+            found = probe()
+            if found is not None:
+                return found
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {what} within {STEP_TIMEOUT:.0f}s; logs: {self.stack.data_dir}")
+            time.sleep(0.2)
+
+    def promotion_commits(self) -> list[tuple[str, str, str]]:
+        """(sha, subject, author) of the promotion commits on main, oldest first."""
+        out = fleetrepo.git(
+            self.repo_dir, "log", "--reverse", "--format=%H%x00%s%x00%an", "refs/heads/main"
+        )
+        commits = [tuple(line.split("\x00")) for line in out.splitlines()]
+        return [c for c in commits if c[1].startswith(f"promote {PATCH} to ")]  # type: ignore[misc]
+
+    def commit_to(self, node: str) -> tuple[str, str, str] | None:
+        return next((c for c in self.promotion_commits() if c[1].endswith(f" to {node}")), None)
+
+    def published_at(self, root: str, revision: str) -> dict[str, object] | None:
+        raw = self.blobs.get(latest_key(REPO, f"management-cluster/{root}"))
+        if raw is None:
+            return None
+        import json
+
+        latest = dict(json.loads(raw))
+        return latest if latest["revision"] == revision and latest["state"] == "published" else None
+
+    def rollout_run(self, identifier: str) -> CheckRunRecord | None:
+        runs = [
+            r
+            for r in self.emulator.check_runs(OWNER, NAME)
+            if r.name == promotion_check_run_name(PATCH)
+            and identifier in [a["identifier"] for a in r.actions]
+        ]
+        return runs[-1] if runs else None
+
+    def rollout(self) -> RolloutView:
+        async def query() -> RolloutView:
+            client = await self.stack.async_client()
+            handle = client.get_workflow_handle(promotion_workflow_id(REPO, PATCH))
+            view: RolloutView = await handle.query(QUERY_ROLLOUT, result_type=RolloutView)
+            return view
+
+        return asyncio.run(query())
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    base = tmp_path_factory.mktemp("e2e-promotion")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLWRIGHT_")}
+    options = StackOptions(data_dir=base / "state", env=env).with_free_ports()
+    stack = DevStack(options, out=lambda line: None)
+    stack.start()
+    try:
+        repo_dir = base / "fleet"
+        fleetrepo.create_fleet_repo(EXAMPLES / "dimensions-fleet", repo_dir)
+        stack.add_repository(OWNER, NAME, repo_dir)
+        yield World(stack, repo_dir)
+    finally:
+        stack.stop()
+
+
+def test_staged_patch_walks_integration_and_waits_for_promote_at_stage(world: World) -> None:
+    before = fleetrepo.head(world.repo_dir)
+    (world.repo_dir / PATCH_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (world.repo_dir / PATCH_FILE).write_text(PATCH_TEXT)
+    staged = fleetrepo.commit_all(world.repo_dir, f"stage {PATCH}")
+    delivery = world.emulator.send_push(OWNER, NAME, before, staged)
+    assert delivery.status == 202, delivery.response
+
+    # integration, region by region, automated: each commit deploys its root, then the next
+    for node in INTEGRATION:
+        sha, _, author = world.wait_for(
+            f"the promotion to {node}", lambda n=node: world.commit_to(n)
+        )
+        assert author == "rollwright[bot]"
+        world.wait_for(
+            f"{node} published at {sha[:12]}", lambda n=node, s=sha: world.published_at(n, s)
+        )
+
+    # stage is manual: the rollout's check run asks, on the default branch's tip
+    gate = world.wait_for("the Promote button", lambda: world.rollout_run("promote"))
+    assert gate.conclusion == "action_required"
+    assert STAGE in (gate.output.get("title") or "")
+    assert gate.state["head_sha"] == world.commit_to(INTEGRATION[-1])[0]  # type: ignore[index]
+    assert "| node | state | since |" in (gate.output.get("summary") or "")
+    view = world.rollout()
+    assert view.next_node == STAGE and view.gate == "manual" and view.phase == "gate"
+    assert world.commit_to(STAGE) is None
+    assert [c[1].rsplit(" to ", 1)[1] for c in world.promotion_commits()] == INTEGRATION
+
+    delivery = world.emulator.click_action(gate.id, "promote", "alice")
+    assert delivery.status == 202, delivery.response
+    sha, _, _ = world.wait_for("the promotion to stage", lambda: world.commit_to(STAGE))
+    body = fleetrepo.git(world.repo_dir, "log", "-1", "--format=%B", sha)
+    assert "Rollwright-Promoted-By: alice" in body
+    world.wait_for(f"{STAGE} published", lambda: world.published_at(STAGE, sha))
+    deployed = [
+        r
+        for r in world.emulator.check_runs(OWNER, NAME)
+        if r.name == f"rollwright/management-cluster/{STAGE}"
+        and r.state["head_sha"] == sha
+        and r.conclusion == "success"
+    ]
+    assert deployed, "the stage promotion's deployment has a green check run"
