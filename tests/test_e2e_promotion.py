@@ -13,6 +13,8 @@ Promote on the rollout's check run and sees the stage commit and its deployment.
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -94,8 +96,8 @@ class World:
         out = fleetrepo.git(
             self.repo_dir, "log", "--reverse", "--format=%H%x00%s%x00%an", "refs/heads/main"
         )
-        commits = [tuple(line.split("\x00")) for line in out.splitlines()]
-        return [c for c in commits if c[1].startswith(f"promote {PATCH} to ")]  # type: ignore[misc]
+        commits = [line.split("\x00") for line in out.splitlines()]
+        return [(c[0], c[1], c[2]) for c in commits if c[1].startswith(f"promote {PATCH} to ")]
 
     def commit_to(self, node: str) -> tuple[str, str, str] | None:
         return next((c for c in self.promotion_commits() if c[1].endswith(f" to {node}")), None)
@@ -104,8 +106,6 @@ class World:
         raw = self.blobs.get(latest_key(REPO, f"management-cluster/{root}"))
         if raw is None:
             return None
-        import json
-
         latest = dict(json.loads(raw))
         return latest if latest["revision"] == revision and latest["state"] == "published" else None
 
@@ -155,11 +155,11 @@ def test_staged_patch_walks_integration_and_waits_for_promote_at_stage(world: Wo
     # integration, region by region, automated: each commit deploys its root, then the next
     for node in INTEGRATION:
         sha, _, author = world.wait_for(
-            f"the promotion to {node}", lambda n=node: world.commit_to(n)
+            f"the promotion to {node}", functools.partial(world.commit_to, node)
         )
         assert author == "rollwright[bot]"
         world.wait_for(
-            f"{node} published at {sha[:12]}", lambda n=node, s=sha: world.published_at(n, s)
+            f"{node} published at {sha[:12]}", functools.partial(world.published_at, node, sha)
         )
 
     # stage is manual: the rollout's check run asks, on the default branch's tip
@@ -167,7 +167,10 @@ def test_staged_patch_walks_integration_and_waits_for_promote_at_stage(world: Wo
     assert gate.conclusion == "action_required"
     assert STAGE in (gate.output.get("title") or "")
     assert gate.state["head_sha"] == world.commit_to(INTEGRATION[-1])[0]  # type: ignore[index]
-    assert "| node | state | since |" in (gate.output.get("summary") or "")
+    table = gate.output.get("summary") or ""
+    assert "| node | state | since |" in table
+    assert f"| `{STAGE}` | awaiting promote |" in table
+    assert "| `integration` | passed |" in table
     view = world.rollout()
     assert view.next_node == STAGE and view.gate == "manual" and view.phase == "gate"
     assert world.commit_to(STAGE) is None
