@@ -203,6 +203,7 @@ class GitHubActivities:
                 conclusion=request.conclusion,
                 output=output,
                 actions=actions,
+                details_url=request.details_url,
             )
         except GitHubRequestError as err:
             if err.status != 404:

@@ -218,7 +218,7 @@ class PreviewActivities:
             "base_ref": request.base_ref,
         }
         self.blobs.put(f"{prefix}report.json", json.dumps(document, indent=1).encode())
-        comment = comment_body(report, request, full_url=outcome.full_url, repro=outcome.repro)
+        comment = comment_body(report, request, full_url=outcome.full_url)
         self.blobs.put(outcome.comment_key, comment.encode())
 
     # --- comment -----------------------------------------------------------------------------
@@ -403,10 +403,9 @@ def _summary(
     return "\n".join(lines)
 
 
-def comment_body(
-    report: PreviewReport, request: PreviewBuildRequest, *, full_url: str, repro: str
-) -> str:
-    """The sticky comment: marker, the report within GitHub's limit, and which head it shows."""
+def comment_body(report: PreviewReport, request: PreviewBuildRequest, *, full_url: str) -> str:
+    """The sticky comment: marker, the report within GitHub's limit, and which head it shows.
+    Each failed root gets its own `rollwright diff` command (the report's default)."""
     rev = request.revisions
     side = f"merge `{rev.merge_sha[:12]}`" if rev.merge_sha else f"head `{rev.pr_head_sha[:12]}`"
     footer = (

@@ -369,8 +369,10 @@ class GitHubApp:
         conclusion: CheckConclusion | None = None,
         output: CheckRunOutput,
         actions: Sequence[CheckRunAction],
+        details_url: str | None = None,
     ) -> CheckRunState:
-        """Update a check run, always with its complete output and buttons (`[]` removes them).
+        """Update a check run, always with its complete output and buttons (`[]` removes them);
+        `details_url` replaces the link when given.
 
         GitHub keeps a completed run completed: the answer's `status` says what happened, and a
         caller that needs an in-progress run again must create a new one.
@@ -383,6 +385,8 @@ class GitHubApp:
             kwargs["status"] = status
         if conclusion is not None:
             kwargs["conclusion"] = conclusion
+        if details_url:
+            kwargs["details_url"] = details_url
 
         def edit() -> CheckRunState:
             run = self._repo(repo).get_check_run(check_run_id)  # lazy object, PATCH only

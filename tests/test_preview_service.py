@@ -1,0 +1,417 @@
+"""The service parts of PR previews, each against real parts but without Temporal:
+
+- routing: GitHub's own `pull_request` and `check_run` payloads → preview actions, which
+  survive the outbox's JSON; `rollwright/preview` and rollouts are never a root;
+- `preview_revisions` on real git repositories behind the GitHub emulator's pull refs: the
+  merge ref, a conflicting PR (no merge ref), a merge ref that is out of date;
+- `preview_comment` over HTTP (PyGithub → emulator): one comment, edited in place, found past
+  the first page of comments, not taken over from a human, and a retry creates nothing;
+- the gateway's preview page: the stored report rendered, raw HTML from a PR escaped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+from temporalio.testing import ActivityEnvironment
+
+from activities.github import GitHubAccess
+from activities.preview import PreviewActivities
+from gateway.actions import ACTION, PreviewClosed, PreviewHead
+from gateway.app import create_app
+from gateway.previews import render_markdown
+from gateway.webhooks import Ignore, route_event
+from shared.blobstore import FileBlobStore
+from shared.checkrun import root_from_check_run_name
+from shared.github_emulator import GitHubEmulator
+from shared.gitmirror import GitMirror
+from shared.payloads import RepoRef
+from shared.payloads_preview import (
+    PreviewCommentRequest,
+    PreviewPointer,
+    PreviewRevisions,
+    PreviewRevisionsRequest,
+    PullRequestClosed,
+    parse_preview_external_id,
+    preview_external_id,
+    preview_latest_key,
+    preview_prefix,
+    preview_workflow_id,
+)
+from shared.settings import Settings
+from tests.conftest import git
+from tests.preview_support import commit, web_repo
+
+WEBHOOKS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github" / "webhooks"
+APP_ID = 4242
+INSTALLATION = 77
+
+
+def load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((WEBHOOKS / name).read_text())
+    return data
+
+
+def route(event: str, payload: dict[str, Any]) -> object:
+    return route_event(event, payload, app_id="7", delivery_id="d-1")
+
+
+# --------------------------------------------------------------------------- routing
+
+
+def test_opened_and_synchronize_fixtures_preview_their_head() -> None:
+    opened = route("pull_request", load("pull_request.opened.12.json"))
+    assert isinstance(opened, PreviewHead)
+    assert opened.target == preview_workflow_id("Codertocat/Hello-World", 2)
+    assert opened.repo_ref.installation_id == 1
+    assert opened.signal.head_sha == "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
+    assert (opened.signal.base_ref, opened.signal.head_ref) == ("master", "changes")
+    assert (opened.signal.action, opened.signal.sender) == ("opened", "Codertocat")
+    assert opened.signal.delivery_id == "d-1"
+    sync = route("pull_request", load("pull_request.synchronize.22.json"))
+    assert isinstance(sync, PreviewHead) and sync.signal.action == "synchronize"
+
+
+@pytest.mark.parametrize("action", ["reopened", "ready_for_review"])
+def test_reopened_and_ready_for_review_preview_too(action: str) -> None:
+    payload = load("pull_request.opened.12.json")
+    payload["action"] = action
+    routed = route("pull_request", payload)
+    assert isinstance(routed, PreviewHead) and routed.signal.action == action
+
+
+def test_drafts_are_previewed() -> None:
+    payload = load("pull_request.opened.12.json")
+    payload["pull_request"]["draft"] = True
+    routed = route("pull_request", payload)
+    assert isinstance(routed, PreviewHead) and routed.signal.draft
+
+
+def test_closed_signals_without_starting() -> None:
+    payload = load("pull_request.synchronize.22.json")
+    payload["action"] = "closed"
+    payload["pull_request"]["merged"] = True
+    routed = route("pull_request", payload)
+    assert routed == PreviewClosed(
+        repo="Codertocat/Hello-World",
+        pr=2,
+        signal=PullRequestClosed(merged=True, sender="Codertocat", delivery_id="d-1"),
+    )
+
+
+def test_a_new_base_branch_previews_again_other_edits_do_not() -> None:
+    payload = load("pull_request.opened.12.json")
+    payload["action"] = "edited"
+    payload["changes"] = {"title": {"from": "old title"}}
+    assert isinstance(route("pull_request", payload), Ignore)
+    payload["changes"] = {"base": {"ref": {"from": "develop"}, "sha": {"from": "a" * 40}}}
+    routed = route("pull_request", payload)
+    assert isinstance(routed, PreviewHead) and routed.signal.action == "edited"
+    payload["action"] = "labeled"
+    assert isinstance(route("pull_request", payload), Ignore)
+
+
+def test_pull_requests_from_forks_are_not_previewed() -> None:
+    payload = load("pull_request.opened.12.json")
+    payload["pull_request"]["head"]["repo"]["full_name"] = "mallory/Hello-World"
+    routed = route("pull_request", payload)
+    assert isinstance(routed, Ignore) and "fork" in routed.reason
+    payload["pull_request"]["head"]["repo"] = None  # the fork was deleted
+    assert isinstance(route("pull_request", payload), Ignore)
+
+
+def test_preview_actions_survive_the_outbox() -> None:
+    closed = load("pull_request.synchronize.22.json")
+    closed["action"] = "closed"
+    for action in (
+        route("pull_request", load("pull_request.opened.12.json")),
+        route("pull_request", closed),
+    ):
+        assert isinstance(action, PreviewHead | PreviewClosed)
+        assert action.repo == "Codertocat/Hello-World"
+        stored = ACTION.validate_json(action.model_dump_json())
+        assert stored == action and type(stored) is type(action)
+
+
+def test_rerun_of_the_preview_check_run_previews_that_head_again() -> None:
+    payload = load("check_run.rerequested.7.json")
+    run = payload["check_run"]
+    head = run["head_sha"]
+    run.update({"name": "rollwright/preview", "external_id": preview_external_id(5, head)})
+    run["app"]["id"] = 7
+    run["pull_requests"] = [
+        {
+            "url": "https://api.github.com/repos/github/hello-world/pulls/5",
+            "id": 1,
+            "number": 5,
+            "head": {"ref": "feature", "sha": head, "repo": {"id": 1, "url": "u", "name": "n"}},
+            "base": {"ref": "release", "sha": "b" * 40, "repo": {"id": 1, "url": "u", "name": "n"}},
+        }
+    ]
+    routed = route("check_run", payload)
+    assert isinstance(routed, PreviewHead)
+    assert routed.target == preview_workflow_id("github/hello-world", 5)
+    assert (routed.signal.head_sha, routed.signal.base_ref) == (head, "release")
+    assert routed.signal.action == "rerequested"
+    run["pull_requests"] = []  # GitHub leaves it empty for some runs: the default branch
+    routed = route("check_run", payload)
+    assert isinstance(routed, PreviewHead) and routed.signal.base_ref == "master"
+    # it has no buttons; a click (from an older run, say) is ignored, never a root's
+    payload["action"] = "requested_action"
+    payload["requested_action"] = {"identifier": "approve"}
+    assert isinstance(route("check_run", payload), Ignore)
+    run["app"]["id"] = 8  # another app's run of the same name
+    payload["action"] = "rerequested"
+    assert isinstance(route("check_run", payload), Ignore)
+
+
+def test_preview_and_rollout_check_runs_are_never_roots() -> None:
+    assert root_from_check_run_name("rollwright/preview") is None
+    assert root_from_check_run_name("rollwright/promote: bump-web") is None
+    assert root_from_check_run_name("rollwright/prod/eu") == "prod/eu"
+    assert root_from_check_run_name("rollwright/previews/eu") == "previews/eu"
+
+
+def test_external_ids_round_trip() -> None:
+    assert parse_preview_external_id(preview_external_id(12, "c" * 40)) == (12, "c" * 40)
+    for other in (None, "", "3f2a-uuid", "preview:x:abc", "preview:12:", "deploy:1:a"):
+        assert parse_preview_external_id(other) is None
+
+
+# --------------------------------------------------------------------------- revisions
+
+
+@pytest.fixture(scope="module")
+def app_key() -> str:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+@pytest.fixture
+def emulator(app_key: str) -> Iterator[GitHubEmulator]:
+    with GitHubEmulator(app_id=APP_ID, app_key=app_key) as emu:
+        yield emu
+
+
+@pytest.fixture
+def settings(tmp_path: Path, emulator: GitHubEmulator, app_key: str) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "state",
+        github_api_url=emulator.url,
+        github_app_id=str(APP_ID),
+        github_private_key=SecretStr(app_key),
+        public_url="http://rollwright.test",
+    )
+
+
+@pytest.fixture
+def previews(settings: Settings) -> Iterator[PreviewActivities]:
+    access = GitHubAccess(settings)
+    mirror = GitMirror(settings.git_dir)
+    blobs = FileBlobStore(settings.data_dir / "blobs")
+    yield PreviewActivities(settings, mirror, blobs, access, merge_attempts=2, merge_wait=0.01)
+    access.close()
+
+
+def seeded(emulator: GitHubEmulator, tmp_path: Path) -> tuple[Path, RepoRef]:
+    repo = web_repo(tmp_path / "fleet")
+    emulator.seed_repository("acme", "fleet", INSTALLATION, "main", git_dir=repo)
+    ref = RepoRef(owner="acme", name="fleet", installation_id=INSTALLATION, clone_url=str(repo))
+    return repo, ref
+
+
+def branch(repo: Path, name: str, files: dict[str, Any]) -> str:
+    git(repo, "checkout", "-q", "-b", name)
+    try:
+        return commit(repo, files, message=name)
+    finally:
+        git(repo, "checkout", "-q", "main")
+
+
+def revisions(acts: PreviewActivities, repo: RepoRef, head: str) -> PreviewRevisions:
+    request = PreviewRevisionsRequest(repo=repo, pr=3, head_sha=head, base_ref="main")
+    result: PreviewRevisions = asyncio.run(
+        ActivityEnvironment().run(acts.preview_revisions, request)
+    )
+    return result
+
+
+def test_the_merge_ref_is_rendered_against_its_first_parent(
+    previews: PreviewActivities, emulator: GitHubEmulator, tmp_path: Path
+) -> None:
+    repo, ref = seeded(emulator, tmp_path)
+    head = branch(repo, "feature", {"deployments/g/c1/cluster.values.yaml": {"x": 1}})
+    commit(repo, {"deployments/g/c2/cluster.values.yaml": {"y": 2}}, message="main moves")
+    emulator.set_pull("acme", "fleet", 3, head_sha=head, head_ref="feature")
+    merge = git(repo, "rev-parse", "refs/pull/3/merge").strip()
+    assert git(repo, "rev-parse", f"{merge}^2").strip() == head
+    got = revisions(previews, ref, head)
+    tip = git(repo, "rev-parse", "main").strip()
+    assert got == PreviewRevisions(
+        base_sha=tip, head_sha=merge, pr_head_sha=head, base_tip_sha=tip, merge_sha=merge
+    )
+
+
+def test_without_a_merge_ref_the_head_is_rendered_against_its_merge_base(
+    previews: PreviewActivities, emulator: GitHubEmulator, tmp_path: Path
+) -> None:
+    repo, ref = seeded(emulator, tmp_path)
+    fork_point = git(repo, "rev-parse", "main").strip()
+    head = branch(repo, "feature", {"deployments/g/c1/cluster.values.yaml": {"x": 1}})
+    commit(repo, {"deployments/g/c1/cluster.values.yaml": {"x": 2}}, message="conflicts")
+    pull = emulator.set_pull("acme", "fleet", 3, head_sha=head, head_ref="feature")
+    assert pull["mergeable"] is False and pull["merge_commit_sha"] is None
+    got = revisions(previews, ref, head)
+    assert (got.base_sha, got.head_sha, got.merge_sha) == (fork_point, head, None)
+    (warning,) = got.warnings
+    assert warning.startswith("merge ref missing (conflicts?)") and head[:12] in warning
+
+
+def test_an_out_of_date_merge_ref_is_not_rendered(
+    previews: PreviewActivities, emulator: GitHubEmulator, tmp_path: Path
+) -> None:
+    repo, ref = seeded(emulator, tmp_path)
+    first = branch(repo, "feature", {"deployments/g/c1/cluster.values.yaml": {"x": 1}})
+    emulator.set_pull("acme", "fleet", 3, head_sha=first, head_ref="feature")
+    # the branch moves on, GitHub has not recomputed the merge yet
+    git(repo, "checkout", "-q", "feature")
+    second = commit(repo, {"deployments/g/c1/cluster.values.yaml": {"x": 3}}, message="more")
+    git(repo, "checkout", "-q", "main")
+    got = revisions(previews, ref, second)
+    assert got.head_sha == second and got.merge_sha is None
+    assert got.warnings[0].startswith("merge ref out of date")
+
+
+def test_a_missing_base_branch_or_head_is_a_clear_error(
+    previews: PreviewActivities, emulator: GitHubEmulator, tmp_path: Path
+) -> None:
+    _, ref = seeded(emulator, tmp_path)
+    request = PreviewRevisionsRequest(repo=ref, pr=3, head_sha="e" * 40, base_ref="nope")
+    with pytest.raises(Exception, match="the base branch 'nope' is not in the repository"):
+        asyncio.run(ActivityEnvironment().run(previews.preview_revisions, request))
+    request = PreviewRevisionsRequest(repo=ref, pr=3, head_sha="e" * 40, base_ref="main")
+    with pytest.raises(Exception, match=f"revision {'e' * 40} is not in acme/fleet"):
+        asyncio.run(ActivityEnvironment().run(previews.preview_revisions, request))
+
+
+# --------------------------------------------------------------------------- comment
+
+
+def comment(acts: PreviewActivities, body: str, **fields: Any) -> int:
+    key = "previews/acme/fleet/3/x/comment.md"
+    acts.blobs.put(key, body.encode())
+    request = PreviewCommentRequest(
+        repo=RepoRef(owner="acme", name="fleet", installation_id=INSTALLATION),
+        pr=3,
+        body_key=key,
+        **fields,
+    )
+    ref = asyncio.run(ActivityEnvironment().run(acts.preview_comment, request))
+    return ref.comment_id
+
+
+def test_one_sticky_comment_found_past_the_first_page_and_never_a_humans(
+    previews: PreviewActivities, emulator: GitHubEmulator, tmp_path: Path
+) -> None:
+    emulator.seed_repository("acme", "fleet", INSTALLATION, "main")
+    emulator.set_pull("acme", "fleet", 3, head_sha="a" * 40)
+    # a human quotes the marker: not the App's comment
+    emulator.add_comment(
+        "acme", "fleet", 3, "<!-- rollwright:preview -->\nhijack", user_login="mallory"
+    )
+    first = comment(previews, "<!-- rollwright:preview -->\nfirst body\n")
+    for i in range(120):  # the App's comment is on the second page of 100 now
+        emulator.add_comment("acme", "fleet", 3, f"comment {i}", user_login="octocat")
+    second = comment(previews, "<!-- rollwright:preview -->\nsecond body\n")
+    again = comment(previews, "<!-- rollwright:preview -->\nsecond body\n")  # a retry
+    assert first == second == again
+    ours = [c for c in emulator.comments("acme", "fleet", 3) if c.id == first]
+    (only,) = ours
+    assert only.body.endswith("second body\n")
+    assert only.bodies == [
+        "<!-- rollwright:preview -->\nfirst body\n",
+        "<!-- rollwright:preview -->\nsecond body\n",
+    ]  # the retry did not even edit
+    bot = [c for c in emulator.comments("acme", "fleet", 3) if c.user_login.endswith("[bot]")]
+    assert len(bot) == 1
+
+
+def test_the_comment_points_the_preview_page_at_its_head(
+    previews: PreviewActivities, emulator: GitHubEmulator, settings: Settings
+) -> None:
+    emulator.seed_repository("acme", "fleet", INSTALLATION, "main")
+    emulator.set_pull("acme", "fleet", 3, head_sha="a" * 40)
+    prefix = preview_prefix("acme/fleet", 3, "a" * 40)
+    comment(previews, "body", head_sha="a" * 40, prefix=prefix, conclusion="success")
+    raw = previews.blobs.get(preview_latest_key("acme/fleet", 3))
+    assert raw is not None
+    pointer = PreviewPointer.model_validate_json(raw)
+    assert (pointer.head_sha, pointer.prefix, pointer.conclusion) == ("a" * 40, prefix, "success")
+
+
+# --------------------------------------------------------------------------- page
+
+
+def test_the_preview_page_renders_the_report_and_escapes_markup(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, webhook_secret=SecretStr("s"))
+    blobs = FileBlobStore(tmp_path / "blobs")
+    head = "c" * 40
+    prefix = preview_prefix("acme/fleet", 9, head)
+    report = (
+        "### rollwright preview\n\n"
+        "<details>\n<summary><code>g/c1</code> — changed</summary>\n\n"
+        "```diff\n-<script>alert(1)</script>\n+ok\n```\n\n</details>\n\n"
+        '<img src=x onerror="alert(2)">\n\n'
+        "a [link](javascript:alert(3)) and <b>bold</b> and <span onclick=x>span</span>\n"
+    )
+    blobs.put(f"{prefix}report.md", report.encode())
+    blobs.put(f"{prefix}report.json", json.dumps({"base": "b" * 40, "failed": True}).encode())
+    blobs.put(f"{prefix}report.diff", b"--- a/x\n+++ b/x\n")
+    pointer = PreviewPointer.model_validate(
+        {
+            "pr": 9,
+            "head_sha": head,
+            "prefix": prefix,
+            "conclusion": "failure",
+            "at": "2026-01-01T00:00:00Z",
+        }
+    )
+    blobs.put(preview_latest_key("acme/fleet", 9), pointer.model_dump_json().encode())
+    with TestClient(create_app(settings)) as client:
+        page = client.get("/previews/acme/fleet/9")
+        assert page.status_code == 200
+        html = page.text
+        assert "<details>" in html and "<summary><code>g/c1</code> — changed</summary>" in html
+        assert "&lt;script&gt;" in html and "<script>" not in html
+        assert "<img" not in html and "&lt;img" in html
+        assert 'href="javascript:' not in html
+        assert "<b>bold</b>" in html and "&lt;span onclick=x&gt;" in html
+        assert "<span onclick" not in html
+        assert "fails to render on the PR side" in html
+        assert client.get(f"/previews/acme/fleet/9/{head}").text == html
+        raw = client.get(f"/previews/acme/fleet/9/{head}/report.diff")
+        assert raw.status_code == 200 and raw.text.startswith("--- a/x")
+        assert client.get(f"/previews/acme/fleet/9/{head}/secrets.txt").status_code == 404
+        assert client.get("/previews/acme/fleet/10").status_code == 404
+        assert client.get(f"/previews/acme/fleet/9/{'d' * 40}").status_code == 404
+        assert client.get("/previews/acme/fleet/9/not-a-sha").status_code == 422
+        assert client.get("/previews/..%2F..%2Fetc/fleet/9").status_code in (404, 422)
+
+
+def test_render_markdown_keeps_entities_and_tables() -> None:
+    html = render_markdown("| a | b |\n|--|--|\n| `x` | 1 |\n\n<summary>a &amp; b</summary>\n")
+    assert "<table>" in html and "<code>x</code>" in html
+    assert "a &amp; b" in html and "&amp;amp;" not in html
