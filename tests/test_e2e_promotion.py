@@ -182,11 +182,16 @@ def test_staged_patch_walks_integration_and_waits_for_promote_at_stage(world: Wo
     body = fleetrepo.git(world.repo_dir, "log", "-1", "--format=%B", sha)
     assert "Rollwright-Promoted-By: alice" in body
     world.wait_for(f"{STAGE} published", lambda: world.published_at(STAGE, sha))
-    deployed = [
-        r
-        for r in world.emulator.check_runs(OWNER, NAME)
-        if r.name == f"rollwright/management-cluster/{STAGE}"
-        and r.state["head_sha"] == sha
-        and r.conclusion == "success"
-    ]
-    assert deployed, "the stage promotion's deployment has a green check run"
+
+    def green() -> CheckRunRecord | None:
+        runs = [
+            r
+            for r in world.emulator.check_runs(OWNER, NAME)
+            if r.name == f"rollwright/management-cluster/{STAGE}"
+            and r.state["head_sha"] == sha
+            and r.conclusion == "success"
+        ]
+        return runs[-1] if runs else None
+
+    # latest.json is written before the check run turns green
+    world.wait_for("the stage deployment's green check run", green)
