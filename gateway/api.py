@@ -16,6 +16,7 @@ worker can look it up from the App) and `clone_url` (default: derived from
 from __future__ import annotations
 
 import hmac
+import uuid
 from typing import Annotated, Literal
 from urllib.parse import quote
 
@@ -63,8 +64,11 @@ class DeployAccepted(BaseModel):
     repo: str
     root: str
     revision: str
-    # The root's page: the deployment is listed there once it starts (the gateway does not
-    # learn its id, which the DeployWorkflow assigns when it enqueues the revision).
+    # The gateway chooses the deployment id, so it can link the job page. Exception: when the
+    # revision is already queued or running for the root, that deployment keeps its own id and
+    # this one never exists; the root page lists every deployment either way.
+    deployment_id: str | None = None
+    job_url: str | None = None
     root_url: str | None = None
 
 
@@ -123,6 +127,7 @@ async def deploy(body: DeployRequest, gw: GatewayDep) -> DeployAccepted:
         trigger="manual",
         reason="api",
         requested_by=body.requested_by or "api",
+        deployment_id=str(uuid.uuid4()),
     )
     return await _queue(gw, repo, body.root, revision)
 
@@ -140,5 +145,7 @@ async def _queue(gw: Gateway, repo: RepoRef, root: str, revision: NewRevision) -
         repo=repo.full_name,
         root=root,
         revision=revision.revision,
+        deployment_id=revision.deployment_id,
+        job_url=gw.settings.job_url(revision.deployment_id) if revision.deployment_id else None,
         root_url=f"{public}/roots/{quote(root)}?repo={quote(repo.full_name, safe='')}",
     )

@@ -156,6 +156,10 @@ class NewRevision(Payload):
     requested_by: str | None = None
     reason: str = ""  # "push", "rerequested", "api", "rollback"
     enqueued_at: datetime | None = None  # set by the workflow from workflow.now()
+    # Chosen by the gateway for API deploys, so it can answer with the job page; the workflow
+    # picks one (workflow.uuid4) when absent, or keeps the queued item's when the revision is
+    # already queued or running.
+    deployment_id: str | None = None
 
 
 class UnlockSignal(Payload):

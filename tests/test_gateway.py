@@ -927,12 +927,16 @@ def test_api_deploy_queues_a_manual_revision(client: TestClient, temporal: Tempo
     answer = client.post("/api/deploy", json=body, headers=BEARER)
     workflow_id = deploy_workflow_id(body["repo"], "staging/cluster-a")
     assert answer.status_code == 202, answer.text
+    deployment_id = answer.json()["deployment_id"]
+    assert uuid.UUID(deployment_id).version == 4
     assert answer.json() == {
         "status": "queued",
         "workflow_id": workflow_id,
         "repo": body["repo"],
         "root": "staging/cluster-a",
         "revision": body["revision"],
+        "deployment_id": deployment_id,
+        "job_url": f"http://localhost:8000/jobs/{deployment_id}",
         "root_url": "http://localhost:8000/roots/staging/cluster-a?repo="
         + body["repo"].replace("/", "%2F"),
     }
@@ -947,7 +951,13 @@ def test_api_deploy_queues_a_manual_revision(client: TestClient, temporal: Tempo
         html_url=f"https://github.com/{body['repo']}",
     )
     assert seen.revisions == [
-        NewRevision(revision=body["revision"], trigger="manual", reason="api", requested_by="alice")
+        NewRevision(
+            revision=body["revision"],
+            trigger="manual",
+            reason="api",
+            requested_by="alice",
+            deployment_id=deployment_id,
+        )
     ]
 
 

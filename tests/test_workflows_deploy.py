@@ -215,6 +215,20 @@ async def test_manual_bypasses_lock() -> None:
 
 
 @scenario
+async def test_deployment_id_chosen_by_the_gateway_is_kept() -> None:
+    world = World()
+    async with harness(world) as h:
+        await h.push(ROOT, A, "manual", by="ops", deployment_id="gateway-chosen-id")
+        assert await h.awaiting_review(ROOT, A) == "gateway-chosen-id"
+        # The same revision again, with another id: the running deployment keeps its own.
+        await h.push(ROOT, A, "manual", by="ops", deployment_id="second-id")
+        await h.push(ROOT, B)
+        state = await h.until_state(ROOT, "B queued", lambda s: revisions(s.queue) == [B])
+        assert state.current is not None and state.current.deployment_id == "gateway-chosen-id"
+        assert state.queue[0].deployment_id not in ("gateway-chosen-id", "second-id")
+
+
+@scenario
 async def test_duplicate_revision_dropped_queued_or_running() -> None:
     world = World()
     async with harness(world) as h:

@@ -254,7 +254,8 @@ class DeployWorkflow:
             return
         self.queue.append(
             QueueItem(
-                deployment_id=str(workflow.uuid4()),
+                # no uuid4 draw when the gateway chose the id: new signals only, replay-safe
+                deployment_id=signal.deployment_id or str(workflow.uuid4()),
                 revision=signal.revision,
                 trigger=signal.trigger,
                 requested_by=signal.requested_by,

@@ -354,12 +354,14 @@ class Harness:
         reason: str | None = None,
         by: str | None = None,
         max_history_events: int | None = None,
+        deployment_id: str | None = None,
     ) -> WorkflowHandle[Any, Any]:
         signal = NewRevision(
             revision=revision,
             trigger=trigger,
             requested_by=by,
             reason=reason or ("push" if trigger == "merge" else "api"),
+            deployment_id=deployment_id,
         )
         return await start_deploy(self.client, root, signal, max_history_events=max_history_events)
 
