@@ -354,3 +354,40 @@ async def test_continue_as_new_keeps_the_rollout_and_replays() -> None:
     for history in histories:
         replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         assert replayed.replay_failure is None, replayed.replay_failure
+
+
+@scenario
+async def test_window_closing_at_a_manual_gate_takes_the_button_away() -> None:
+    times: list[datetime] = []
+
+    def window(node: str, now: datetime) -> WindowInfo:
+        if not times:
+            times.append(now + timedelta(hours=2))  # closes
+            times.append(now + timedelta(hours=20))  # opens again
+        closes, opens = times
+        if node != STAGE:
+            return WindowInfo(open=True)
+        if now < closes:
+            return WindowInfo(open=True, closes_at=closes)
+        if now < opens:
+            return WindowInfo(open=False, reason="night", next_open=opens)
+        return WindowInfo(open=True)
+
+    fleet = three_nodes(stage_gate="manual")
+    fleet.window = window
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(asking(fleet, "promote"), "the Promote button")
+        await r.env.sleep(timedelta(hours=3))
+        await until(lambda: "window" in fleet.last_run().title, "the window closed")
+        assert not asking(fleet, "promote")()
+        await r.signal(SIGNAL_PROMOTE, PromoteSignal(by="alice"))  # a stale click: ignored
+        await r.env.sleep(timedelta(hours=18))
+        await until(asking(fleet, "promote"), "the button back once it opens")
+        assert fleet.commits == []
+        await r.signal(SIGNAL_PROMOTE, PromoteSignal(by="bob"))
+        await result(r)
+    assert [(c.to_node, c.actor) for c in fleet.commits] == [(STAGE, "bob"), (PROD, None)]
+    assert fleet.commit_times[0] >= times[1]

@@ -112,6 +112,9 @@ class PromotionWorkflow:
         self.want_check_run: _CheckRunWant | None = None
         self.search_state = ""
         self.search_revision = ""
+        # Set from the input in run(); here too, for signals that arrive with the start.
+        self.approved: dict[str, str] = {}
+        self.halt: HaltState | None = None
 
     # --- signals and query -----------------------------------------------------------------
 
@@ -175,8 +178,8 @@ class PromotionWorkflow:
         self.node = inp.node
         self.deployments: dict[str, RootDeployment] = {d.root: d for d in inp.deployments}
         self.acknowledged: set[str] = set(inp.acknowledged)
-        self.halt: HaltState | None = inp.halt
-        self.approved: dict[str, str] = dict(inp.approved)
+        self.halt = inp.halt
+        self.approved.update(inp.approved)
         self.healthy_since = inp.healthy_since
         self.check_run_id = inp.check_run_id
         self.check_run_sha = inp.check_run_sha
@@ -382,7 +385,9 @@ class PromotionWorkflow:
         if nxt.gate == "manual" and nxt.path not in self.approved:
             self.awaiting_node = nxt.path
             self._set("awaiting_promote", f"a Promote click to move the patch to `{nxt.path}`", ev)
-            await self._wait()
+            # A window that closes meanwhile takes the button away (the loop re-reads it then).
+            closes = window.closes_at - workflow.now() if window.closes_at else None
+            await self._wait(max(closes, timedelta(seconds=1)) if closes is not None else None)
             return
         await self._commit(ev, nxt.path)
 
