@@ -75,6 +75,7 @@ from shared.tree import GitTree, Tree, changed_files
 from shared.windows import window_state
 
 ERR_PROMOTION = "PromotionRefused"
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree: "everything added"
 # Another commit landing between reading the tip and moving it: plan again this many times.
 COMMIT_ATTEMPTS = 5
 GRADUATION_BRANCH = "rollwright/graduate-{patch}"
@@ -183,9 +184,12 @@ class PromotionActivities:
         if is_zero(request.after):
             return []
         mirror = self.mirror.ensure(request.repo, request.after)
-        if is_zero(request.before) or not self.mirror.has_commit(request.repo, request.before):
-            return []  # a new branch or unknown base: running rollouts still get the revision
-        return touched_patches(mirror, request.before, request.after)
+        base = request.before
+        if is_zero(base) or not self.mirror.has_commit(request.repo, base):
+            # A new branch or an unknown base: every patch file counts as touched (starting a
+            # rollout that has nothing to do costs one evaluation; missing one costs a rollout).
+            base = EMPTY_TREE
+        return touched_patches(mirror, base, request.after)
 
     # --- writing ---------------------------------------------------------------------------
 

@@ -268,6 +268,11 @@ def test_touched_patches_and_evaluation(world: World) -> None:
         TouchedRequest(repo=world.repo, before=world.first, after=result.revision),
     )
     assert touched.patch_ids == [PATCH]
+    new_branch = world.run(
+        world.acts.touched,
+        TouchedRequest(repo=world.repo, before="0" * 40, after=world.first),
+    )
+    assert new_branch.patch_ids == [PATCH]  # unknown base: every patch file counts
     ev = evaluate(GitTree(mirror, result.revision), PATCH, datetime.now(UTC))
     assert ev.current_node == "integration/int-sector-1/us-central1"
     assert ev.next_node == "integration/int-sector-1/europe-west1"
