@@ -406,11 +406,13 @@ def _promotion_check_run(ev: CheckRunEvent, patch_id: str, app_id: str | None) -
     identifier = ev.requested_action.identifier if ev.requested_action else ""
     if identifier not in ("promote", "halt", "resume"):
         return Ignore(f"requested action {identifier!r} is not handled")
-    return PromotionClick(
-        repo=ev.repository.full_name,
-        patch_id=patch_id,
-        action=identifier,  # type: ignore[arg-type]  # narrowed by the check above
-        by=ev.sender.login if ev.sender else None,
+    return PromotionClick.model_validate(
+        {
+            "repo": ev.repository.full_name,
+            "patch_id": patch_id,
+            "action": identifier,
+            "by": ev.sender.login if ev.sender else None,
+        }
     )
 
 

@@ -513,13 +513,7 @@ class PromotionWorkflow:
         )
 
     def _set(self, state: NodeState, waiting_for: str, ev: Evaluation) -> None:
-        phase: Phase = {
-            "deploying": "deploying",
-            "soaking": "soaking",
-            "promoting": "promoting",
-            "graduating": "promoting",
-        }.get(state, "gate")  # type: ignore[assignment]
-        self.phase = phase
+        self.phase = _PHASES.get(state, "gate")
         self.waiting_for = waiting_for
         if state != "awaiting_promote":
             self.awaiting_node = None
@@ -713,6 +707,15 @@ class PromotionWorkflow:
             max_history_events=self.inp.max_history_events,
             reported=list(self.reported.values()),
         )
+
+
+# The workflow's phase while a row is in this state (anything else: waiting at the gate).
+_PHASES: dict[NodeState, Phase] = {
+    "deploying": "deploying",
+    "soaking": "soaking",
+    "promoting": "promoting",
+    "graduating": "promoting",
+}
 
 
 @dataclass(frozen=True)
