@@ -201,7 +201,8 @@ def test_signed_push_to_published_deployment(world: World) -> None:
     assert latest["revision"] == head and latest["state"] == "published"
     assert latest["deployment_id"] == deployment_id
     assert "alice" in str(latest["approved_by"])
-    assert world.wait_for("SQL row", lambda: world.sql_state(deployment_id)) == "published"
+    # every state change is recorded: wait for the final one
+    assert world.wait_for("SQL row", lambda: _in_state(world, deployment_id, "published"))
     # only the affected root was deployed
     assert world.runs("staging/cluster-b") == [] and world.runs("prod/eu-1") == []
 
@@ -216,13 +217,12 @@ def test_rejected_deployment_is_not_persisted(world: World) -> None:
     final = world.deployment_run(deployment_id, {"success", "failure", "cancelled", "neutral"})
     assert final.conclusion == "cancelled"
     assert "bob" in (final.output.get("title") or "") + (final.output.get("summary") or "")
-    assert world.wait_for("SQL row", lambda: _rejected(world, deployment_id)) == "rejected"
+    assert world.wait_for("SQL row", lambda: _in_state(world, deployment_id, "rejected"))
     assert world.latest(root) is None  # a rejected first deployment leaves no latest.json
 
 
-def _rejected(world: World, deployment_id: str) -> str | None:
-    state = world.sql_state(deployment_id)
-    return state if state == "rejected" else None
+def _in_state(world: World, deployment_id: str, wanted: str) -> bool | None:
+    return True if world.sql_state(deployment_id) == wanted else None
 
 
 def test_manual_deploy_locks_until_unlock(world: World) -> None:
