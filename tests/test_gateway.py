@@ -61,6 +61,7 @@ from shared.payloads import (
     deploy_workflow_id,
     dispatch_workflow_id,
 )
+from shared.payloads_preview import preview_workflow_id
 from shared.settings import Settings
 from shared.sqlstore import DeliveryRow, OutboxRow, SqlStore
 
@@ -635,19 +636,54 @@ def test_installation_repositories_is_acknowledged(client: TestClient) -> None:
 
 
 @pytest.mark.parametrize(
-    ("event", "fixture"),
+    ("event", "fixture", "action"),
     [
-        ("pull_request", "pull_request.opened.12.json"),
-        ("pull_request", "pull_request.synchronize.22.json"),
-        ("deployment_status", "push.event.4.json"),
+        ("pull_request", "pull_request.opened.12.json", "labeled"),
+        ("pull_request", "pull_request.synchronize.22.json", "assigned"),
+        ("deployment_status", "push.event.4.json", None),
     ],
 )
-def test_unknown_event_is_ignored(client: TestClient, event: str, fixture: str) -> None:
+def test_unknown_event_is_ignored(
+    client: TestClient, event: str, fixture: str, action: str | None
+) -> None:
     delivery = str(uuid.uuid4())
-    answer = post(client, event, load(fixture), delivery=delivery)
+    payload = load(fixture)
+    if action is not None:
+        payload["action"] = action
+    answer = post(client, event, payload, delivery=delivery)
     assert answer.status_code == 200
     assert answer.json()["status"] == "ignored"
     assert deliveries(client, delivery)[0].outcome.startswith("ignored")
+
+
+def test_pull_request_signal_starts_its_preview_and_closed_only_signals(
+    client: TestClient, temporal: Temporal
+) -> None:
+    # The workflow itself is tested in test_preview_*.py; here only what reaches Temporal.
+    opened = load("pull_request.opened.12.json")
+    full_name = unique_repo(opened)
+    for side in ("head", "base"):  # not from a fork: the same repository
+        opened["pull_request"][side]["repo"] = opened["repository"]
+    workflow_id = preview_workflow_id(full_name, 2)
+    answer = post(client, "pull_request", opened)
+    assert answer.status_code == 202, answer.json()
+    assert answer.json()["workflow_id"] == workflow_id
+    wait_for("the preview workflow", lambda: temporal.exists(workflow_id) or None)
+    closed = load("pull_request.synchronize.22.json")
+    closed["repository"] = opened["repository"]
+    closed["action"] = "closed"
+    assert post(client, "pull_request", closed).status_code == 202
+    signals = ["pr_head", "pr_closed"]
+    wait_for("both signals", lambda: temporal.signals(workflow_id) == signals or None)
+    # closing a pull request without a preview starts nothing
+    other = load("pull_request.synchronize.22.json")
+    other_name = unique_repo(other)
+    other["action"] = "closed"
+    delivery = str(uuid.uuid4())
+    assert post(client, "pull_request", other, delivery=delivery).status_code == 202
+    other_id = preview_workflow_id(other_name, 2)
+    assert performed(client, delivery).outcome == f"not_running: {other_id}"
+    assert not temporal.exists(other_id)
 
 
 def test_unknown_check_run_action_is_ignored(client: TestClient, temporal: Temporal) -> None:
