@@ -407,7 +407,7 @@ def comment_body(report: PreviewReport, request: PreviewBuildRequest, *, full_ur
     """The sticky comment: marker, the report within GitHub's limit, and which head it shows.
     Each failed root gets its own `rollwright diff` command (the report's default)."""
     rev = request.revisions
-    side = f"merge `{rev.merge_sha[:12]}`" if rev.merge_sha else f"head `{rev.pr_head_sha[:12]}`"
+    side = f"merge `{rev.merge_sha[:12]}`" if rev.merge_sha else "no merge ref"
     footer = (
         f"\n<sub>PR head `{rev.pr_head_sha[:12]}` ({side}) against `{rev.base_sha[:12]}` "
         f"({request.base_ref or 'base'}); edited on every push · [full diff]({full_url})</sub>\n"
