@@ -26,11 +26,9 @@ installation token, passed to git as an `http.extraheader` through `GIT_CONFIG_*
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import fcntl
 import hashlib
-import os
 import random
 import subprocess
 import time
@@ -40,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from shared.fleetconfig import GitPublishSettings
-from shared.gitmirror import TokenProvider
+from shared.gitmirror import TokenProvider, git_env
 from shared.payloads import PublishRequest, RepoRef
 
 BOT_NAME = "rollwright[bot]"
@@ -303,18 +301,10 @@ class GitPublisher:
             self._git_ok(scratch, "config", "gc.auto", "0")
 
     def _env(self, target: GitTarget) -> dict[str, str]:
-        env = dict(os.environ)
-        env["GIT_TERMINAL_PROMPT"] = "0"
         token = None
         if target.auth is not None and self.token_for and target.url.startswith("https://"):
             token = self.token_for(target.auth)
-        if token:
-            basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-            count = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
-            env["GIT_CONFIG_COUNT"] = str(count + 1)
-            env[f"GIT_CONFIG_KEY_{count}"] = "http.extraheader"
-            env[f"GIT_CONFIG_VALUE_{count}"] = f"AUTHORIZATION: basic {basic}"
-        return env
+        return git_env(token)
 
     def _git(
         self, cwd: Path, *args: str, env: dict[str, str] | None = None

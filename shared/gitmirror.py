@@ -42,6 +42,23 @@ GIT_TIMEOUT_SECONDS = 30 * 60
 TokenProvider = Callable[[RepoRef], "str | None"]
 
 
+def git_env(token: str | None) -> dict[str, str]:
+    """The environment for a non-interactive git that authenticates with an installation token.
+
+    The token goes in an `http.extraheader` through GIT_CONFIG_* variables: never in argv, a
+    remote URL or a config file, where logs, `ps` or error messages would show it."""
+    env = dict(os.environ)
+    env["GIT_TERMINAL_PROMPT"] = "0"  # never wait for a password nobody will type
+    env["GIT_ASKPASS"] = "true"
+    if token:
+        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        count = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
+        env["GIT_CONFIG_COUNT"] = str(count + 1)
+        env[f"GIT_CONFIG_KEY_{count}"] = "http.extraheader"
+        env[f"GIT_CONFIG_VALUE_{count}"] = f"AUTHORIZATION: basic {basic}"
+    return env
+
+
 class GitMirrorError(RuntimeError):
     """git failed: network, disk, a remote that went away. Worth retrying."""
 
@@ -99,19 +116,10 @@ class GitMirror:
     # --- running git ---------------------------------------------------------------------
 
     def _env(self, repo: RepoRef | None) -> dict[str, str]:
-        env = dict(os.environ)
-        env["GIT_TERMINAL_PROMPT"] = "0"  # never wait for a password nobody will type
-        env["GIT_ASKPASS"] = "true"
         token = None
         if repo is not None and self.token_for and repo.clone_url.startswith("https://"):
             token = self.token_for(repo)
-        if token:
-            basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-            count = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
-            env["GIT_CONFIG_COUNT"] = str(count + 1)
-            env[f"GIT_CONFIG_KEY_{count}"] = "http.extraheader"
-            env[f"GIT_CONFIG_VALUE_{count}"] = f"AUTHORIZATION: basic {basic}"
-        return env
+        return git_env(token)
 
     def _git(
         self,
