@@ -130,7 +130,7 @@ def run_demo(args: argparse.Namespace) -> int:
         return 1
     data_dir, remove = _data_dir(args)
     stack = DevStack(_options(args, data_dir))
-    total = 8
+    total = 9
     try:
         with step(1, total, "start the embedded stack"):
             stack.start()
@@ -236,13 +236,36 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> None:
         print(f"      deployments row {row[0]}: {row[1]} {row[2][:12]}", flush=True)
 
     urls = stack.urls
+    job_url = f"{urls.gateway}/jobs/{deployment_id}"
+    with step(9, total, "job page shows the deployment"):
+        page = demo.wait_for("job page", lambda: _job_page(job_url))
+        print(f"      {job_url}: {page}", flush=True)
+
     print("\nrollwright demo: every step happened.", flush=True)
+    print(f"  job page                       {job_url}", flush=True)
+    print(f"  root page                      {urls.gateway}/roots/{ROOT}", flush=True)
     deploy_url = urls.workflow_url(deploy_workflow_id(f"{OWNER}/{REPO}", ROOT))
     if deploy_url:
         print(f"  Temporal UI (deploy workflow)  {deploy_url}", flush=True)
         print(f"  Temporal UI (this deployment)  {urls.workflow_url(deployment_id)}", flush=True)
     print(f"  check run (review)             {emulator.url}/{OWNER}/{REPO}/runs/{run.id}")
     print(f"  check run (result)             {emulator.url}/{OWNER}/{REPO}/runs/{final.id}")
+
+
+def _job_page(url: str) -> str | None:
+    """What the job page says of the deployment, once it shows it published."""
+    import httpx
+
+    try:
+        answer = httpx.get(url.replace("/jobs/", "/api/jobs/", 1), timeout=5)
+    except httpx.HTTPError:
+        return None
+    if answer.status_code != 200:
+        return None
+    job = answer.json()
+    if job.get("state") != "published" or httpx.get(url, timeout=5).status_code != 200:
+        return None
+    return f"{job['state']}, {len(job.get('timeline') or [])} states in the timeline"
 
 
 def _latest(stack: DevStack, head: str) -> dict[str, str] | None:
