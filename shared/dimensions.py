@@ -357,6 +357,20 @@ class DimensionsLayout:
             }
         return paths
 
+    def encrypted_paths(self, root: str) -> set[tuple[str | int, ...]]:
+        """Every leaf path ("applications", app, …) an encrypted values file of the root sets,
+        whatever its type. `secret_paths` keeps booleans and short numbers (a perturbation
+        cannot track them); a message quoting a value looked up by path hides these too."""
+        ctype, place = self._split(root)
+        paths: set[tuple[str | int, ...]] = set()
+        for app in self.types[ctype].applications:
+            for node in [(), *_nodes(place)]:
+                rel = join(self._app_dir(ctype, app), *node, SOPS_VALUES_FILE)
+                if self.tree.is_file(rel):
+                    data = self._values_file(rel, ctype, app)
+                    paths |= {p for p, _ in yamldoc.walk_leaves(data, ("applications", app))}
+        return paths
+
     def redacted_values(self, root: str, release: str | None) -> dict[str, Any]:
         """`values()` with secrets and secret-derived leaves redacted."""
         values = self.values(root, release)
@@ -879,7 +893,7 @@ class DimensionsLayout:
                 for dep, found in outcome.unmet:
                     p = outcome.patch
                     if secret is None:
-                        secret = self.secret_paths(root, None)
+                        secret = self.secret_paths(root, None) | self.encrypted_paths(root)
                     if _touches(secret, ("applications", *parse_pointer(dep.pointer))):
                         # The found value would be printed: it comes from a secret.
                         found = "found a value that comes from an encrypted file (not shown)"

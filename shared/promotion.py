@@ -317,12 +317,17 @@ def _unmet(layout: DimensionsLayout, patch_id: str, roots: list[str]) -> list[st
     grouped: dict[tuple[str, str], list[str]] = defaultdict(list)
     for root in roots:
         state = layout.state(root)
+        secret: set[tuple[str | int, ...]] | None = None
         for outcome in state.outcomes:
             if outcome.patch.id != patch_id:
                 continue
             for dep, found in outcome.unmet:
                 keys = ("applications", *parse_pointer(dep.pointer))
-                if layout.has_secrets(root) and _touches(layout.secret_paths(root, None), keys):
+                if secret is None:
+                    # Leaves derived from a secret, and whatever an encrypted file sets
+                    # (booleans and short numbers included): never quoted.
+                    secret = layout.secret_paths(root, None) | layout.encrypted_paths(root)
+                if _touches(secret, keys):
                     found = "found a value that comes from an encrypted file (not shown)"
                 grouped[(dep.describe(), found)].append(root)
     return [
