@@ -389,10 +389,8 @@ def evaluate(tree: Tree, patch_id: str, now: datetime) -> Evaluation:
     revision = str(getattr(tree, "revision", ""))
     try:
         statuses = promotion.rollout_status(tree, patch_id)
-    except FleetError as err:
-        if _unknown_patch(err, patch_id):
-            return Evaluation(revision=revision, found=False)
-        raise
+    except promotion.PatchNotFound:
+        return Evaluation(revision=revision, found=False)
     status = statuses[0]
     plan = promotion.rollout_plan(tree)
     covered = _covered([n.path for n in plan], status.active_nodes)
@@ -427,11 +425,6 @@ def evaluate(tree: Tree, patch_id: str, now: datetime) -> Evaluation:
         conflicts=list(status.conflicts),
         window=window,
     )
-
-
-def _unknown_patch(err: FleetError, patch_id: str) -> bool:
-    # shared.promotion raises a plain FleetError for an id it does not find.
-    return f"no patch with id {patch_id!r}" in str(err)
 
 
 def _covered(paths: list[str], copies: list[str]) -> list[str]:

@@ -49,6 +49,15 @@ TRAILER_FORCED = "Rollwright-Forced"
 TRAILER_GRADUATION = "Rollwright-Graduation"
 
 
+class PatchNotFound(FleetError):
+    """No patch file (staged or copy) has this id at the revision read."""
+
+    def __init__(self, patch_id: str, known: Iterable[str]) -> None:
+        self.patch_id = patch_id
+        names = ", ".join(sorted(known)) or "none"
+        super().__init__(f"no patch with id {patch_id!r} in this fleet (patches: {names})")
+
+
 class PromotionError(Exception):
     """A promotion refused: a gap, unmet dependencies, a conflict, a closed window, nothing
     left to promote. The message says why and what would make it possible."""
@@ -195,8 +204,7 @@ class _Fleet:
     def patch(self, patch_id: str) -> _Found:
         found = self.found().get(patch_id)
         if found is None:
-            known = ", ".join(sorted(self.found())) or "none"
-            raise FleetError(f"no patch with id {patch_id!r} in this fleet (patches: {known})")
+            raise PatchNotFound(patch_id, self.found())
         return found
 
     def source(self, found: _Found) -> str:

@@ -13,6 +13,7 @@ import yaml
 from shared import promotion
 from shared.cli import main
 from shared.dimensions import DimensionsLayout
+from shared.errors import FleetError
 from shared.fleet import Fleet
 from shared.fleetconfig import FleetConfig
 from shared.tree import GitTree, WorkTree
@@ -157,6 +158,9 @@ def test_unknown_patch_and_node_are_errors(repo: Path, capsys: pytest.CaptureFix
     code, _, err = run(capsys, "promote", "nope", "--repo", str(repo))
     assert code == 2
     assert "no patch with id 'nope'" in err and PID in err
+    with pytest.raises(promotion.PatchNotFound) as caught:
+        promotion.rollout_status(WorkTree(repo), "nope")
+    assert isinstance(caught.value, FleetError) and caught.value.patch_id == "nope"
     code, _, err = run(capsys, "promote", PID, "--to", "prd", "--repo", str(repo))
     assert code == 1
     assert "unknown node 'prd'" in err
