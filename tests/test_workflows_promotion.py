@@ -14,15 +14,19 @@ from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Any
 
+from temporalio import activity
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from shared.payloads_promotion import (
+    ACT_PROMOTION_DEPLOYMENTS,
     SIGNAL_HALT,
     SIGNAL_PROMOTE,
     SIGNAL_PROMOTION_REVISION,
     SIGNAL_RESUME,
+    DeploymentsRequest,
+    DeploymentsResult,
     HaltSignal,
     NodeInfo,
     PromoteSignal,
@@ -391,3 +395,30 @@ async def test_window_closing_at_a_manual_gate_takes_the_button_away() -> None:
         await result(r)
     assert [(c.to_node, c.actor) for c in fleet.commits] == [(STAGE, "bob"), (PROD, None)]
     assert fleet.commit_times[0] >= times[1]
+
+
+class _ReportsDuringRead(Fleet):
+    """The second stage root reports while the workflow's read of the first one runs."""
+
+    @activity.defn(name=ACT_PROMOTION_DEPLOYMENTS)
+    async def deployments(self, req: DeploymentsRequest) -> DeploymentsResult:
+        if any(r.root == STAGE_ROOTS[0] for r in req.reported):
+            await self.report(STAGE_ROOTS[1], self.tip, "published")
+        return await super().deployments(req)
+
+
+STAGE_ROOTS = ["mc/stage/s1/us", "mc/stage/s1/eu"]
+
+
+@scenario
+async def test_a_report_arriving_while_an_activity_runs_is_not_waited_past() -> None:
+    base = three_nodes()
+    fleet = _ReportsDuringRead(plan=base.plan, roots={**base.roots, STAGE: STAGE_ROOTS})
+    fleet.outcomes[STAGE_ROOTS[1]] = None  # reports only from inside the read above
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    async with rollout(fleet) as r:
+        await r.start()
+        view = await asyncio.wait_for(result(r), 20)
+    assert [c.to_node for c in fleet.commits] == [STAGE, PROD]
+    assert view.phase == "graduated"

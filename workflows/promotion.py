@@ -102,6 +102,9 @@ class PromotionWorkflow:
         self.halt_request: HaltSignal | None = None
         self.resume_request: ResumeSignal | None = None
         self.wakeups = 0
+        # Wakeups already looked at: signals that arrive while an activity of this pass runs
+        # must end the pass's wait, not be waited past.
+        self.seen = 0
         self.ev: Evaluation | None = None
         self.ev_at: datetime | None = None
         self.phase: Phase = "starting"
@@ -192,6 +195,7 @@ class PromotionWorkflow:
         # A fresh start reads every root's latest.json; a continued run keeps what it knew.
         reload_all = inp.node is None
         while True:
+            self.seen = self.wakeups
             self._take_signals()
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -671,8 +675,9 @@ class PromotionWorkflow:
     # --- waiting ---------------------------------------------------------------------------
 
     async def _wait(self, timeout: timedelta | None = None) -> None:
-        """Send the check run if it changed, then sleep until a signal or the timeout."""
-        seen = self.wakeups
+        """Send the check run if it changed, then sleep until a signal (one since this pass
+        of the loop took its signals) or the timeout."""
+        seen = self.seen
         await self._flush_check_run()
         if self.wakeups != seen:
             return
