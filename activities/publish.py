@@ -37,11 +37,17 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import ERR_NOT_CONFIGURED, fleet_mistakes
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
-from activities.publish_git import GitPublisher, commit_message, git_target, github_web_url
+from activities.publish_git import (
+    GitPublisher,
+    GitPublishError,
+    commit_message,
+    git_target,
+    github_web_url,
+)
 from activities.publish_plaintext import fleet_config, publish_tree
-from activities.publish_s3 import S3Publisher
+from activities.publish_s3 import S3Publisher, S3PublishError
 from activities.store import load_render, load_render_meta
-from shared.blobstore import BlobStore
+from shared.blobstore import BlobStore, BlobStoreError
 from shared.errors import FleetError
 from shared.fleetconfig import CONFIG_FILE, FleetConfig, target_path
 from shared.gitmirror import GitMirror, TokenProvider
@@ -157,6 +163,14 @@ class PublishActivities:
         except ApplicationError as err:
             self.jobs.write(request.deployment_id, "publish failed", error=err.message)
             raise
+        except Exception as err:  # infrastructure: Temporal retries the activity
+            self.jobs.write(
+                request.deployment_id,
+                "publish attempt failed",
+                error=_infrastructure_message(err),
+                attempt=activity.info().attempt if activity.in_activity() else None,
+            )
+            raise
         result = done.result
         activity.logger.info(
             "deployment published",
@@ -266,6 +280,15 @@ class PublishActivities:
             "encrypted": len(tree.encrypted),
         }
         return _Published("s3", result, details)
+
+
+def _infrastructure_message(err: Exception) -> str:
+    """What the job log says about a failed attempt. The publishers' own errors are built to
+    name root, target and what failed, never values; anything else may quote whatever it
+    was handed, so only its type is shown (the worker's log has the rest)."""
+    if isinstance(err, GitPublishError | S3PublishError | BlobStoreError):
+        return str(err)
+    return f"{type(err).__name__} (see the worker's log)"
 
 
 def rollwright_version() -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.publish_git import TRAILER, GitOutcome, GitPublisher, GitTarget
+from activities.publish_git import TRAILER, GitOutcome, GitPublisher, GitPublishError, GitTarget
 from activities.publish_plaintext import ERR_RENDER_MISMATCH
 from shared.payloads import ERR_FLEET
 from tests.conftest import git
@@ -173,6 +173,23 @@ def test_another_owner_is_refused(tmp_path: Path) -> None:
         world.publish(world.request("g/c1", "dep-1"))
     assert info.value.type == ERR_FLEET and info.value.non_retryable
     assert "only repositories of the fleet's owner (acme)" in info.value.message
+
+
+def test_an_unreachable_target_is_retried_and_the_job_log_says_why(tmp_path: Path) -> None:
+    """Infrastructure trouble is not the fleet's fault: a retryable error naming the root and
+    target, and a job log line for each failed attempt (the job page would otherwise show
+    "publishing" and nothing else while Temporal retries)."""
+    publish = {"target": "git", "git": {"repository": "https://127.0.0.1:1/acme/rendered.git"}}
+    world = publish_world(tmp_path, fleet_files(publish))
+    with pytest.raises(GitPublishError) as info:
+        world.publish(world.request("g/c1", "dep-1"))
+    assert 'publishing root "g/c1" to git branch "rendered" of https://127.0.0.1:1/' in str(
+        info.value
+    )
+    lines = world.activities.jobs.read("dep-1")
+    assert [line["message"] for line in lines] == ["publishing", "publish attempt failed"]
+    failed = lines[-1]
+    assert failed["attempt"] == 1 and failed["error"] == str(info.value)
 
 
 # --- secrets -----------------------------------------------------------------------------------

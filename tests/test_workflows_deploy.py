@@ -41,6 +41,7 @@ from tests.support.deploy_world import (
     time_between,
     until,
 )
+from workflows.render import PUBLISH_RETRY
 from workflows.searchattrs import keyword
 
 ROOT = "staging/cluster-a"
@@ -293,6 +294,18 @@ async def test_rejected_not_persisted() -> None:
         assert state.latest is not None and state.latest.revision == L
 
 
+def test_publish_retries_outlast_a_short_outage() -> None:
+    """A git host or S3 endpoint away for a couple of minutes must not fail a reviewed
+    deployment: the publish attempts span minutes, not seconds."""
+    policy = PUBLISH_RETRY
+    assert policy.maximum_interval is not None
+    waits, wait = [], policy.initial_interval
+    for _ in range(policy.maximum_attempts - 1):
+        waits.append(min(wait, policy.maximum_interval))
+        wait = wait * policy.backoff_coefficient
+    assert sum(waits, timedelta()) >= timedelta(minutes=3)
+
+
 @scenario
 async def test_failed_apply_still_becomes_latest() -> None:
     world = World(latest={ROOT: latest(L)})
@@ -302,7 +315,7 @@ async def test_failed_apply_still_becomes_latest() -> None:
         await h.push(ROOT, A)
         result = await h.review(await h.awaiting_review(ROOT, A), "approve")
         assert result.state == "failed" and not result.published
-        assert world.publish_attempts == [A, A, A]
+        assert world.publish_attempts == [A] * PUBLISH_RETRY.maximum_attempts
         stored = world.latest[ROOT]
         assert (stored.revision, stored.state) == (A, "failed")
         # The cluster still runs L's render: it stays the diff base.
@@ -322,7 +335,7 @@ async def test_failed_apply_still_becomes_latest() -> None:
         assert result.state == "failed"
         assert world.publish_attempts.count(B) == 1
         assert world.latest[ROOT].revision == B
-        assert len(world.publish_attempts) == 4
+        assert len(world.publish_attempts) == PUBLISH_RETRY.maximum_attempts + 1
         assert ACT_PUBLISH not in [n for n, _ in world.pinned_calls], "publish is not pinned"
 
 

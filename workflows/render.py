@@ -55,7 +55,13 @@ with workflow.unsafe.imports_passed_through():
 
 # Publishing is idempotent by deployment id (publishers check for it), so retrying after a
 # timeout cannot publish twice; still, a few attempts then a visible failure beat a loop.
-PUBLISH_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1), maximum_attempts=3)
+# The attempts span about four minutes (5 s, 10 s, 20 s, 40 s, then 1 min apart): a git host
+# or S3 endpoint that is away for a moment must not fail a reviewed deployment.
+PUBLISH_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=5),
+    maximum_interval=timedelta(minutes=1),
+    maximum_attempts=8,
+)
 # Recording an intermediate state: the history row is for people, the deployment goes on.
 RECORD_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3)
 
