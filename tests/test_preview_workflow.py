@@ -76,6 +76,7 @@ class PreviewWorld:
     comments: list[PreviewCommentRequest] = field(default_factory=list)
     hold: set[str] = field(default_factory=set)  # heads whose build runs until cancelled
     broken: set[str] = field(default_factory=set)  # heads whose build fails (not retryable)
+    flaky: dict[str, int] = field(default_factory=dict)  # head → builds that fail (retryable)
     task_queues: list[str] = field(default_factory=list)  # where the pinned work ran
 
     @activity.defn(name=ACT_CHECK_RUN)
@@ -107,6 +108,9 @@ class PreviewWorld:
         self.task_queues.append(activity.info().task_queue)
         if head in self.broken:
             raise ApplicationError("the mirror is broken", non_retryable=True)
+        if self.flaky.get(head, 0) > 0:
+            self.flaky[head] -= 1
+            raise ApplicationError("the blob store is down")  # infrastructure: retryable
         if head in self.hold:
             try:
                 while True:  # rendering: heartbeats are how a cancellation arrives
@@ -179,11 +183,18 @@ class Harness:
         state: PreviewState = await self.handle(pr).query(QUERY_STATE, result_type=PreviewState)
         return state
 
-    async def until_done(self, head: str) -> PreviewState:
+    async def until_done(self, head: str, *, skipping: bool = False) -> PreviewState:
+        """Wait for `head`'s preview to finish; `skipping` moves the test server's clock a
+        minute on between looks (for the workflow's own pauses)."""
+
         async def probe() -> PreviewState | None:
             state = await self.state()
             last = state.last
-            return state if last and last.head_sha == head and last.finished_at else None
+            if last and last.head_sha == head and last.finished_at:
+                return state
+            if skipping:
+                await self.env.sleep(timedelta(minutes=1))
+            return None
 
         result: PreviewState = await until(probe, f"preview of {head[:8]} finished")
         return result
@@ -369,6 +380,30 @@ def test_a_failing_build_fails_the_check_run_and_the_next_head_still_works() -> 
             await h.push(good)
             await h.until_done(good)
             assert world.final(good).conclusion == "success"
+
+    run(scenario())
+
+
+def test_an_infrastructure_failure_retries_instead_of_failing_the_check_run() -> None:
+    async def scenario() -> None:
+        world = PreviewWorld()
+        head, down = sha("f1a4"), sha("d0d0")
+        # more failures than one round of activity attempts: the workflow tries again later
+        world.flaky[head] = 5
+        world.flaky[down] = 1_000
+        async with harness(world) as h:
+            await h.push(head, "opened")
+            state = await h.until_done(head, skipping=True)
+            assert state.last is not None and state.last.state == "done"
+            (run,) = world.runs_for(head)
+            assert [r.conclusion for r in run] == [None, "success"]
+            assert world.builds.count(head) == 6
+            # an outage that never ends fails in the end, saying what failed
+            await h.push(down)
+            state = await h.until_done(down, skipping=True)
+            assert state.last is not None and state.last.state == "failed"
+            failed = world.final(down)
+            assert failed.conclusion == "failure" and "the blob store is down" in failed.summary
 
     run(scenario())
 

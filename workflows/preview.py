@@ -80,6 +80,17 @@ BUILD_HEARTBEAT = timedelta(seconds=30)
 BUILD_TIMEOUT = timedelta(minutes=30)
 FETCH_TIMEOUT = timedelta(minutes=20)
 WORK_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1), maximum_attempts=3)
+# An infrastructure failure (the pinned worker gone, a timeout, a retryable error that used up
+# WORK_RETRY) is not the pull request's fault: fetch and render again on a freshly picked
+# worker after each pause, and fail the check run only after the last. A newer head or
+# closing interrupts the pause like the render.
+INFRA_RETRY_PAUSES = (
+    timedelta(minutes=1),
+    timedelta(minutes=2),
+    timedelta(minutes=4),
+    timedelta(minutes=8),
+)
+PATCH_INFRA_RETRY = "preview-infra-retry"
 
 
 @workflow.defn(name=PREVIEW_WORKFLOW)
@@ -219,7 +230,12 @@ class PreviewWorkflow:
             title="Rendering preview",
             summary=f"Rendering the roots this pull request affects, against `{head.base_ref}`.",
         )
-        work = asyncio.create_task(self._render(head))
+        rendering = (
+            self._render_retrying(run, head)
+            if workflow.patched(PATCH_INFRA_RETRY)
+            else self._render(head)
+        )
+        work = asyncio.create_task(rendering)
         await workflow.wait_condition(lambda: work.done() or self._interrupted(run))
         if not work.done():
             await self._interrupt(run, work)
@@ -264,6 +280,27 @@ class PreviewWorkflow:
             run, status="completed", conclusion=conclusion, title=title, summary=summary
         )
         self._done(run)
+
+    async def _render_retrying(self, run: PreviewRun, head: PullRequestHead) -> _Rendered:
+        """`_render`, again after a pause while it fails on infrastructure. No check run
+        update in here: this task can be cancelled, and a cancelled update could still land
+        after the "Superseded" one."""
+        pauses = list(INFRA_RETRY_PAUSES)
+        while True:
+            try:
+                return await self._render(head)
+            except ActivityError as err:
+                if not pauses or not _infrastructure(err):
+                    raise
+                pause = pauses.pop(0)
+                run.message = f"retrying in {pause}: {_message(err)}"
+                workflow.logger.warning(
+                    "preview failed on infrastructure, retrying",
+                    extra={"head": head.head_sha, "error": _message(err), "pause": str(pause)},
+                )
+                self._details()
+                await workflow.sleep(pause, summary="infrastructure retry")
+                run.message = ""
 
     async def _render(self, head: PullRequestHead) -> _Rendered:
         """Fetch and render on one worker: the part a newer head cancels."""
@@ -420,6 +457,15 @@ class _Rendered:
     def __init__(self, revisions: PreviewRevisions, outcome: PreviewOutcome) -> None:
         self.revisions = revisions
         self.outcome = outcome
+
+
+def _infrastructure(err: ActivityError) -> bool:
+    """A timeout, or a retryable error whose retries ran out (a non-retryable one is a real
+    answer: a head or base branch the repository does not have)."""
+    cause = err.cause
+    if isinstance(cause, ActivityTimeout):
+        return True
+    return isinstance(cause, ApplicationError) and not cause.non_retryable
 
 
 def _message(err: ActivityError) -> str:
