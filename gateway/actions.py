@@ -148,6 +148,7 @@ class PromotionClick(_Action):
     patch_id: str
     action: Literal["promote", "halt", "resume"]
     by: str | None = None
+    head_sha: str | None = None  # the clicked check run's commit (a stale Promote is ignored)
 
     @property
     def target(self) -> str:
@@ -179,4 +180,6 @@ async def deliver(action: Action, d: Dispatcher) -> Dispatched:
         case PreviewClosed():
             return await d.preview_closed(action.repo, action.pr, action.signal)
         case PromotionClick():
-            return await d.promotion_click(action.repo, action.patch_id, action.action, action.by)
+            return await d.promotion_click(
+                action.repo, action.patch_id, action.action, action.by, action.head_sha
+            )

@@ -114,9 +114,10 @@ class Dispatcher(Protocol):
         ...
 
     async def promotion_click(
-        self, repo: str, patch_id: str, action: str, by: str | None
+        self, repo: str, patch_id: str, action: str, by: str | None, head_sha: str | None = None
     ) -> Dispatched:
-        """Signal promote / halt / resume to the patch's PromotionWorkflow."""
+        """Signal promote / halt / resume to the patch's PromotionWorkflow (`head_sha`: the
+        clicked check run's commit)."""
         ...
 
     async def check_health(self) -> None:
@@ -204,11 +205,12 @@ class TemporalDispatcher:
         return await self._signal(preview_workflow_id(repo, pr), SIGNAL_PR_CLOSED, closed)
 
     async def promotion_click(
-        self, repo: str, patch_id: str, action: str, by: str | None
+        self, repo: str, patch_id: str, action: str, by: str | None, head_sha: str | None = None
     ) -> Dispatched:
         workflow_id = promotion_workflow_id(repo, patch_id)
         if action == "promote":
-            return await self._signal(workflow_id, SIGNAL_PROMOTE, PromoteSignal(by=by))
+            signal = PromoteSignal(by=by, head_sha=head_sha)
+            return await self._signal(workflow_id, SIGNAL_PROMOTE, signal)
         if action == "halt":
             reason = f"Halt clicked by @{by}" if by else "Halt clicked"
             return await self._signal(workflow_id, SIGNAL_HALT, HaltSignal(by=by, reason=reason))

@@ -412,6 +412,7 @@ def _promotion_check_run(ev: CheckRunEvent, patch_id: str, app_id: str | None) -
             "patch_id": patch_id,
             "action": identifier,
             "by": ev.sender.login if ev.sender else None,
+            "head_sha": run.head_sha,
         }
     )
 

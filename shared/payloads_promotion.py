@@ -97,6 +97,9 @@ class DeploymentFinished(Payload):
 
 class PromoteSignal(Payload):
     by: str | None = None
+    # The commit of the check run clicked: a click on a run that offered another node (an old
+    # tip's) is stale and ignored. None (an API caller): the node waiting now.
+    head_sha: str | None = None
 
 
 class HaltSignal(Payload):
@@ -164,6 +167,7 @@ class PromotionInput(Payload):
     acknowledged: list[str] = Field(default_factory=list)  # failed deployment ids resumed past
     halt: HaltState | None = None
     approved: dict[str, str] = Field(default_factory=dict)  # node → who clicked Promote
+    offers: dict[str, str] = Field(default_factory=dict)  # check run commit → node it offered
     healthy_since: datetime | None = None
     check_run_id: int | None = None
     check_run_sha: str | None = None

@@ -59,6 +59,7 @@ def test_rollout_buttons_route_to_the_promotion_workflow(identifier: str) -> Non
     full_name = payload["repository"]["full_name"]
     assert (route.repo, route.patch_id, route.action) == (full_name, PATCH, identifier)
     assert route.by == payload["sender"]["login"]
+    assert route.head_sha == payload["check_run"]["head_sha"]  # a stale click is told apart
     assert route.target == f"promote:{full_name}:{PATCH}"
     # stored in the outbox as JSON and read back
     assert ACTION.validate_json(route.model_dump_json()) == route
@@ -111,7 +112,10 @@ def test_dispatcher_promote_reaches_the_manual_gate() -> None:
                 "the gate",
             )
             dispatcher = TemporalDispatcher(r.client, TASK_QUEUE)
-            done = await dispatcher.promotion_click(REPO.full_name, PATCH, "promote", "alice")
+            gate_sha = fleet.last_run().head_sha
+            done = await dispatcher.promotion_click(
+                REPO.full_name, PATCH, "promote", "alice", gate_sha
+            )
             assert done.outcome == "signaled"
             view = await r.handle.result()  # type: ignore[union-attr]
             assert view.phase == "graduated"

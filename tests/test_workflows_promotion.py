@@ -422,3 +422,34 @@ async def test_a_report_arriving_while_an_activity_runs_is_not_waited_past() -> 
         view = await asyncio.wait_for(result(r), 20)
     assert [c.to_node for c in fleet.commits] == [STAGE, PROD]
     assert view.phase == "graduated"
+
+
+@scenario
+async def test_a_promote_click_on_an_old_gates_check_run_is_ignored() -> None:
+    fleet = three_nodes(stage_gate="manual")
+    fleet.plan[2] = NodeInfo(path=PROD, gate="manual")
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(asking(fleet, "promote"), "the stage gate")
+        stage_gate = fleet.last_run()
+        assert STAGE in stage_gate.title
+        # the same node's gate survives an unrelated push: a click on the old tip's run counts
+        other = fleet.new_revision()
+        await r.signal(SIGNAL_PROMOTION_REVISION, PromotionRevision(revision=other))
+        await until(
+            lambda: fleet.last_run().head_sha == other and asking(fleet, "promote")(), "moved"
+        )
+        await r.signal(SIGNAL_PROMOTE, PromoteSignal(by="alice", head_sha=stage_gate.head_sha))
+        await until(lambda: PROD in fleet.last_run().title and asking(fleet, "promote")(), "prod")
+        prod_gate = fleet.last_run()
+        # Someone still looking at the stage gate clicks Promote again: not an approval of prod.
+        await r.signal(SIGNAL_PROMOTE, PromoteSignal(by="mallory", head_sha=stage_gate.head_sha))
+        await r.env.sleep(timedelta(hours=1))
+        assert [c.to_node for c in fleet.commits] == [STAGE]
+        assert (await r.view()).next_node == PROD
+        await r.signal(SIGNAL_PROMOTE, PromoteSignal(by="bob", head_sha=prod_gate.head_sha))
+        view = await result(r)
+    assert [(c.to_node, c.actor) for c in fleet.commits] == [(STAGE, "alice"), (PROD, "bob")]
+    assert view.phase == "graduated"

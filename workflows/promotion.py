@@ -117,6 +117,7 @@ class PromotionWorkflow:
         self.search_revision = ""
         # Set from the input in run(); here too, for signals that arrive with the start.
         self.approved: dict[str, str] = {}
+        self.offers: dict[str, str] = {}
         self.halt: HaltState | None = None
 
     # --- signals and query -----------------------------------------------------------------
@@ -132,6 +133,11 @@ class PromotionWorkflow:
         # A click approves the node the check run offered; a stale click is ignored.
         if self.awaiting_node is None or self.halt is not None or self.halt_request is not None:
             workflow.logger.info("promote ignored: no manual gate is waiting")
+            return
+        if signal.head_sha and self.offers.get(signal.head_sha) != self.awaiting_node:
+            # Clicked on a check run that offered another node (an old tip's, still open in
+            # someone's browser): approving what waits now would skip their review of it.
+            workflow.logger.info("promote ignored: the check run clicked offered another node")
             return
         self.approved[self.awaiting_node] = signal.by or "someone"
         self.wakeups += 1
@@ -183,6 +189,7 @@ class PromotionWorkflow:
         self.acknowledged: set[str] = set(inp.acknowledged)
         self.halt = inp.halt
         self.approved.update(inp.approved)
+        self.offers.update(inp.offers)
         self.healthy_since = inp.healthy_since
         self.check_run_id = inp.check_run_id
         self.check_run_sha = inp.check_run_sha
@@ -388,6 +395,10 @@ class PromotionWorkflow:
             return
         if nxt.gate == "manual" and nxt.path not in self.approved:
             self.awaiting_node = nxt.path
+            # The check run on this commit offers this node (older offers are for other nodes).
+            self.offers = {sha: node for sha, node in self.offers.items() if node == nxt.path} | {
+                self.revision: nxt.path
+            }
             self._set("awaiting_promote", f"a Promote click to move the patch to `{nxt.path}`", ev)
             # A window that closes meanwhile takes the button away (the loop re-reads it then).
             closes = window.closes_at - workflow.now() if window.closes_at else None
@@ -706,6 +717,7 @@ class PromotionWorkflow:
             acknowledged=sorted(self.acknowledged),
             halt=self.halt,
             approved=self.approved,
+            offers=self.offers,
             healthy_since=self.healthy_since,
             check_run_id=self.check_run_id,
             check_run_sha=self.check_run_sha,
