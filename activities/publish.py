@@ -15,6 +15,8 @@ after a timeout whose first attempt did finish. The blob publisher keeps a marke
 (`deployments/<owner>/<repo>/<root>/published.json`, outside the published prefix so nothing
 syncing that prefix sees it) naming the deployment last published there; the git publisher
 looks for the deployment's commit trailer; the S3 publisher reads its pointer's manifest.
+The git and S3 targets look before rendering again, so a retry of a delivered deployment
+never fails on a render that changed since the attempt that delivered it.
 
 Blob order of writes: the files, then the removal of files the previous deployment had and
 this one does not, then the marker. An attempt that dies half-way leaves the old marker, so
@@ -219,6 +221,13 @@ class PublishActivities:
         except ValueError as err:
             raise FleetError(str(err), path=CONFIG_FILE) from None
         prefix = target_path(settings.path, request.root)
+        found = self.targets.git.find_published(target, request.deployment_id, root=request.root)
+        if found:
+            result = PublishResult(
+                target=f"{target.label}@{target.branch}:{prefix} ({found[:12]})",
+                already_published=True,
+            )
+            return _Published("git", result, {"commit": found})
         tree = publish_tree(
             self.targets.mirror,
             request,
@@ -259,7 +268,10 @@ class PublishActivities:
                 type=ERR_NOT_CONFIGURED,
                 non_retryable=True,
             )
-        self.targets.s3.check_target(settings.bucket, prefix, request.root)
+        done = self.targets.s3.find_published(settings.bucket, prefix, request)
+        if done is not None:
+            result = PublishResult(target=where, already_published=True)
+            return _Published("s3", result, {"generation": done.generation, "pruned": done.pruned})
         tree = publish_tree(
             self.targets.mirror,
             request,

@@ -192,6 +192,16 @@ class GitPublisher:
             f"{self.attempts} times because the branch kept moving; giving up for now"
         )
 
+    def find_published(self, target: GitTarget, deployment_id: str, *, root: str) -> str:
+        """The branch commit of an earlier attempt of this deployment, or "": a retry looks
+        before it renders again (a render that changed since would be refused, although this
+        deployment's commit already landed)."""
+        scratch = self._scratch(target)
+        with _locked(scratch):
+            self._init(scratch)
+            tip = self._fetch(scratch, target, self._env(target), root)
+            return self._find_deployment(scratch, tip, deployment_id) if tip else ""
+
     # --- steps -------------------------------------------------------------------------------
 
     def _fetch(

@@ -118,14 +118,11 @@ class S3Publisher:
         digest: str,
     ) -> S3Outcome:
         target = f"s3://{bucket}/{prefix}"
-        self.check_target(bucket, prefix, request.root)
         generation = f"{prefix}{request.deployment_id}/"
         pointer_key = prefix + POINTER
-        current = self._get(bucket, pointer_key, target, request.root)
-        manifest = read_manifest(current) if current is not None else None
-        if manifest is not None and manifest.get("deployment_id") == request.deployment_id:
-            pruned = self._prune(bucket, prefix, generation, pointer_key, target, request.root)
-            return S3Outcome(target, generation, True, 0, pruned)
+        done = self.find_published(bucket, prefix, request)
+        if done is not None:
+            return done
 
         def upload(path: str) -> None:
             self._put(bucket, generation + path, files[path], target, request.root)
@@ -154,6 +151,21 @@ class S3Publisher:
         )
         pruned = self._prune(bucket, prefix, generation, pointer_key, target, request.root)
         return S3Outcome(target, generation, False, len(files), pruned)
+
+    def find_published(self, bucket: str, prefix: str, request: PublishRequest) -> S3Outcome | None:
+        """When the pointer already names this deployment (an earlier attempt swapped it):
+        the prune runs again and the outcome says `already_published`; else None. A retry
+        looks before it renders again."""
+        target = f"s3://{bucket}/{prefix}"
+        self.check_target(bucket, prefix, request.root)
+        generation = f"{prefix}{request.deployment_id}/"
+        pointer_key = prefix + POINTER
+        current = self._get(bucket, pointer_key, target, request.root)
+        manifest = read_manifest(current) if current is not None else None
+        if manifest is None or manifest.get("deployment_id") != request.deployment_id:
+            return None
+        pruned = self._prune(bucket, prefix, generation, pointer_key, target, request.root)
+        return S3Outcome(target, generation, True, 0, pruned)
 
     # --- S3 calls ----------------------------------------------------------------------------
 

@@ -80,6 +80,19 @@ def test_republishing_a_deployment_makes_no_second_commit(world: PublishWorld) -
     assert commit_count(world.repo, "rendered") == count
 
 
+def test_a_retry_after_the_push_does_not_render_again(world: PublishWorld) -> None:
+    """An attempt that pushed and then timed out is retried: the retry finds the commit before
+    rendering, so a render that changed meanwhile (a re-published remote chart) does not turn
+    a landed deployment into a `RenderMismatch` failure."""
+    first = world.publish(world.request("g/c1", "dep-1"))
+    count = commit_count(world.repo, "rendered")
+    retry = world.publish(world.request("g/c1", "dep-1", digest="sha256:" + "0" * 64))
+    assert retry.already_published
+    assert retry.target == first.target
+    assert commit_count(world.repo, "rendered") == count
+    assert not list(world.mirror.checkouts_dir.glob("*"))
+
+
 def test_a_changed_render_touches_only_its_subtree(world: PublishWorld) -> None:
     world.publish(world.request("g/c1", "dep-1"))
     world.publish(world.request("g/c2", "dep-2"))

@@ -149,6 +149,17 @@ def test_a_retry_after_the_swap_still_prunes(
     assert "g/c1/dep-0/left-over.yaml" not in objects(raw, bucket)
 
 
+def test_a_retry_after_the_swap_does_not_render_again(
+    tmp_path: Path, s3_server: S3Server, bucket: str
+) -> None:
+    """The pointer names the deployment already: a retry is done before it renders, so a
+    render that changed meanwhile cannot fail a deployment that was delivered."""
+    world = s3_world(tmp_path, s3_server, bucket)
+    world.publish(world.request("g/c1", "dep-1"))
+    retry = world.publish(world.request("g/c1", "dep-1", digest="sha256:" + "0" * 64))
+    assert retry.already_published and retry.target == f"s3://{bucket}/g/c1/"
+
+
 def test_readers_see_one_whole_deployment_at_a_time(
     tmp_path: Path, s3_server: S3Server, bucket: str
 ) -> None:
