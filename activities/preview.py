@@ -22,6 +22,7 @@ nothing in a comment, check run, blob or log carries a plaintext secret.
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import threading
 from collections.abc import Callable
@@ -35,7 +36,13 @@ from activities.errors import ERR_GITHUB_REQUEST, ERR_REVISION_NOT_FOUND
 from activities.github import ERR_GITHUB_RETRYABLE, GitHubAccess
 from activities.heartbeat import beat, blocking
 from shared.blobstore import BlobStore
-from shared.github import COMMENT_LIMIT, OUTPUT_LIMIT, GitHubError, GitHubRetryableError
+from shared.github import (
+    COMMENT_LIMIT,
+    OUTPUT_LIMIT,
+    GitHubError,
+    GitHubRetryableError,
+    fit_text,
+)
 from shared.gitmirror import GitMirror, RevisionNotFound
 from shared.payloads_preview import (
     ACT_PREVIEW_BUILD,
@@ -77,6 +84,10 @@ MERGE_STALE = (
 COMMENT_TAG = f"<!-- {PREVIEW_COMMENT_MARKER} -->"
 MAX_LISTED = 50  # roots named in a summary list
 MAX_ERROR_BYTES = 4000  # of one error in the summary (the text and the full report have all)
+MAX_LINE_BYTES = 300  # of one warning line in the summary
+# Room the workflow may add to the summary (a note that the comment could not be written).
+SUMMARY_RESERVE = 4_500
+SUMMARY_CUT = "\n\n_The summary is cut here to stay within GitHub's limit; see the full diff._\n"
 
 
 class PreviewCancelled(Exception):
@@ -399,8 +410,13 @@ def _summary(
                 + f"\n{repro}"
             ),
         ]
-    lines += ["", f"Full diff: {full_url}"]
-    return "\n".join(lines)
+    link = f"\n\nFull diff: {full_url}"
+    # The lines are bounded one by one; this only guards the sum (a summary GitHub refuses
+    # would leave the check run in progress for good).
+    body = fit_text(
+        [line + "\n" for line in lines], OUTPUT_LIMIT - SUMMARY_RESERVE - len(link), SUMMARY_CUT
+    )
+    return body.rstrip("\n") + link
 
 
 def comment_body(report: PreviewReport, request: PreviewBuildRequest, *, full_url: str) -> str:
@@ -421,8 +437,12 @@ def comment_body(report: PreviewReport, request: PreviewBuildRequest, *, full_ur
 
 
 def _one_line(text: str) -> str:
+    """The first line, cut to MAX_LINE_BYTES, HTML-escaped: a warning can quote a file (an
+    unreadable fleet), which must neither overflow the summary nor open markup in it."""
     first, _, rest = text.strip().partition("\n")
-    return first + (" …" if rest else "")
+    clipped = first.encode("utf-8")[:MAX_LINE_BYTES].decode("utf-8", "ignore")
+    more = " …" if rest or clipped != first else ""
+    return html.escape(clipped, quote=False) + more
 
 
 def _cut(text: str, limit: int) -> str:

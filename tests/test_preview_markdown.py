@@ -276,3 +276,33 @@ def test_noise_and_errors_are_listed() -> None:
     custom = report_markdown(report, repro="make preview PR=7", title="")
     assert "Reproduce locally: `make preview PR=7`" in custom
     assert not custom.startswith("###")
+
+
+def test_the_check_run_summary_fits_and_escapes_what_the_report_quotes() -> None:
+    """The summary is its own 65,535-byte field: long one-line warnings (an unreadable base
+    fleet quoting a file), many base-side errors and HTML in them can neither overflow it nor
+    open markup in it."""
+    from activities.preview import outcome_of
+    from shared.github import CheckRunOutput
+    from shared.payloads import RepoRef
+    from shared.payloads_preview import PreviewBuildRequest, PreviewRevisions
+
+    huge = "the base revision cannot be read: <details><summary>x " + "y" * 20_000
+    roots = [
+        RootPreview(f"g/c{i:03}", "changed", RenderDiff([]), base_error="<details> " + "z" * 900)
+        for i in range(60)
+    ]
+    report = PreviewReport(BASE, HEAD, roots, warnings=[huge] * 8)
+    request = PreviewBuildRequest(
+        repo=RepoRef(owner="acme", name="fleet", installation_id=1, clone_url="/x"),
+        pr=7,
+        revisions=PreviewRevisions(
+            base_sha=BASE, head_sha=HEAD, pr_head_sha=HEAD, base_tip_sha=BASE
+        ),
+        base_ref="main",
+    )
+    outcome = outcome_of(report, request, prefix="p/", full_url=URL)
+    CheckRunOutput(title=outcome.title, summary=outcome.summary, text=outcome.text)
+    assert len(outcome.summary.encode()) <= OUTPUT_LIMIT
+    assert_valid(outcome.summary, OUTPUT_LIMIT)
+    assert "<details>" not in outcome.summary and "&lt;details&gt;" in outcome.summary

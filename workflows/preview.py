@@ -359,7 +359,10 @@ class PreviewWorkflow:
             self.comment_id = ref.comment_id
         except ActivityError as err:
             workflow.logger.warning("writing the preview comment failed: %s", _message(err))
-            comment_note = f"\n\nThe pull request comment could not be written: {_message(err)}"
+            # At most 1,000 characters: the summary leaves room for this much (SUMMARY_RESERVE).
+            comment_note = (
+                f"\n\nThe pull request comment could not be written: {_message(err)[:1000]}"
+            )
         run.conclusion = outcome.conclusion
         await self._check_run(
             run,
