@@ -54,6 +54,7 @@ from shared.payloads_preview import (
     preview_external_id,
     preview_workflow_id,
 )
+from tests.support import queries
 from tests.support.deploy_world import register_search_attributes, sha, until
 from tests.support.deploy_world import test_server_path as server_path
 from workflows.preview import PreviewWorkflow
@@ -180,8 +181,7 @@ class Harness:
         await self.handle(pr).signal(SIGNAL_PR_CLOSED, PullRequestClosed(merged=True))
 
     async def state(self, pr: int = PR) -> PreviewState:
-        state: PreviewState = await self.handle(pr).query(QUERY_STATE, result_type=PreviewState)
-        return state
+        return await queries.query(self.handle(pr), QUERY_STATE, PreviewState)
 
     async def until_done(self, head: str, *, skipping: bool = False) -> PreviewState:
         """Wait for `head`'s preview to finish; `skipping` moves the test server's clock a

@@ -26,7 +26,6 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -91,6 +90,7 @@ from shared.payloads_promotion import (
     TouchedRequest,
     TouchedResult,
 )
+from tests.support import queries
 from workflows.deploy import DeployWorkflow
 from workflows.dispatch import DispatchWorkflow
 from workflows.render import RenderWorkflow
@@ -369,19 +369,8 @@ class Harness:
         return self.client.get_workflow_handle(deploy_workflow_id(REPO.full_name, root))
 
     async def state(self, root: str) -> DeployState:
-        # The time-skipping server drops a query that reaches a run in the very task that
-        # continues it as new ("Task not found when completing"), and the caller waits out
-        # its deadline: ask again. Waits on moving parts use the doubles' records instead.
-        for _ in range(10):
-            try:
-                state: DeployState = await self.deploy(root).query(
-                    QUERY_STATE, result_type=DeployState, rpc_timeout=timedelta(seconds=2)
-                )
-                return state
-            except RPCError as err:
-                if err.status not in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-                    raise
-        raise AssertionError(f"the state query of {root} keeps timing out")
+        # Waits on moving parts use the doubles' records instead of queries.
+        return await queries.query(self.deploy(root), QUERY_STATE, DeployState)
 
     async def until_state(
         self, root: str, what: str, predicate: Callable[[DeployState], bool]

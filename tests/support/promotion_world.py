@@ -53,6 +53,7 @@ from shared.payloads_promotion import (
     WindowInfo,
     promotion_workflow_id,
 )
+from tests.support import queries
 from tests.support.deploy_world import REPO, register_search_attributes, test_server_path
 from workflows.promotion import PromotionWorkflow
 
@@ -241,10 +242,8 @@ class Rollout:
         return self.handle
 
     async def view(self) -> RolloutView:
-        view: RolloutView = await self.client.get_workflow_handle(WORKFLOW_ID).query(
-            QUERY_ROLLOUT, result_type=RolloutView
-        )
-        return view
+        handle = self.client.get_workflow_handle(WORKFLOW_ID)
+        return await queries.query(handle, QUERY_ROLLOUT, RolloutView)
 
     async def signal(self, name: str, arg: Any) -> None:
         await self.client.get_workflow_handle(WORKFLOW_ID).signal(name, arg)
