@@ -168,6 +168,9 @@ class PromotionInput(Payload):
     halt: HaltState | None = None
     approved: dict[str, str] = Field(default_factory=dict)  # node → who clicked Promote
     offers: dict[str, str] = Field(default_factory=dict)  # check run commit → node it offered
+    # The manual gate on offer, so a Promote click that reaches the next run before its first
+    # pass does counts.
+    awaiting_node: str | None = None
     healthy_since: datetime | None = None
     check_run_id: int | None = None
     check_run_sha: str | None = None

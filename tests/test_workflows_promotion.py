@@ -21,6 +21,7 @@ from temporalio.worker import Replayer
 
 from shared.payloads_promotion import (
     ACT_PROMOTION_DEPLOYMENTS,
+    PROMOTION_WORKFLOW,
     SIGNAL_HALT,
     SIGNAL_PROMOTE,
     SIGNAL_PROMOTION_REVISION,
@@ -30,6 +31,7 @@ from shared.payloads_promotion import (
     HaltSignal,
     NodeInfo,
     PromoteSignal,
+    PromotionInput,
     PromotionRevision,
     ResumeSignal,
     RolloutView,
@@ -37,7 +39,15 @@ from shared.payloads_promotion import (
     WindowInfo,
 )
 from tests.support.deploy_world import until
-from tests.support.promotion_world import PATCH, Fleet, Rollout, rollout
+from tests.support.promotion_world import (
+    PATCH,
+    REPO,
+    TASK_QUEUE,
+    WORKFLOW_ID,
+    Fleet,
+    Rollout,
+    rollout,
+)
 from workflows.promotion import PromotionWorkflow, rollout_table
 
 INT, STAGE, PROD = "integration", "stage", "prod/prod-canary"
@@ -358,6 +368,35 @@ async def test_continue_as_new_keeps_the_rollout_and_replays() -> None:
     for history in histories:
         replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         assert replayed.replay_failure is None, replayed.replay_failure
+
+
+@scenario
+async def test_a_promote_click_that_reaches_a_continued_run_at_its_start_counts() -> None:
+    # The click lands on the run a continue-as-new has just begun: Temporal hands it over with
+    # the start, before run() reads the carried state, so the gate must come from the input.
+    fleet = three_nodes(stage_gate="manual")
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    async with rollout(fleet) as r:
+        r.handle = await r.client.start_workflow(
+            PROMOTION_WORKFLOW,
+            PromotionInput(
+                repo=REPO,
+                patch_id=PATCH,
+                revision=fleet.tip,
+                node=INT,
+                deployments=list(fleet.latest.values()),
+                awaiting_node=STAGE,
+                offers={fleet.tip: STAGE},
+            ),
+            id=WORKFLOW_ID,
+            task_queue=TASK_QUEUE,
+            result_type=RolloutView,
+            start_signal=SIGNAL_PROMOTE,
+            start_signal_args=[PromoteSignal(by="alice", head_sha=fleet.tip)],
+        )
+        await until(lambda: fleet.commits, "the promotion commit")
+        assert [(c.to_node, c.actor) for c in fleet.commits][:1] == [(STAGE, "alice")]
 
 
 @scenario

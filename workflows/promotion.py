@@ -95,7 +95,8 @@ RESUME = CheckRunAction(
 
 @workflow.defn(name=PROMOTION_WORKFLOW)
 class PromotionWorkflow:
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, inp: PromotionInput) -> None:
         self.revision = ""
         self.pending_revision: str | None = None
         self.reported: dict[str, DeploymentFinished] = {}
@@ -109,16 +110,17 @@ class PromotionWorkflow:
         self.ev_at: datetime | None = None
         self.phase: Phase = "starting"
         self.waiting_for = ""
-        self.awaiting_node: str | None = None
         self.pull_request_url: str | None = None
         self.shown: tuple[object, ...] | None = None
         self.want_check_run: _CheckRunWant | None = None
         self.search_state = ""
         self.search_revision = ""
-        # Set from the input in run(); here too, for signals that arrive with the start.
-        self.approved: dict[str, str] = {}
-        self.offers: dict[str, str] = {}
-        self.halt: HaltState | None = None
+        # From the input here, not in run(): signals that arrive with the start (a click that
+        # reached the run a continue-as-new began) are handled before run() starts.
+        self.approved: dict[str, str] = dict(inp.approved)
+        self.offers: dict[str, str] = dict(inp.offers)
+        self.awaiting_node: str | None = inp.awaiting_node
+        self.halt: HaltState | None = inp.halt
 
     # --- signals and query -----------------------------------------------------------------
 
@@ -187,9 +189,6 @@ class PromotionWorkflow:
         self.node = inp.node
         self.deployments: dict[str, RootDeployment] = {d.root: d for d in inp.deployments}
         self.acknowledged: set[str] = set(inp.acknowledged)
-        self.halt = inp.halt
-        self.approved.update(inp.approved)
-        self.offers.update(inp.offers)
         self.healthy_since = inp.healthy_since
         self.check_run_id = inp.check_run_id
         self.check_run_sha = inp.check_run_sha
@@ -718,6 +717,7 @@ class PromotionWorkflow:
             halt=self.halt,
             approved=self.approved,
             offers=self.offers,
+            awaiting_node=self.awaiting_node,
             healthy_since=self.healthy_since,
             check_run_id=self.check_run_id,
             check_run_sha=self.check_run_sha,
