@@ -54,10 +54,15 @@ class DeploymentRow(Base):
     """One row per deployment, updated as it moves through its states."""
 
     __tablename__ = "deployments"
+    # a root's deployments newest first, in any repository or in one (migration 0003)
+    __table_args__ = (
+        Index("ix_deployments_root_created_at", "root", "created_at", "deployment_id"),
+        Index("ix_deployments_repo_root_created_at", "repo", "root", "created_at", "deployment_id"),
+    )
 
     deployment_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     repo: Mapped[str] = mapped_column(String(255), index=True)
-    root: Mapped[str] = mapped_column(String(512), index=True)
+    root: Mapped[str] = mapped_column(String(512))
     revision: Mapped[str] = mapped_column(String(64))
     trigger: Mapped[str] = mapped_column(String(16))
     state: Mapped[str] = mapped_column(String(32), index=True)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool
 
@@ -63,10 +63,10 @@ def test_a_new_database_is_migrated_to_the_newest_revision(empty_sql_url: str) -
     engine = _engine(empty_sql_url)
     assert dbschema.current_revision(engine) is None
     SqlStore(empty_sql_url).close()
-    assert dbschema.current_revision(engine) == dbschema.head_revision() == "0002"
+    assert dbschema.current_revision(engine) == dbschema.head_revision() == "0003"
     assert set(inspect(engine).get_table_names()) == TABLES
     # a second store finds it at head and changes nothing
-    assert dbschema.upgrade(engine) == ("0002", "0002")
+    assert dbschema.upgrade(engine) == ("0003", "0003")
     engine.dispose()
 
 
@@ -162,7 +162,7 @@ def test_a_database_made_by_create_all_is_adopted_and_upgraded(
 
     store = SqlStore(empty_sql_url)
     try:
-        assert dbschema.current_revision(engine) == "0002"
+        assert dbschema.current_revision(engine) == "0003"
         assert _drift(engine) == []
         # the old rows are kept, and what can be known of their history is filled in
         row = store.deployment("d-old")
@@ -213,7 +213,7 @@ def test_concurrent_migrators_migrate_once(empty_sql_url: str) -> None:
     engine = _engine(empty_sql_url)
     with engine.connect() as connection:
         versions = connection.execute(text("SELECT version_num FROM alembic_version")).all()
-    assert [v[0] for v in versions] == ["0002"]
+    assert [v[0] for v in versions] == ["0003"]
     assert _drift(engine) == []
     engine.dispose()
 
@@ -222,11 +222,11 @@ def test_db_commands(empty_sql_url: str, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["db", "current", "--database", empty_sql_url]) == 0
     assert "revision none" in capsys.readouterr().out
     assert main(["db", "upgrade", "--database", empty_sql_url]) == 0
-    assert "migrated from an empty database to revision 0002" in capsys.readouterr().out
+    assert "migrated from an empty database to revision 0003" in capsys.readouterr().out
     assert main(["db", "upgrade", "--database", empty_sql_url]) == 0
-    assert "already at revision 0002" in capsys.readouterr().out
+    assert "already at revision 0003" in capsys.readouterr().out
     assert main(["db", "current", "--database", empty_sql_url]) == 0
-    assert "revision 0002 (the newest)" in capsys.readouterr().out
+    assert "revision 0003 (the newest)" in capsys.readouterr().out
 
 
 def test_db_commands_say_what_failed(capsys: pytest.CaptureFixture[str]) -> None:
@@ -246,7 +246,7 @@ def test_db_commands_default_to_the_settings(
     monkeypatch.delenv("ROLLWRIGHT_DATABASE_URL", raising=False)
     assert main(["db", "upgrade"]) == 0
     assert str(tmp_path / "rollwright.db") in capsys.readouterr().out
-    assert dbschema.current_revision(_engine(f"sqlite:///{tmp_path / 'rollwright.db'}")) == "0002"
+    assert dbschema.current_revision(_engine(f"sqlite:///{tmp_path / 'rollwright.db'}")) == "0003"
 
 
 # --- deployment history ------------------------------------------------------------------------
@@ -362,6 +362,57 @@ def test_listing_counting_and_paging(sql_url: str) -> None:
         assert store.count_deployments(None, "prod/eu") == 8
         assert store.count_deployments("acme/none") == 0
         assert store.deployments("acme/none") == [] and store.find_deployments("nope") == []
+    finally:
+        store.close()
+
+
+def _plan(store: SqlStore, read: Any) -> str:
+    """The database's plan for the SELECT `read()` runs (the store's own statement and
+    parameters, caught on their way to the driver)."""
+    seen: list[tuple[str, Any]] = []
+
+    def catch(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        seen.append((statement, parameters))
+
+    event.listen(store.engine, "before_cursor_execute", catch)
+    try:
+        read()
+    finally:
+        event.remove(store.engine, "before_cursor_execute", catch)
+    statement, parameters = next(s for s in seen if "ORDER BY" in s[0])
+    with store.engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            # a test table is tiny: make the planner show what it does with a real one
+            connection.exec_driver_sql("SET enable_seqscan = off")
+            rows = connection.exec_driver_sql(f"EXPLAIN {statement}", parameters)
+            return "\n".join(r[0] for r in rows)
+        rows = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+        return "\n".join(r[-1] for r in rows)
+
+
+def test_a_roots_page_is_read_in_index_order(sql_url: str) -> None:
+    """`/roots` filters on root (and repo) and orders newest first: composite indexes let
+    the database read a page in index order, with no sort of the root's whole history."""
+    store = SqlStore(sql_url)
+    try:
+        for n in range(40):
+            store.record_deployment(
+                _record(
+                    "published",
+                    n,
+                    deployment_id=f"d-{n:02d}",
+                    repo=("acme/fleet", "acme/other")[n % 2],
+                    root=("prod/eu", "prod/us", "staging")[n % 3],
+                )
+            )
+        every_repo = _plan(store, lambda: store.find_deployments("prod/eu", limit=25))
+        one_repo = _plan(
+            store, lambda: store.find_deployments("prod/eu", limit=25, repo="acme/fleet")
+        )
+        assert "ix_deployments_root_created_at" in every_repo, every_repo
+        assert "ix_deployments_repo_root_created_at" in one_repo, one_repo
+        for plan in (every_repo, one_repo):
+            assert "TEMP B-TREE" not in plan.upper() and "Sort" not in plan, plan
     finally:
         store.close()
 
