@@ -75,6 +75,8 @@ from shared.tree import GitTree, Tree, changed_files
 from shared.windows import window_state
 
 ERR_PROMOTION = "PromotionRefused"
+# The default branch moved under every attempt: retryable, unlike ERR_PROMOTION.
+ERR_BRANCH_MOVING = "BranchKeptMoving"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree: "everything added"
 # Another commit landing between reading the tip and moving it: plan again this many times.
 COMMIT_ATTEMPTS = 5
@@ -243,9 +245,13 @@ class PromotionActivities:
             except BranchMoved:
                 continue  # someone pushed meanwhile: plan again on the new tip
             return CommitResult(revision=sha)
+        # Retryable (Temporal tries again after a backoff, when the pushes may have calmed
+        # down); typed so the workflow's history says what happened.
         raise ApplicationError(
-            f"promoting {request.patch_id} to {request.to_node}: the default branch kept "
-            f"moving; gave up after {COMMIT_ATTEMPTS} attempts"
+            f"promoting {request.patch_id} to {request.to_node}: branch "
+            f"{repo.default_branch} of {repo.full_name} kept moving (another push landed "
+            f"between reading its tip and updating it, {COMMIT_ATTEMPTS} attempts)",
+            type=ERR_BRANCH_MOVING,
         )
 
     @activity.defn(name=ACT_PROMOTION_GRADUATE)

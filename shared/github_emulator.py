@@ -290,6 +290,14 @@ class _Fault:
     times: int
 
 
+@dataclass
+class _Hook:
+    method: str
+    path: re.Pattern[str]
+    action: Callable[[], None]
+    times: int
+
+
 class ApiError(Exception):
     """Answer the current request with `status` and a GitHub-shaped error body."""
 
@@ -372,6 +380,7 @@ class GitHubEmulator:
         self._requests: list[RequestRecord] = []
         self._deliveries: list[WebhookDelivery] = []
         self._faults: list[_Fault] = []
+        self._hooks: list[_Hook] = []
         self._ids: dict[str, int] = {}
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -540,6 +549,15 @@ class GitHubEmulator:
                     times,
                 )
             )
+
+    def before_next(
+        self, method: str, path_regex: str, action: Callable[[], None], *, times: int = 1
+    ) -> None:
+        """Run `action` just before answering the next `times` matching requests, outside
+        the emulator's lock: a race made to happen (say, a push landing between a client
+        reading a branch and updating it)."""
+        with self._lock:
+            self._hooks.append(_Hook(method.upper(), re.compile(path_regex), action, times))
 
     # ------------------------------------------------------------------ reading state
 
@@ -853,6 +871,9 @@ class GitHubEmulator:
         raw: bytes,
         base: str,
     ) -> tuple[int, Any, dict[str, str]]:
+        hook = self._take_hook(method, path)
+        if hook is not None:
+            hook.action()
         fault = self._take_fault(method, path)
         if fault is not None:
             return fault.status, fault.body, fault.headers
@@ -884,6 +905,16 @@ class GitHubEmulator:
             # a malformed control request (missing or unknown field)
             return 400, ApiError(400, f"bad emulator request: {err!r}").body, {}
         return status, body, {}
+
+    def _take_hook(self, method: str, path: str) -> _Hook | None:
+        with self._lock:
+            for hook in self._hooks:
+                if hook.method == method and hook.path.search(path):
+                    hook.times -= 1
+                    if hook.times <= 0:
+                        self._hooks.remove(hook)
+                    return hook
+        return None
 
     def _take_fault(self, method: str, path: str) -> _Fault | None:
         with self._lock:

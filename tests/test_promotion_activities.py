@@ -23,7 +23,13 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.github import GitHubAccess
-from activities.promotion import PromotionActivities, evaluate, touched_patches
+from activities.promotion import (
+    COMMIT_ATTEMPTS,
+    ERR_BRANCH_MOVING,
+    PromotionActivities,
+    evaluate,
+    touched_patches,
+)
 from shared.blobstore import FileBlobStore, latest_key
 from shared.github import GitHubRequestError
 from shared.github_emulator import GitHubEmulator
@@ -197,6 +203,69 @@ def test_stale_parent_is_refused_as_a_moved_branch(world: World) -> None:
         ),
     )
     assert result.committed and git(world.remote, "rev-parse", f"{result.revision}^") == ahead
+
+
+MAIN_REF = r"^/repos/acme/fleet/git/refs/heads/main$"
+INT_NODE = "integration/int-sector-1/us-central1"
+INT_US_COPY = f"{APP_DIR}/{INT_NODE}/patches/patch-001-hypershift-v4.18.yaml"
+
+
+def _push_meanwhile(world: World, pushed: list[str]) -> Any:
+    """A teammate's push that lands after the activity read the tip and before it moves the
+    ref: each one edits the staged patch file (so the promotion's copy must be planned on it)."""
+
+    def push() -> None:
+        with (world.work / STAGED).open("a") as f:
+            f.write(f"# edited meanwhile ({len(pushed) + 1})\n")
+        pushed.append(commit_all(world.work, f"edit {len(pushed) + 1}"))
+        git(world.work, "push", "-q", str(world.remote), "HEAD:main")
+
+    return push
+
+
+def _promotion_commits(world: World) -> list[str]:
+    log = git(world.remote, "log", "--format=%H %s", f"{world.first}..main")
+    return [line.split()[0] for line in log.splitlines() if line.split()[1] == "promote"]
+
+
+def test_branch_moved_mid_commit_replans_on_the_new_tip(world: World) -> None:
+    pushed: list[str] = []
+    world.emulator.before_next("PATCH", MAIN_REF, _push_meanwhile(world, pushed))
+    result = world.run(
+        world.acts.commit, CommitRequest(repo=world.repo, patch_id=PATCH, to_node=INT_NODE)
+    )
+    # the first ref update was refused (the push landed in between), the second went through
+    updates = [r.status for r in world.emulator.requests() if r.method == "PATCH"]
+    assert updates == [422, 200]
+    assert len(pushed) == 1 and result.committed and result.revision == world.tip()
+    # a fast-forward on top of the other push: nothing lost, one promotion commit
+    assert git(world.remote, "rev-parse", f"{result.revision}^") == pushed[0]
+    assert _promotion_commits(world) == [result.revision]
+    assert git(world.remote, "rev-list", "--count", f"{world.first}..main") == "2"
+    # planned again on the new tip: the copy is the staged file as the other push left it
+    edited = git(world.remote, "show", f"{pushed[0]}:{STAGED}")
+    assert "edited meanwhile (1)" in edited
+    assert git(world.remote, "show", f"{result.revision}:{INT_US_COPY}") == edited
+
+
+def test_branch_that_keeps_moving_gives_up_retryably(world: World) -> None:
+    pushed: list[str] = []
+    world.emulator.before_next(
+        "PATCH", MAIN_REF, _push_meanwhile(world, pushed), times=COMMIT_ATTEMPTS
+    )
+    request = CommitRequest(repo=world.repo, patch_id=PATCH, to_node=INT_NODE)
+    with pytest.raises(ApplicationError) as err:
+        world.run(world.acts.commit, request)
+    assert not err.value.non_retryable and err.value.type == ERR_BRANCH_MOVING
+    assert f"promoting {PATCH} to {INT_NODE}" in err.value.message
+    assert f"{COMMIT_ATTEMPTS} attempts" in err.value.message
+    # every attempt planned on a fresh tip and was refused; nothing of ours landed
+    assert len(pushed) == COMMIT_ATTEMPTS and world.tip() == pushed[-1]
+    assert _promotion_commits(world) == []
+    # Temporal retries the activity: once the branch is quiet it lands on the newest tip
+    result = world.run(world.acts.commit, request)
+    assert git(world.remote, "rev-parse", f"{result.revision}^") == pushed[-1]
+    assert _promotion_commits(world) == [result.revision]
 
 
 def test_refused_promotion_is_a_non_retryable_error(world: World) -> None:
