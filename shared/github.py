@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
 import threading
 import time
@@ -29,6 +30,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 import requests
 from github import Auth, Github, GithubException, GithubIntegration, RateLimitExceededException
+from github.IssueComment import IssueComment
 from github.Repository import Repository
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -46,6 +48,8 @@ CheckConclusion = Literal[
 ]
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 def _size(text: str) -> int:
@@ -269,6 +273,9 @@ class GitHubApp:
         self._lock = threading.Lock()
         self._installations: dict[str, int] = {}
         self._clients: dict[int, Github] = {}
+        # The App's bot login, learned once (None once known means GitHub would not say).
+        self._bot_login: str | None = None
+        self._bot_login_known = False
 
     def close(self) -> None:
         with self._lock:
@@ -276,6 +283,32 @@ class GitHubApp:
                 client.close()
             self._clients.clear()
         self._integration.close()
+
+    # -- identity
+
+    def bot_login(self) -> str | None:
+        """The login of this App's bot user, `<slug>[bot]`, which authors everything the App
+        writes (`GET /app` with the App JWT; learned once per client, so once per process).
+
+        None when GitHub refuses to say (a 4xx: an old GHES, a proxy): callers then fall back
+        to weaker matching. A retryable failure is not remembered, so the next call asks again.
+        """
+        with self._lock:
+            if self._bot_login_known:
+                return self._bot_login
+        login: str | None = None
+        try:
+            with _calling("learning the GitHub App's slug"):
+                slug = self._integration.get_app().slug
+            login = f"{slug}[bot]" if slug else None
+        except GitHubRetryableError as err:
+            log.warning("github app identity unknown", extra={"error": str(err)})
+            return None
+        except GitHubRequestError as err:
+            log.warning("github app identity unknown", extra={"error": str(err)})
+        with self._lock:
+            self._bot_login, self._bot_login_known = login, True
+        return login
 
     # -- installations
 
@@ -401,8 +434,10 @@ class GitHubApp:
         """Create or edit in place the one comment of this App on the PR tagged with `marker`.
 
         The marker is an HTML comment (`<!-- marker -->`, invisible when rendered) at the top
-        of the body. Only comments written by a bot are considered, so a human quoting the raw
-        marker cannot take the sticky comment over. Returns the comment id.
+        of the body. Only comments by this App's bot user (`bot_login`) are considered, so
+        neither a human nor another bot quoting the raw marker can take the sticky comment
+        over. When the App's login cannot be learned, any bot's comment is considered, and one
+        GitHub refuses to edit (403: not ours) is passed over. Returns the comment id.
         """
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9:._/ -]*", marker) or "--" in marker:
             raise ValueError(f"sticky comment marker {marker!r}: use letters, digits, ':._/ -'")
@@ -415,13 +450,32 @@ class GitHubApp:
             )
         operation = f"writing the {marker} comment on {repo}#{pr_number}"
 
+        login = self.bot_login()
+
+        def ours(comment: IssueComment) -> bool:
+            if tag not in (comment.body or ""):
+                return False
+            if login is not None:
+                return str(comment.user.login).lower() == login.lower()
+            return bool(comment.user.type == "Bot")
+
         def upsert() -> int:
             issue = self._repo(repo).get_issue(pr_number)
             for comment in issue.get_comments():
-                if tag in (comment.body or "") and comment.user.type == "Bot":
-                    if comment.body != full:
+                if not ours(comment):
+                    continue
+                if comment.body != full:
+                    try:
                         comment.edit(full)
-                    return int(comment.id)
+                    except GithubException as err:
+                        if login is not None or err.status != 403 or _rate_limited(err):
+                            raise
+                        log.info(
+                            "sticky comment not editable, passed over",
+                            extra={"repo": repo, "pr": pr_number, "comment": comment.id},
+                        )
+                        continue
+                return int(comment.id)
             return int(issue.create_comment(full).id)
 
         return self._call(operation, upsert)

@@ -5,7 +5,8 @@
 - `preview_revisions` on real git repositories behind the GitHub emulator's pull refs: the
   merge ref, a conflicting PR (no merge ref), a merge ref that is out of date;
 - `preview_comment` over HTTP (PyGithub → emulator): one comment, edited in place, found past
-  the first page of comments, not taken over from a human, and a retry creates nothing;
+  the first page of comments, not taken over from a human or another bot, and a retry
+  creates nothing;
 - the gateway's preview page: the stored report rendered, raw HTML from a PR escaped.
 """
 
@@ -347,6 +348,56 @@ def test_one_sticky_comment_found_past_the_first_page_and_never_a_humans(
     ]  # the retry did not even edit
     bot = [c for c in emulator.comments("acme", "fleet", 3) if c.user_login.endswith("[bot]")]
     assert len(bot) == 1
+
+
+def test_another_bots_comment_with_the_marker_is_left_alone(
+    previews: PreviewActivities, emulator: GitHubEmulator
+) -> None:
+    emulator.seed_repository("acme", "fleet", INSTALLATION, "main")
+    emulator.set_pull("acme", "fleet", 3, head_sha="a" * 40)
+    # another App quotes the marker (GitHub would refuse us the edit with a 403)
+    quoted = "<!-- rollwright:preview -->\nquoted by another bot"
+    other = emulator.add_comment("acme", "fleet", 3, quoted, user_login="other-app[bot]")
+    first = comment(previews, "<!-- rollwright:preview -->\nfirst body\n")
+    second = comment(previews, "<!-- rollwright:preview -->\nsecond body\n")
+    assert first == second != other
+    by_id = {c.id: c for c in emulator.comments("acme", "fleet", 3)}
+    assert by_id[other].bodies == [quoted]
+    assert by_id[first].user_login == "rollwright[bot]"
+    assert by_id[first].bodies[-1].endswith("second body\n")
+    # the App's identity is asked once per process, not per comment
+    asked = [r for r in emulator.requests() if (r.method, r.path) == ("GET", "/app")]
+    assert len(asked) == 1
+    # knowing which comment is ours, GitHub refusing its edit is an error, not a new comment
+    emulator.fail_next("PATCH", rf"/issues/comments/{first}$", 403, message="Forbidden")
+    with pytest.raises(Exception, match="403 Forbidden"):
+        comment(previews, "<!-- rollwright:preview -->\nthird body\n")
+    assert len(emulator.comments("acme", "fleet", 3)) == 2
+
+
+def test_without_the_apps_identity_a_comment_github_will_not_let_us_edit_is_passed_over(
+    previews: PreviewActivities, emulator: GitHubEmulator
+) -> None:
+    emulator.seed_repository("acme", "fleet", INSTALLATION, "main")
+    emulator.set_pull("acme", "fleet", 3, head_sha="a" * 40)
+    emulator.fail_next("GET", r"^/app$", 404, message="Not Found")
+    quoted = "<!-- rollwright:preview -->\nquoted by another bot"
+    other = emulator.add_comment("acme", "fleet", 3, quoted, user_login="other-app[bot]")
+    # what GitHub answers when an App edits a comment that is not its own
+    emulator.fail_next(
+        "PATCH",
+        rf"/issues/comments/{other}$",
+        403,
+        message="Resource not accessible by integration",
+        times=2,
+    )
+    first = comment(previews, "<!-- rollwright:preview -->\nfirst body\n")
+    second = comment(previews, "<!-- rollwright:preview -->\nsecond body\n")
+    assert first == second != other
+    by_id = {c.id: c for c in emulator.comments("acme", "fleet", 3)}
+    assert by_id[other].bodies == [quoted]
+    assert by_id[first].bodies[-1].endswith("second body\n")
+    assert len(by_id) == 2
 
 
 def test_the_comment_points_the_preview_page_at_its_head(
