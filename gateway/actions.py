@@ -148,7 +148,8 @@ class PromotionClick(_Action):
     patch_id: str
     action: Literal["promote", "halt", "resume"]
     by: str | None = None
-    head_sha: str | None = None  # the clicked check run's commit (a stale Promote is ignored)
+    # The clicked check run's commit: a stale Promote or Resume is ignored.
+    head_sha: str | None = None
 
     @property
     def target(self) -> str:

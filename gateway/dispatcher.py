@@ -117,7 +117,7 @@ class Dispatcher(Protocol):
         self, repo: str, patch_id: str, action: str, by: str | None, head_sha: str | None = None
     ) -> Dispatched:
         """Signal promote / halt / resume to the patch's PromotionWorkflow (`head_sha`: the
-        clicked check run's commit)."""
+        clicked check run's commit; a stale Promote or Resume is ignored, Halt always counts)."""
         ...
 
     async def check_health(self) -> None:
@@ -213,8 +213,10 @@ class TemporalDispatcher:
             return await self._signal(workflow_id, SIGNAL_PROMOTE, signal)
         if action == "halt":
             reason = f"Halt clicked by @{by}" if by else "Halt clicked"
-            return await self._signal(workflow_id, SIGNAL_HALT, HaltSignal(by=by, reason=reason))
-        return await self._signal(workflow_id, SIGNAL_RESUME, ResumeSignal(by=by))
+            halt = HaltSignal(by=by, reason=reason, head_sha=head_sha)
+            return await self._signal(workflow_id, SIGNAL_HALT, halt)
+        resume = ResumeSignal(by=by, head_sha=head_sha)
+        return await self._signal(workflow_id, SIGNAL_RESUME, resume)
 
     async def check_health(self) -> None:
         async with _calling("checking Temporal health"):

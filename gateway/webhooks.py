@@ -17,7 +17,8 @@ Which events do what (anything else is answered 200 `ignored`):
   `approve` / `reject` → `review` signal to the RenderWorkflow named by the `external_id`;
   `unlock` → `unlock` signal to `deploy:<repo>:<root>`.
 - `check_run.requested_action` on `rollwright/promote: <patch-id>` (a rollout's check run):
-  `promote` / `halt` / `resume` → that signal to `promote:<repo>:<patch-id>`.
+  `promote` / `halt` / `resume` → that signal to `promote:<repo>:<patch-id>`, with the
+  clicked run's `head_sha` (the workflow tells a stale Promote or Resume apart).
 - `check_run.rerequested` (same check runs, default branch) → signal-with-start
   `deploy:<repo>:<root>` with a manual `rerequested` revision of the check run's head sha.
 - `check_suite.rerequested` (this App's suite, default branch) → start a manual

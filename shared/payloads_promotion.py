@@ -105,10 +105,15 @@ class PromoteSignal(Payload):
 class HaltSignal(Payload):
     by: str | None = None
     reason: str = ""
+    # The commit of the check run clicked, for the record: halting is always honoured.
+    head_sha: str | None = None
 
 
 class ResumeSignal(Payload):
     by: str | None = None
+    # The commit of the check run clicked: a Resume button shown for an earlier halt is stale
+    # and ignored (it must not resume a newer one). None (an API caller): the current halt.
+    head_sha: str | None = None
 
 
 class PromotionRevision(Payload):
@@ -168,6 +173,8 @@ class PromotionInput(Payload):
     halt: HaltState | None = None
     approved: dict[str, str] = Field(default_factory=dict)  # node → who clicked Promote
     offers: dict[str, str] = Field(default_factory=dict)  # check run commit → node it offered
+    # Check run commit → `since` of the halt whose Resume button it showed.
+    resume_offers: dict[str, datetime] = Field(default_factory=dict)
     # The manual gate on offer, so a Promote click that reaches the next run before its first
     # pass does counts.
     awaiting_node: str | None = None

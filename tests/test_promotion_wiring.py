@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,53 @@ def test_dispatcher_promote_reaches_the_manual_gate() -> None:
             assert view.phase == "graduated"
             missing = await dispatcher.promotion_click(REPO.full_name, "other", "halt", "bob")
             assert missing.outcome == "not_running"
+        assert [(c.to_node, c.actor) for c in fleet.commits] == [("b", "alice")]
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_dispatcher_resume_counts_only_from_the_run_that_showed_the_halt() -> None:
+    async def scenario() -> None:
+        fleet = Fleet(
+            plan=[NodeInfo(path="a"), NodeInfo(path="b", gate="manual")],
+            roots={"a": ["t/a/1"], "b": ["t/b/1"]},
+        )
+        fleet.start_at(1)
+        fleet.latest["t/a/1"] = RootDeployment(
+            root="t/a/1", revision=fleet.tip, deployment_id="d", state="published"
+        )
+        fleet.latest["t/a/1"].contains_patch = True
+
+        def asking(identifier: str) -> bool:
+            return bool(fleet.check_runs) and any(
+                a.identifier == identifier for a in fleet.last_run().actions
+            )
+
+        async with rollout(fleet) as r:
+            await r.start()
+            await until(lambda: asking("promote"), "the gate")
+            dispatcher = TemporalDispatcher(r.client, TASK_QUEUE)
+            # Halt from a run of another commit (any of the rollout's runs): honoured
+            await dispatcher.promotion_click(REPO.full_name, PATCH, "halt", "bob", sha("e"))
+            await until(lambda: asking("resume"), "halted")
+            halted = fleet.last_run()
+            assert "Halt clicked by @bob" in halted.summary
+            # Resume from a run that never showed this halt: ignored
+            stale = await dispatcher.promotion_click(
+                REPO.full_name, PATCH, "resume", "mallory", sha("e")
+            )
+            assert stale.outcome == "signaled"
+            await r.env.sleep(timedelta(hours=1))
+            assert (await r.view()).phase == "halted"
+            await dispatcher.promotion_click(
+                REPO.full_name, PATCH, "resume", "bob", halted.head_sha
+            )
+            await until(lambda: asking("promote"), "resumed: the gate again")
+            await dispatcher.promotion_click(
+                REPO.full_name, PATCH, "promote", "alice", fleet.last_run().head_sha
+            )
+            view = await r.handle.result()  # type: ignore[union-attr]
+            assert view.phase == "graduated"
         assert [(c.to_node, c.actor) for c in fleet.commits] == [("b", "alice")]
 
     asyncio.run(asyncio.wait_for(scenario(), 60))

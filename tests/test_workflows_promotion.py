@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Coroutine
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
@@ -29,6 +29,7 @@ from shared.payloads_promotion import (
     DeploymentsRequest,
     DeploymentsResult,
     HaltSignal,
+    HaltState,
     NodeInfo,
     PromoteSignal,
     PromotionInput,
@@ -46,6 +47,7 @@ from tests.support.promotion_world import (
     WORKFLOW_ID,
     Fleet,
     Rollout,
+    rev,
     rollout,
 )
 from workflows.promotion import PromotionWorkflow, rollout_table
@@ -492,3 +494,92 @@ async def test_a_promote_click_on_an_old_gates_check_run_is_ignored() -> None:
         view = await result(r)
     assert [(c.to_node, c.actor) for c in fleet.commits] == [(STAGE, "alice"), (PROD, "bob")]
     assert view.phase == "graduated"
+
+
+@scenario
+async def test_a_resume_click_on_an_older_halts_check_run_is_ignored() -> None:
+    fleet = three_nodes(stage_gate="manual")
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(asking(fleet, "halt"), "the Halt button")
+        await r.signal(SIGNAL_HALT, HaltSignal(by="carol", reason="incident 41"))
+        await until(asking(fleet, "resume"), "the first halt")
+        first = fleet.last_run()
+        await r.signal(SIGNAL_RESUME, ResumeSignal(by="carol", head_sha=first.head_sha))
+        await until(asking(fleet, "promote"), "resumed: the gate again")
+        # the tip moves, and the rollout is halted again (from the old tip's run: honoured)
+        moved = fleet.new_revision()
+        await r.signal(SIGNAL_PROMOTION_REVISION, PromotionRevision(revision=moved))
+        await until(lambda: fleet.last_run().head_sha == moved, "the run on the new tip")
+        await r.signal(
+            SIGNAL_HALT, HaltSignal(by="dave", reason="incident 42", head_sha=first.head_sha)
+        )
+        await until(lambda: "incident 42" in fleet.last_run().summary, "the second halt")
+        second = fleet.last_run()
+        assert second.head_sha == moved and asking(fleet, "resume")()
+        # A Resume button of the first halt, still open in a browser: not a resume of this one.
+        await r.signal(SIGNAL_RESUME, ResumeSignal(by="mallory", head_sha=first.head_sha))
+        await r.env.sleep(timedelta(hours=1))
+        view = await r.view()
+        assert view.phase == "halted" and view.halt and view.halt.by == "dave"
+        # the same halt's run on an older tip (the branch moved while halted) still counts
+        later = fleet.new_revision()
+        await r.signal(SIGNAL_PROMOTION_REVISION, PromotionRevision(revision=later))
+        await until(lambda: fleet.last_run().head_sha == later, "the halt moved along")
+        await r.signal(SIGNAL_RESUME, ResumeSignal(by="dave", head_sha=second.head_sha))
+        await until(asking(fleet, "promote"), "resumed by the second halt's button")
+        await r.signal(SIGNAL_PROMOTE, PromoteSignal(by="alice", head_sha=later))
+        await result(r)
+    assert [(c.to_node, c.actor) for c in fleet.commits] == [(STAGE, "alice"), (PROD, None)]
+
+
+@scenario
+async def test_a_resume_click_that_reaches_a_continued_run_at_its_start() -> None:
+    # Halts and the runs that showed them are carried across continue-as-new, read in init.
+    fleet = three_nodes(stage_gate="manual")
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    since = datetime(2030, 1, 2, 3, 4, tzinfo=UTC)
+    halt = HaltState(node=INT, reason="incident 7", by="carol", since=since)
+    old = rev(100)
+
+    def carried(**extra: Any) -> PromotionInput:
+        return PromotionInput(
+            repo=REPO,
+            patch_id=PATCH,
+            revision=fleet.tip,
+            node=INT,
+            deployments=list(fleet.latest.values()),
+            halt=halt,
+            **extra,
+        )
+
+    async with rollout(fleet) as r:
+        # the clicked run showed an earlier halt: ignored, still halted
+        r.handle = await r.client.start_workflow(
+            PROMOTION_WORKFLOW,
+            carried(resume_offers={old: since - timedelta(days=1), fleet.tip: since}),
+            id=WORKFLOW_ID,
+            task_queue=TASK_QUEUE,
+            result_type=RolloutView,
+            start_signal=SIGNAL_RESUME,
+            start_signal_args=[ResumeSignal(by="mallory", head_sha=old)],
+        )
+        await until(asking(fleet, "resume"), "still halted")
+        assert (await r.view()).phase == "halted"
+        await r.handle.terminate()
+        # the clicked run showed this halt: resumed
+        fleet.check_runs.clear()
+        r.handle = await r.client.start_workflow(
+            PROMOTION_WORKFLOW,
+            carried(resume_offers={fleet.tip: since}),
+            id=WORKFLOW_ID,
+            task_queue=TASK_QUEUE,
+            result_type=RolloutView,
+            start_signal=SIGNAL_RESUME,
+            start_signal_args=[ResumeSignal(by="carol", head_sha=fleet.tip)],
+        )
+        await until(asking(fleet, "promote"), "resumed: the gate")
+        assert (await r.view()).halt is None

@@ -119,6 +119,7 @@ class PromotionWorkflow:
         # reached the run a continue-as-new began) are handled before run() starts.
         self.approved: dict[str, str] = dict(inp.approved)
         self.offers: dict[str, str] = dict(inp.offers)
+        self.resume_offers: dict[str, datetime] = dict(inp.resume_offers)
         self.awaiting_node: str | None = inp.awaiting_node
         self.halt: HaltState | None = inp.halt
 
@@ -146,11 +147,21 @@ class PromotionWorkflow:
 
     @workflow.signal(name=SIGNAL_HALT)
     def halt_signal(self, signal: HaltSignal) -> None:
+        # From any of the rollout's check runs, however old: halting is always safe.
         self.halt_request = signal
         self.wakeups += 1
 
     @workflow.signal(name=SIGNAL_RESUME)
     def resume(self, signal: ResumeSignal) -> None:
+        # A click resumes the halt its check run showed; a stale one is ignored.
+        halt = self.halt
+        if signal.head_sha and (
+            halt is None or self.resume_offers.get(signal.head_sha) != halt.since
+        ):
+            # Clicked on a run that showed an earlier halt (still open in someone's browser),
+            # or none is shown yet: resuming now would skip their look at this one.
+            workflow.logger.info("resume ignored: the check run clicked showed another halt")
+            return
         self.resume_request = signal
         self.wakeups += 1
 
@@ -260,6 +271,7 @@ class PromotionWorkflow:
                 # successful deployment of every root.
                 self.acknowledged.update(self.halt.deployment_ids)
                 self.halt = None
+                self.resume_offers = {}
                 self.healthy_since = None
 
     async def _evaluation(self) -> Evaluation:
@@ -515,6 +527,10 @@ class PromotionWorkflow:
         self.phase = "halted"
         self.waiting_for = "a Resume click"
         self.awaiting_node = None
+        # The check run on this commit shows this halt (older runs showed it or earlier ones).
+        self.resume_offers = {
+            sha: since for sha, since in self.resume_offers.items() if since == halt.since
+        } | {self.revision: halt.since}
         self._rows(ev, "halted", halt.reason)
         self._post(
             ("halted", self.revision, halt.reason),
@@ -717,6 +733,7 @@ class PromotionWorkflow:
             halt=self.halt,
             approved=self.approved,
             offers=self.offers,
+            resume_offers=self.resume_offers,
             awaiting_node=self.awaiting_node,
             healthy_since=self.healthy_since,
             check_run_id=self.check_run_id,
