@@ -4,6 +4,7 @@
   survive the outbox's JSON; `rollwright/preview` and rollouts are never a root;
 - `preview_revisions` on real git repositories behind the GitHub emulator's pull refs: the
   merge ref, a conflicting PR (no merge ref), a merge ref that is out of date;
+- `preview_build` failing on an unexpected error: neither the error nor the log quotes it;
 - `preview_comment` over HTTP (PyGithub → emulator): one comment, edited in place, found past
   the first page of comments, not taken over from a human or another bot, and a retry
   creates nothing;
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.github import GitHubAccess
@@ -37,6 +40,7 @@ from shared.github_emulator import GitHubEmulator
 from shared.gitmirror import GitMirror
 from shared.payloads import RepoRef
 from shared.payloads_preview import (
+    PreviewBuildRequest,
     PreviewCommentRequest,
     PreviewPointer,
     PreviewRevisions,
@@ -294,6 +298,43 @@ def test_an_out_of_date_merge_ref_is_not_rendered(
     got = revisions(previews, ref, second)
     assert got.head_sha == second and got.merge_sha is None
     assert got.warnings[0].startswith("merge ref out of date")
+
+
+LEAKED = "-".join(["hunter2", "s3cr3t"])  # not in any source line a traceback shows
+
+
+class LeakyBlobs(FileBlobStore):
+    """A blob store whose error quotes what it was given: an unexpected exception whose
+    message holds a secret (nothing real raises one on purpose)."""
+
+    def put(self, key: str, data: bytes, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError(f"cannot store {key}: {data[:200]!r} token={LEAKED}")
+
+
+def test_an_unexpected_error_in_the_build_leaves_its_message_out(
+    previews: PreviewActivities,
+    emulator: GitHubEmulator,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    repo, ref = seeded(emulator, tmp_path)
+    head = branch(repo, "feature", {"deployments/g/c1/cluster.values.yaml": {"x": 1}})
+    emulator.set_pull("acme", "fleet", 3, head_sha=head, head_ref="feature")
+    rev = revisions(previews, ref, head)
+    previews.blobs = LeakyBlobs(tmp_path / "leaky")
+    request = PreviewBuildRequest(repo=ref, pr=3, revisions=rev, base_ref="main")
+    with caplog.at_level(logging.DEBUG), pytest.raises(ApplicationError) as raised:
+        asyncio.run(ActivityEnvironment().run(previews.preview_build, request))
+    err = raised.value
+    assert err.type == "RuntimeError" and not err.non_retryable  # retried, like before
+    assert LEAKED not in err.message and "unexpected RuntimeError" in err.message
+    assert err.__cause__ is None and err.__suppress_context__  # nothing for Temporal to keep
+    # the worker log has where it happened, not what it said
+    (logged,) = [r for r in caplog.records if r.getMessage().startswith("preview build raised")]
+    assert vars(logged)["error_type"] == "RuntimeError"
+    assert "in put" in vars(logged)["traceback"]
+    assert LEAKED not in caplog.text
+    assert all(LEAKED not in str(vars(r)) for r in caplog.records)
 
 
 def test_a_missing_base_branch_or_head_is_a_clear_error(

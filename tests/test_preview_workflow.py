@@ -22,9 +22,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.errors import ERR_GITHUB_REQUEST, ERR_NOT_CONFIGURED, ERR_REVISION_NOT_FOUND
+from activities.github import ERR_GITHUB_RETRYABLE
 from shared.payloads import (
     ACT_CHECK_RUN,
     ACT_WORKER_TASK_QUEUE,
+    ERR_FLEET,
     QUERY_STATE,
     TASK_QUEUE,
     CheckRunRef,
@@ -35,6 +38,7 @@ from shared.payloads_preview import (
     ACT_PREVIEW_BUILD,
     ACT_PREVIEW_COMMENT,
     ACT_PREVIEW_REVISIONS,
+    ERR_PREVIEW_REVISION,
     PREVIEW_CHECK_NAME,
     PREVIEW_WORKFLOW,
     SIGNAL_PR_CLOSED,
@@ -57,13 +61,14 @@ from shared.payloads_preview import (
 from tests.support import queries
 from tests.support.deploy_world import register_search_attributes, sha, until
 from tests.support.deploy_world import test_server_path as server_path
-from workflows.preview import PreviewWorkflow
+from workflows.preview import QUOTED_ERRORS, PreviewWorkflow
 
 pytestmark = pytest.mark.timeout(120)
 
 REPO = RepoRef(owner="acme", name="fleet", installation_id=7, clone_url="/nowhere/fleet.git")
 PR = 12
 WORKER_QUEUE = "preview-worker-1"
+LEAKED = "-".join(["hunter2", "s3cr3t"])  # a secret value an exception message quotes
 
 
 @dataclass
@@ -78,6 +83,7 @@ class PreviewWorld:
     hold: set[str] = field(default_factory=set)  # heads whose build runs until cancelled
     broken: set[str] = field(default_factory=set)  # heads whose build fails (not retryable)
     flaky: dict[str, int] = field(default_factory=dict)  # head → builds that fail (retryable)
+    leaky: set[str] = field(default_factory=set)  # heads whose build raises quoting a secret
     task_queues: list[str] = field(default_factory=list)  # where the pinned work ran
 
     @activity.defn(name=ACT_CHECK_RUN)
@@ -108,10 +114,14 @@ class PreviewWorld:
         self.builds.append(head)
         self.task_queues.append(activity.info().task_queue)
         if head in self.broken:
-            raise ApplicationError("the mirror is broken", non_retryable=True)
+            raise ApplicationError(
+                "the mirror is broken", type=ERR_PREVIEW_REVISION, non_retryable=True
+            )
         if self.flaky.get(head, 0) > 0:
             self.flaky[head] -= 1
             raise ApplicationError("the blob store is down")  # infrastructure: retryable
+        if head in self.leaky:
+            raise KeyError(f"no key for {LEAKED} in the values")
         if head in self.hold:
             try:
                 while True:  # rendering: heartbeats are how a cancellation arrives
@@ -403,9 +413,42 @@ def test_an_infrastructure_failure_retries_instead_of_failing_the_check_run() ->
             state = await h.until_done(down, skipping=True)
             assert state.last is not None and state.last.state == "failed"
             failed = world.final(down)
-            assert failed.conclusion == "failure" and "the blob store is down" in failed.summary
+            assert failed.conclusion == "failure" and "`ApplicationError`" in failed.summary
+            assert "see the worker log" in failed.summary
 
     run(scenario())
+
+
+def test_an_unexpected_error_fails_the_check_run_without_its_message() -> None:
+    async def scenario() -> None:
+        world = PreviewWorld()
+        head = sha("1ea4")
+        world.leaky.add(head)
+        async with harness(world) as h:
+            await h.push(head, "opened")
+            state = await h.until_done(head, skipping=True)
+            assert state.last is not None and state.last.state == "failed"
+            assert LEAKED not in state.last.message and "`KeyError`" in state.last.message
+            failed = world.final(head)
+            assert failed.conclusion == "failure" and failed.title == "Preview failed"
+            assert "`KeyError` in `preview_build`" in failed.summary
+            assert "see the worker log" in failed.summary
+            (run,) = world.runs_for(head)
+            assert all(LEAKED not in r.model_dump_json() for r in run)
+
+    run(scenario())
+
+
+def test_only_errors_rollwright_words_itself_are_quoted() -> None:
+    # the types the activities give their own messages (the workflow cannot import them)
+    assert {
+        ERR_FLEET,
+        ERR_PREVIEW_REVISION,
+        ERR_REVISION_NOT_FOUND,
+        ERR_GITHUB_REQUEST,
+        ERR_GITHUB_RETRYABLE,
+        ERR_NOT_CONFIGURED,
+    } == QUOTED_ERRORS
 
 
 def test_continues_as_new_after_many_heads_and_keeps_its_state() -> None:

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from shared.payloads import (
         ACT_CHECK_RUN,
         ACT_WORKER_TASK_QUEUE,
+        ERR_FLEET,
         QUERY_STATE,
         SA_REPO,
         SA_REVISION,
@@ -48,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         ACT_PREVIEW_BUILD,
         ACT_PREVIEW_COMMENT,
         ACT_PREVIEW_REVISIONS,
+        ERR_PREVIEW_REVISION,
         FORCING_ACTIONS,
         PREVIEW_CHECK_NAME,
         PREVIEW_WORKFLOW,
@@ -91,6 +93,19 @@ INFRA_RETRY_PAUSES = (
     timedelta(minutes=8),
 )
 PATCH_INFRA_RETRY = "preview-infra-retry"
+# Error types whose messages rollwright writes from safe text, so a check run may quote them:
+# fleet errors (redacted), a missing revision or base branch, GitHub's answers, no App
+# configured (activities/errors.py, activities/github.py). Anything else shows its type only.
+QUOTED_ERRORS = frozenset(
+    {
+        ERR_FLEET,
+        ERR_PREVIEW_REVISION,
+        "RevisionNotFound",
+        "GitHubRequestError",
+        "GitHubRetryableError",
+        "NotConfigured",
+    }
+)
 
 
 @workflow.defn(name=PREVIEW_WORKFLOW)
@@ -472,9 +487,18 @@ def _infrastructure(err: ActivityError) -> bool:
 
 
 def _message(err: ActivityError) -> str:
+    """What a check run, the comment note, the state and the log may say about `err`: the
+    message of an error rollwright words itself (a fleet error's is redacted by
+    `shared.fleet`), else only the error's type. Any other message may quote a secret."""
     cause = err.cause
-    if isinstance(cause, ApplicationError):
+    if isinstance(cause, ApplicationError) and cause.type in QUOTED_ERRORS:
         return cause.message
+    if isinstance(cause, ApplicationError):
+        kind = cause.type or "ApplicationError"
+        return (
+            f"an unexpected `{kind}` in `{err.activity_type or 'an activity'}` (its message is "
+            "not shown here, as it may quote a secret); see the worker log"
+        )
     if isinstance(cause, ActivityTimeout):
         kind = cause.type.name.lower() if cause.type else "unknown"
         return f"the worker did not finish in time ({kind} timeout)"
