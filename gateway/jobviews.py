@@ -196,8 +196,10 @@ class JobReader:
         )
 
     def _queued_job(self, deployment_id: str) -> Job | None:
-        """A deployment still in its root's queue has no history row yet, but its check run
-        (whose details link is this page) wrote the first lines of its log."""
+        """A queued deployment whose row is missing (the queue records one when it enqueues,
+        but recording may fail, and queues from before that did not) still has the first
+        lines of its log from its check run, whose details link is this page. The trigger
+        is not in them: `merge` is a guess."""
         first = next(
             (line for line in self.log(deployment_id) if line.get("repo") and line.get("root")),
             None,

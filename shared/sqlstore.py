@@ -630,6 +630,10 @@ class SqlStore:
                 row = DeploymentRow(deployment_id=record.deployment_id, created_at=at)
                 session.add(row)
                 previous: str | None = None
+            elif record.state == "queued" and row.state != "queued":
+                # a late "queued" (an attempt that outlived its timeout) never moves a
+                # deployment that has started back into the queue
+                return
             else:
                 previous = row.state
             row.repo = record.repo

@@ -74,8 +74,12 @@ class World:
         delivery = self.emulator.click_action(run.id, identifier, who)
         assert 200 <= delivery.status < 300, delivery.response
 
-    def api_deploy(self, root: str, revision: str) -> dict[str, Any]:
-        body = json.dumps({"repo": REPO, "root": root, "revision": revision}).encode()
+    def api_deploy(
+        self, root: str, revision: str, requested_by: str | None = None
+    ) -> dict[str, Any]:
+        fields = {"repo": REPO, "root": root, "revision": revision}
+        body = json.dumps(fields | ({"requested_by": requested_by} if requested_by else {}))
+        body = body.encode()
         request = urllib.request.Request(
             f"{self.stack.urls.gateway}/api/deploy",
             data=body,
@@ -91,6 +95,10 @@ class World:
             return answer
 
     # --- observing
+
+    def gateway_get(self, path: str) -> str:
+        with urllib.request.urlopen(f"{self.stack.urls.gateway}{path}", timeout=30) as answer:
+            return str(answer.read().decode())
 
     def wait_for(self, what: str, probe: Callable[[], T | None]) -> T:
         deadline = time.monotonic() + STEP_TIMEOUT
@@ -265,6 +273,49 @@ def test_manual_deploy_locks_until_unlock(world: World) -> None:
         lambda: lt if (lt := world.latest(root)) and lt["revision"] == head else None,
     )
     assert latest["state"] == "published" and latest["trigger"] == "merge"
+
+
+def test_a_queued_manual_deployment_shows_as_manual(world: World) -> None:
+    """A rollback (`rollwright deploy`, POST /api/deploy) waiting behind a running merge:
+    its job page and /api/jobs say manual and who asked, from the row the queue recorded."""
+    root = "staging/cluster-b"
+    base = fleetrepo.head(world.repo_dir)
+    _, head = world.merge(root, "env.REGION", "eu-south-1")
+    running = world.run_for(root, head, "action_required")
+
+    accepted = world.api_deploy(root, base, requested_by="erin")
+    queued_id = str(accepted["deployment_id"])
+
+    def queued_job() -> dict[str, Any] | None:
+        try:
+            job: dict[str, Any] = json.loads(world.gateway_get(f"/api/jobs/{queued_id}"))
+        except urllib.error.HTTPError:
+            return None
+        return job if job.get("requested_by") else None
+
+    job = world.wait_for("the queued deployment's row", queued_job)
+    assert (job["state"], job["trigger"], job["requested_by"]) == ("queued", "manual", "erin")
+    assert (job["root"], job["revision"]) == (root, base)
+    assert [e["state"] for e in job["timeline"]] == ["queued"]
+    assert job["check_run_id"] is not None, "the queued check run is linked"
+    page = world.gateway_get(f"/jobs/{queued_id}")
+    assert "<dt>Trigger</dt><dd>manual</dd>" in page
+    assert "<dt>Requested by</dt><dd>erin</dd>" in page
+    listed = json.loads(world.gateway_get(f"/api/roots/{root}"))["deployments"]
+    assert {(d["deployment_id"], d["state"], d["trigger"]) for d in listed} >= {
+        (queued_id, "queued", "manual")
+    }
+
+    # the merge gives way; the manual deployment then runs, its history starting in the queue
+    world.click(running, "reject", "erin")
+    review = world.wait_for(
+        "the manual deployment's review", lambda: _with_button(world, queued_id, "approve")
+    )
+    world.click(review, "reject", "erin")
+    assert world.wait_for("the rejection", lambda: _in_state(world, queued_id, "rejected"))
+    job = json.loads(world.gateway_get(f"/api/jobs/{queued_id}"))
+    assert [e["state"] for e in job["timeline"]][:2] == ["queued", "rendering"]
+    assert job["timeline"][-1]["state"] == "rejected"
 
 
 def _with_button(world: World, deployment_id: str, identifier: str) -> CheckRunRecord | None:

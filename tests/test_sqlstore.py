@@ -313,6 +313,20 @@ def test_each_state_change_is_an_event_and_sets_the_times(sql_url: str) -> None:
         store.close()
 
 
+def test_a_late_queued_record_does_not_move_a_deployment_back(sql_url: str) -> None:
+    store = SqlStore(sql_url)
+    try:
+        store.record_deployment(_record("queued", 0, trigger="manual", requested_by="ops"))
+        store.record_deployment(_record("rendering", 1, trigger="manual", requested_by="ops"))
+        store.record_deployment(_record("queued", 2, trigger="manual", requested_by="ops"))
+        row = store.deployment("d-1")
+        assert row is not None and row.state == "rendering"
+        assert _aware(row.updated_at) == T0 + timedelta(minutes=1)
+        assert [e.state for e in store.deployment_events("d-1")] == ["queued", "rendering"]
+    finally:
+        store.close()
+
+
 def test_rejected_deployments_finish_without_approval(sql_url: str) -> None:
     store = SqlStore(sql_url)
     try:

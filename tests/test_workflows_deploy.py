@@ -27,6 +27,7 @@ from shared.payloads import (
     SIGNAL_UNLOCK,
     TASK_QUEUE,
     DeployInput,
+    DeploymentRecord,
     UnlockSignal,
 )
 from tests.support.deploy_world import (
@@ -106,6 +107,7 @@ async def test_merge_deployment_end_to_end() -> None:
         assert [n for n, _ in world.pinned_calls][:2] == [ACT_CHECKOUT, ACT_RENDER_ROOT]
         assert world.cleaned == [f"/checkouts/{A}"]
         assert [r.state for r in world.records] == [
+            "queued",
             "rendering",
             "awaiting_review",
             "publishing",
@@ -227,6 +229,51 @@ async def test_deployment_id_chosen_by_the_gateway_is_kept() -> None:
         state = await h.until_state(ROOT, "B queued", lambda s: revisions(s.queue) == [B])
         assert state.current is not None and state.current.deployment_id == "gateway-chosen-id"
         assert state.queue[0].deployment_id not in ("gateway-chosen-id", "second-id")
+
+
+def _queued(world: World, revision: str) -> list[DeploymentRecord]:
+    return [r for r in world.records if r.revision == revision and r.state == "queued"]
+
+
+@scenario
+async def test_queued_items_are_recorded_with_their_trigger_and_requester() -> None:
+    """A deployment waiting in the queue has its SQL row (job page, /roots) saying how it
+    was asked for: a manual rollback with the gateway's id is no merge."""
+    world = World()
+    async with harness(world) as h:
+        await h.push(ROOT, A, by="carol")
+        running = await h.awaiting_review(ROOT, A)
+        await h.push(ROOT, B, "manual", reason="rollback", by="ops", deployment_id="rollback-1")
+        await h.push(ROOT, C, by="dave")
+        await until(lambda: _queued(world, B) and _queued(world, C), "B and C recorded queued")
+        (manual,) = _queued(world, B)
+        assert (manual.deployment_id, manual.trigger, manual.requested_by) == (
+            "rollback-1",
+            "manual",
+            "ops",
+        )
+        assert (manual.repo, manual.root) == (REPO.full_name, ROOT)
+        assert manual.check_run_id == world.runs_for(B)[0], "links its queued check run"
+        (merge,) = _queued(world, C)
+        assert (merge.trigger, merge.requested_by) == ("merge", "dave")
+
+        # a manual request for the queued merge promotes it, and its row says so
+        await h.push(ROOT, C, "manual", by="erin")
+        await until(lambda: len(_queued(world, C)) == 2, "C recorded again")
+        promoted = _queued(world, C)[-1]
+        assert promoted.deployment_id == merge.deployment_id
+        assert (promoted.trigger, promoted.requested_by) == ("manual", "erin")
+
+        # the queued row comes first, then the states on the way
+        await h.review(running, "approve")
+        rollback = await h.awaiting_review(ROOT, B)
+        assert rollback == "rollback-1"
+
+        def states() -> list[str]:
+            return [r.state for r in world.records if r.deployment_id == rollback]
+
+        await until(lambda: "awaiting_review" in states(), "B's review recorded")
+        assert states() == ["queued", "rendering", "awaiting_review"]
 
 
 @scenario

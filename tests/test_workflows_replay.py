@@ -28,6 +28,7 @@ from shared.payloads import (
     RenderResult,
     dispatch_workflow_id,
 )
+from tests.support.deploy_versions import DeployBeforeRecordQueued, DeployRecordingUnpatched
 from tests.support.deploy_world import (
     REPO,
     WORKFLOWS,
@@ -38,6 +39,8 @@ from tests.support.deploy_world import (
     sha,
     until,
 )
+from workflows.deploy import DeployWorkflow
+from workflows.dispatch import DispatchWorkflow
 from workflows.render import RenderWorkflow
 
 ROOT = "prod/eu-west"
@@ -143,6 +146,35 @@ def test_replay_catches_a_nondeterministic_change(histories: list[WorkflowHistor
 
     result = asyncio.run(replay())
     assert result.replay_failure is not None
+
+
+def test_a_history_from_before_queued_items_were_recorded_replays() -> None:
+    """A root's queue that ran on the code before "record-queued" replays on today's code;
+    the same history fails without the patch check."""
+
+    async def scenario() -> WorkflowHistory:
+        world = World()
+        old = [DeployBeforeRecordQueued, RenderWorkflow, DispatchWorkflow]
+        async with harness(world, workflows=old) as h:
+            deploy = await h.push(ROOT, A)
+            first = await h.awaiting_review(ROOT, A)
+            await h.push(ROOT, B, "manual", by="ops")
+            await until(lambda: world.runs_for(B), "B queued")
+            await h.review(first, "approve")
+            await h.awaiting_review(ROOT, B)
+            assert not [r for r in world.records if r.state == "queued"]
+            return await deploy.fetch_history()
+
+    async def replay(deploy: type) -> Any:
+        replayer = Replayer(
+            workflows=[deploy, RenderWorkflow, DispatchWorkflow],
+            data_converter=pydantic_data_converter,
+        )
+        return await replayer.replay_workflow(history, raise_on_replay_failure=False)
+
+    history = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert asyncio.run(replay(DeployWorkflow)).replay_failure is None
+    assert asyncio.run(replay(DeployRecordingUnpatched)).replay_failure is not None
 
 
 def _asks(world: World, revision: str, action: str) -> bool:

@@ -66,6 +66,11 @@ with workflow.unsafe.imports_passed_through():
 PATCH_NOTIFY_PROMOTIONS = "deploy-notify-promotions"
 NOTIFY_STATES = frozenset({"published", "failed", "rejected", "timed_out"})
 NOTIFY_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3)
+# Queued items get their SQL row when they enter the queue (job pages, /roots); older
+# histories recorded a deployment only once it ran.
+PATCH_RECORD_QUEUED = "record-queued"
+# The row is for people: a few quick attempts, then only a warning (the queue goes on).
+RECORD_QUEUED_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3)
 # Long enough to keep a busy root's history readable, well under Temporal's limits.
 MAX_HISTORY_EVENTS = 10_000
 
@@ -84,6 +89,7 @@ class DeployWorkflow:
         self.started = False
         self.search_state = ""
         self.finished: DeploymentFinished | None = None  # the last item's outcome
+        self.unrecorded: list[str] = []  # queued items whose SQL row is missing or stale
 
     # --- signals and queries ---------------------------------------------------------------
 
@@ -225,6 +231,9 @@ class DeployWorkflow:
                 workflow.logger.warning("recording the Unlock failed: %s", err.cause)
         if self.dirty_check_runs:
             await self._refresh_queued_check_runs()
+        if self.unrecorded:
+            # after the check runs: the row links the item's queued check run
+            await self._record_queued()
 
     async def _enqueue(self, signal: NewRevision) -> None:
         locks = signal.trigger == "manual" and (
@@ -242,6 +251,7 @@ class DeployWorkflow:
                     item.locks_queue = locks
                     self._sort_queue()
                     self.dirty_check_runs = True
+                    self.unrecorded.append(item.deployment_id)
                 return
         if self.current and self.current.revision == signal.revision:
             return
@@ -252,20 +262,20 @@ class DeployWorkflow:
         ):
             await self._refuse_rerun(signal)
             return
-        self.queue.append(
-            QueueItem(
-                # no uuid4 draw when the gateway chose the id: new signals only, replay-safe
-                deployment_id=signal.deployment_id or str(workflow.uuid4()),
-                revision=signal.revision,
-                trigger=signal.trigger,
-                requested_by=signal.requested_by,
-                reason=signal.reason,
-                enqueued_at=workflow.now(),
-                locks_queue=locks,
-            )
+        item = QueueItem(
+            # no uuid4 draw when the gateway chose the id: new signals only, replay-safe
+            deployment_id=signal.deployment_id or str(workflow.uuid4()),
+            revision=signal.revision,
+            trigger=signal.trigger,
+            requested_by=signal.requested_by,
+            reason=signal.reason,
+            enqueued_at=workflow.now(),
+            locks_queue=locks,
         )
+        self.queue.append(item)
         self._sort_queue()
         self.dirty_check_runs = True  # creates its check run and refreshes the others' tables
+        self.unrecorded.append(item.deployment_id)
 
     async def _refuse_rerun(self, signal: NewRevision) -> None:
         latest = self.latest.revision if self.latest else ""
@@ -467,6 +477,35 @@ class DeployWorkflow:
             )
         except ActivityError as err:
             workflow.logger.warning("recording %s failed: %s", item.deployment_id, err.cause)
+
+    async def _record_queued(self) -> None:
+        """Queued items as SQL rows in state "queued", with the trigger and requester only
+        the queue knows: a job page or /roots shows a waiting manual deployment as one."""
+        pending, self.unrecorded = self.unrecorded, []
+        if not workflow.patched(PATCH_RECORD_QUEUED):
+            return
+        for item in [i for i in self.queue if i.deployment_id in pending]:
+            try:
+                await workflow.execute_activity(
+                    ACT_RECORD_DEPLOYMENT,
+                    DeploymentRecord(
+                        deployment_id=item.deployment_id,
+                        repo=self.inp.repo.full_name,
+                        root=self.inp.root,
+                        revision=item.revision,
+                        trigger=item.trigger,
+                        state="queued",
+                        requested_by=item.requested_by,
+                        check_run_id=item.check_run_id,
+                        at=workflow.now(),
+                    ),
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=RECORD_QUEUED_RETRY,
+                )
+            except ActivityError as err:
+                workflow.logger.warning(
+                    "recording queued %s failed: %s", item.deployment_id, err.cause
+                )
 
     async def _refresh_queued_check_runs(self) -> None:
         """Create missing queued check runs and bring every queued one's summary up to date."""

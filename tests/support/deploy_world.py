@@ -468,9 +468,12 @@ async def register_search_attributes(client: Client) -> None:
 
 
 @asynccontextmanager
-async def harness(world: World | None = None) -> AsyncIterator[Harness]:
+async def harness(
+    world: World | None = None, workflows: Sequence[type] = WORKFLOWS
+) -> AsyncIterator[Harness]:
     """A fresh time-skipping server (about 0.1 s to start), search attributes registered,
-    a worker on the shared queue and one on the pinned worker queue."""
+    a worker on the shared queue and one on the pinned worker queue. `workflows`: another
+    version of the workflow code (replay tests of older histories)."""
     world = world or World()
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=test_server_path(),
@@ -482,7 +485,7 @@ async def harness(world: World | None = None) -> AsyncIterator[Harness]:
         shared = Worker(
             env.client,
             task_queue=TASK_QUEUE,
-            workflows=WORKFLOWS,
+            workflows=workflows,
             activities=world.shared_activities(),
         )
         pinned = Worker(

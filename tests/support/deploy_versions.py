@@ -1,0 +1,51 @@
+"""Other versions of DeployWorkflow, for replay tests: the code before a patch, and the same
+change made without its `workflow.patched` check. Own module, imported like workflow code
+(payloads passed through the sandbox), so a test worker can run them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from shared.payloads import ACT_RECORD_DEPLOYMENT, DeployInput, DeploymentRecord
+    from workflows.deploy import DeployWorkflow
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployBeforeRecordQueued(DeployWorkflow):
+    """DeployWorkflow before queued items were recorded in SQL (patch "record-queued")."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    async def _record_queued(self) -> None:
+        self.unrecorded = []
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployRecordingUnpatched(DeployWorkflow):
+    """Queued items recorded without the patch check: what the patch guards against."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    async def _record_queued(self) -> None:
+        self.unrecorded = []
+        for item in self.queue:
+            await workflow.execute_activity(
+                ACT_RECORD_DEPLOYMENT,
+                DeploymentRecord(
+                    deployment_id=item.deployment_id,
+                    repo=self.inp.repo.full_name,
+                    root=self.inp.root,
+                    revision=item.revision,
+                    trigger=item.trigger,
+                    state="queued",
+                    at=workflow.now(),
+                ),
+                start_to_close_timeout=timedelta(seconds=30),
+            )
