@@ -455,3 +455,12 @@ def test_external_temporal_gets_the_search_attributes(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_free_ports_stay_out_of_the_ephemeral_range() -> None:
+    # Outgoing connections take ephemeral ports: a port picked from there can be taken between
+    # the pick and the server's bind ("address already in use" at stack start).
+    low, high = (int(p) for p in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    picked = {free_port() for _ in range(200)}
+    assert not any(low <= port <= high for port in picked)
+    assert len(picked) > 150  # spread out, so concurrent stacks rarely pick the same

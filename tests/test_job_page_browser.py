@@ -176,7 +176,7 @@ def test_watch_review_and_approve_a_deployment(stack: tuple[DevStack, Path], bro
     page.reload()
     assert "dev-reviewer" in page.locator("#approved-by").inner_text()
     timeline = page.locator("#timeline .state").all_inner_texts()
-    assert timeline == ["rendering", "awaiting_review", "publishing", "published"]
+    assert timeline == ["queued", "rendering", "awaiting_review", "publishing", "published"]
     assert page.locator("button.approve").count() == 0
     page.screenshot(path=str(shots / "6-published.png"), full_page=False)
     page.close()
