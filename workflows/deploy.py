@@ -460,23 +460,27 @@ class DeployWorkflow:
         self.finished = _finished(self.inp.root, item, state, message)
         try:
             await calls.short(
-                ACT_RECORD_DEPLOYMENT,
-                DeploymentRecord(
-                    deployment_id=item.deployment_id,
-                    repo=self.inp.repo.full_name,
-                    root=self.inp.root,
-                    revision=item.revision,
-                    trigger=item.trigger,
-                    state=state,
-                    requested_by=item.requested_by,
-                    check_run_id=item.check_run_id,
-                    message=message,
-                    at=workflow.now(),
-                ),
-                type(None),
+                ACT_RECORD_DEPLOYMENT, self._history(item, state, message), type(None)
             )
         except ActivityError as err:
             workflow.logger.warning("recording %s failed: %s", item.deployment_id, err.cause)
+
+    def _history(
+        self, item: QueueItem, state: DeploymentState, message: str = ""
+    ) -> DeploymentRecord:
+        """The SQL history row of a queue item in `state` (what only the queue knows)."""
+        return DeploymentRecord(
+            deployment_id=item.deployment_id,
+            repo=self.inp.repo.full_name,
+            root=self.inp.root,
+            revision=item.revision,
+            trigger=item.trigger,
+            state=state,
+            requested_by=item.requested_by,
+            check_run_id=item.check_run_id,
+            message=message,
+            at=workflow.now(),
+        )
 
     async def _record_queued(self) -> None:
         """Queued items as SQL rows in state "queued", with the trigger and requester only
@@ -488,17 +492,7 @@ class DeployWorkflow:
             try:
                 await workflow.execute_activity(
                     ACT_RECORD_DEPLOYMENT,
-                    DeploymentRecord(
-                        deployment_id=item.deployment_id,
-                        repo=self.inp.repo.full_name,
-                        root=self.inp.root,
-                        revision=item.revision,
-                        trigger=item.trigger,
-                        state="queued",
-                        requested_by=item.requested_by,
-                        check_run_id=item.check_run_id,
-                        at=workflow.now(),
-                    ),
+                    self._history(item, "queued"),
                     start_to_close_timeout=timedelta(seconds=30),
                     retry_policy=RECORD_QUEUED_RETRY,
                 )

@@ -16,7 +16,6 @@ Run alone: `python -m tests.bench.run --only preview [--write docs/benchmarks.md
 
 from __future__ import annotations
 
-import os
 import re
 import statistics
 import time
@@ -25,11 +24,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from shared.devstack import fleetrepo
-from shared.devstack.stack import DevStack, StackOptions
+from shared.devstack.stack import DevStack
 from shared.github_emulator import CheckRunRecord, CommentRecord, GitHubEmulator
 from shared.payloads_preview import PREVIEW_CHECK_NAME
 from shared.preview import build_preview
-from tests.bench import fleetgen
+from tests.bench.service import fleet_and_stack
 from tests.support.pull_requests import OPENED, SYNCHRONIZE, pr_payload
 
 MARKER = "## PR previews (issue 6)"
@@ -40,10 +39,6 @@ BRANCH = "change-one-cluster"
 SAMPLES = 5
 STEP_TIMEOUT = 180.0
 T = TypeVar("T")
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("ROLLWRIGHT_")}
 
 
 class _PullRequest:
@@ -123,14 +118,7 @@ def _rendered_roots(run: CheckRunRecord) -> int:
 
 
 def bench_preview(work: Path) -> dict[str, Any]:
-    repo = work / "fleet-1000"
-    roots = fleetgen.generate(repo, groups=10, clusters_per_group=100, releases=10)
-    fleetrepo.git(repo, "init", "-q", "-b", "main")
-    fleetrepo.commit_all(repo, "fleet")
-    stack = DevStack(
-        StackOptions(data_dir=work / "preview-stack", env=_env()).with_free_ports(), out=_quiet
-    )
-    stack.start()
+    repo, roots, stack = fleet_and_stack(work, "fleet-1000", groups=10, clusters_per_group=100)
     latencies: list[float] = []
     rendered: list[int] = []
     try:
@@ -167,10 +155,6 @@ def bench_preview(work: Path) -> dict[str, Any]:
         "engine": engine,
         "engine_roots": report.counts.roots,
     }
-
-
-def _quiet(line: str) -> None:
-    return None
 
 
 def report(result: dict[str, Any]) -> str:

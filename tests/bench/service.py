@@ -251,15 +251,25 @@ class _Fleet:
         self.wait(f"published {deployment_id}", published, poll=0.05)
 
 
-def bench_push_to_check_run(work: Path) -> dict[str, float]:
-    repo = work / "fleet-100"
-    roots = fleetgen.generate(repo, groups=10, clusters_per_group=10, releases=10)
+def fleet_and_stack(
+    work: Path, name: str, *, groups: int, clusters_per_group: int
+) -> tuple[Path, int, DevStack]:
+    """A generated atlas fleet (10 releases a root) committed in a git repo `work/name`, and a
+    started embedded stack (`rollwright dev`'s) for it. Returns the repo, its roots, the stack."""
+    repo = work / name
+    roots = fleetgen.generate(
+        repo, groups=groups, clusters_per_group=clusters_per_group, releases=10
+    )
     fleetrepo.git(repo, "init", "-q", "-b", "main")
     fleetrepo.commit_all(repo, "fleet")
-    stack = DevStack(
-        StackOptions(data_dir=work / "push-stack", env=_env()).with_free_ports(), out=_quiet
-    )
+    options = StackOptions(data_dir=work / f"{name}-stack", env=_env()).with_free_ports()
+    stack = DevStack(options, out=_quiet)
     stack.start()
+    return repo, roots, stack
+
+
+def bench_push_to_check_run(work: Path) -> dict[str, float]:
+    repo, roots, stack = fleet_and_stack(work, "fleet-100", groups=10, clusters_per_group=10)
     first: list[float] = []
     changed: list[float] = []
     try:
