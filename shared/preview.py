@@ -385,7 +385,7 @@ def report_unified(report: PreviewReport) -> str:
         f"{c.hidden} hidden as noise\n"
     )
     for item in report.roots:
-        lines.append(f"# root {item.root}: {_status_text(item)}\n")
+        lines.append(f"# root {item.root}: {root_status(item)}\n")
         if item.base_error:
             lines.append("#   base side failed to render (warning):\n")
             lines += [f"#     {line}\n" for line in _lines_of(item.base_error)]
@@ -415,7 +415,9 @@ def _prefix_paths(unified: str, root: str) -> str:
     return "".join(out)
 
 
-def _status_text(item: RootPreview) -> str:
+def root_status(item: RootPreview) -> str:
+    """One root's outcome in a line: `changed (1 added, 0 removed, 2 changed), 1 hidden as
+    noise` (the unified report's root headers and the Markdown's per-root summaries)."""
     if item.head_error is not None:
         return "failed to render"
     text: str = item.status

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 
 from shared.diff import FileDiff
-from shared.preview import PreviewReport, RootPreview, repro_command
+from shared.preview import PreviewReport, RootPreview, repro_command, root_status
 
 OPEN_ROOTS = 3  # root sections start expanded when there are this few
 ERROR_BYTES = 4_000  # one error message in the summary, at most
@@ -264,7 +264,7 @@ def _root_blocks(report: PreviewReport) -> list[_Block]:
     expanded = " open" if len(items) <= OPEN_ROOTS else ""
     blocks = []
     for item in items:
-        summary = f"<code>{html.escape(item.root)}</code> — {html.escape(_root_summary(item))}"
+        summary = f"<code>{html.escape(item.root)}</code> — {html.escape(root_status(item))}"
         block = _Block(f"<details{expanded}>\n<summary>{summary}</summary>\n\n")
         if item.head_error is not None:
             block.units.append(
@@ -289,17 +289,6 @@ def _root_blocks(report: PreviewReport) -> list[_Block]:
             block.closing = "\n</details>\n\n"
         blocks.append(block)
     return blocks
-
-
-def _root_summary(item: RootPreview) -> str:
-    if item.head_error is not None:
-        return "failed to render"
-    text: str = item.status
-    if item.diff is not None and not item.diff.empty:
-        text += f": {item.diff.counts()}"
-    if item.hidden:
-        text += f"; {len(item.hidden)} hidden as noise"
-    return text
 
 
 def _resource_opening(f: FileDiff, *, cut: bool = False) -> str:
