@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -11,6 +12,7 @@ from gateway.dispatcher import Dispatcher
 from gateway.intake import DeliveryIntake
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import OutboxDrainer
+from shared.blobstore import BlobStore, open_blob_store
 from shared.settings import Settings
 from shared.sqlstore import SqlStore
 
@@ -23,6 +25,17 @@ class Gateway:
     metrics: GatewayMetrics
     outbox: OutboxDrainer
     intake: DeliveryIntake
+    _blobs: BlobStore | None = field(default=None, init=False, repr=False)
+    _blobs_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @property
+    def blobs(self) -> BlobStore:
+        """The blob store the pages read (job logs, diffs, previews), opened on first use:
+        a gateway that only takes webhooks never opens it."""
+        with self._blobs_lock:
+            if self._blobs is None:
+                self._blobs = open_blob_store(self.settings.blobs, self.settings)
+            return self._blobs
 
 
 def get_gateway(request: Request) -> Gateway:

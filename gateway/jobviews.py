@@ -8,7 +8,6 @@ Everything here is already redacted where it was written; the pages escape it on
 from __future__ import annotations
 
 import shlex
-import threading
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -17,7 +16,8 @@ from fastapi import Depends, Request
 from pydantic import BaseModel, Field
 
 from gateway.api import web_base
-from shared.blobstore import BlobStore, job_log_key, open_blob_store
+from gateway.context import Gateway
+from shared.blobstore import BlobStore, job_log_key
 from shared.diffdoc import DiffDocument, document_key
 from shared.joblines import parse_log
 from shared.payloads import TERMINAL_STATES, deploy_workflow_id
@@ -134,20 +134,16 @@ class RootPage(BaseModel):
 
 
 class JobReader:
-    """Reads jobs for one gateway; blob store opened on first use."""
+    """Reads jobs for one gateway: its settings, SQL store and (lazily opened) blob store."""
 
-    def __init__(self, settings: Settings, store: SqlStore) -> None:
-        self.settings = settings
-        self.store = store
-        self._blobs: BlobStore | None = None
-        self._lock = threading.Lock()
+    def __init__(self, gateway: Gateway) -> None:
+        self.settings: Settings = gateway.settings
+        self.store: SqlStore = gateway.store
+        self._gateway = gateway
 
     @property
     def blobs(self) -> BlobStore:
-        with self._lock:
-            if self._blobs is None:
-                self._blobs = open_blob_store(self.settings.blobs, self.settings)
-            return self._blobs
+        return self._gateway.blobs
 
     # --- one deployment -----------------------------------------------------------------------
 
@@ -355,7 +351,7 @@ def get_reader(request: Request) -> JobReader:
     reader: JobReader | None = getattr(state, "job_reader", None)
     if reader is None:
         gateway = state.gateway
-        reader = state.job_reader = JobReader(gateway.settings, gateway.store)
+        reader = state.job_reader = JobReader(gateway)
     return reader
 
 

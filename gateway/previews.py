@@ -30,7 +30,7 @@ from markdown_it.utils import EnvType, OptionsDict
 from pydantic import ValidationError
 
 from gateway.context import GatewayDep
-from shared.blobstore import BlobStore, open_blob_store
+from shared.blobstore import BlobStore
 from shared.payloads_preview import PreviewPointer, preview_latest_key, preview_prefix
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
@@ -48,22 +48,12 @@ RAW_TYPES = {
 router = APIRouter(tags=["previews"])
 
 
-def _blobs(request: Request, gw: GatewayDep) -> BlobStore:
-    """The blob store, opened on first use (one per app)."""
-    state = request.app.state
-    blobs: BlobStore | None = getattr(state, "preview_blobs", None)
-    if blobs is None:
-        blobs = open_blob_store(gw.settings.blobs, gw.settings)
-        state.preview_blobs = blobs
-    return blobs
-
-
 @router.get("/previews/{owner}/{repo}/{pr}", response_class=HTMLResponse)
 async def latest_preview(
     owner: Owner, repo: Repo, pr: PullNumber, request: Request, gw: GatewayDep
 ) -> HTMLResponse:
     """The newest reported head of a pull request."""
-    blobs = _blobs(request, gw)
+    blobs = gw.blobs
     raw = await run_in_threadpool(blobs.get, preview_latest_key(f"{owner}/{repo}", pr))
     if raw is None:
         raise HTTPException(404, f"no preview of {owner}/{repo}#{pr} yet")
@@ -80,7 +70,7 @@ async def head_preview(
     owner: Owner, repo: Repo, pr: PullNumber, head: Head, request: Request, gw: GatewayDep
 ) -> HTMLResponse:
     """One head's full report."""
-    return await _page(_blobs(request, gw), owner, repo, pr, head)
+    return await _page(gw.blobs, owner, repo, pr, head)
 
 
 @router.get("/previews/{owner}/{repo}/{pr}/{head}/{name}")
@@ -97,7 +87,7 @@ async def raw_report(
     if name not in RAW_TYPES:
         raise HTTPException(404, f"no {name!r}: try {', '.join(RAW_TYPES)}")
     key = preview_prefix(f"{owner}/{repo}", pr, head) + name
-    data = await run_in_threadpool(_blobs(request, gw).get, key)
+    data = await run_in_threadpool(gw.blobs.get, key)
     if data is None:
         raise HTTPException(404, f"no preview of {owner}/{repo}#{pr} at {head[:12]}")
     return Response(data, media_type=RAW_TYPES[name])
