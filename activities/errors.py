@@ -8,9 +8,11 @@ Messages reach check runs: they are built from redacted text only.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from shared.errors import FleetError
@@ -48,3 +50,52 @@ def fleet_mistakes() -> Iterator[None]:
         raise fleet_error(err) from None
     except RevisionNotFound as err:
         raise ApplicationError(str(err), type=ERR_REVISION_NOT_FOUND, non_retryable=True) from None
+
+
+@contextmanager
+def withhold_unexpected(
+    operation: str, *, quotable: tuple[type[Exception], ...] = ()
+) -> Iterator[None]:
+    """Around work that holds plaintext (render, publish, preview): an exception rollwright did
+    not word itself may quote a secret value, and Temporal would store its message (check runs
+    show it) and the SDK would log it.
+
+    ApplicationErrors and the `quotable` types (errors built to name paths and targets only)
+    pass; a fleet error becomes `fleet_error` (redacted by `shared.fleet`); anything else is
+    logged as its type and a traceback without messages, and re-raised as an ApplicationError
+    of the same type (retryable, as the SDK's own conversion) with a generic message, not
+    chained."""
+    try:
+        yield
+    except ApplicationError:
+        raise
+    except FleetError as err:
+        raise fleet_error(err) from None
+    except Exception as err:
+        if quotable and isinstance(err, quotable):
+            raise
+        kind = type(err).__name__
+        activity.logger.error(
+            "activity raised an unexpected error",
+            extra={"operation": operation, "error_type": kind, "traceback": _traceback(err)},
+        )
+        raise ApplicationError(
+            f"{operation}: an unexpected {kind} (message withheld: it may quote a secret; "
+            "the worker log has its traceback)",
+            type=kind,
+        ) from None
+
+
+def _traceback(err: BaseException) -> str:
+    """The traceback of `err` and the exceptions it chains, with each message left out."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen and len(seen) < 10:
+        seen.add(id(current))
+        frames = "".join(traceback.format_tb(current.__traceback__))
+        parts.append(f"{frames}{type(current).__qualname__}: (message withheld)\n")
+        current = current.__cause__ or (
+            None if current.__suppress_context__ else current.__context__
+        )
+    return "\nwhich led to:\n".join(reversed(parts))

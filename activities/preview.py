@@ -19,7 +19,8 @@ Both sides are rendered from the redacted renders; texts here are built from the
 nothing in a comment, check run, blob or log carries a plaintext secret. An unexpected
 exception (not a fleet error, whose messages `shared.fleet` redacts) may quote anything, and
 neither Temporal's history nor the worker log redacts: the activity logs its type and
-traceback without the message and fails with its type and a generic sentence (`_unexpected`).
+traceback without the message and fails with its type and a generic sentence
+(`activities.errors.withhold_unexpected`).
 """
 
 from __future__ import annotations
@@ -28,20 +29,21 @@ import asyncio
 import html
 import json
 import threading
-import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.errors import ERR_GITHUB_REQUEST, ERR_REVISION_NOT_FOUND, fleet_error
+from activities.errors import (
+    ERR_GITHUB_REQUEST,
+    ERR_REVISION_NOT_FOUND,
+    withhold_unexpected,
+)
 from activities.github import ERR_GITHUB_RETRYABLE, GitHubAccess
 from activities.heartbeat import beat, blocking
 from shared.blobstore import BlobStore
-from shared.errors import FleetError
 from shared.github import (
     COMMENT_LIMIT,
     OUTPUT_LIMIT,
@@ -180,7 +182,7 @@ class PreviewActivities:
 
     @activity.defn(name=ACT_PREVIEW_BUILD)
     async def preview_build(self, request: PreviewBuildRequest) -> PreviewOutcome:
-        with _unexpected(f"previewing {request.repo.full_name}#{request.pr}"):
+        with withhold_unexpected(f"previewing {request.repo.full_name}#{request.pr}"):
             return await self._build(request)
 
     async def _build(self, request: PreviewBuildRequest) -> PreviewOutcome:
@@ -287,47 +289,6 @@ class PreviewActivities:
         return app.upsert_sticky_comment(
             request.repo.full_name, request.pr, PREVIEW_COMMENT_MARKER, body
         )
-
-
-@contextmanager
-def _unexpected(operation: str) -> Iterator[None]:
-    """Errors rollwright words itself pass; a fleet error becomes `fleet_error` (its message
-    is redacted by `shared.fleet`); anything else is logged as its type and traceback and
-    re-raised as an ApplicationError of the same type (retryable, like the SDK's own
-    conversion) with a generic message. The original is not chained: Temporal would store its
-    message and the SDK would log it."""
-    try:
-        yield
-    except ApplicationError:
-        raise
-    except FleetError as err:
-        raise fleet_error(err) from None
-    except Exception as err:
-        kind = type(err).__name__
-        activity.logger.error(
-            "preview build raised an unexpected error",
-            extra={"operation": operation, "error_type": kind, "traceback": _traceback(err)},
-        )
-        raise ApplicationError(
-            f"{operation}: an unexpected {kind} (message withheld: it may quote a secret; "
-            "the worker log has its traceback)",
-            type=kind,
-        ) from None
-
-
-def _traceback(err: BaseException) -> str:
-    """The traceback of `err` and the exceptions it chains, with each message left out."""
-    parts: list[str] = []
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen and len(seen) < 10:
-        seen.add(id(current))
-        frames = "".join(traceback.format_tb(current.__traceback__))
-        parts.append(f"{frames}{type(current).__qualname__}: (message withheld)\n")
-        current = current.__cause__ or (
-            None if current.__suppress_context__ else current.__context__
-        )
-    return "\nwhich led to:\n".join(reversed(parts))
 
 
 async def _cancellable(

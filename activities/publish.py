@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.errors import ERR_NOT_CONFIGURED, fleet_mistakes
+from activities.errors import ERR_NOT_CONFIGURED, fleet_mistakes, withhold_unexpected
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
 from activities.publish_git import (
@@ -160,10 +160,21 @@ class PublishActivities:
     async def publish(self, request: PublishRequest) -> PublishResult:
         self.jobs.write(request.deployment_id, "publishing", revision=request.revision)
         try:
-            with fleet_mistakes():
+            with (
+                withhold_unexpected(f"publishing root {request.root!r}", quotable=QUOTABLE),
+                fleet_mistakes(),
+            ):
                 done = await blocking(self._publish, request)
         except ApplicationError as err:
-            self.jobs.write(request.deployment_id, "publish failed", error=err.message)
+            if err.non_retryable:
+                self.jobs.write(request.deployment_id, "publish failed", error=err.message)
+            else:  # an unexpected error, its message withheld: Temporal retries the activity
+                self.jobs.write(
+                    request.deployment_id,
+                    "publish attempt failed",
+                    error=err.message,
+                    attempt=activity.info().attempt if activity.in_activity() else None,
+                )
             raise
         except Exception as err:  # infrastructure: Temporal retries the activity
             self.jobs.write(
@@ -294,11 +305,14 @@ class PublishActivities:
         return _Published("s3", result, details)
 
 
+# The publishers' own errors are built to name root, target and what failed, never values:
+# their messages may reach the job log and the check run. Anything else shows its type only.
+QUOTABLE: tuple[type[Exception], ...] = (GitPublishError, S3PublishError, BlobStoreError)
+
+
 def _infrastructure_message(err: Exception) -> str:
-    """What the job log says about a failed attempt. The publishers' own errors are built to
-    name root, target and what failed, never values; anything else may quote whatever it
-    was handed, so only its type is shown (the worker's log has the rest)."""
-    if isinstance(err, GitPublishError | S3PublishError | BlobStoreError):
+    """What the job log says about a failed attempt that is not an ApplicationError."""
+    if isinstance(err, QUOTABLE):
         return str(err)
     return f"{type(err).__name__} (see the worker's log)"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.errors import fleet_mistakes
+from activities.errors import fleet_mistakes, withhold_unexpected
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
 from activities.store import load_render, save_render
@@ -69,7 +69,7 @@ class RenderActivities:
         )
         started = time.monotonic()
         try:
-            with fleet_mistakes():
+            with withhold_unexpected(f"rendering root {request.root!r}"), fleet_mistakes():
                 render = render_checkout(Path(request.checkout_path), request.root)
         except ApplicationError as err:
             self.jobs.write(

@@ -310,6 +310,33 @@ def _delete_root(world: World, root: str) -> str:
     return commit_all(world.repo, f"remove {root}")
 
 
+def test_an_unexpected_render_error_keeps_its_message_out(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Nothing real raises a non-fleet error on demand: a bug in the engine could, quoting the
+    # value it choked on. Temporal stores the message and the check run shows it.
+    secret = "hunter2-plaintext"
+
+    def broken(path: Path, root: str) -> None:
+        raise KeyError(secret)  # the traceback shows source lines: keep the value out of them
+
+    monkeypatch.setattr("activities.render.render_checkout", broken)
+    head = world.commit({"deployments/solo/apps/app/deployment.yaml": one_app("web")})
+    with caplog.at_level("DEBUG"), pytest.raises(ApplicationError) as info:
+        world.render_at(head, "solo", "dep-odd")
+    assert info.value.type == "KeyError" and not info.value.non_retryable
+    assert "hunter2" not in str(info.value) and info.value.__cause__ is None
+    assert "rendering root 'solo': an unexpected KeyError" in info.value.message
+    assert "hunter2" not in caplog.text
+    logged = [
+        r for r in caplog.records if r.getMessage().startswith("activity raised an unexpected")
+    ]
+    assert len(logged) == 1 and "KeyError: (message withheld)" in logged[0].__dict__["traceback"]
+    assert "hunter2" not in logged[0].__dict__["traceback"]
+    failed = JobLog(world.blobs).read("dep-odd")[3]
+    assert failed["message"] == "render failed" and "hunter2" not in failed["error"]
+
+
 def test_render_of_a_broken_root_is_a_fleet_error(world: World) -> None:
     bad = world.commit({"deployments/solo/apps/app/deployment.yaml": one_app("no-such-template")})
     with pytest.raises(ApplicationError) as info:

@@ -330,7 +330,8 @@ def test_an_unexpected_error_in_the_build_leaves_its_message_out(
     assert LEAKED not in err.message and "unexpected RuntimeError" in err.message
     assert err.__cause__ is None and err.__suppress_context__  # nothing for Temporal to keep
     # the worker log has where it happened, not what it said
-    (logged,) = [r for r in caplog.records if r.getMessage().startswith("preview build raised")]
+    unexpected = "activity raised an unexpected error"
+    (logged,) = [r for r in caplog.records if r.getMessage().startswith(unexpected)]
     assert vars(logged)["error_type"] == "RuntimeError"
     assert "in put" in vars(logged)["traceback"]
     assert LEAKED not in caplog.text
