@@ -157,7 +157,6 @@ def run(work: Path) -> str:
 def report(
     sizes: dict[str, float], results: dict[str, dict[str, float]], load: tuple[float, float]
 ) -> str:
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     rows = []
     for view, r in results.items():
         rows.append(
@@ -165,11 +164,11 @@ def report(
             f"(max {r['first_max_ms']:.1f}) | {r['total_ms']:.0f} ms | {r['size_mb']:.1f} MB |"
         )
     table = "\n".join(rows)
+    from tests.bench.run import section_header
+
     return f"""{MARKER}
 
-- Date: {now}
-- Load: 1-minute load average {load[0]:.1f} before, {load[1]:.1f} after
-- Command: `python -m tests.bench.run --only jobpage`
+{section_header("jobpage")}- Load: 1-minute load average {load[0]:.1f} before the run
 
 A job page (`GET /jobs/<id>`) served by the gateway app under uvicorn on loopback, real SQLite
 and a file blob store, for a deployment of {RESOURCES:,} changed ConfigMaps: a

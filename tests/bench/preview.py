@@ -158,7 +158,7 @@ def bench_preview(work: Path) -> dict[str, Any]:
 
 
 def report(result: dict[str, Any]) -> str:
-    from tests.bench.run import machine
+    from tests.bench.run import section_header
 
     only_affected = result["rendered"] == [1]
     rows = [
@@ -185,8 +185,7 @@ def report(result: dict[str, Any]) -> str:
     table = "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)
     return f"""{MARKER}
 
-Machine: {machine()}.
-
+{section_header("preview")}
 Embedded stack (`rollwright dev`: Temporal dev server, worker and gateway processes, GitHub
 emulator) on loopback; GitHub's own `pull_request` payloads, signed. The time
 includes the gateway's outbox, the workflow, the git fetch of the pull refs into the worker's

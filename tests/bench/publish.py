@@ -15,8 +15,6 @@ Run alone: `python -m tests.bench.run --only publish [--write docs/benchmarks.md
 
 from __future__ import annotations
 
-import datetime
-import os
 import statistics
 import subprocess
 import time
@@ -125,14 +123,15 @@ def bench_s3(work: Path) -> dict[str, float]:
 
 
 def report(git: dict[str, float], s3: dict[str, float]) -> str:
-    today = datetime.date.today().isoformat()
-    load = os.getloadavg()[0]
+    from tests.bench.run import section_header
+
     return f"""{MARKER}
 
-Measured {today} (load average {load:.2f} at the end). One root of {FILES:,} files
+{section_header("publish")}
+One root of {FILES:,} files
 (ConfigMaps of about 600 bytes in 100 directories); median of {SAMPLES} roots. The publisher
 alone: the publish activity also renders the root again on the worker (see the render
-engine section). Run alone: `python -m tests.bench.run --only publish`.
+engine section).
 
 | target | first publish | next deployment | same deployment again |
 |---|---|---|---|

@@ -54,6 +54,18 @@ def machine() -> str:
     )
 
 
+def section_header(only: str) -> str:
+    """The Date / Machine / Command lines every section of docs/benchmarks.md starts with."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = os.getloadavg()[0]
+    return (
+        f"- Date: {now}\n"
+        f"- Machine: {machine()}; 1-minute load average {load:.1f} at the end\n"
+        f"- Command: `make bench` (`python -m tests.bench.run --write docs/benchmarks.md`; "
+        f"this section alone: `--only {only}`)\n"
+    )
+
+
 def process_tree(pid: int) -> set[int]:
     """`pid` and all its descendants, from /proc."""
     found = {pid}
