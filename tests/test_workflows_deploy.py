@@ -147,7 +147,11 @@ async def test_priority_manual_before_merge_fifo_within() -> None:
         for revision in (B, C, D):
             (run_id,) = await until(functools.partial(world.runs_for, revision), "check runs")
             assert world.last(run_id).status == "queued"
-        assert "| 1 | `" + D[:12] in world.last(world.runs_for(B)[0]).summary
+        # Each queued run is refreshed by its own activity after the queue changes: wait for it.
+        await until(
+            lambda: "| 1 | `" + D[:12] in world.last(world.runs_for(B)[0]).summary,
+            "B's queued check run showing D first",
+        )
 
         await h.review(first, "approve")
         await published(h, D)  # the manual item jumps the merge queue
