@@ -64,9 +64,8 @@ class DeployAccepted(BaseModel):
     repo: str
     root: str
     revision: str
-    # The gateway chooses the deployment id, so it can link the job page. Exception: when the
-    # revision is already queued or running for the root, that deployment keeps its own id and
-    # this one never exists; the root page lists every deployment either way.
+    # The gateway chooses the deployment id, so it can link the job page; when the revision
+    # is already queued or running for the root, it is that deployment's id.
     deployment_id: str | None = None
     job_url: str | None = None
     root_url: str | None = None
@@ -140,12 +139,13 @@ async def _queue(gw: Gateway, repo: RepoRef, root: str, revision: NewRevision) -
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(err)) from err
     gw.metrics.api_deploys.labels(outcome="queued").inc()
     public = gw.settings.public_url.rstrip("/")
+    deployment_id = dispatched.deployment_id or revision.deployment_id
     return DeployAccepted(
         workflow_id=dispatched.workflow_id,
         repo=repo.full_name,
         root=root,
         revision=revision.revision,
-        deployment_id=revision.deployment_id,
-        job_url=gw.settings.job_url(revision.deployment_id) if revision.deployment_id else None,
+        deployment_id=deployment_id,
+        job_url=gw.settings.job_url(deployment_id) if deployment_id else None,
         root_url=f"{public}/roots/{quote(root)}?repo={quote(repo.full_name, safe='')}",
     )

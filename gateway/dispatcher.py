@@ -16,8 +16,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, Protocol
 
-from temporalio.client import Client
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.client import (
+    Client,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+)
+from temporalio.common import QueryRejectCondition, WorkflowIDReusePolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RetryConfig, RPCError, RPCStatusCode
@@ -25,10 +29,12 @@ from temporalio.service import RetryConfig, RPCError, RPCStatusCode
 from shared.payloads import (
     DEPLOY_WORKFLOW,
     DISPATCH_WORKFLOW,
+    QUERY_STATE,
     SIGNAL_NEW_REVISION,
     SIGNAL_REVIEW,
     SIGNAL_UNLOCK,
     DeployInput,
+    DeployState,
     DispatchInput,
     NewRevision,
     RepoRef,
@@ -62,6 +68,9 @@ Outcome = Literal["started", "already_started", "signaled", "queued", "not_runni
 
 # GitHub gives up on a webhook after 10 s; answer well before that even when Temporal hangs.
 RPC_TIMEOUT = timedelta(seconds=5)
+# Asking a deploy queue which deployment holds a revision only improves the answer's link:
+# a queue whose worker is away must not hold the request for long.
+LOOKUP_TIMEOUT = timedelta(seconds=2)
 HEALTH_TIMEOUT = timedelta(seconds=2)
 # The SDK retries an unreachable server for 10 s by default; the outbox drainer has its own
 # backoff (and keeps the row), so a short SDK retry for blips is enough.
@@ -72,10 +81,12 @@ PERMANENT = frozenset({RPCStatusCode.INVALID_ARGUMENT})
 
 @dataclass(frozen=True)
 class Dispatched:
-    """What happened to a start or signal. `not_running`: the target workflow is gone."""
+    """What happened to a start or signal. `not_running`: the target workflow is gone.
+    `deployment_id`: for a queued revision, the deployment it belongs to (see `queue_revision`)."""
 
     workflow_id: str
     outcome: Outcome
+    deployment_id: str | None = None
 
 
 class DispatchError(Exception):
@@ -102,7 +113,9 @@ class Dispatcher(Protocol):
         ...
 
     async def queue_revision(self, repo: RepoRef, root: str, revision: NewRevision) -> Dispatched:
-        """Signal-with-start the root's DeployWorkflow with a revision to deploy."""
+        """Signal-with-start the root's DeployWorkflow with a revision to deploy. When the
+        gateway chose the deployment id and the revision is already queued or running for the
+        root, the queue keeps that deployment: `deployment_id` names it."""
         ...
 
     async def preview_head(self, repo: RepoRef, pr: int, head: PullRequestHead) -> Dispatched:
@@ -173,6 +186,11 @@ class TemporalDispatcher:
 
     async def queue_revision(self, repo: RepoRef, root: str, revision: NewRevision) -> Dispatched:
         workflow_id = deploy_workflow_id(repo.full_name, root)
+        existing = None
+        if revision.deployment_id is not None:
+            # Asked before the signal: the queue drops a revision it already holds, so the
+            # caller must link that deployment instead of one that will never exist.
+            existing = await self._deployment_holding(workflow_id, revision.revision)
         async with _calling(f"signal-with-start {DEPLOY_WORKFLOW} {workflow_id}"):
             await self.client.start_workflow(
                 DEPLOY_WORKFLOW,
@@ -184,7 +202,29 @@ class TemporalDispatcher:
                 static_summary=f"Deploy queue of `{root}` in {repo.full_name}",
                 rpc_timeout=self.rpc_timeout,
             )
-        return Dispatched(workflow_id, "queued")
+        return Dispatched(workflow_id, "queued", existing or revision.deployment_id)
+
+    async def _deployment_holding(self, workflow_id: str, revision: str) -> str | None:
+        """The id of the deployment of `revision` running or queued in a deploy queue; None
+        when there is none, the queue is not running, or it does not answer in time."""
+        handle = self.client.get_workflow_handle(workflow_id)
+        try:
+            state: DeployState = await handle.query(
+                QUERY_STATE,
+                result_type=DeployState,
+                reject_condition=QueryRejectCondition.NOT_OPEN,
+                rpc_timeout=LOOKUP_TIMEOUT,
+            )
+        except (RPCError, WorkflowQueryRejectedError, WorkflowQueryFailedError) as err:
+            if not (isinstance(err, RPCError) and err.status == RPCStatusCode.NOT_FOUND):
+                log.info("asking %s which deployment holds %s: %s", workflow_id, revision, err)
+            return None
+        except (RuntimeError, TimeoutError) as err:  # the core bridge's connection failures
+            log.info("asking %s which deployment holds %s: %s", workflow_id, revision, err)
+            return None
+        if state.current is not None and state.current.revision == revision:
+            return state.current.deployment_id
+        return next((i.deployment_id for i in state.queue if i.revision == revision), None)
 
     async def preview_head(self, repo: RepoRef, pr: int, head: PullRequestHead) -> Dispatched:
         workflow_id = preview_workflow_id(repo.full_name, pr)
