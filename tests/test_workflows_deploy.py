@@ -154,8 +154,11 @@ async def test_priority_manual_before_merge_fifo_within() -> None:
         )
 
         await h.review(first, "approve")
-        await published(h, D)  # the manual item jumps the merge queue
-        # D (manual) locked the queue: unlock and the merges run in arrival order.
+        manual = await published(h, D)  # the manual item jumps the merge queue
+        # D (manual) locked the queue: unlock and the merges run in arrival order. The lock
+        # comes from D's result, which reaches the root's workflow after D's own: an Unlock
+        # sent before that would find nothing to unlock.
+        await h.until_state(ROOT, "locked by D", lambda s: s.lock.by_deployment == manual)
         await h.unlock(ROOT)
         await published(h, B)
         await published(h, C)
@@ -290,10 +293,11 @@ async def test_duplicate_revision_dropped_queued_or_running() -> None:
         await h.push(ROOT, B)
         await h.push(ROOT, B)  # queued
         await h.push(ROOT, C)
-        state = await h.until_state(ROOT, "B and C queued", lambda s: len(s.queue) == 2)
-        await asyncio.sleep(0.2)  # let any wrongly accepted duplicate show up
-        state = await h.state(ROOT)
+        # Signals are handled in order: once C is queued, the duplicates before it were too,
+        # and the check runs a wrongly queued duplicate would get come before C's.
+        state = await h.until_state(ROOT, "C queued", lambda s: C in revisions(s.queue))
         assert revisions(state.queue) == [B, C]
+        await until(lambda: world.runs_for(C), "C's queued check run")
         assert len(world.runs_for(A)) == 1 and len(world.runs_for(B)) == 1
 
         # A manual request for a queued merge revision promotes it instead of duplicating it.
@@ -566,6 +570,10 @@ async def test_continue_as_new_keeps_queue() -> None:
         state = await h.until_state(ROOT, "queue of four", lambda s: len(s.queue) == 4)
         assert revisions(state.queue) == [A, B, C, D]
         assert state.lock.locked and state.latest is not None and state.latest.revision == L
+        # Items the new run enqueued get their check runs from the refresh that follows.
+        await until(
+            lambda: all(world.runs_for(r) for r in (A, B, C, D)), "the four queued check runs"
+        )
         check_runs_before = {r: world.runs_for(r) for r in (A, B, C, D)}
         assert all(len(ids) == 1 for ids in check_runs_before.values())
 

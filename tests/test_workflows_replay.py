@@ -81,7 +81,11 @@ async def _busy_scenario() -> list[WorkflowHistory]:
         await h.unlock(ROOT)
         await until(lambda: world.runs_for(C), "C queued")
         await h.review(manual, "approve", "ops")  # new lock by B
-        await until(lambda: _asks(world, A, "unlock") and _asks(world, C, "unlock"), "locked by B")
+        # B's lock reaches the root's workflow after B's result; an Unlock sent before that
+        # would find nothing to unlock. The queued check runs name the deployment that holds it.
+        await until(
+            lambda: _locked_by(world, A, manual) and _locked_by(world, C, manual), "locked by B"
+        )
         await h.unlock(ROOT)
         a_id = await h.awaiting_review(ROOT, A)
         await h.review(a_id, "reject")
@@ -182,6 +186,14 @@ def _asks(world: World, revision: str, action: str) -> bool:
         a.identifier == action
         for run_id in world.runs_for(revision)
         for a in world.last(run_id).actions
+    )
+
+
+def _locked_by(world: World, revision: str, deployment_id: str) -> bool:
+    """The revision's queued check run offers Unlock of the lock `deployment_id` holds."""
+    return any(
+        _asks(world, revision, "unlock") and f"`{deployment_id}`" in world.last(run_id).summary
+        for run_id in world.runs_for(revision)
     )
 
 
