@@ -322,6 +322,10 @@ def test_fleet_repo_helpers(tmp_path: Path) -> None:
         fleetrepo.create_fleet_repo(EXAMPLES / "atlas-fleet", repo)
 
 
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
 def test_rollwright_dev_runs_and_stops_cleanly(tmp_path: Path, stop_signal: signal.Signals) -> None:
@@ -343,6 +347,9 @@ def test_rollwright_dev_runs_and_stops_cleanly(tmp_path: Path, stop_signal: sign
         text=True,
         env=env,
         cwd=Path(__file__).resolve().parents[1],
+        # As from a terminal: a test run started in the background (`make test &`, some CI
+        # runners) ignores SIGINT, and an ignored signal stays ignored across exec.
+        preexec_fn=_interruptible,
     )
     assert proc.stdout is not None
     lines: list[str] = []
