@@ -464,27 +464,32 @@ def test_concurrent_claims(sql_url: str) -> None:
 def test_a_lease_keeps_others_out_until_it_expires(sql_url: str) -> None:
     store = SqlStore(sql_url)
     ids = _fill(store, repos=1, per_repo=3)
-    held = store.claim_outbox("a", lease=timedelta(seconds=0.3), per_repo=2)
+    # The clock is passed in: a busy machine pausing between two calls cannot expire a lease
+    # (or bring a retry due) before the assertion that it holds.
+    now = datetime.now(UTC)
+    held = store.claim_outbox("a", lease=timedelta(seconds=0.3), per_repo=2, now=now)
     assert [c.id for c in held] == ids[:2]
     # The third row is not leased, but its repository's oldest pending row is: nobody may
     # run ahead of it.
-    assert store.claim_outbox("b", lease=timedelta(seconds=10)) == []
-    time.sleep(0.35)
-    taken = store.claim_outbox("b", lease=timedelta(seconds=10))
+    assert store.claim_outbox("b", lease=timedelta(seconds=10), now=now) == []
+    now += timedelta(seconds=0.35)
+    taken = store.claim_outbox("b", lease=timedelta(seconds=10), now=now)
     assert [c.id for c in taken] == ids
     # "a" comes back late: its results are not written over "b"'s lease.
-    store.finish_outbox("a", [OutboxResult(c.id, "done", outcome="late") for c in held])
+    late = [OutboxResult(c.id, "done", outcome="late") for c in held]
+    store.finish_outbox("a", late, now=now)
     assert [(r.state, r.lease_owner) for r in store.outbox_rows()] == [("pending", "b")] * 3
     # A retry keeps the row pending, delays it and holds back the rows behind it.
-    later = datetime.now(UTC) + timedelta(seconds=0.3)
+    later = now + timedelta(seconds=0.3)
     store.finish_outbox(
         "b",
         [OutboxResult(ids[0], "retry", error="UNAVAILABLE", retry_at=later)],
         release=ids[1:],
+        now=now,
     )
-    assert store.claim_outbox("b", lease=timedelta(seconds=10)) == []
-    time.sleep(0.35)
-    again = store.claim_outbox("b", lease=timedelta(seconds=10))
+    assert store.claim_outbox("b", lease=timedelta(seconds=10), now=now) == []
+    now += timedelta(seconds=0.35)
+    again = store.claim_outbox("b", lease=timedelta(seconds=10), now=now)
     assert [(c.id, c.attempts) for c in again] == [(ids[0], 1), (ids[1], 0), (ids[2], 0)]
     store.close()
 
