@@ -145,14 +145,19 @@ def test_concurrent_readers_see_old_or_new(store: BlobStore) -> None:
     store.put("deployments/x/latest.json", old)
     seen: list[bytes | None] = []
     stop = threading.Event()
+    # the writes start once every reader is reading (a busy machine may not schedule them)
+    reading = threading.Barrier(4, timeout=30)
 
     def read() -> None:
+        seen.append(store.get("deployments/x/latest.json"))
+        reading.wait()
         while not stop.is_set():
             seen.append(store.get("deployments/x/latest.json"))
 
     readers = [threading.Thread(target=read) for _ in range(3)]
     for reader in readers:
         reader.start()
+    reading.wait()
     try:
         for value in (new, old, new, old, new) * 3:
             store.put("deployments/x/latest.json", value)
