@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from shared import fleetconfig, patches, yamldoc
+from shared import fleetconfig, patches, yamldoc, yamledit
 from shared.dimensions import CONFIG_FILE, DEFAULTS_FILE, VALUES_FILE, DimensionsLayout
 from shared.errors import FleetError
 from shared.fleet import detect_layout
@@ -607,19 +607,19 @@ def plan_graduation(tree: Tree, patch_id: str) -> FileChange:
     defaults = _defaults(tree, found.ctype)
     writes: dict[str, bytes] = {}
     base_rel = join(adir, VALUES_FILE)
-    base = _load(tree, base_rel)
+    base_text, base = _load(tree, base_rel)
     under = {found.app: _merge_under(defaults, _app_of(base, found.app))}
     base_app = _fold(_app_of(base, found.app), patch, found.app, lower=under, everywhere=True)
-    writes[base_rel] = _dump(base, found.app, base_app)
+    writes[base_rel] = _dump(base_text, base_rel, base, found.app, base_app)
     for n in fleet.nodes:
         rel = join(adir, n.path, VALUES_FILE)
         if not tree.is_file(rel):
             continue
-        data = _load(tree, rel)
+        text, data = _load(tree, rel)
         app_values = _app_of(data, found.app)
         folded = _fold(app_values, patch, found.app, lower={}, everywhere=False)
         if folded != app_values:
-            writes[rel] = _dump(data, found.app, folded)
+            writes[rel] = _dump(text, rel, data, found.app, folded)
     deletes = sorted({*found.copies.values(), *([found.staged] if found.staged else [])})
     roots = sorted(f"{found.ctype}/{'/'.join(p)}" for p in fleet.places)
     after = DimensionsLayout(_Overlay(tree, writes, deletes), fleet.config)
@@ -660,23 +660,31 @@ def _defaults(tree: Tree, ctype: str) -> dict[str, Any]:
     return dict(data.get("defaults") or {})
 
 
-def _load(tree: Tree, rel: str) -> dict[str, Any]:
+def _load(tree: Tree, rel: str) -> tuple[str | None, Any]:
+    """The file's text (None when there is none) and its data as the render engine reads it."""
     if not tree.is_file(rel):
-        return {}
-    data = yamldoc.loads(tree.read_text(rel), rel)
-    return dict(data) if isinstance(data, dict) else {}
+        return None, {}
+    text = tree.read_text(rel)
+    return text, yamldoc.loads(text, rel)
 
 
-def _app_of(data: dict[str, Any], app: str) -> dict[str, Any]:
-    apps = data.get("applications") or {}
+def _app_of(data: Any, app: str) -> dict[str, Any]:
+    apps = (data.get("applications") if isinstance(data, dict) else None) or {}
     return dict(apps.get(app) or {})
 
 
-def _dump(data: dict[str, Any], app: str, values: dict[str, Any]) -> bytes:
-    out = dict(data)
+def _dump(text: str | None, rel: str, data: Any, app: str, values: dict[str, Any]) -> bytes:
+    """The file with the application's values set to `values`: edited in place, comments and
+    layout kept (shared/yamledit.py), or written in full when it cannot be (no file yet,
+    duplicate or merge keys; the file then means exactly the same)."""
+    out = dict(data) if isinstance(data, dict) else {}
     apps = dict(out.get("applications") or {})
     apps[app] = values
     out["applications"] = apps
+    if text is not None:
+        edited = yamledit.edit(text, rel, data, out)
+        if edited is not None:
+            return edited.encode()
     return yamldoc.dumps(out).encode()
 
 
