@@ -209,6 +209,24 @@ async def test_lock_and_unlock() -> None:
 
 
 @scenario
+async def test_unlock_during_housekeeping_is_persisted_before_the_next_deployment() -> None:
+    """An Unlock that lands while the queue records a queued row (its last activity before
+    picking the next item) is written to latest.json before that item runs."""
+    world = World(latest={ROOT: latest(L, trigger="manual")})  # locked: A waits
+    release = asyncio.Event()
+    world.record_holds[(A, "queued")] = release
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        await until(lambda: world.held, "A's queued row being recorded")
+        await h.unlock(ROOT, by="bob")
+        await h.until_state(ROOT, "the Unlock handled", lambda s: not s.lock.locked)
+        release.set()
+        await h.awaiting_review(ROOT, A)
+        assert world.latest[ROOT].unlocked_by == "bob", "persisted before A ran"
+        assert [r.deployment_id for r in world.persisted] == [latest(L).deployment_id]
+
+
+@scenario
 async def test_manual_bypasses_lock() -> None:
     world = World(latest={ROOT: latest(L, trigger="manual")})
     async with harness(world) as h:

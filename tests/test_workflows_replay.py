@@ -28,7 +28,12 @@ from shared.payloads import (
     RenderResult,
     dispatch_workflow_id,
 )
-from tests.support.deploy_versions import DeployBeforeRecordQueued, DeployRecordingUnpatched
+from tests.support.deploy_versions import (
+    DeployBeforeRecordQueued,
+    DeployBeforeSignalsFirst,
+    DeployRecordingUnpatched,
+    DeploySignalsFirstUnpatched,
+)
 from tests.support.deploy_world import (
     REPO,
     WORKFLOWS,
@@ -179,6 +184,38 @@ def test_a_history_from_before_queued_items_were_recorded_replays() -> None:
     history = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert asyncio.run(replay(DeployWorkflow)).replay_failure is None
     assert asyncio.run(replay(DeployRecordingUnpatched)).replay_failure is not None
+
+
+def test_a_history_that_picked_the_next_item_before_a_signal_replays() -> None:
+    """An Unlock that landed while the queue recorded a queued row: the code before
+    "deploy-signals-before-next-item" started the item first, and that history replays on
+    today's code; the same history fails without the patch check."""
+
+    async def scenario() -> WorkflowHistory:
+        world = World(latest={ROOT: latest(L, trigger="manual")})  # locked: A waits
+        release = asyncio.Event()
+        world.record_holds[(A, "queued")] = release
+        old = [DeployBeforeSignalsFirst, RenderWorkflow, DispatchWorkflow]
+        async with harness(world, workflows=old) as h:
+            deploy = await h.push(ROOT, A)
+            await until(lambda: world.held, "A's queued row being recorded")
+            await h.unlock(ROOT)
+            await h.until_state(ROOT, "the Unlock handled", lambda s: not s.lock.locked)
+            release.set()
+            await h.awaiting_review(ROOT, A)
+            assert world.persisted == [], "the old code ran A before persisting the Unlock"
+            return await deploy.fetch_history()
+
+    async def replay(deploy: type) -> Any:
+        replayer = Replayer(
+            workflows=[deploy, RenderWorkflow, DispatchWorkflow],
+            data_converter=pydantic_data_converter,
+        )
+        return await replayer.replay_workflow(history, raise_on_replay_failure=False)
+
+    history = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert asyncio.run(replay(DeployWorkflow)).replay_failure is None
+    assert asyncio.run(replay(DeploySignalsFirstUnpatched)).replay_failure is not None
 
 
 def _asks(world: World, revision: str, action: str) -> bool:

@@ -71,6 +71,9 @@ NOTIFY_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attem
 PATCH_RECORD_QUEUED = "record-queued"
 # The row is for people: a few quick attempts, then only a warning (the queue goes on).
 RECORD_QUEUED_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3)
+# Signals that arrive during housekeeping's last activity are handled before the next item is
+# picked (`_signals_came_in`); older histories picked the next item at once.
+PATCH_SIGNALS_BEFORE_NEXT = "deploy-signals-before-next-item"
 # Long enough to keep a busy root's history readable, well under Temporal's limits.
 MAX_HISTORY_EVENTS = 10_000
 
@@ -160,6 +163,8 @@ class DeployWorkflow:
         idle_since = inp.last_activity_at or workflow.now()
         while True:
             await self._housekeeping()
+            if self._signals_came_in():
+                continue
             if self._should_continue_as_new():
                 # Between deployments (a running child would be cut off), queue carried along.
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -210,6 +215,11 @@ class DeployWorkflow:
             or self.dirty_check_runs
             or (self.unlock_unsaved and self.current is None)
         )
+
+    def _signals_came_in(self) -> bool:
+        """Signals arrived while housekeeping's last activity ran (an Unlock to persist, a
+        manual revision that goes first): another round before the next item is picked."""
+        return self._has_work() and workflow.patched(PATCH_SIGNALS_BEFORE_NEXT)
 
     async def _housekeeping(self) -> None:
         """Everything a signal asks for, between and during deployments."""

@@ -49,3 +49,28 @@ class DeployRecordingUnpatched(DeployWorkflow):
                 ),
                 start_to_close_timeout=timedelta(seconds=30),
             )
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployBeforeSignalsFirst(DeployWorkflow):
+    """DeployWorkflow before signals that came in during housekeeping were handled before the
+    next item (patch "deploy-signals-before-next-item")."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    def _signals_came_in(self) -> bool:
+        return False
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeploySignalsFirstUnpatched(DeployWorkflow):
+    """The same change without its patch check."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    def _signals_came_in(self) -> bool:
+        return self._has_work()

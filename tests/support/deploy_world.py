@@ -143,6 +143,10 @@ class World:
     touched: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     promotion_signals: list[SignalPromotionsRequest] = field(default_factory=list)
     notified: list[NotifyPromotionsRequest] = field(default_factory=list)
+    # (revision, state) -> event: recording that row waits until the test sets it, so a
+    # signal can arrive while the workflow waits on the activity; `held` lists them.
+    record_holds: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
+    held: list[DeploymentRecord] = field(default_factory=list)
 
     # --- assertions helpers -------------------------------------------------------------
 
@@ -194,6 +198,10 @@ class World:
 
     @activity.defn(name=ACT_RECORD_DEPLOYMENT)
     async def record_deployment(self, rec: DeploymentRecord) -> None:
+        hold = self.record_holds.get((rec.revision, rec.state))
+        if hold is not None:
+            self.held.append(rec)
+            await hold.wait()
         self.records.append(rec)
 
     @activity.defn(name=ACT_REVISION_RELATION)
