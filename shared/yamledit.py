@@ -51,6 +51,7 @@ _NULL = "tag:yaml.org,2002:null"
 _BOOL = "tag:yaml.org,2002:bool"
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _STR = "tag:yaml.org,2002:str"
+_FLOAT = "tag:yaml.org,2002:float"
 
 # Default layout (the fleet examples'): 2-space mappings, dashes indented under their key.
 _MAPPING, _SEQUENCE, _OFFSET = 2, 4, 2
@@ -203,7 +204,7 @@ def _edit_map(node: CommentedMap, old: dict[Any, Any], new: dict[Any, Any]) -> N
         if key in keys:
             _replace(node, keys[key], _apply(node[keys[key]], old[key], value))
         else:
-            _append(node, key, _fresh(value, None))
+            _append(node, _fresh(key, None), _fresh(value, None))
 
 
 def _edit_seq(node: CommentedSeq, old: list[Any], new: list[Any]) -> None:
@@ -239,12 +240,15 @@ def _fresh(value: Any, was: Any) -> Any:
     if isinstance(value, dict):
         out = CommentedMap()
         for k, v in value.items():
-            out[k] = _fresh(v, None)
+            out[_fresh(k, None)] = _fresh(v, None)
         return out
     if isinstance(value, list):
         return CommentedSeq(_fresh(v, None) for v in value)
     if value is None:
         return _Verbatim(_NULL, "null")
+    if isinstance(value, float):
+        # ruamel writes 1e20 as `1e+20`, a string to YAML 1.1: spell it as PyYAML does.
+        return _Verbatim(_FLOAT, yaml.safe_dump(value).split("\n", 1)[0])
     if isinstance(value, str):
         if isinstance(was, ScalarString) and type(was) is not ScalarString:
             return type(was)(value)
@@ -310,6 +314,9 @@ def _replace(container: Any, key: Any, value: Any) -> None:
     if value is current:
         return
     taken = _take_following(*_tail(container, key))
+    if isinstance(container, CommentedSeq):
+        # A list item is its value: its inline comment goes with it (a key's stays).
+        container.ca.items.pop(key, None)
     container[key] = value
     _give_following(*_tail(container, key), taken)
 
@@ -320,8 +327,19 @@ def _delete(container: Any, key: Any) -> None:
     taken = _take_following(*_tail(container, key))
     del container[key]
     if position > 0:
-        before = keys[position - 1]
-        _give_following(*_tail(container, before), taken)
+        _give_following(*_tail(container, keys[position - 1]), taken)
+    elif taken is not None:
+        # The first entry: its lines go after the line that opens the collection, whose
+        # token ruamel keeps (shared with the parent's key) as the collection's comment[0].
+        rest, column = taken
+        comment = container.ca.comment
+        if comment is None:
+            container.ca.comment = comment = [None, None]
+        if comment[0] is None:
+            comment[0] = CommentToken("\n" + rest, CommentMark(column))
+        else:
+            value = comment[0].value
+            comment[0].value = (value if value.endswith("\n") else value + "\n") + rest
 
 
 def _append(container: CommentedMap, key: Any, value: Any) -> None:

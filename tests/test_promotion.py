@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from shared import promotion
+from shared import promotion, yamldoc, yamledit
 from shared.cli import main
 from shared.dimensions import DimensionsLayout
 from shared.errors import FleetError
@@ -20,6 +20,8 @@ from shared.tree import GitTree, WorkTree
 from shared.validate import validate_fleet
 from tests.conftest import commit_all, copy_example, git, init_repo, write_files
 from tests.dimensions_support import ROOTS, base_files, patch_doc
+from tests.secrets_support import age_key  # noqa: F401
+from tests.support.age import AgeKey, encrypt_yaml
 
 PID = "hypershift-v4.18-rollout"
 APP_DIR = "config/management-cluster/hypershift-operator"
@@ -497,3 +499,233 @@ def test_rollout_status_text_and_json(repo: Path, capsys: pytest.CaptureFixture[
 
     code, _, err = run(capsys, "rollout", "status", "--patch", "nope", "--repo", str(repo))
     assert code == 2 and "no patch with id 'nope'" in err
+
+
+# --- graduation keeps the values files as people wrote them ---------------------------------
+
+COMMENTED_BASE = """\
+# hypershift-operator: base values for every management cluster.
+# Reviewed by the platform team; see docs/hypershift.md.
+
+applications:
+  hypershift-operator:
+    source:
+      repoURL: https://github.com/openshift/hypershift.git  # upstream
+      targetRevision: v4.17.0  # graduation bumps this
+      path: install/charts/hypershift-operator  # chart directory
+      helm:
+        valuesObject:
+          image:
+            tag: v4.17.0  # keep in step with targetRevision
+
+          resources:
+            requests:
+              cpu: 100m
+              memory: "128Mi"  # measured in 2024
+          # Cluster values injected by the ApplicationSet (escaped one level).
+          cluster:
+            region: "{{`{{ .Values.cluster.region }}`}}"
+            projectId: '{{`{{ .Values.cluster.projectId }}`}}'
+    destination:
+      namespace: hypershift
+
+    # Server-side apply: the CRDs are too large for client-side.
+    syncPolicy:
+      syncOptions:
+        - CreateNamespace=true  # namespace comes with the app
+        - ServerSideApply=true
+    ignoreDifferences:
+      - group: hypershift.openshift.io
+        kind: HostedCluster  # status is the controller's
+        jsonPointers:
+          - /status
+    revisionHistoryLimit: 5  # enough to roll back a week
+"""
+
+COMMENTED_STAGE = """\
+# Stage pins an older build until the soak of v4.17.5 is over.
+applications:
+  hypershift-operator:
+    source:
+      targetRevision: v4.17.5  # pinned, see INC-1234
+
+
+    # Longer history while we watch the pin.
+    revisionHistoryLimit: 10
+    info: ~
+"""
+
+
+def diff_lines(repo: Path, rel: str) -> tuple[list[str], list[str]]:
+    """(removed, added) lines of the last commit's diff of `rel`."""
+    out = git(repo, "diff", "--unified=0", "HEAD~1", "HEAD", "--", rel)
+    removed = [ln[1:] for ln in out.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    added = [ln[1:] for ln in out.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    return removed, added
+
+
+def comments(text: str) -> list[str]:
+    return [line[line.index("#") :] for line in text.splitlines() if "#" in line]
+
+
+def ready_to_graduate(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_files(
+        repo,
+        {f"{APP_DIR}/values.yaml": COMMENTED_BASE, f"{APP_DIR}/stage/values.yaml": COMMENTED_STAGE},
+    )
+    commit_all(repo, "commented values")
+    for node in ("stage", "prod"):
+        assert run(capsys, "promote", PID, "--to", node, "--repo", str(repo))[0] == 0
+
+
+def test_graduation_keeps_comments_and_changes_only_the_lines_it_must(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ready_to_graduate(repo, capsys)
+    before = merged_apps(repo)
+
+    code, _, err = run(capsys, "promote", PID, "--graduate", "--repo", str(repo))
+
+    assert (code, err) == (0, "")
+    assert merged_apps(repo) == before
+    assert validate_fleet(WorkTree(repo)) == []
+    assert diff_lines(repo, f"{APP_DIR}/values.yaml") == (
+        [
+            "      targetRevision: v4.17.0  # graduation bumps this",
+            "            tag: v4.17.0  # keep in step with targetRevision",
+        ],
+        [
+            "      targetRevision: v4.18.0  # graduation bumps this",
+            "            tag: v4.18.0  # keep in step with targetRevision",
+            "        - RespectIgnoreDifferences=true",
+            "      - group: hypershift.openshift.io",
+            "        kind: NodePool",
+            "        jsonPointers:",
+            "          - /status",
+        ],
+    )
+    base = (repo / APP_DIR / "values.yaml").read_text()
+    assert comments(base) == comments(COMMENTED_BASE)
+    assert "ServerSideApply=true\n        - RespectIgnoreDifferences=true\n" in base
+    # The stage pin overrides a path the patch sets: folded there too, one line.
+    assert diff_lines(repo, f"{APP_DIR}/stage/values.yaml") == (
+        ["      targetRevision: v4.17.5  # pinned, see INC-1234"],
+        ["      targetRevision: v4.18.0  # pinned, see INC-1234"],
+    )
+    assert (repo / APP_DIR / "stage/values.yaml").read_text() == COMMENTED_STAGE.replace(
+        "targetRevision: v4.17.5", "targetRevision: v4.18.0"
+    )
+
+
+def without_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Graduation as it was before shared/yamledit.py: every values file written in full."""
+    monkeypatch.setattr(promotion.yamledit, "edit", lambda *args: None)
+
+
+def assert_same_meaning(edited: promotion.FileChange, full: promotion.FileChange) -> None:
+    assert sorted(edited.writes) == sorted(full.writes)
+    assert edited.deletes == full.deletes and edited.message == full.message
+    for rel in edited.writes:
+        new = yamldoc.loads(edited.writes[rel].decode(), rel)
+        old = yamldoc.loads(full.writes[rel].decode(), rel)
+        assert yamledit.same(new, old), rel
+
+
+def test_graduation_writes_what_a_full_rewrite_means_on_the_example(
+    repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ready_to_graduate(repo, capsys)
+    edited = promotion.plan_graduation(WorkTree(repo), PID)
+    assert b"# graduation bumps this" in edited.writes[f"{APP_DIR}/values.yaml"]
+    without_round_trip(monkeypatch)
+    full = promotion.plan_graduation(WorkTree(repo), PID)
+    assert b"#" not in full.writes[f"{APP_DIR}/values.yaml"]
+    assert_same_meaning(edited, full)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        # An append list inherited from the defaults, a nulled override, a new key.
+        {"syncPolicy": {"syncOptions": ["PruneLast=true"]}, "project": "special"},
+        # A new nested mapping in the base, an edit inside a node's flow mapping.
+        {"source": {"helm": {"valuesObject": {"image": {"tag": "v2"}}}}},
+        # Values PyYAML reads differently from YAML 1.2, and an empty mapping.
+        {
+            "source": {"targetRevision": "1.10"},
+            "additionalAnnotations": {"on": "yes"},
+            "additionalLabels": {},
+        },
+    ],
+)
+def test_graduation_writes_what_a_full_rewrite_means_on_small_fleets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fields: dict[str, Any]
+) -> None:
+    files = base_files()
+    files["config/mc/a/patches/p.yaml"] = patch_doc(
+        "p", "a", fields, strategy={"/a/syncPolicy/syncOptions": "append"}
+    )
+    files["config/mc/a/e1/s1/r2/values.yaml"] = (
+        "# r2 differs\napplications:\n  a:\n    syncPolicy: null  # no sync options here\n"
+        "    project: r2-project\n    destination:\n      name: r2  # own cluster\n"
+    )
+    files["config/mc/a/e1/values.yaml"] = (
+        "applications:\n  a:\n    source: {helm: {valuesObject: {image: {tag: v0}}}}  # flow\n"
+    )
+    for env in ("e1", "e2"):
+        files[f"config/mc/a/{env}/patches/p.yaml"] = files["config/mc/a/patches/p.yaml"]
+    write_files(tmp_path, files)
+    init_repo(tmp_path)
+    commit_all(tmp_path, "fleet")
+    before = merged_apps(tmp_path)
+    in_place: list[bool] = []
+    edit = promotion.yamledit.edit
+
+    def recorded(*args: Any) -> str | None:
+        out = edit(*args)
+        in_place.append(out is not None)
+        return out
+
+    monkeypatch.setattr(promotion.yamledit, "edit", recorded)
+    edited = promotion.plan_graduation(GitTree(tmp_path, "HEAD"), "p")
+    assert in_place and all(in_place)  # no file fell back to a full rewrite
+    with monkeypatch.context() as patched:
+        without_round_trip(patched)
+        full = promotion.plan_graduation(GitTree(tmp_path, "HEAD"), "p")
+    assert_same_meaning(edited, full)
+    for rel, data in edited.writes.items():
+        (tmp_path / rel).write_bytes(data)
+    for rel in edited.deletes:
+        (tmp_path / rel).unlink()
+    assert merged_apps(tmp_path) == before
+    assert validate_fleet(WorkTree(tmp_path)) == []
+    for rel in edited.writes:
+        if "r2" in rel:
+            assert b"# r2 differs" in edited.writes[rel]
+
+
+def test_graduation_never_touches_an_encrypted_values_file(
+    repo: Path,
+    capsys: pytest.CaptureFixture[str],
+    age_key: AgeKey,  # noqa: F811
+) -> None:
+    # Prod's encrypted level pins the image tag the patch sets; no plain prod file does.
+    sops_rel = f"{APP_DIR}/prod/values.sops.yaml"
+    image = {"image": {"tag": "v4.17.9-s3cr3t"}}
+    text = encrypt_yaml(
+        {"applications": {"hypershift-operator": {"source": {"helm": {"valuesObject": image}}}}},
+        [age_key.recipient],
+    )
+    write_files(repo, {sops_rel: text})
+    commit_all(repo, "encrypted stage override")
+    ready_to_graduate(repo, capsys)
+
+    change = promotion.plan_graduation(WorkTree(repo), PID)
+
+    assert sops_rel not in change.paths
+    assert all(not rel.endswith("values.sops.yaml") for rel in change.writes)
+    # The encrypted override is listed for review, as before; never its value.
+    assert "Review: the merged values change at management-cluster/prod" in change.message
+    assert "s3cr3t" not in change.message
+    assert not any(b"s3cr3t" in data for data in change.writes.values())
+    assert (repo / sops_rel).read_text() == text
