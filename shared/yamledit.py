@@ -117,11 +117,11 @@ def edit(text: str, source: str, old: Any, new: Any) -> str | None:
         )
     if not isinstance(old, dict) or not isinstance(new, dict):
         return None
+    crlf = "\r\n" in text
+    if crlf:
+        text = text.replace("\r\n", "\n")
     match = _HEADER.match(text)
     header, body = (match.group(0), text[match.end() :]) if match else ("", text)
-    crlf = "\r\n" in body
-    if crlf:
-        body = body.replace("\r\n", "\n")
     try:
         doc = _yaml().load(body)
     except DuplicateKeyError:
@@ -138,11 +138,13 @@ def edit(text: str, source: str, old: Any, new: Any) -> str | None:
     except _Unmappable:
         return None
     out = io.StringIO()
-    _yaml(*indents).dump(result, out)
-    edited = out.getvalue()
+    try:
+        _yaml(*indents).dump(result, out)
+    except YAMLError:
+        return None  # a value ruamel cannot represent
+    edited = header + out.getvalue()
     if crlf:
         edited = edited.replace("\n", "\r\n")
-    edited = header + edited
     try:
         meaning = yamldoc.loads(edited, source)
     except FleetError:

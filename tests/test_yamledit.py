@@ -256,8 +256,8 @@ def test_indentation_of_the_file_is_kept(text: str) -> None:
 
 
 def test_windows_line_endings_are_kept() -> None:
-    text = "# c\r\na: 1\r\nb: 2\r\n"
-    assert edit(text, lambda d: d.__setitem__("b", 3)) == "# c\r\na: 1\r\nb: 3\r\n"
+    text = "# c\r\n---\r\na: 1\r\nb: 2\r\n"
+    assert edit(text, lambda d: d.__setitem__("b", 3)) == "# c\r\n---\r\na: 1\r\nb: 3\r\n"
 
 
 @pytest.mark.parametrize(
