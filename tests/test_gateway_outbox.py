@@ -420,11 +420,19 @@ def _race(url: str, drainers: int, repos: int, per_repo: int) -> None:
     performed: list[tuple[str, int, str]] = []
     lock = threading.Lock()
     errors: list[BaseException] = []
+    # Every drainer has its engine before any claims (opening one can take longer than
+    # draining everything), and a drainer holds its first batch until another one has
+    # claimed too: they do compete, however the threads are scheduled.
+    stores = [SqlStore(url) for _ in range(drainers)]
+    go = threading.Barrier(drainers, timeout=60)
+    claimers: set[str] = set()
+    claimed = threading.Condition()
 
     def drain(n: int) -> None:
-        store = SqlStore(url)
+        store = stores[n]
         owner = f"drainer-{n}"
         try:
+            go.wait()
             while True:
                 claims = store.claim_outbox(owner, lease=timedelta(seconds=60), repos=2, per_repo=3)
                 if not claims:
@@ -432,6 +440,12 @@ def _race(url: str, drainers: int, repos: int, per_repo: int) -> None:
                         return
                     time.sleep(0.002)
                     continue
+                with claimed:
+                    claimers.add(owner)
+                    claimed.notify_all()
+                    assert claimed.wait_for(lambda: len(claimers) > 1, timeout=60), (
+                        "no other drainer claimed a row"
+                    )
                 with lock:
                     performed.extend((c.repo, c.id, owner) for c in claims)
                 done = [OutboxResult(c.id, "done", outcome=f"ok: {owner}") for c in claims]
