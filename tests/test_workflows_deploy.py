@@ -536,7 +536,8 @@ async def test_review_timeout_after_seven_days() -> None:
         (run_id,) = world.runs_for(A)
         assert world.last(run_id).conclusion == "timed_out"
         assert world.persisted == [] and world.publish_attempts == []
-        # A click after the gate closed changes nothing.
+        # The gate closed with nothing published: the queue goes idle and latest stays L (a late
+        # click finds the render workflow finished; the gateway answers it as a stale button).
         state = await h.until_state(ROOT, "idle", lambda s: s.current is None)
         assert state.latest is not None and state.latest.revision == L
 
