@@ -42,6 +42,8 @@ STEP_TIMEOUT = 60.0
 T = TypeVar("T")
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Python playwright is not installed")
+# Auto-waiting assertions: the page's own script updates it after load.
+expect = sync_api.expect
 pytestmark = [
     pytest.mark.timeout(240),
     pytest.mark.skipif(
@@ -137,21 +139,19 @@ def test_watch_review_and_approve_a_deployment(stack: tuple[DevStack, Path], bro
     later_lines = page.locator("#log .line").all_inner_texts()
     assert len(later_lines) > len(first_lines)
     assert any(line.split(" ")[1:2] == ["rendered"] for line in later_lines), later_lines
-    sync_api.expect(page.locator("#state")).to_have_text(
-        "awaiting_review", timeout=STEP_TIMEOUT * 1000
-    )
+    expect(page.locator("#state")).to_have_text("awaiting_review", timeout=STEP_TIMEOUT * 1000)
     page.screenshot(path=str(shots / "2-awaiting-review.png"), full_page=False)
 
     # --- the diff: reload (it was written after the page loaded), expand one resource
     page.reload()
     resources = page.locator("details.resource")
-    assert resources.count() == 2 * RELEASES  # first deployment: every resource added
+    expect(resources).to_have_count(2 * RELEASES)  # first deployment: every resource added
     first = resources.first
-    assert first.get_attribute("open") is None
+    expect(first).not_to_have_attribute("open", "")
     first.locator("summary").click()
-    assert first.get_attribute("open") is not None
-    sync_api.expect(first.locator("table.diff.unified tr.add").first).to_be_visible()
-    assert "+apiVersion: apps/v1" in first.locator("table.diff").inner_text()
+    expect(first).to_have_attribute("open", "")
+    expect(first.locator("table.diff.unified tr.add").first).to_be_visible()
+    expect(first.locator("table.diff")).to_contain_text("+apiVersion: apps/v1")
     first.screenshot(path=str(shots / "3-resource-unified.png"))
 
     # --- side by side
@@ -160,23 +160,25 @@ def test_watch_review_and_approve_a_deployment(stack: tuple[DevStack, Path], bro
     first = page.locator("details.resource").first
     first.locator("summary").click()
     split = first.locator("table.diff.split")
-    sync_api.expect(split).to_be_visible()
+    expect(split).to_be_visible()
     cells = split.locator("tr").nth(1).locator("td")
-    assert cells.count() == 4  # old number, old text, new number, new text
-    assert "apps/v1" in cells.nth(3).inner_text() and cells.nth(1).inner_text() == ""
+    expect(cells).to_have_count(4)  # old number, old text, new number, new text
+    expect(cells.nth(3)).to_contain_text("apps/v1")
+    expect(cells.nth(1)).to_have_text("")
     first.screenshot(path=str(shots / "4-resource-side-by-side.png"))
 
     # --- Approve (dev mode): the emulator's check run sends the webhook; the state follows
     approve = page.locator("button.approve")
-    sync_api.expect(approve).to_be_visible()
+    expect(approve).to_be_visible()
     page.screenshot(path=str(shots / "5-before-approve.png"), full_page=False)
     approve.click()
     page.wait_for_url(f"**/jobs/{deployment_id}")
-    sync_api.expect(page.locator("#state")).to_have_text("published", timeout=STEP_TIMEOUT * 1000)
+    expect(page.locator("#state")).to_have_text("published", timeout=STEP_TIMEOUT * 1000)
     page.reload()
-    assert "dev-reviewer" in page.locator("#approved-by").inner_text()
-    timeline = page.locator("#timeline .state").all_inner_texts()
-    assert timeline == ["queued", "rendering", "awaiting_review", "publishing", "published"]
-    assert page.locator("button.approve").count() == 0
+    expect(page.locator("#approved-by")).to_contain_text("dev-reviewer")
+    expect(page.locator("#timeline .state")).to_have_text(
+        ["queued", "rendering", "awaiting_review", "publishing", "published"]
+    )
+    expect(page.locator("button.approve")).to_have_count(0)
     page.screenshot(path=str(shots / "6-published.png"), full_page=False)
     page.close()
