@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -23,7 +24,8 @@ from typing import Any
 import pytest
 
 from shared.devstack import credentials, fleetrepo, temporal
-from shared.devstack.ports import free_port, port_in_use
+from shared.devstack import ports as port_picking
+from shared.devstack.ports import free_port, free_ports, port_in_use
 from shared.devstack.processes import ChildExited, Supervisor
 from shared.devstack.stack import DevStack, StackError, StackOptions
 from shared.github import CheckRunOutput, GitHubApp, verify_webhook_signature
@@ -304,9 +306,24 @@ def test_children_die_with_a_killed_supervisor(tmp_path: Path) -> None:
 
 
 def test_free_ports_are_distinct_and_free() -> None:
-    ports = {free_port() for _ in range(4)}
-    assert len(ports) == 4
+    ports = set(free_ports(8))
+    assert len(ports) == 8
     assert not any(port_in_use(p) for p in ports)
+
+
+class _SamePick(random.Random):
+    """A picker that always draws the same port: what a coincidence among picks looks like."""
+
+    def randint(self, a: int, b: int) -> int:
+        return a + 7
+
+
+def test_free_ports_never_picks_one_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nothing is bound between the picks, so only the bookkeeping keeps them apart (SeaweedFS
+    # once got the same port for its master gRPC and its volume server).
+    monkeypatch.setattr(port_picking, "_PICK", _SamePick())
+    ports = free_ports(3)
+    assert len(set(ports)) == 3
 
 
 def test_fleet_repo_helpers(tmp_path: Path) -> None:
@@ -333,8 +350,8 @@ def test_rollwright_dev_runs_and_stops_cleanly(tmp_path: Path, stop_signal: sign
     Ctrl-C (SIGINT) or SIGTERM stops every child and exits 0."""
     repo = tmp_path / "fleet"
     fleetrepo.create_fleet_repo(EXAMPLES / "atlas-fleet", repo)
-    ports = {flag: free_port() for flag in ("--temporal-port", "--ui-port", "--port")}
-    ports["--emulator-port"] = free_port()
+    flags = ("--temporal-port", "--ui-port", "--port", "--emulator-port")
+    ports = dict(zip(flags, free_ports(len(flags)), strict=True))
     argv = [sys.executable, "-m", "shared.cli", "dev", "--data-dir", str(tmp_path / "state")]
     for flag, port in ports.items():
         argv += [flag, str(port)]

@@ -105,16 +105,23 @@ def _options(args: argparse.Namespace, data_dir: Path) -> Any:
     from shared.devstack.ports import free_port
     from shared.devstack.stack import StackOptions
 
-    def port(value: int) -> int:
-        return value or free_port(args.host)
+    given = [args.temporal_port, args.ui_port, args.port, args.emulator_port]
+    chosen = [p for p in given if p]
 
+    def port(value: int) -> int:
+        if not value:
+            value = free_port(args.host, avoid=chosen)
+            chosen.append(value)
+        return value
+
+    temporal, ui, gateway, emulator = (port(p) for p in given)
     return StackOptions(
         data_dir=data_dir,
         host=args.host,
-        temporal_port=port(args.temporal_port),
-        ui_port=port(args.ui_port),
-        gateway_port=port(args.port),
-        emulator_port=port(args.emulator_port),
+        temporal_port=temporal,
+        ui_port=ui,
+        gateway_port=gateway,
+        emulator_port=emulator,
         temporal_address=getattr(args, "temporal_address", None),
         env=dict(os.environ),
     )

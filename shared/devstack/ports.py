@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import socket
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
@@ -13,8 +14,9 @@ LOOPBACK = "127.0.0.1"
 _PICK = random.Random()  # seeded from the OS: processes picking at once pick differently
 
 
-def free_port(host: str = LOOPBACK) -> int:
-    """A port nobody listens on right now, for a server that binds it a moment later.
+def free_port(host: str = LOOPBACK, *, avoid: Collection[int] = ()) -> int:
+    """A port nobody listens on right now, for a server that binds it a moment later; never
+    one of `avoid` (ports already picked for other servers, which nobody binds yet either).
 
     Picked outside the kernel's ephemeral range: ports from there (what binding port 0 hands
     out) also go to outgoing connections, and one took a picked port before the gateway bound
@@ -24,15 +26,32 @@ def free_port(host: str = LOOPBACK) -> int:
     for _ in range(50 if spans else 0):
         first, last = _PICK.choice(spans)
         port = _PICK.randint(first, last)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind((host, port))
-            except OSError:
-                continue
+        if port not in avoid and _bindable(host, port):
             return port
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if port not in avoid:
+            return port
+
+
+def free_ports(count: int, host: str = LOOPBACK) -> list[int]:
+    """`count` distinct free ports for servers started together (picked one by one, two
+    could coincide: none is bound until the servers start; seen with SeaweedFS's eight)."""
+    picked: list[int] = []
+    while len(picked) < count:
+        picked.append(free_port(host, avoid=picked))
+    return picked
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
 
 
 def _ephemeral_range() -> tuple[int, int]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from shared.devstack import credentials, temporal
-from shared.devstack.ports import LOOPBACK, free_port, port_in_use, wait_for_port
+from shared.devstack.ports import LOOPBACK, free_ports, port_in_use, wait_for_port
 from shared.devstack.processes import Supervisor
 from shared.github_emulator import GitHubEmulator
 from shared.payloads import TASK_QUEUE
@@ -71,12 +71,13 @@ class StackOptions:
 
     def with_free_ports(self) -> StackOptions:
         """The same options on ports the OS says are free (tests, the demo, benchmarks)."""
+        temporal, ui, gateway, emulator = free_ports(4, self.host)
         return replace(
             self,
-            temporal_port=free_port(self.host),
-            ui_port=free_port(self.host),
-            gateway_port=free_port(self.host),
-            emulator_port=free_port(self.host),
+            temporal_port=temporal,
+            ui_port=ui,
+            gateway_port=gateway,
+            emulator_port=emulator,
         )
 
     @property

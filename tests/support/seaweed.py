@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from shared.devstack.ports import LOOPBACK, free_port
+from shared.devstack.ports import LOOPBACK, free_ports
 from shared.devstack.processes import ChildExited, Supervisor, log_tail
 
 ACCESS_KEY = "rollwright-test"
@@ -148,7 +148,7 @@ def seaweed_server(
     config = base / "s3.json"
     config.write_text(s3_config or json.dumps(_identities(access_key, secret_key)))
     names = ("master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc")
-    ports = {name: free_port() for name in (*names, "s3", "s3_grpc")}
+    ports = dict(zip((*names, "s3", "s3_grpc"), free_ports(len(names) + 2), strict=True))
     env = {
         **os.environ,
         # one volume per new collection (bucket) instead of seven: buckets come up faster
