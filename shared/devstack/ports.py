@@ -24,7 +24,9 @@ def free_port(host: str = LOOPBACK, *, avoid: Collection[int] = ()) -> int:
     low, high = _ephemeral_range()
     spans = [(p, q) for p, q in ((10_000, low - 1), (high + 1, 65_535)) if q - p > 1_000]
     for _ in range(50 if spans else 0):
-        first, last = _PICK.choice(spans)
+        # uniform over all the ports outside (a span's share is its size), so picks coincide
+        # as rarely as possible
+        ((first, last),) = _PICK.choices(spans, weights=[q - p for p, q in spans])
         port = _PICK.randint(first, last)
         if port not in avoid and _bindable(host, port):
             return port
