@@ -1,5 +1,6 @@
 """The S3 publisher on a real S3 server (SeaweedFS): generations under the root's prefix, one
-pointer swapped last, old objects pruned after; idempotent; readers never see a mix; the
+pointer swapped last (a conditional write fenced by the ETag read first), old objects pruned
+after; idempotent; abandoned attempts cannot swap back or prune; readers never see a mix; the
 secrets policy applies as for git."""
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from typing import Any
 
 import pytest
 import yaml
+from botocore.exceptions import ClientError
 from temporalio.exceptions import ApplicationError
 
-from activities.publish_s3 import POINTER, S3Publisher, read_manifest
+from activities.publish_s3 import ERR_POINTER_MOVED, POINTER, S3Publisher, read_manifest
 from shared.payloads import ERR_FLEET
 from shared.render import Render, kubectl_binary
 from tests.publish_support import (
@@ -37,11 +39,16 @@ class RecordingClient:
     def __init__(self, client: Any) -> None:
         self.client = client
         self.calls: list[tuple[str, str]] = []
+        # the preconditions of each put, in order: {"IfMatch": etag} / {"IfNoneMatch": "*"}
+        self.conditions: list[tuple[str, dict[str, str]]] = []
         self.lock = threading.Lock()
 
     def put_object(self, **kwargs: Any) -> Any:
         with self.lock:
             self.calls.append(("put", kwargs["Key"]))
+            self.conditions.append(
+                (kwargs["Key"], {k: v for k, v in kwargs.items() if k.startswith("If")})
+            )
         return self.client.put_object(**kwargs)
 
     def delete_objects(self, **kwargs: Any) -> Any:
@@ -247,3 +254,161 @@ def test_kustomization_pointer_is_valid_yaml() -> None:
     assert doc["kind"] == "Kustomization"
     assert doc["resources"] == ["d/a b.yaml"]
     assert read_manifest(text) == {"deployment_id": "d"}
+
+
+# --- fencing: the pointer is swapped only if nobody swapped it since this attempt read it ---
+
+ROOT, PREFIX = "g/c1", "g/c1/"
+
+
+def live(client: Any, bucket: str) -> dict[str, Any]:
+    manifest = read_manifest(client.get_object(Bucket=bucket, Key=PREFIX + POINTER)["Body"].read())
+    assert manifest is not None
+    return manifest
+
+
+def assert_live_generation_intact(client: Any, bucket: str, deployment: str) -> None:
+    """The pointer names `deployment` and every file it lists is there, as published."""
+    manifest = live(client, bucket)
+    assert manifest["deployment_id"] == deployment
+    stored = objects(client, bucket, PREFIX)
+    for path, digest in manifest["files"].items():
+        data = stored[f"{PREFIX}{deployment}/{path}"]
+        assert hashlib.sha256(data).hexdigest() == digest
+
+
+def test_an_abandoned_attempt_cannot_swap_back_or_prune(
+    tmp_path: Path, s3_server: S3Server, bucket: str
+) -> None:
+    """Deployment A's attempt stalls after writing its generation (timed out; the workflow
+    moved on), deployment B publishes, then A wakes up: its swap is refused, B stays live."""
+    world = s3_world(tmp_path, s3_server, bucket)
+    world.publish(world.request(ROOT, "dep-0"))
+    publisher = world.activities.targets.s3  # type: ignore[union-attr]
+    assert publisher is not None
+    request_a = world.request(ROOT, "dep-a")
+    files_a = world.plain(ROOT)
+    seen = publisher.read_pointer(bucket, PREFIX, ROOT)
+    assert seen.deployment_id == "dep-0" and seen.etag
+    publisher.write_generation(bucket, PREFIX, files_a, request_a)
+    # … A stalls here; B is deployed and published completely
+    world.commit({"deployments/g/c1/cluster.values.yaml": {"greeting": "newer"}})
+    request_b = world.request(ROOT, "dep-b")
+    world.publish(request_b)
+    raw = s3_server.client()
+    after_b = objects(raw, bucket, PREFIX)
+    with pytest.raises(ApplicationError) as info:
+        publisher.swap(bucket, PREFIX, files_a, request_a, digest="sha256:a", seen=seen)
+    assert info.value.type == ERR_POINTER_MOVED
+    assert info.value.non_retryable
+    assert info.value.message == (
+        f'publishing root "g/c1" to s3://{bucket}/g/c1/: the pointer changed while this '
+        f'deployment published (it now names deployment "dep-b", revision '
+        f'"{request_b.revision}"); not overwriting it'
+    )
+    assert objects(raw, bucket, PREFIX) == after_b  # nothing written, nothing pruned
+    assert_live_generation_intact(raw, bucket, "dep-b")
+    assert not [k for k in after_b if k.startswith(PREFIX + "dep-a/")]  # B pruned A's leftovers
+    # A's late prune (its retry found the pointer its own, then stalled) deletes nothing of B
+    assert publisher.prune(bucket, PREFIX, request_a) == 0
+    assert objects(raw, bucket, PREFIX) == after_b
+
+
+def test_a_second_attempt_of_the_same_deployment_finishes_idempotently(
+    tmp_path: Path, s3_server: S3Server, bucket: str
+) -> None:
+    """Two attempts of one deployment both read the old pointer and write the generation;
+    the one that swaps second finds its own deployment live and reports it published."""
+    world = s3_world(tmp_path, s3_server, bucket)
+    world.publish(world.request(ROOT, "dep-0"))
+    publisher = world.activities.targets.s3  # type: ignore[union-attr]
+    assert publisher is not None
+    request = world.request(ROOT, "dep-1")
+    files = world.plain(ROOT)
+    first = publisher.read_pointer(bucket, PREFIX, ROOT)
+    second = publisher.read_pointer(bucket, PREFIX, ROOT)
+    publisher.write_generation(bucket, PREFIX, files, request)
+    publisher.write_generation(bucket, PREFIX, files, request)
+    done = publisher.swap(bucket, PREFIX, files, request, digest="sha256:1", seen=second)
+    assert not done.already_published and done.fenced and done.pruned > 0
+    late = publisher.swap(bucket, PREFIX, files, request, digest="sha256:1", seen=first)
+    assert late.already_published
+    raw = s3_server.client()
+    assert_live_generation_intact(raw, bucket, "dep-1")
+    assert set(objects(raw, bucket, PREFIX)) == {PREFIX + POINTER} | {
+        f"{PREFIX}dep-1/{p}" for p in files
+    }
+
+
+def test_the_first_publish_creates_the_pointer_only_if_absent(
+    tmp_path: Path, s3_server: S3Server, bucket: str
+) -> None:
+    """On an empty prefix the pointer is written with If-None-Match: *; of two first publishes
+    racing, the later swap loses cleanly. Later swaps name the ETag they read."""
+    world = s3_world(tmp_path, s3_server, bucket)
+    publisher = world.activities.targets.s3  # type: ignore[union-attr]
+    assert publisher is not None
+    client = publisher.client
+    files = world.plain(ROOT)
+    request_x, request_y = world.request(ROOT, "dep-x"), world.request(ROOT, "dep-y")
+    seen_x = publisher.read_pointer(bucket, PREFIX, ROOT)
+    seen_y = publisher.read_pointer(bucket, PREFIX, ROOT)
+    assert seen_x.etag is None and not seen_x.exists
+    publisher.write_generation(bucket, PREFIX, files, request_x)
+    publisher.write_generation(bucket, PREFIX, files, request_y)
+    publisher.swap(bucket, PREFIX, files, request_x, digest="sha256:x", seen=seen_x)
+    with pytest.raises(ApplicationError) as info:
+        publisher.swap(bucket, PREFIX, files, request_y, digest="sha256:y", seen=seen_y)
+    assert info.value.type == ERR_POINTER_MOVED and info.value.non_retryable
+    assert 'it now names deployment "dep-x"' in info.value.message
+    raw = s3_server.client()
+    assert_live_generation_intact(raw, bucket, "dep-x")
+    pointer_puts = [cond for key, cond in client.conditions if key == PREFIX + POINTER]
+    assert pointer_puts == [{"IfNoneMatch": "*"}, {"IfNoneMatch": "*"}]
+    # the next deployment swaps against the ETag it read: the pointer dep-x wrote
+    etag = raw.head_object(Bucket=bucket, Key=PREFIX + POINTER)["ETag"]
+    client.conditions.clear()
+    result = world.publish(world.request(ROOT, "dep-z"))
+    assert not result.already_published
+    assert [c for k, c in client.conditions if k == PREFIX + POINTER] == [{"IfMatch": etag}]
+    # dep-y's orphaned generation went with the prune of dep-z
+    assert set(objects(raw, bucket, PREFIX)) == {PREFIX + POINTER} | {
+        f"{PREFIX}dep-z/{p}" for p in files
+    }
+
+
+class NoConditionalWrites(RecordingClient):
+    """Stands in for a store without conditional writes (older MinIO, some providers), which
+    SeaweedFS is not: a conditional PutObject gets their 501 NotImplemented; every other
+    request, and the unconditional retry, goes to the real server."""
+
+    def put_object(self, **kwargs: Any) -> Any:
+        if "IfMatch" in kwargs or "IfNoneMatch" in kwargs:
+            raise ClientError(
+                {
+                    "Error": {
+                        "Code": "NotImplemented",
+                        "Message": "A header you provided implies functionality that is "
+                        "not implemented",
+                    },
+                    "ResponseMetadata": {"HTTPStatusCode": 501},
+                },
+                "PutObject",
+            )
+        return super().put_object(**kwargs)
+
+
+def test_a_store_without_conditional_writes_publishes_unfenced(
+    tmp_path: Path, s3_server: S3Server, bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    publisher = S3Publisher(NoConditionalWrites(s3_server.client()))
+    world = publish_world(
+        tmp_path, fleet_files({"target": "s3", "s3": {"bucket": bucket}}), s3=publisher
+    )
+    files = world.plain(ROOT)
+    request = world.request(ROOT, "dep-1")
+    with caplog.at_level("WARNING"):
+        outcome = publisher.publish_tree(bucket, PREFIX, files, request, digest="sha256:1")
+    assert not outcome.fenced and not outcome.already_published
+    assert_live_generation_intact(s3_server.client(), bucket, "dep-1")
+    assert any("unfenced" in r.getMessage() for r in caplog.records)
