@@ -279,7 +279,11 @@ class PublishActivities:
                 type=ERR_NOT_CONFIGURED,
                 non_retryable=True,
             )
-        done = self.targets.s3.find_published(settings.bucket, prefix, request)
+        s3 = self.targets.s3
+        # Read once, before rendering: the swap is fenced against this pointer, so an attempt
+        # that stalls while rendering cannot swap over a deployment published meanwhile.
+        seen = s3.read_pointer(settings.bucket, prefix, request.root)
+        done = s3.find_published(settings.bucket, prefix, request, seen=seen)
         if done is not None:
             result = PublishResult(target=where, already_published=True)
             return _Published("s3", result, {"generation": done.generation, "pruned": done.pruned})
@@ -291,14 +295,15 @@ class PublishActivities:
             target=where,
             published_path=lambda path: prefix + path,
         )
-        outcome = self.targets.s3.publish_tree(
-            settings.bucket, prefix, tree.files, request, digest=tree.digest
+        outcome = s3.publish_tree(
+            settings.bucket, prefix, tree.files, request, digest=tree.digest, seen=seen
         )
         result = PublishResult(target=where, already_published=outcome.already_published)
         details = {
             "generation": outcome.generation,
             "uploaded": outcome.uploaded,
             "pruned": outcome.pruned,
+            "fenced": outcome.fenced,  # False: the store refused conditional writes
             "files": len(tree.files),
             "encrypted": len(tree.encrypted),
         }

@@ -169,18 +169,25 @@ class S3Publisher:
         request: PublishRequest,
         *,
         digest: str,
+        seen: Pointer | None = None,
     ) -> S3Outcome:
-        seen = self.read_pointer(bucket, prefix, request.root)
+        """Every step in order. `seen`: the pointer as read before the caller rendered, so
+        the swap is fenced against the earliest read (default: read now)."""
+        if seen is None:
+            seen = self.read_pointer(bucket, prefix, request.root)
         if seen.deployment_id == request.deployment_id:
             return self._already(bucket, prefix, request)
         self.write_generation(bucket, prefix, files, request)
         return self.swap(bucket, prefix, files, request, digest=digest, seen=seen)
 
-    def find_published(self, bucket: str, prefix: str, request: PublishRequest) -> S3Outcome | None:
-        """When the pointer already names this deployment (an earlier attempt swapped it):
-        the prune runs again and the outcome says `already_published`; else None. A retry
-        looks before it renders again."""
-        seen = self.read_pointer(bucket, prefix, request.root)
+    def find_published(
+        self, bucket: str, prefix: str, request: PublishRequest, *, seen: Pointer | None = None
+    ) -> S3Outcome | None:
+        """When the pointer (`seen`, or read now) already names this deployment (an earlier
+        attempt swapped it): the prune runs again and the outcome says `already_published`;
+        else None. A retry looks before it renders again."""
+        if seen is None:
+            seen = self.read_pointer(bucket, prefix, request.root)
         if seen.deployment_id != request.deployment_id:
             return None
         return self._already(bucket, prefix, request)

@@ -16,6 +16,7 @@ import yaml
 from botocore.exceptions import ClientError
 from temporalio.exceptions import ApplicationError
 
+from activities import publish as publish_activity
 from activities.publish_s3 import ERR_POINTER_MOVED, POINTER, S3Publisher, read_manifest
 from shared.payloads import ERR_FLEET
 from shared.render import Render, kubectl_binary
@@ -312,6 +313,36 @@ def test_an_abandoned_attempt_cannot_swap_back_or_prune(
     # A's late prune (its retry found the pointer its own, then stalled) deletes nothing of B
     assert publisher.prune(bucket, PREFIX, request_a) == 0
     assert objects(raw, bucket, PREFIX) == after_b
+
+
+def test_an_attempt_stalled_while_rendering_cannot_swap_over_a_newer_deployment(
+    tmp_path: Path, s3_server: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fence is the pointer read before rendering: deployment A's attempt stalls in its
+    render, B publishes completely meanwhile, A's swap is refused and B stays live."""
+    world = s3_world(tmp_path, s3_server, bucket)
+    world.publish(world.request(ROOT, "dep-0"))
+    request_a = world.request(ROOT, "dep-a")
+    world.commit({"deployments/g/c1/cluster.values.yaml": {"greeting": "newer"}})
+    request_b = world.request(ROOT, "dep-b")
+    render = publish_activity.publish_tree
+    stalled: list[str] = []
+
+    def render_with_a_stall(*args: Any, **kwargs: Any) -> Any:
+        request = args[1]
+        if request.deployment_id == "dep-a" and not stalled:
+            stalled.append("dep-a")
+            world.publish(request_b)  # … while A renders
+        return render(*args, **kwargs)
+
+    monkeypatch.setattr(publish_activity, "publish_tree", render_with_a_stall)
+    with pytest.raises(ApplicationError) as info:
+        world.publish(request_a)
+    assert info.value.type == ERR_POINTER_MOVED and info.value.non_retryable
+    assert '(it now names deployment "dep-b"' in info.value.message
+    assert stalled == ["dep-a"]
+    raw = s3_server.client()
+    assert_live_generation_intact(raw, bucket, "dep-b")
 
 
 def test_a_second_attempt_of_the_same_deployment_finishes_idempotently(
