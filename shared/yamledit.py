@@ -39,7 +39,11 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import DuplicateKeyError, RoundTripConstructor
 from ruamel.yaml.error import CommentMark, MarkedYAMLError, YAMLError
 from ruamel.yaml.representer import RoundTripRepresenter
-from ruamel.yaml.scalarstring import ScalarString, SingleQuotedScalarString
+from ruamel.yaml.scalarstring import (
+    DoubleQuotedScalarString,
+    ScalarString,
+    SingleQuotedScalarString,
+)
 from ruamel.yaml.tokens import CommentToken
 
 from shared import yamldoc
@@ -184,6 +188,10 @@ def _apply(node: Any, old: Any, new: Any) -> Any:
     edited in place, else a fresh node."""
     if same(old, new):
         return node
+    if isinstance(new, (dict, list)) and not new:
+        # Emptied: ruamel would leave the comment of the line that opened the collection
+        # where `{}` / `[]` must go, so the empty collection is a fresh node.
+        return _fresh(new, node)
     if isinstance(old, dict) and isinstance(new, dict) and isinstance(node, CommentedMap):
         _edit_map(node, old, new)
         return node
@@ -258,6 +266,15 @@ def _fresh(value: Any, was: Any) -> Any:
         # as YAML 1.1: quote what would not come back as this string.
         if _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) != _STR:
             return SingleQuotedScalarString(value)
+        if "\n" not in value:
+            # ruamel writes plain what YAML 1.2 allows (`:0`, say); PyYAML may not read it
+            # back: quote the way PyYAML itself would inside a flow collection (the stricter
+            # context, and the node may land in one).
+            style = yaml.safe_dump([value], default_flow_style=True, width=1 << 20)[1:2]
+            if style == "'":
+                return SingleQuotedScalarString(value)
+            if style == '"':
+                return DoubleQuotedScalarString(value)
     return value
 
 

@@ -354,7 +354,8 @@ def _mutate(data: Any, ops: list[tuple[int, int, str, Any]]) -> None:
             node[f"new{where % 3}"] = value
 
 
-@settings(max_examples=150, deadline=None)
+# derandomized: CI runs a fixed set; wider random runs (6,000 examples) are done by hand
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(
     sample=st.sampled_from(SAMPLES),
     ops=st.lists(
@@ -368,11 +369,31 @@ def test_any_edit_means_exactly_the_new_data(sample: str, ops: list[Any]) -> Non
     new = copy.deepcopy(old)
     _mutate(new, ops)
     out = yamledit.edit(sample, "values.yaml", old, new)
-    # Plain mappings, lists and printable scalars always edit in place.
-    assert out is not None
+    # Plain mappings, lists and printable scalars edit in place; the one known exception is
+    # ruamel's emitter garbling a block list item that follows an empty `{}` / `[]` item,
+    # which edit's own meaning check catches (the caller then writes the file in full).
+    if out is None:
+        assert _empty_item_then_more(new), new
+        return
     assert yamledit.same(yamldoc.loads(out, "values.yaml"), new)
     if yamledit.same(old, new):
         assert out == sample
+
+
+def _empty_item_then_more(node: Any) -> bool:
+    if isinstance(node, dict):
+        return any(_empty_item_then_more(v) for v in node.values())
+    if isinstance(node, list):
+        empty_before_last = any(v in ({}, []) for v in node[:-1])
+        return empty_before_last or any(_empty_item_then_more(v) for v in node)
+    return False
+
+
+def test_an_emptied_mapping_with_a_comment_on_its_key_edits_in_place() -> None:
+    # ruamel would put `{}` after the key's comment; the emptied mapping is a fresh node.
+    text = "apps:\n  demo:  # the app\n    a: 1\n  other:\n    b: 2\n"
+    out = edit(text, lambda d: d["apps"].update(demo={}))
+    assert out == "apps:\n  demo: {} # the app\n  other:\n    b: 2\n"
 
 
 def _leaves(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -384,7 +405,7 @@ def _leaves(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return [path] if single else []
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(sample=st.sampled_from(SAMPLES), pick=st.integers(0, 999), word=st.sampled_from(WORDS))
 def test_setting_one_scalar_changes_one_line(sample: str, pick: int, word: str) -> None:
     old = yamldoc.loads(sample, "values.yaml")
