@@ -278,15 +278,23 @@ def assert_live_generation_intact(client: Any, bucket: str, deployment: str) -> 
         assert hashlib.sha256(data).hexdigest() == digest
 
 
+def published_once(
+    tmp_path: Path, s3_server: S3Server, bucket: str
+) -> tuple[PublishWorld, S3Publisher]:
+    """A world whose root is live at deployment "dep-0", and its S3 publisher."""
+    world = s3_world(tmp_path, s3_server, bucket)
+    world.publish(world.request(ROOT, "dep-0"))
+    publisher = world.activities.targets.s3  # type: ignore[union-attr]
+    assert publisher is not None
+    return world, publisher
+
+
 def test_an_abandoned_attempt_cannot_swap_back_or_prune(
     tmp_path: Path, s3_server: S3Server, bucket: str
 ) -> None:
     """Deployment A's attempt stalls after writing its generation (timed out; the workflow
     moved on), deployment B publishes, then A wakes up: its swap is refused, B stays live."""
-    world = s3_world(tmp_path, s3_server, bucket)
-    world.publish(world.request(ROOT, "dep-0"))
-    publisher = world.activities.targets.s3  # type: ignore[union-attr]
-    assert publisher is not None
+    world, publisher = published_once(tmp_path, s3_server, bucket)
     request_a = world.request(ROOT, "dep-a")
     files_a = world.plain(ROOT)
     seen = publisher.read_pointer(bucket, PREFIX, ROOT)
@@ -350,10 +358,7 @@ def test_a_second_attempt_of_the_same_deployment_finishes_idempotently(
 ) -> None:
     """Two attempts of one deployment both read the old pointer and write the generation;
     the one that swaps second finds its own deployment live and reports it published."""
-    world = s3_world(tmp_path, s3_server, bucket)
-    world.publish(world.request(ROOT, "dep-0"))
-    publisher = world.activities.targets.s3  # type: ignore[union-attr]
-    assert publisher is not None
+    world, publisher = published_once(tmp_path, s3_server, bucket)
     request = world.request(ROOT, "dep-1")
     files = world.plain(ROOT)
     first = publisher.read_pointer(bucket, PREFIX, ROOT)
