@@ -7,14 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.github import GitHubAccess, GitHubActivities
 from shared import checkrun
+from shared.devstack.credentials import new_app_key
 from shared.github_emulator import GitHubEmulator
 from shared.payloads import CheckRunRef, CheckRunRequest, RepoRef
 from shared.settings import Settings
@@ -27,12 +26,7 @@ REPO = RepoRef(owner="acme", name="fleet", installation_id=INSTALLATION)
 
 @pytest.fixture(scope="module")
 def app_key() -> str:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
+    return new_app_key()
 
 
 @pytest.fixture

@@ -11,8 +11,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr
 from temporalio import workflow
 from temporalio.client import Client
@@ -22,6 +20,7 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.dispatch import DispatchActivities
+from shared.devstack.credentials import new_app_key
 from shared.devstack.temporal import temporal_binary
 from shared.github_emulator import GitHubEmulator
 from shared.payloads import (
@@ -145,15 +144,6 @@ def test_signal_deploys_starts_each_root_once_and_signals_it(tmp_path: Path) -> 
 # --- the worker, end to end --------------------------------------------------------------------
 
 
-def _pem() -> str:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-
-
 def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
     fleet = init_repo(tmp_path / "origin")
     make_fleet(
@@ -166,7 +156,7 @@ def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
     before = commit_all(fleet, "fleet")
     write_files(fleet, {"deployments/g/c1/cluster.values.yaml": {"greeting": "hi"}})
     after = commit_all(fleet, "greet c1")
-    key = _pem()
+    key = new_app_key()
     emulator = GitHubEmulator(app_id=1, app_key=key)
     emulator.seed_repository("acme", "fleet", 5, "main")
     repo = RepoRef(owner="acme", name="fleet", installation_id=5, clone_url=str(fleet))

@@ -32,6 +32,7 @@ from shared.github import CheckRunOutput, GitHubApp, verify_webhook_signature
 from shared.payloads import SEARCH_ATTRIBUTES
 from shared.settings import Settings
 from tests.conftest import EXAMPLES
+from tests.support.stack import inherited_env
 
 
 def _alive(pid: int) -> bool:
@@ -356,7 +357,7 @@ def test_rollwright_dev_runs_and_stops_cleanly(tmp_path: Path, stop_signal: sign
     for flag, port in ports.items():
         argv += [flag, str(port)]
     argv += ["--repo", f"acme/fleet={repo}"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLWRIGHT_")}
+    env = inherited_env()
     proc = subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,
@@ -404,7 +405,7 @@ def test_rollwright_dev_runs_and_stops_cleanly(tmp_path: Path, stop_signal: sign
 def test_rollwright_demo_succeeds_and_names_a_failing_step(tmp_path: Path) -> None:
     """`rollwright demo` exits 0 after every step on the example fleet; on a fleet whose
     changed root cannot render it exits 1 naming the step, with the check run's reason."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLWRIGHT_")}
+    env = inherited_env()
     cwd = Path(__file__).resolve().parents[1]
     ok = subprocess.run(
         [sys.executable, "-m", "shared.cli", "demo", "--data-dir", str(tmp_path / "ok")],

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ import pytest
 
 from shared.blobstore import FileBlobStore, latest_key
 from shared.devstack import fleetrepo
-from shared.devstack.stack import DevStack, StackOptions
+from shared.devstack.stack import DevStack
 from shared.github_emulator import CheckRunRecord, GitHubEmulator
 from shared.payloads_promotion import (
     QUERY_ROLLOUT,
@@ -34,6 +33,7 @@ from shared.payloads_promotion import (
     promotion_workflow_id,
 )
 from tests.conftest import EXAMPLES
+from tests.support.stack import serving_fleet
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -131,17 +131,8 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     base = tmp_path_factory.mktemp("e2e-promotion")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLWRIGHT_")}
-    options = StackOptions(data_dir=base / "state", env=env).with_free_ports()
-    stack = DevStack(options, out=lambda line: None)
-    stack.start()
-    try:
-        repo_dir = base / "fleet"
-        fleetrepo.create_fleet_repo(EXAMPLES / "dimensions-fleet", repo_dir)
-        stack.add_repository(OWNER, NAME, repo_dir)
+    with serving_fleet(base, EXAMPLES / "dimensions-fleet", OWNER, NAME) as (stack, repo_dir):
         yield World(stack, repo_dir)
-    finally:
-        stack.stop()
 
 
 def test_staged_patch_walks_integration_and_waits_for_promote_at_stage(world: World) -> None:

@@ -26,11 +26,12 @@ from github import Auth, Github
 
 from shared.blobstore import FileBlobStore, latest_key
 from shared.devstack import fleetrepo
-from shared.devstack.stack import DevStack, StackOptions
+from shared.devstack.stack import DevStack
 from shared.github_emulator import CheckRunRecord, GitHubEmulator
 from shared.payloads import QUERY_STATE, DeployState, deploy_workflow_id
 from shared.sqlstore import SqlStore
 from tests.conftest import EXAMPLES
+from tests.support.stack import serving_fleet
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -163,25 +164,10 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     base = tmp_path_factory.mktemp("e2e")
-    options = StackOptions(data_dir=base / "state", env=_inherited_env()).with_free_ports()
-    stack = DevStack(options, out=lambda line: None)
-    stack.start()
-    try:
-        repo_dir = base / "fleet"
-        fleetrepo.create_fleet_repo(EXAMPLES / "atlas-fleet", repo_dir)
-        stack.add_repository(OWNER, NAME, repo_dir)
+    with serving_fleet(base, EXAMPLES / "atlas-fleet", OWNER, NAME) as (stack, repo_dir):
         world = World(stack, repo_dir)
         yield world
         world.github.close()
-    finally:
-        stack.stop()
-
-
-def _inherited_env() -> dict[str, str]:
-    import os
-
-    # the stack's own ROLLWRIGHT_* values win; a developer's GitHub App must not leak in
-    return {k: v for k, v in os.environ.items() if not k.startswith("ROLLWRIGHT_")}
 
 
 def test_signed_push_to_published_deployment(world: World) -> None:

@@ -22,8 +22,9 @@ from typing import Any, TypeVar
 import pytest
 
 from shared.devstack import fleetrepo
-from shared.devstack.stack import DevStack, StackOptions
+from shared.devstack.stack import DevStack
 from tests.bench import fleetgen
+from tests.support.stack import serving_fleet
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -77,18 +78,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevStack, 
     base = tmp_path_factory.mktemp("browser")
     source = base / "source"
     fleetgen.generate(source, groups=1, clusters_per_group=1, releases=RELEASES)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLWRIGHT_")}
-    options = StackOptions(data_dir=base / "state", env=env, headless_ui=True).with_free_ports()
-    stack = DevStack(options, out=lambda line: None)
-    stack.start()
-    try:
-        repo_dir = base / "fleet"
-        fleetrepo.create_fleet_repo(source, repo_dir)
+    with serving_fleet(base, source, OWNER, NAME, headless_ui=True) as (stack, repo_dir):
         shutil.rmtree(source)
-        stack.add_repository(OWNER, NAME, repo_dir)
         yield stack, repo_dir
-    finally:
-        stack.stop()
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -37,6 +35,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from gateway.app import create_app
 from shared import sops
+from shared.devstack.credentials import new_app_key
 from shared.github import COMMENT_LIMIT, OUTPUT_LIMIT, webhook_signature
 from shared.github_emulator import CheckRunRecord, CommentRecord, GitHubEmulator
 from shared.payloads import QUERY_STATE
@@ -70,21 +69,12 @@ SECRET_NEW = "new-Pa55w0rd-4kLm"
 T = TypeVar("T")
 
 
-def _pem() -> str:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-
-
 class Stack:
     """Dev server + worker on their own event loop in a thread; gateway; emulator."""
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        pem = _pem()
+        pem = new_app_key()
         self.emulator = GitHubEmulator(app_id=APP_ID, app_key=pem).start()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)

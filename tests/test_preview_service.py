@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from temporalio.exceptions import ApplicationError
@@ -36,6 +34,7 @@ from gateway.previews import render_markdown
 from gateway.webhooks import Ignore, route_event
 from shared.blobstore import FileBlobStore
 from shared.checkrun import root_from_check_run_name
+from shared.devstack.credentials import new_app_key
 from shared.github_emulator import GitHubEmulator
 from shared.gitmirror import GitMirror
 from shared.payloads import RepoRef
@@ -197,12 +196,7 @@ def test_external_ids_round_trip() -> None:
 
 @pytest.fixture(scope="module")
 def app_key() -> str:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
+    return new_app_key()
 
 
 @pytest.fixture

@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 import requests
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
@@ -31,6 +29,7 @@ from activities.promotion import (
     touched_patches,
 )
 from shared.blobstore import FileBlobStore, latest_key
+from shared.devstack.credentials import new_app_key
 from shared.github import GitHubRequestError
 from shared.github_emulator import GitHubEmulator
 from shared.github_git import BranchMoved, branch_tip, commit_files
@@ -91,10 +90,7 @@ class Receiver:
 
 @pytest.fixture(scope="module")
 def app_key() -> str:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
+    return new_app_key()
 
 
 class World:

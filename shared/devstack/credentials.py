@@ -22,14 +22,19 @@ def ensure_app_key(path: Path) -> str:
     """The PEM private key at `path`, generated (RSA 2048, like GitHub's) when missing."""
     if path.is_file():
         return path.read_text()
+    pem = new_app_key()
+    _write_private(path, pem.encode())
+    return pem
+
+
+def new_app_key() -> str:
+    """A new GitHub App private key, PEM (RSA 2048, PKCS#1: what GitHub hands out)."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(
+    return key.private_bytes(
         serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,  # GitHub hands out PKCS#1 keys
+        serialization.PrivateFormat.TraditionalOpenSSL,
         serialization.NoEncryption(),
-    )
-    _write_private(path, pem)
-    return pem.decode()
+    ).decode()
 
 
 def ensure_token(path: Path) -> str:

@@ -33,6 +33,7 @@ from shared.devstack.stack import DevStack, StackOptions
 from shared.github import webhook_signature
 from shared.github_emulator import CheckRunRecord, GitHubEmulator
 from tests.bench import fleetgen
+from tests.support.stack import inherited_env
 
 MARKER = "## Deploy service (issue 4)"
 OWNER, NAME = "bench", "fleet"
@@ -45,10 +46,6 @@ CONNECTIONS = 64
 SAMPLES = 5
 STEP_TIMEOUT = 60.0
 T = TypeVar("T")
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("ROLLWRIGHT_")}
 
 
 def _quiet(line: str) -> None:
@@ -65,7 +62,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def bench_gateway(work: Path) -> dict[str, float]:
-    options = StackOptions(data_dir=work / "gateway-stack", worker=False, env=_env())
+    options = StackOptions(data_dir=work / "gateway-stack", worker=False, env=inherited_env())
     stack = DevStack(options.with_free_ports(), out=_quiet)
     stack.start()
     try:
@@ -262,7 +259,7 @@ def fleet_and_stack(
     )
     fleetrepo.git(repo, "init", "-q", "-b", "main")
     fleetrepo.commit_all(repo, "fleet")
-    options = StackOptions(data_dir=work / f"{name}-stack", env=_env()).with_free_ports()
+    options = StackOptions(data_dir=work / f"{name}-stack", env=inherited_env()).with_free_ports()
     stack = DevStack(options, out=_quiet)
     stack.start()
     return repo, roots, stack

@@ -1,0 +1,36 @@
+"""The embedded stack for end-to-end tests: free ports, quiet, serving one fleet repository."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from shared.devstack import fleetrepo
+from shared.devstack.stack import DevStack, StackOptions
+
+
+def inherited_env() -> dict[str, str]:
+    """This process's environment minus ROLLWRIGHT_*: the stack's own values win, and a
+    developer's GitHub App must not leak in."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("ROLLWRIGHT_")}
+
+
+@contextmanager
+def serving_fleet(
+    base: Path, source: Path, owner: str, name: str, **options: Any
+) -> Iterator[tuple[DevStack, Path]]:
+    """A started stack (state under `base/state`, `options` for StackOptions) serving a copy
+    of the fleet at `source` as `owner/name` from `base/fleet`; stopped on exit."""
+    settings = StackOptions(data_dir=base / "state", env=inherited_env(), **options)
+    stack = DevStack(settings.with_free_ports(), out=lambda line: None)
+    stack.start()
+    try:
+        repo_dir = base / "fleet"
+        fleetrepo.create_fleet_repo(source, repo_dir)
+        stack.add_repository(owner, name, repo_dir)
+        yield stack, repo_dir
+    finally:
+        stack.stop()
