@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -33,7 +32,7 @@ from shared.payloads_promotion import (
     promotion_workflow_id,
 )
 from tests.conftest import EXAMPLES
-from tests.support.stack import serving_fleet
+from tests.support.stack import serving_fleet, wait_on
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -80,16 +79,9 @@ class World:
                 self.approved.add(run.id)
 
     def wait_for(self, what: str, probe: Callable[[], T | None]) -> T:
-        deadline = time.monotonic() + STEP_TIMEOUT
-        while True:
-            self.stack.check()
-            self.approve_reviews()
-            found = probe()
-            if found is not None:
-                return found
-            if time.monotonic() > deadline:
-                pytest.fail(f"no {what} within {STEP_TIMEOUT:.0f}s; logs: {self.stack.data_dir}")
-            time.sleep(0.2)
+        return wait_on(
+            self.stack, what, probe, timeout=STEP_TIMEOUT, poll=0.2, each=self.approve_reviews
+        )
 
     def promotion_commits(self) -> list[tuple[str, str, str]]:
         """(sha, subject, author) of the promotion commits on main, oldest first."""

@@ -31,7 +31,7 @@ from shared.github_emulator import CheckRunRecord, GitHubEmulator
 from shared.payloads import QUERY_STATE, DeployState, deploy_workflow_id
 from shared.sqlstore import SqlStore
 from tests.conftest import EXAMPLES
-from tests.support.stack import serving_fleet
+from tests.support.stack import serving_fleet, wait_on
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -102,15 +102,7 @@ class World:
             return str(answer.read().decode())
 
     def wait_for(self, what: str, probe: Callable[[], T | None]) -> T:
-        deadline = time.monotonic() + STEP_TIMEOUT
-        while True:
-            self.stack.check()  # a crashed worker or gateway fails the test with its log
-            found = probe()
-            if found is not None:
-                return found
-            if time.monotonic() > deadline:
-                pytest.fail(f"no {what} within {STEP_TIMEOUT:.0f}s; logs: {self.stack.data_dir}")
-            time.sleep(0.2)
+        return wait_on(self.stack, what, probe, timeout=STEP_TIMEOUT, poll=0.2)
 
     def runs(self, root: str) -> list[CheckRunRecord]:
         return [r for r in self.emulator.check_runs(OWNER, NAME) if r.name == f"rollwright/{root}"]

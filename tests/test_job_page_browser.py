@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,7 +23,7 @@ import pytest
 from shared.devstack import fleetrepo
 from shared.devstack.stack import DevStack
 from tests.bench import fleetgen
-from tests.support.stack import serving_fleet
+from tests.support.stack import serving_fleet, wait_on
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -62,15 +61,7 @@ def artifacts_dir() -> Path:
 
 
 def wait_for(what: str, probe: Callable[[], T | None], stack: DevStack) -> T:
-    deadline = time.monotonic() + STEP_TIMEOUT
-    while True:
-        stack.check()
-        found = probe()
-        if found is not None:
-            return found
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {STEP_TIMEOUT:.0f}s; logs: {stack.data_dir}")
-        time.sleep(0.1)
+    return wait_on(stack, what, probe, timeout=STEP_TIMEOUT)
 
 
 @pytest.fixture(scope="module")

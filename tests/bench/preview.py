@@ -30,6 +30,7 @@ from shared.payloads_preview import PREVIEW_CHECK_NAME
 from shared.preview import build_preview
 from tests.bench.service import fleet_and_stack
 from tests.support.pull_requests import OPENED, SYNCHRONIZE, pr_payload
+from tests.support.stack import wait_on
 
 MARKER = "## PR previews (issue 6)"
 OWNER, NAME = "bench", "previews"
@@ -51,15 +52,7 @@ class _PullRequest:
         self.head: str | None = None
 
     def wait(self, what: str, probe: Callable[[], T | None]) -> T:
-        deadline = time.monotonic() + STEP_TIMEOUT
-        while True:
-            found = probe()
-            if found is not None:
-                return found
-            self.stack.check()
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no {what} after {STEP_TIMEOUT:.0f}s")
-            time.sleep(0.02)
+        return wait_on(self.stack, what, probe, timeout=STEP_TIMEOUT, poll=0.02)
 
     def push(self, root: str) -> tuple[str, float]:
         """Commit a change of `root`'s values on the PR branch and send the webhook."""

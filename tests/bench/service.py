@@ -33,7 +33,7 @@ from shared.devstack.stack import DevStack, StackOptions
 from shared.github import webhook_signature
 from shared.github_emulator import CheckRunRecord, GitHubEmulator
 from tests.bench import fleetgen
-from tests.support.stack import inherited_env
+from tests.support.stack import inherited_env, wait_on
 
 MARKER = "## Deploy service (issue 4)"
 OWNER, NAME = "bench", "fleet"
@@ -188,15 +188,7 @@ class _Fleet:
         self.edits = 0
 
     def wait(self, what: str, probe: Callable[[], T | None], poll: float = 0.02) -> T:
-        deadline = time.monotonic() + STEP_TIMEOUT
-        while True:
-            found = probe()
-            if found is not None:
-                return found
-            self.stack.check()
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no {what} after {STEP_TIMEOUT:.0f}s")
-            time.sleep(poll)
+        return wait_on(self.stack, what, probe, timeout=STEP_TIMEOUT, poll=poll)
 
     def push_change(self, root: str) -> tuple[str, float]:
         """Commit a change to `root`'s cluster values and send the push; (sha, sent at)."""

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from shared.devstack import fleetrepo
 from shared.devstack.stack import DevStack, StackOptions
+
+T = TypeVar("T")
 
 
 def inherited_env() -> dict[str, str]:
@@ -34,3 +37,27 @@ def serving_fleet(
         yield stack, repo_dir
     finally:
         stack.stop()
+
+
+def wait_on(
+    stack: DevStack,
+    what: str,
+    probe: Callable[[], T | None],
+    *,
+    timeout: float = 60.0,
+    poll: float = 0.1,
+    each: Callable[[], None] | None = None,
+) -> T:
+    """Poll `probe` until it returns something other than None. A stack child that crashed
+    fails at once with its log; `each` runs before every probe (say, a reviewer approving)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stack.check()
+        if each is not None:
+            each()
+        found = probe()
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout:.0f}s; logs: {stack.data_dir}")
+        time.sleep(poll)
