@@ -435,8 +435,8 @@ def outcome(load: Callable[[], list[Any]]) -> Any:
         return ("error", str(err))
     except yaml.YAMLError as err:
         return ("error", str(yamldoc._syntax_error(err, "t.yaml")))
-    except (ValueError, TypeError) as err:  # PyYAML's constructors raise these for `!!int x`
-        return ("error", type(err).__name__, str(err))
+    except (ValueError, TypeError, OverflowError) as err:  # PyYAML's constructors: `!!int x`
+        return ("error", str(yamldoc._value_error(err, "t.yaml")))
 
 
 def check_similar(base: str, text: str) -> None:
