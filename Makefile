@@ -26,11 +26,11 @@ system-packages:
 	deploy/system-packages.sh
 
 test: $(STAMP) system-packages lint typecheck
-	$(PY) -m shared.schemas --check docs/schemas
+	$(PY) -m shared.engine.schemas --check docs/schemas
 	$(PY) -m pytest -q
 
 schemas: $(STAMP)
-	$(PY) -m shared.schemas docs/schemas
+	$(PY) -m shared.engine.schemas docs/schemas
 
 bench: $(STAMP)
 	$(PY) -m tests.bench.run --write docs/benchmarks.md

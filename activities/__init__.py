@@ -24,10 +24,10 @@ from activities.promotion import PromotionActivities, PromotionSignals
 from activities.publish import BlobPublisher, PublishActivities, Publisher, publish_targets
 from activities.render import RenderActivities
 from activities.store import StoreActivities
-from shared.blobstore import BlobStore, open_blob_store
-from shared.gitmirror import GitMirror
 from shared.settings import Settings
-from shared.sqlstore import SqlStore
+from shared.stores.blob import BlobStore, open_blob_store
+from shared.stores.gitmirror import GitMirror
+from shared.stores.sql import SqlStore
 
 
 @dataclass
@@ -56,7 +56,7 @@ def build_activities(
     github: GitHubAccess | None = None,
     publisher: Publisher | None = None,
 ) -> Activities:
-    """Every activity the workflows call (the ACT_* names of shared.payloads)."""
+    """Every activity the workflows call (the ACT_* names of shared.contracts.deploy)."""
     closers: list[Callable[[], None]] = []  # only what is built here
     blobs = blobs if blobs is not None else open_blob_store(settings.blobs, settings)
     if sql is None:

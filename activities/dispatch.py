@@ -7,7 +7,7 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 from activities.heartbeat import beat
-from shared.payloads import (
+from shared.contracts.deploy import (
     ACT_SIGNAL_DEPLOYS,
     ACT_WORKER_TASK_QUEUE,
     DEPLOY_WORKFLOW,

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from shared.errors import FleetError
-from shared.gitmirror import RevisionNotFound
-from shared.payloads import ERR_FLEET
+from shared.contracts.deploy import ERR_FLEET
+from shared.engine.errors import FleetError
+from shared.stores.gitmirror import RevisionNotFound
 
 ERR_REVISION_NOT_FOUND = "RevisionNotFound"
 ERR_GITHUB_REQUEST = "GitHubRequestError"
@@ -61,7 +61,7 @@ def withhold_unexpected(
     show it) and the SDK would log it.
 
     ApplicationErrors and the `quotable` types (errors built to name paths and targets only)
-    pass; a fleet error becomes `fleet_error` (redacted by `shared.fleet`); anything else is
+    pass; a fleet error becomes `fleet_error` (redacted by `shared.engine.fleet`); anything else is
     logged as its type and a traceback without messages, and re-raised as an ApplicationError
     of the same type (retryable, as the SDK's own conversion) with a generic message, not
     chained."""

@@ -12,10 +12,7 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import fleet_mistakes
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
-from shared.affected import affected_between
-from shared.fleet import Fleet
-from shared.gitmirror import GitMirror, RevisionNotFound, is_zero
-from shared.payloads import (
+from shared.contracts.deploy import (
     ACT_AFFECTED_ROOTS,
     ACT_CHECKOUT,
     ACT_CLEANUP_CHECKOUT,
@@ -27,7 +24,10 @@ from shared.payloads import (
     Relation,
     RelationRequest,
 )
-from shared.tree import GitTree
+from shared.engine.affected import affected_between
+from shared.engine.fleet import Fleet
+from shared.engine.tree import GitTree
+from shared.stores.gitmirror import GitMirror, RevisionNotFound, is_zero
 
 
 class GitActivities:

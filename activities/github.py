@@ -25,8 +25,9 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import ERR_GITHUB_REQUEST, ERR_NOT_CONFIGURED
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
-from shared.checkrun import root_from_check_run_name
-from shared.github import (
+from shared.contracts.checkrun import root_from_check_run_name
+from shared.contracts.deploy import ACT_CHECK_RUN, CheckRunRef, CheckRunRequest, RepoRef
+from shared.github.app import (
     OUTPUT_LIMIT,
     CheckRunAction,
     CheckRunOutput,
@@ -36,7 +37,6 @@ from shared.github import (
     GitHubRetryableError,
     fit_text,
 )
-from shared.payloads import ACT_CHECK_RUN, CheckRunRef, CheckRunRequest, RepoRef
 from shared.settings import Settings
 
 ERR_GITHUB_RETRYABLE = "GitHubRetryableError"

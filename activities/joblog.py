@@ -1,6 +1,6 @@
 """A deployment's job log: what its activities did, for the job page (`jobs/<id>/log`).
 
-Lines (shared/joblines.py) carry the activity that wrote them and hold ids, paths, counts,
+Lines (shared/stores/joblog.py) carry the activity that wrote them and hold ids, paths, counts,
 durations and redacted messages only, like every other log: error texts come from fleet
 errors, which the engine has already redacted. A deployment's activities run one after
 another, so a log has one writer at a time; on S3 an append is a read-modify-write of the
@@ -19,8 +19,8 @@ from typing import Any
 
 from temporalio import activity
 
-from shared.blobstore import BlobStore, job_log_key
-from shared.joblines import log_line, parse_log
+from shared.stores.blob import BlobStore, job_log_key
+from shared.stores.joblog import log_line, parse_log
 
 log = logging.getLogger("rollwright.joblog")
 

@@ -6,7 +6,7 @@
   was made from, so the diff shows exactly what the PR changes). Without one (conflicts, or
   GitHub still computing it) the PR head is rendered against its merge base with the base
   branch, and the report says so in a warning.
-- `preview_build`: `shared.preview.build_preview` on the mirror (bare, read in place; only
+- `preview_build`: `shared.review.preview.build_preview` on the mirror (bare, read in place; only
   affected roots; redacted), heartbeating while it renders. A cancellation (a newer head,
   the PR closed) stops the rendering thread at its next root. Everything is stored under
   `previews/<owner>/<repo>/<pr>/<head>/` (report.md uncut, report.json, report.diff,
@@ -17,7 +17,7 @@
 
 Both sides are rendered from the redacted renders; texts here are built from the report, so
 nothing in a comment, check run, blob or log carries a plaintext secret. An unexpected
-exception (not a fleet error, whose messages `shared.fleet` redacts) may quote anything, and
+exception (not a fleet error, whose messages `shared.engine.fleet` redacts) may quote anything, and
 neither Temporal's history nor the worker log redacts: the activity logs its type and
 traceback without the message and fails with its type and a generic sentence
 (`activities.errors.withhold_unexpected`).
@@ -43,16 +43,7 @@ from activities.errors import (
 )
 from activities.github import ERR_GITHUB_RETRYABLE, GitHubAccess
 from activities.heartbeat import beat, blocking
-from shared.blobstore import BlobStore
-from shared.github import (
-    COMMENT_LIMIT,
-    OUTPUT_LIMIT,
-    GitHubError,
-    GitHubRetryableError,
-    fit_text,
-)
-from shared.gitmirror import GitMirror, RevisionNotFound
-from shared.payloads_preview import (
+from shared.contracts.preview import (
     ACT_PREVIEW_BUILD,
     ACT_PREVIEW_COMMENT,
     ACT_PREVIEW_REVISIONS,
@@ -69,7 +60,14 @@ from shared.payloads_preview import (
     preview_latest_key,
     preview_prefix,
 )
-from shared.preview import (
+from shared.github.app import (
+    COMMENT_LIMIT,
+    OUTPUT_LIMIT,
+    GitHubError,
+    GitHubRetryableError,
+    fit_text,
+)
+from shared.review.preview import (
     PreviewReport,
     build_preview,
     report_json,
@@ -78,6 +76,8 @@ from shared.preview import (
     repro_command,
 )
 from shared.settings import Settings
+from shared.stores.blob import BlobStore
+from shared.stores.gitmirror import GitMirror, RevisionNotFound
 
 T = TypeVar("T")
 

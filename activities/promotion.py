@@ -4,7 +4,7 @@ Reading (the worker's git mirror, latest.json): where a patch stands at a revisi
 (`promotion_evaluate`), whether each root's latest deployment contains it
 (`promotion_deployments`), which patches a push touched (`promotion_touched`).
 Writing (GitHub, as the App): the promotion commit on the default branch and the graduation
-pull request (shared.github_git). Signalling (Temporal): DispatchWorkflow starts and feeds
+pull request (shared.github.gitdata). Signalling (Temporal): DispatchWorkflow starts and feeds
 promotion workflows (`promotion_signal`); the deploy side tells them about finished
 deployments (`notify_promotions`), found through visibility by the RollwrightRepo attribute.
 """
@@ -26,21 +26,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.errors import ERR_GITHUB_REQUEST, fleet_mistakes
 from activities.github import ERR_GITHUB_RETRYABLE, GitHubAccess
 from activities.heartbeat import beat, blocking
-from shared import fleetconfig, promotion
-from shared.blobstore import BlobStore, latest_key
-from shared.errors import FleetError
-from shared.github import GitHubError, GitHubRetryableError
-from shared.github_git import (
-    BranchMoved,
-    branch_tip,
-    commit_files,
-    find_open_pull_request,
-    open_pull_request,
-)
-from shared.gitmirror import GitMirror, is_zero
-from shared.patches import load_patch
-from shared.payloads import SA_REPO, LatestDeployment
-from shared.payloads_promotion import (
+from shared.contracts.deploy import SA_REPO, LatestDeployment
+from shared.contracts.promotion import (
     ACT_NOTIFY_PROMOTIONS,
     ACT_PROMOTION_COMMIT,
     ACT_PROMOTION_DEPLOYMENTS,
@@ -70,9 +57,23 @@ from shared.payloads_promotion import (
     WindowInfo,
     promotion_workflow_id,
 )
+from shared.engine import fleetconfig
+from shared.engine.dimensions.patches import load_patch
+from shared.engine.errors import FleetError
+from shared.engine.tree import GitTree, Tree, changed_files
+from shared.engine.windows import window_state
+from shared.github.app import GitHubError, GitHubRetryableError
+from shared.github.gitdata import (
+    BranchMoved,
+    branch_tip,
+    commit_files,
+    find_open_pull_request,
+    open_pull_request,
+)
+from shared.promotion import plan as promotion
 from shared.settings import Settings
-from shared.tree import GitTree, Tree, changed_files
-from shared.windows import window_state
+from shared.stores.blob import BlobStore, latest_key
+from shared.stores.gitmirror import GitMirror, is_zero
 
 ERR_PROMOTION = "PromotionRefused"
 # The default branch moved under every attempt: retryable, unlike ERR_PROMOTION.

@@ -8,7 +8,7 @@ The fleet chooses the target in `rollwright.yaml` at the deployment's revision
 - `git` (activities.publish_git) and `s3` (activities.publish_s3) deliver real manifests: the
   plaintext is rebuilt on this worker (activities.publish_plaintext: a temporary worktree from
   the mirror, the same engine, a digest check against the reviewed render) and goes through
-  the secrets policy (shared.publish_secrets: refuse, or re-encrypt with sops) first.
+  the secrets policy (shared.engine.publish_secrets: refuse, or re-encrypt with sops) first.
 
 Every publisher is idempotent by deployment id, because Temporal may run `publish` again
 after a timeout whose first attempt did finish. The blob publisher keeps a marker object
@@ -49,12 +49,12 @@ from activities.publish_git import (
 from activities.publish_plaintext import fleet_config, publish_tree
 from activities.publish_s3 import S3Publisher, S3PublishError
 from activities.store import load_render, load_render_meta
-from shared.blobstore import BlobStore, BlobStoreError
-from shared.errors import FleetError
-from shared.fleetconfig import CONFIG_FILE, FleetConfig, target_path
-from shared.gitmirror import GitMirror, TokenProvider
-from shared.payloads import ACT_PUBLISH, PublishRequest, PublishResult
+from shared.contracts.deploy import ACT_PUBLISH, PublishRequest, PublishResult
+from shared.engine.errors import FleetError
+from shared.engine.fleetconfig import CONFIG_FILE, FleetConfig, target_path
 from shared.settings import Settings
+from shared.stores.blob import BlobStore, BlobStoreError
+from shared.stores.gitmirror import GitMirror, TokenProvider
 
 MARKER_SCHEMA = 1
 
@@ -336,7 +336,7 @@ def publish_targets(
     settings: Settings, mirror: GitMirror, blobs: BlobStore, token_for: TokenProvider | None
 ) -> PublishTargets:
     """The git and S3 publishers of a worker, from its settings."""
-    from shared.s3store import s3_client_from_settings  # boto3 loads only where used
+    from shared.stores.s3 import s3_client_from_settings  # boto3 loads only where used
 
     reserved = None
     parts = urlsplit(settings.blobs)

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from shared.fleetconfig import GitPublishSettings
-from shared.gitmirror import TokenProvider, git_env
-from shared.payloads import PublishRequest, RepoRef
+from shared.contracts.deploy import PublishRequest, RepoRef
+from shared.engine.fleetconfig import GitPublishSettings
+from shared.stores.gitmirror import TokenProvider, git_env
 
 BOT_NAME = "rollwright[bot]"
 BOT_EMAIL = "rollwright[bot]@users.noreply.github.com"

@@ -5,8 +5,8 @@ S3) render the root again here: a temporary worktree of the revision from the wo
 (removed afterwards), the same engine call as the render activity, then a digest check — a
 render that differs from the one reviewed (a remote chart re-published under the same version,
 a rotated key) is refused, because publishing it would deliver something nobody approved.
-Finally the secrets policy (shared.publish_secrets) turns the plaintext into files that may be
-written to the target.
+Finally the secrets policy (shared.engine.publish_secrets) turns the plaintext into files that
+may be written to the target.
 
 The plaintext lives in this process's memory only: never logged, stored or put in an error.
 """
@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from temporalio.exceptions import ApplicationError
 
 from activities.render import render_checkout
-from shared import fleetconfig
-from shared.fleetconfig import FleetConfig
-from shared.gitmirror import GitMirror
-from shared.payloads import PublishRequest
-from shared.publish_secrets import publishable_files, secret_files
-from shared.tree import GitTree
+from shared.contracts.deploy import PublishRequest
+from shared.engine import fleetconfig
+from shared.engine.fleetconfig import FleetConfig
+from shared.engine.publish_secrets import publishable_files, secret_files
+from shared.engine.tree import GitTree
+from shared.stores.gitmirror import GitMirror
 
 ERR_RENDER_MISMATCH = "RenderMismatch"
 

@@ -45,8 +45,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from shared.errors import FleetError
-from shared.payloads import PublishRequest
+from shared.contracts.deploy import PublishRequest
+from shared.engine.errors import FleetError
 
 POINTER = "kustomization.yaml"
 MANIFEST_MARK = "# rollwright-manifest: "

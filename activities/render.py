@@ -21,11 +21,7 @@ from activities.errors import fleet_mistakes, withhold_unexpected
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
 from activities.store import load_render, save_render
-from shared.blobstore import BlobStore, render_prefix
-from shared.diff import diff_renders
-from shared.diffdoc import diff_document, document_key
-from shared.fleet import Fleet
-from shared.payloads import (
+from shared.contracts.deploy import (
     ACT_DIFF_RENDER,
     ACT_RENDER_ROOT,
     DiffRequest,
@@ -33,9 +29,13 @@ from shared.payloads import (
     RenderRequest,
     RenderSummary,
 )
-from shared.render import Render
+from shared.engine.fleet import Fleet
+from shared.engine.render import Render
+from shared.engine.tree import WorkTree
+from shared.review.diff import diff_renders
+from shared.review.diffdoc import diff_document, document_key
 from shared.settings import Settings
-from shared.tree import WorkTree
+from shared.stores.blob import BlobStore, render_prefix
 
 
 def full_diff_key(deployment_id: str) -> str:

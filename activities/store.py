@@ -1,15 +1,15 @@
 """State activities (latest.json, deployment history) and how renders sit in the blob store.
 
-A stored render, under `renders/<owner>/<repo>/<root>/<sha>/` (shared.blobstore.render_prefix):
+A stored render, under `renders/<owner>/<repo>/<root>/<sha>/` (shared.stores.blob.render_prefix):
 
     digest.json         {"schema": 1, "root", "revision", "digest", "files": [...],
                          "file_digests": {path: digest}, "hidden": {path: {pointer: digest}}}
     files/<path>        each redacted output file, path relative to the root
 
-`digest`, `file_digests` and `hidden` are digests of the plaintext (see shared.render.Render):
-they let a diff notice a changed secret whose redacted text looks the same. They stay in the
-blob store (internal state) and are never shown: a guessable value's digest can be confirmed
-by hashing guesses.
+`digest`, `file_digests` and `hidden` are digests of the plaintext (see
+shared.engine.render.Render): they let a diff notice a changed secret whose redacted text looks the
+same. They stay in the blob store (internal state) and are never shown: a guessable value's digest
+can be confirmed by hashing guesses.
 
 `files/` keeps output names apart from rollwright's own objects, whatever a layout names its
 files. digest.json is written last, so a reader that finds it finds every file it lists; files
@@ -30,10 +30,7 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import ERR_MISSING_RENDER
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
-from shared.blobstore import BlobStore, job_log_key, latest_key
-from shared.blobstore import open_blob_store as open_blob_store  # its old home
-from shared.diff import RenderFiles
-from shared.payloads import (
+from shared.contracts.deploy import (
     ACT_LOAD_LATEST,
     ACT_PERSIST_LATEST,
     ACT_RECORD_DEPLOYMENT,
@@ -44,8 +41,11 @@ from shared.payloads import (
     LoadLatestRequest,
     PersistLatestRequest,
 )
-from shared.render import Render
-from shared.sqlstore import SqlStore
+from shared.engine.render import Render
+from shared.review.diff import RenderFiles
+from shared.stores.blob import BlobStore, job_log_key, latest_key
+from shared.stores.blob import open_blob_store as open_blob_store  # its old home
+from shared.stores.sql import SqlStore
 
 DIGEST_FILE = "digest.json"
 FILES_DIR = "files/"

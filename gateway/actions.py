@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from gateway.dispatcher import Dispatched, Dispatcher
-from shared.payloads import (
+from shared.contracts.deploy import (
     DISPATCH_WORKFLOW,
     SIGNAL_NEW_REVISION,
     SIGNAL_REVIEW,
@@ -26,7 +26,7 @@ from shared.payloads import (
     UnlockSignal,
     deploy_workflow_id,
 )
-from shared.payloads_preview import (
+from shared.contracts.preview import (
     PREVIEW_WORKFLOW,
     SIGNAL_PR_CLOSED,
     SIGNAL_PR_HEAD,
@@ -34,7 +34,7 @@ from shared.payloads_preview import (
     PullRequestHead,
     preview_workflow_id,
 )
-from shared.payloads_promotion import promotion_workflow_id
+from shared.contracts.promotion import promotion_workflow_id
 
 
 class _Action(BaseModel):

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gateway.context import Gateway, GatewayDep
 from gateway.dispatcher import DispatchError
-from shared.payloads import NewRevision, RepoRef
+from shared.contracts.deploy import NewRevision, RepoRef
 
 router = APIRouter(prefix="/api", tags=["api"])
 bearer = HTTPBearer(auto_error=False, description="ROLLWRIGHT_API_TOKEN")

@@ -26,7 +26,7 @@ from gateway.intake import DeliveryIntake
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import OutboxDrainer, OutboxOptions
 from shared.settings import Settings
-from shared.sqlstore import OutboxStats, SqlStore
+from shared.stores.sql import OutboxStats, SqlStore
 
 log = logging.getLogger("rollwright.gateway")
 

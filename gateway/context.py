@@ -12,9 +12,9 @@ from gateway.dispatcher import Dispatcher
 from gateway.intake import DeliveryIntake
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import OutboxDrainer
-from shared.blobstore import BlobStore, open_blob_store
 from shared.settings import Settings
-from shared.sqlstore import SqlStore
+from shared.stores.blob import BlobStore, open_blob_store
+from shared.stores.sql import SqlStore
 
 
 @dataclass

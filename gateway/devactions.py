@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from shared.checkrun import check_run_name
+from shared.contracts.checkrun import check_run_name
 from shared.settings import Settings
 
 IDENTIFIERS = ("approve", "reject", "unlock")

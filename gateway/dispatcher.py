@@ -1,9 +1,9 @@
 """How the gateway reaches Temporal: start or signal workflows by name, nothing else.
 
 The gateway never imports workflow code; it uses the names and payload models of
-shared/payloads.py with the pydantic data converter, so the worker decodes exactly the models it
-declares. `Dispatcher` is the small surface the HTTP handlers need; `TemporalDispatcher` is the
-real implementation (tests run it against a real Temporal dev server).
+shared/contracts/deploy.py with the pydantic data converter, so the worker decodes exactly the
+models it declares. `Dispatcher` is the small surface the HTTP handlers need; `TemporalDispatcher`
+is the real implementation (tests run it against a real Temporal dev server).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RetryConfig, RPCError, RPCStatusCode
 
-from shared.payloads import (
+from shared.contracts.deploy import (
     DEPLOY_WORKFLOW,
     DISPATCH_WORKFLOW,
     QUERY_STATE,
@@ -42,7 +42,7 @@ from shared.payloads import (
     UnlockSignal,
     deploy_workflow_id,
 )
-from shared.payloads_preview import (
+from shared.contracts.preview import (
     PREVIEW_WORKFLOW,
     SIGNAL_PR_CLOSED,
     SIGNAL_PR_HEAD,
@@ -51,7 +51,7 @@ from shared.payloads_preview import (
     PullRequestHead,
     preview_workflow_id,
 )
-from shared.payloads_promotion import (
+from shared.contracts.promotion import (
     SIGNAL_HALT,
     SIGNAL_PROMOTE,
     SIGNAL_RESUME,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from shared.sqlstore import DeliveryClaim, SqlStore
+from shared.stores.sql import DeliveryClaim, SqlStore
 
 MAX_BATCH = 200
 

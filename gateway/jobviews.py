@@ -17,12 +17,12 @@ from pydantic import BaseModel, Field
 
 from gateway.api import web_base
 from gateway.context import Gateway
-from shared.blobstore import BlobStore, job_log_key
-from shared.diffdoc import DiffDocument, document_key
-from shared.joblines import parse_log
-from shared.payloads import TERMINAL_STATES, deploy_workflow_id
+from shared.contracts.deploy import TERMINAL_STATES, deploy_workflow_id
+from shared.review.diffdoc import DiffDocument, document_key
 from shared.settings import Settings
-from shared.sqlstore import SqlStore
+from shared.stores.blob import BlobStore, job_log_key
+from shared.stores.joblog import parse_log
+from shared.stores.sql import SqlStore
 
 # Deployment ids are uuids; anything that is not a plain token cannot name a job.
 DEPLOYMENT_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"

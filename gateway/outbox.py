@@ -43,7 +43,7 @@ from pydantic import ValidationError
 from gateway.actions import ACTION, deliver
 from gateway.dispatcher import Dispatcher, DispatchError
 from gateway.metrics import GatewayMetrics
-from shared.sqlstore import OutboxClaim, OutboxResult, SqlStore
+from shared.stores.sql import OutboxClaim, OutboxResult, SqlStore
 
 log = logging.getLogger("rollwright.gateway.outbox")
 

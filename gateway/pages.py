@@ -29,7 +29,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from gateway import devactions
 from gateway.jobviews import DEPLOYMENT_ID, JobReader, ReaderDep
-from shared.diffdoc import DiffDocument, split_rows, unified_rows
+from shared.review.diffdoc import DiffDocument, split_rows, unified_rows
 
 log = logging.getLogger("rollwright.gateway.pages")
 

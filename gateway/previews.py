@@ -30,8 +30,8 @@ from markdown_it.utils import EnvType, OptionsDict
 from pydantic import ValidationError
 
 from gateway.context import GatewayDep
-from shared.blobstore import BlobStore
-from shared.payloads_preview import PreviewPointer, preview_latest_key, preview_prefix
+from shared.contracts.preview import PreviewPointer, preview_latest_key, preview_prefix
+from shared.stores.blob import BlobStore
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 SHA = r"^[0-9a-f]{40}([0-9a-f]{24})?$"

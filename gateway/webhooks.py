@@ -55,9 +55,8 @@ from gateway.actions import (
     Unlock,
 )
 from gateway.context import Gateway, GatewayDep
-from shared.checkrun import root_from_check_run_name
-from shared.github import verify_webhook_signature
-from shared.payloads import (
+from shared.contracts.checkrun import root_from_check_run_name
+from shared.contracts.deploy import (
     DispatchInput,
     NewRevision,
     RepoRef,
@@ -65,14 +64,15 @@ from shared.payloads import (
     UnlockSignal,
     dispatch_workflow_id,
 )
-from shared.payloads_preview import (
+from shared.contracts.preview import (
     PREVIEW_CHECK_NAME,
     PullRequestClosed,
     PullRequestHead,
     parse_preview_external_id,
 )
-from shared.payloads_promotion import patch_from_check_run_name
-from shared.sqlstore import DeliveryClaim, OutboxEntry
+from shared.contracts.promotion import patch_from_check_run_name
+from shared.github.app import verify_webhook_signature
+from shared.stores.sql import DeliveryClaim, OutboxEntry
 
 log = logging.getLogger("rollwright.gateway")
 

@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from shared.atlas import AtlasLayout
-from shared.fleet import Fleet
-from shared.tree import WorkTree
+from shared.engine.atlas.layout import AtlasLayout
+from shared.engine.fleet import Fleet
+from shared.engine.tree import WorkTree
 from tests.conftest import ECHO_CHART, echo_values, write_files
 
 ECHO_HELMFILE = """releases:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from hypothesis import settings
 
-from shared import charts
+from shared.engine import charts
 from tests.support.chart_repo import ChartRepo
 from tests.support.databases import PostgresDatabases
 from tests.support.oci_registry import OciRegistry

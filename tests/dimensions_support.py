@@ -6,9 +6,9 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from shared.dimensions import DimensionsLayout
-from shared.fleetconfig import FleetConfig
-from shared.tree import WorkTree
+from shared.engine.dimensions.layout import DimensionsLayout
+from shared.engine.fleetconfig import FleetConfig
+from shared.engine.tree import WorkTree
 from tests.conftest import write_files
 
 CONFIG: dict[str, Any] = {

@@ -17,10 +17,10 @@ from activities.publish import BlobPublisher, PublishActivities, PublishTargets
 from activities.publish_git import GitPublisher
 from activities.publish_s3 import S3Publisher
 from activities.render import render_checkout
-from shared.blobstore import FileBlobStore
-from shared.gitmirror import GitMirror
-from shared.payloads import PublishRequest, PublishResult, RepoRef
-from shared.sops import sops_binary, sops_environment
+from shared.contracts.deploy import PublishRequest, PublishResult, RepoRef
+from shared.engine.secrets.sops import sops_binary, sops_environment
+from shared.stores.blob import FileBlobStore
+from shared.stores.gitmirror import GitMirror
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import commit_all, git, init_repo, write_files
 from tests.secrets_support import app_chart_files

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from shared import sops
-from shared.origin import perturb_string
+from shared.engine.secrets import sops
+from shared.engine.secrets.origin import perturb_string
 from tests.support.age import AgeKey, generate_key
 
 KEY_VARIABLES = (

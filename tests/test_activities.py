@@ -24,10 +24,7 @@ from activities.joblog import JobLog
 from activities.publish import BlobPublisher, PublishActivities, marker_key
 from activities.render import RenderActivities, full_diff_key
 from activities.store import StoreActivities, load_render
-from shared import sops
-from shared.blobstore import FileBlobStore, latest_key
-from shared.gitmirror import GitMirror
-from shared.payloads import (
+from shared.contracts.deploy import (
     ERR_FLEET,
     AffectedRequest,
     CheckoutRequest,
@@ -43,9 +40,12 @@ from shared.payloads import (
     RenderSummary,
     RepoRef,
 )
+from shared.engine.secrets import sops
+from shared.engine.secrets.sops import SopsError
 from shared.settings import Settings
-from shared.sops import SopsError
-from shared.sqlstore import SqlStore
+from shared.stores.blob import FileBlobStore, latest_key
+from shared.stores.gitmirror import GitMirror
+from shared.stores.sql import SqlStore
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import commit_all, git, init_repo, write_files
 from tests.support.age import AgeKey, encrypt_yaml, generate_key

@@ -12,10 +12,10 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.github import GitHubAccess, GitHubActivities
-from shared import checkrun
+from shared.contracts import checkrun
+from shared.contracts.deploy import CheckRunRef, CheckRunRequest, RepoRef
 from shared.devstack.credentials import new_app_key
-from shared.github_emulator import GitHubEmulator
-from shared.payloads import CheckRunRef, CheckRunRequest, RepoRef
+from shared.devstack.emulator.server import GitHubEmulator
 from shared.settings import Settings
 
 APP_ID = 4242

@@ -20,10 +20,7 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.dispatch import DispatchActivities
-from shared.devstack.credentials import new_app_key
-from shared.devstack.temporal import temporal_binary
-from shared.github_emulator import GitHubEmulator
-from shared.payloads import (
+from shared.contracts.deploy import (
     DEPLOY_WORKFLOW,
     DISPATCH_WORKFLOW,
     SA_REPO,
@@ -41,8 +38,11 @@ from shared.payloads import (
     deploy_workflow_id,
     dispatch_workflow_id,
 )
+from shared.devstack.credentials import new_app_key
+from shared.devstack.emulator.server import GitHubEmulator
+from shared.devstack.temporal import temporal_binary
 from shared.settings import Settings
-from shared.sqlstore import SqlStore
+from shared.stores.sql import SqlStore
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import commit_all, init_repo, write_files
 from worker.main import run_worker

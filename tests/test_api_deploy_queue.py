@@ -19,9 +19,9 @@ import httpx
 
 from gateway.app import create_app
 from gateway.dispatcher import TemporalDispatcher
-from shared.payloads import TASK_QUEUE
+from shared.contracts.deploy import TASK_QUEUE
 from shared.settings import Settings
-from shared.sqlstore import SqlStore
+from shared.stores.sql import SqlStore
 from tests.support.deploy_world import REPO, Harness, harness, sha
 
 ROOT = "staging/cluster-a"

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from shared import sops
-from shared.errors import FleetError
+from shared.engine.errors import FleetError
+from shared.engine.secrets import sops
 from tests.atlas_support import echo, layout, make_fleet, one_app
 from tests.support.age import AgeKey, encrypt_yaml, generate_key
 

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.affected import affected_between
-from shared.errors import FleetError
-from shared.fleet import Fleet
-from shared.tree import WorkTree
+from shared.engine.affected import affected_between
+from shared.engine.errors import FleetError
+from shared.engine.fleet import Fleet
+from shared.engine.tree import WorkTree
 from tests.atlas_support import ECHO_HELMFILE
 from tests.conftest import ECHO_CHART, commit_all, git, init_repo, write_files
 
@@ -274,7 +274,7 @@ def test_affected_covers_every_root_whose_render_changed(
 
 
 def test_cli_roots_changed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from shared import cli
+    from shared.cli.main import main as cli
 
     repo = build(tmp_path / "fleet")
     change(repo, {"deployments/g1/group.values.yaml": {"x": 2}})

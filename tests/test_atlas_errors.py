@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from shared.errors import FleetError
-from shared.tree import WorkTree
-from shared.validate import validate_fleet
+from shared.engine.errors import FleetError
+from shared.engine.tree import WorkTree
+from shared.engine.validate import validate_fleet
 from tests.atlas_support import layout, make_fleet, one_app, render
 
 DEP = "deployments/g/c/apps/d"
@@ -247,7 +247,7 @@ def test_render_errors_name_root_and_release(tmp_path: Path) -> None:
 def test_cli_validate_prints_every_problem_and_exits_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shared import cli
+    from shared.cli.main import main as cli
 
     base = fleet(
         tmp_path,

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared import cli
-from shared.fleet import Fleet
-from shared.tree import WorkTree
+from shared.cli.main import main as cli
+from shared.engine.fleet import Fleet
+from shared.engine.tree import WorkTree
 from tests.conftest import EXAMPLES, copy_example
 
 EXAMPLE = EXAMPLES / "atlas-fleet"

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.atlas import AtlasLayout
-from shared.errors import FleetError
-from shared.fleet import Fleet
-from shared.fleetconfig import FleetConfig
-from shared.tree import GitTree, WorkTree
+from shared.engine.atlas.layout import AtlasLayout
+from shared.engine.errors import FleetError
+from shared.engine.fleet import Fleet
+from shared.engine.fleetconfig import FleetConfig
+from shared.engine.tree import GitTree, WorkTree
 from tests.atlas_support import echo, layout, make_fleet, one_app, render
 from tests.conftest import commit_all, init_repo
 from tests.support.chart_repo import ChartRepo

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.blobstore import BlobStore, BlobStoreError, FileBlobStore, open_blob_store
-from shared.s3store import S3BlobStore, s3_client
 from shared.settings import Settings
+from shared.stores.blob import BlobStore, BlobStoreError, FileBlobStore, open_blob_store
+from shared.stores.s3 import S3BlobStore, s3_client
 from tests.support.seaweed import S3Server
 
 _prefixes = itertools.count()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli import main
+from shared.cli.main import main
 from tests.conftest import commit_all, init_repo, write_files
 
 

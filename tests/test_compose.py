@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from shared.contracts.deploy import SEARCH_ATTRIBUTES, TASK_QUEUE, DeploymentRecord
 from shared.devstack.ports import free_port
-from shared.payloads import SEARCH_ATTRIBUTES, TASK_QUEUE, DeploymentRecord
 from shared.settings import Settings
 from tests.support.postgres import postgres_server
 
@@ -353,7 +353,7 @@ def test_postgres_init_script_and_sql_store(
 ) -> None:
     """deploy/compose/postgres-init.sh makes the role and database that the compose
     ROLLWRIGHT_DATABASE_URL names, and the SQL store works there with the psycopg driver."""
-    from shared.sqlstore import SqlStore
+    from shared.stores.sql import SqlStore
 
     socket_dir, port = postgres
     env = {
@@ -396,7 +396,7 @@ def test_compose_blob_store_on_a_real_seaweedfs(
     """SeaweedFS with the compose file's identities config, the bucket its s3-bucket job
     creates, and the worker's ROLLWRIGHT_* variables (endpoint moved to the test server):
     the settings open a blob store that writes, lists and reads there."""
-    from shared.blobstore import open_blob_store
+    from shared.stores.blob import open_blob_store
     from tests.support.seaweed import seaweed_server
 
     env = _env(compose, "worker")

@@ -6,8 +6,8 @@ import re
 
 from markdown_it import MarkdownIt
 
-from shared.diff import RenderFiles, diff_renders
-from shared.github import OUTPUT_LIMIT
+from shared.github.app import OUTPUT_LIMIT
+from shared.review.diff import RenderFiles, diff_renders
 
 URL = "http://rollwright.test/jobs/d-1"
 

@@ -3,8 +3,8 @@ hunks kept line for line, and the unified / side-by-side rows the job page rende
 
 from __future__ import annotations
 
-from shared.diff import RenderFiles, diff_renders
-from shared.diffdoc import DiffDocument, diff_document, identify, split_rows, unified_rows
+from shared.review.diff import RenderFiles, diff_renders
+from shared.review.diffdoc import DiffDocument, diff_document, identify, split_rows, unified_rows
 
 DEPLOYMENT = b"""apiVersion: apps/v1
 kind: Deployment

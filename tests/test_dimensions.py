@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
-from shared import helm
-from shared.dimensions import DimensionsLayout
-from shared.errors import FleetError
-from shared.fleet import Fleet
-from shared.fleetconfig import FleetConfig
-from shared.tree import GitTree, WorkTree
-from shared.validate import validate_fleet
+from shared.engine import helm
+from shared.engine.dimensions.layout import DimensionsLayout
+from shared.engine.errors import FleetError
+from shared.engine.fleet import Fleet
+from shared.engine.fleetconfig import FleetConfig
+from shared.engine.tree import GitTree, WorkTree
+from shared.engine.validate import validate_fleet
 from tests.conftest import commit_all, init_repo, write_files
 from tests.dimensions_support import ROOTS, app_values, base_files, layout_of, patch_doc
 
@@ -658,7 +658,8 @@ def test_affected_paths(tmp_path: Path, path: str, expected: set[str]) -> None:
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("shared.sops") is None, reason="shared.sops is not available"
+    importlib.util.find_spec("shared.engine.secrets.sops") is None,
+    reason="shared.engine.secrets.sops is not available",
 )
 def test_encrypted_values_next_to_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     age = pytest.importorskip("tests.support.age")

@@ -15,12 +15,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared import cli
-from shared.affected import affected_between
-from shared.dimensions import DimensionsLayout
-from shared.fleet import Fleet
-from shared.fleetconfig import FleetConfig
-from shared.tree import GitTree, WorkTree
+from shared.cli.main import main as cli
+from shared.engine.affected import affected_between
+from shared.engine.dimensions.layout import DimensionsLayout
+from shared.engine.fleet import Fleet
+from shared.engine.fleetconfig import FleetConfig
+from shared.engine.tree import GitTree, WorkTree
 from tests.conftest import EXAMPLES, commit_all, git, init_repo
 
 TYPES = {

@@ -21,16 +21,16 @@ from typing import TypeVar
 
 import pytest
 
-from shared.blobstore import FileBlobStore, latest_key
-from shared.devstack import fleetrepo
-from shared.devstack.stack import DevStack
-from shared.github_emulator import CheckRunRecord, GitHubEmulator
-from shared.payloads_promotion import (
+from shared.contracts.promotion import (
     QUERY_ROLLOUT,
     RolloutView,
     promotion_check_run_name,
     promotion_workflow_id,
 )
+from shared.devstack import fleetrepo
+from shared.devstack.emulator.server import CheckRunRecord, GitHubEmulator
+from shared.devstack.stack import DevStack
+from shared.stores.blob import FileBlobStore, latest_key
 from tests.conftest import EXAMPLES
 from tests.support.stack import serving_fleet, wait_on
 

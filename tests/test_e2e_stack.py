@@ -24,12 +24,12 @@ from typing import Any, TypeVar
 import pytest
 from github import Auth, Github
 
-from shared.blobstore import FileBlobStore, latest_key
+from shared.contracts.deploy import QUERY_STATE, DeployState, deploy_workflow_id
 from shared.devstack import fleetrepo
+from shared.devstack.emulator.server import CheckRunRecord, GitHubEmulator
 from shared.devstack.stack import DevStack
-from shared.github_emulator import CheckRunRecord, GitHubEmulator
-from shared.payloads import QUERY_STATE, DeployState, deploy_workflow_id
-from shared.sqlstore import SqlStore
+from shared.stores.blob import FileBlobStore, latest_key
+from shared.stores.sql import SqlStore
 from tests.conftest import EXAMPLES
 from tests.support.stack import serving_fleet, wait_on
 

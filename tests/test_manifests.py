@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from shared import manifests
-from shared.errors import FleetError
-from shared.manifests import DEFAULT_PATTERN, Resource
+from shared.engine import manifests
+from shared.engine.errors import FleetError
+from shared.engine.manifests import DEFAULT_PATTERN, Resource
 
 
 def obj(kind: str, name: str, api_version: str = "v1", **meta: Any) -> Resource:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from shared.diff import RenderFiles, diff_renders
-from shared.errors import FleetErrors
-from shared.fleetconfig import FleetConfig, parse_model
-from shared.noise import DEFAULT_RULES, NoiseFilter, NoiseRule
+from shared.engine.errors import FleetErrors
+from shared.engine.fleetconfig import FleetConfig, parse_model
+from shared.review.diff import RenderFiles, diff_renders
+from shared.review.noise import DEFAULT_RULES, NoiseFilter, NoiseRule
 
 DEFAULTS = NoiseFilter(DEFAULT_RULES)
 

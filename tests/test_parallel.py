@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from shared import parallel
-from shared.errors import FleetError
-from shared.fleet import Fleet
-from shared.tree import WorkTree
+from shared.engine import parallel
+from shared.engine.errors import FleetError
+from shared.engine.fleet import Fleet
+from shared.engine.tree import WorkTree
 from tests.bench import fleetgen
 from tests.conftest import EXAMPLES
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
-from shared import patches
-from shared.errors import FleetError, FleetErrors
+from shared.engine.dimensions import patches
+from shared.engine.errors import FleetError, FleetErrors
 
 
 def make(

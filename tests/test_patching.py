@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from shared.errors import FleetError
-from shared.manifests import Resource
-from shared.patching import apply_release_patches, strategic_merge
+from shared.engine.errors import FleetError
+from shared.engine.manifests import Resource
+from shared.engine.postrender import apply_release_patches, strategic_merge
 
 ORIGIN = "templates/web/helmfile.yaml.gotmpl"
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.errors import FleetError
-from shared.preview import (
+from shared.engine.errors import FleetError
+from shared.engine.tree import GitError
+from shared.review.preview import (
     PreviewReport,
     build_preview,
     report_json,
@@ -19,7 +20,6 @@ from shared.preview import (
     report_unified,
     repro_command,
 )
-from shared.tree import GitError
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import EXAMPLES, commit_all, git, init_repo, write_files
 from tests.preview_support import (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli import main
+from shared.cli.main import main
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import commit_all, git, init_repo, write_files
 from tests.preview_support import CONFIGMAP, DEPLOYMENT, commit, web_repo

@@ -34,17 +34,17 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from gateway.app import create_app
-from shared import sops
-from shared.devstack.credentials import new_app_key
-from shared.github import COMMENT_LIMIT, OUTPUT_LIMIT, webhook_signature
-from shared.github_emulator import CheckRunRecord, CommentRecord, GitHubEmulator
-from shared.payloads import QUERY_STATE
-from shared.payloads_preview import (
+from shared.contracts.deploy import QUERY_STATE
+from shared.contracts.preview import (
     PREVIEW_CHECK_NAME,
     PreviewState,
     preview_external_id,
     preview_workflow_id,
 )
+from shared.devstack.credentials import new_app_key
+from shared.devstack.emulator.server import CheckRunRecord, CommentRecord, GitHubEmulator
+from shared.engine.secrets import sops
+from shared.github.app import COMMENT_LIMIT, OUTPUT_LIMIT, webhook_signature
 from shared.settings import Settings
 from tests.conftest import git
 from tests.preview_support import commit, web_repo

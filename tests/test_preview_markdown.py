@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from shared.diff import FileDiff, RenderDiff, diff_renders
-from shared.github import OUTPUT_LIMIT
-from shared.noise import HiddenChange
-from shared.preview import PreviewReport, RootPreview, report_markdown
+from shared.github.app import OUTPUT_LIMIT
+from shared.review.diff import FileDiff, RenderDiff, diff_renders
+from shared.review.noise import HiddenChange
+from shared.review.preview import PreviewReport, RootPreview, report_markdown
 
 BASE = "a" * 40
 HEAD = "b" * 40
@@ -283,9 +283,9 @@ def test_the_check_run_summary_fits_and_escapes_what_the_report_quotes() -> None
     fleet quoting a file), many base-side errors and HTML in them can neither overflow it nor
     open markup in it."""
     from activities.preview import outcome_of
-    from shared.github import CheckRunOutput
-    from shared.payloads import RepoRef
-    from shared.payloads_preview import PreviewBuildRequest, PreviewRevisions
+    from shared.contracts.deploy import RepoRef
+    from shared.contracts.preview import PreviewBuildRequest, PreviewRevisions
+    from shared.github.app import CheckRunOutput
 
     huge = "the base revision cannot be read: <details><summary>x " + "y" * 20_000
     roots = [

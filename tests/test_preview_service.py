@@ -32,13 +32,9 @@ from gateway.actions import ACTION, PreviewClosed, PreviewHead
 from gateway.app import create_app
 from gateway.previews import render_markdown
 from gateway.webhooks import Ignore, route_event
-from shared.blobstore import FileBlobStore
-from shared.checkrun import root_from_check_run_name
-from shared.devstack.credentials import new_app_key
-from shared.github_emulator import GitHubEmulator
-from shared.gitmirror import GitMirror
-from shared.payloads import RepoRef
-from shared.payloads_preview import (
+from shared.contracts.checkrun import root_from_check_run_name
+from shared.contracts.deploy import RepoRef
+from shared.contracts.preview import (
     PreviewBuildRequest,
     PreviewCommentRequest,
     PreviewPointer,
@@ -51,7 +47,11 @@ from shared.payloads_preview import (
     preview_prefix,
     preview_workflow_id,
 )
+from shared.devstack.credentials import new_app_key
+from shared.devstack.emulator.server import GitHubEmulator
 from shared.settings import Settings
+from shared.stores.blob import FileBlobStore
+from shared.stores.gitmirror import GitMirror
 from tests.conftest import git
 from tests.preview_support import commit, web_repo
 

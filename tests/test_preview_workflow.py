@@ -24,7 +24,7 @@ from temporalio.worker import Worker
 
 from activities.errors import ERR_GITHUB_REQUEST, ERR_NOT_CONFIGURED, ERR_REVISION_NOT_FOUND
 from activities.github import ERR_GITHUB_RETRYABLE
-from shared.payloads import (
+from shared.contracts.deploy import (
     ACT_CHECK_RUN,
     ACT_WORKER_TASK_QUEUE,
     ERR_FLEET,
@@ -34,7 +34,7 @@ from shared.payloads import (
     CheckRunRequest,
     RepoRef,
 )
-from shared.payloads_preview import (
+from shared.contracts.preview import (
     ACT_PREVIEW_BUILD,
     ACT_PREVIEW_COMMENT,
     ACT_PREVIEW_REVISIONS,

@@ -1,4 +1,4 @@
-"""Promotion in git: the engine (shared/promotion.py) and `rollwright promote` / `rollout
+"""Promotion in git: the engine (shared/promotion/plan.py) and `rollwright promote` / `rollout
 status`, on real git repositories made from examples/dimensions-fleet."""
 
 from __future__ import annotations
@@ -10,14 +10,16 @@ from typing import Any
 import pytest
 import yaml
 
-from shared import promotion, yamldoc, yamledit
-from shared.cli import main
-from shared.dimensions import DimensionsLayout
-from shared.errors import FleetError
-from shared.fleet import Fleet
-from shared.fleetconfig import FleetConfig
-from shared.tree import GitTree, WorkTree
-from shared.validate import validate_fleet
+from shared.cli.main import main
+from shared.engine import yamldoc
+from shared.engine.dimensions.layout import DimensionsLayout
+from shared.engine.errors import FleetError
+from shared.engine.fleet import Fleet
+from shared.engine.fleetconfig import FleetConfig
+from shared.engine.tree import GitTree, WorkTree
+from shared.engine.validate import validate_fleet
+from shared.promotion import plan as promotion
+from shared.promotion import yamledit
 from tests.conftest import commit_all, copy_example, git, init_repo, write_files
 from tests.dimensions_support import ROOTS, base_files, patch_doc
 from tests.secrets_support import age_key  # noqa: F401
@@ -618,7 +620,8 @@ def test_graduation_keeps_comments_and_changes_only_the_lines_it_must(
 
 
 def without_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Graduation as it was before shared/yamledit.py: every values file written in full."""
+    """Graduation as it was before shared/promotion/yamledit.py: every values file written in
+    full."""
     monkeypatch.setattr(promotion.yamledit, "edit", lambda *args: None)
 
 

@@ -28,22 +28,22 @@ from activities.promotion import (
     evaluate,
     touched_patches,
 )
-from shared.blobstore import FileBlobStore, latest_key
-from shared.devstack.credentials import new_app_key
-from shared.github import GitHubRequestError
-from shared.github_emulator import GitHubEmulator
-from shared.github_git import BranchMoved, branch_tip, commit_files
-from shared.gitmirror import GitMirror
-from shared.payloads import LatestDeployment, RepoRef
-from shared.payloads_promotion import (
+from shared.contracts.deploy import LatestDeployment, RepoRef
+from shared.contracts.promotion import (
     CommitRequest,
     DeploymentFinished,
     DeploymentsRequest,
     GraduateRequest,
     TouchedRequest,
 )
+from shared.devstack.credentials import new_app_key
+from shared.devstack.emulator.server import GitHubEmulator
+from shared.engine.tree import GitTree
+from shared.github.app import GitHubRequestError
+from shared.github.gitdata import BranchMoved, branch_tip, commit_files
 from shared.settings import Settings
-from shared.tree import GitTree
+from shared.stores.blob import FileBlobStore, latest_key
+from shared.stores.gitmirror import GitMirror
 from tests.conftest import EXAMPLES, commit_all, git, init_repo
 
 APP_ID = 4242

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from activities.promotion import evaluate
-from shared import promotion
-from shared.cli import main
-from shared.tree import GitTree, WorkTree
-from shared.validate import validate_fleet
+from shared.cli.main import main
+from shared.engine.tree import GitTree, WorkTree
+from shared.engine.validate import validate_fleet
+from shared.promotion import plan as promotion
 from tests.conftest import commit_all, copy_example, init_repo, write_files
 from tests.secrets_support import age_key  # noqa: F401
 from tests.support.age import AgeKey, encrypt_yaml

@@ -16,15 +16,15 @@ import pytest
 from gateway.actions import ACTION, PromotionClick
 from gateway.dispatcher import TemporalDispatcher
 from gateway.webhooks import Ignore, route_event
-from shared.checkrun import root_from_check_run_name
-from shared.payloads import (
+from shared.contracts.checkrun import root_from_check_run_name
+from shared.contracts.deploy import (
     DISPATCH_WORKFLOW,
     TASK_QUEUE,
     AffectedResult,
     DispatchInput,
     dispatch_workflow_id,
 )
-from shared.payloads_promotion import (
+from shared.contracts.promotion import (
     NodeInfo,
     RootDeployment,
     patch_from_check_run_name,

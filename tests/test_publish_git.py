@@ -13,7 +13,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.publish_git import TRAILER, GitOutcome, GitPublisher, GitPublishError, GitTarget
 from activities.publish_plaintext import ERR_RENDER_MISMATCH
-from shared.payloads import ERR_FLEET
+from shared.contracts.deploy import ERR_FLEET
 from tests.conftest import git
 from tests.publish_support import (
     HTML_URL,

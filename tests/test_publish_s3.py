@@ -18,8 +18,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities import publish as publish_activity
 from activities.publish_s3 import ERR_POINTER_MOVED, POINTER, S3Publisher, read_manifest
-from shared.payloads import ERR_FLEET
-from shared.render import Render, kubectl_binary
+from shared.contracts.deploy import ERR_FLEET
+from shared.engine.render import Render, kubectl_binary
 from tests.publish_support import (
     PublishWorld,
     documents,

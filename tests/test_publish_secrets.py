@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from shared import fleetconfig
-from shared.errors import FleetError
-from shared.publish_secrets import (
+from shared.engine import fleetconfig
+from shared.engine.errors import FleetError
+from shared.engine.publish_secrets import (
     PlaintextSecretsError,
     encrypted_regex,
     publishable_files,
     secret_files,
 )
-from shared.render import Render
-from shared.tree import WorkTree
+from shared.engine.render import Render
+from shared.engine.tree import WorkTree
 from tests.publish_support import documents, sops_decrypt
 from tests.secrets_support import age_key, assert_hidden  # noqa: F401
 from tests.support.age import AgeKey

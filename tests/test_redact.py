@@ -12,8 +12,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared import yamldoc
-from shared.redact import (
+from shared.engine import yamldoc
+from shared.engine.secrets.redact import (
     REDACTED,
     Redactor,
     is_weak,

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from shared import atlas_secrets, helm, manifests, origin, yamldoc
-from shared.errors import FleetError
-from shared.manifests import Resource
+from shared.engine import helm, manifests, yamldoc
+from shared.engine.atlas import secrets as atlas_secrets
+from shared.engine.errors import FleetError
+from shared.engine.manifests import Resource
+from shared.engine.secrets import origin
 from tests.conftest import ECHO_CHART, EXAMPLES
 
 

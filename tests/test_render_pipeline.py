@@ -14,11 +14,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from shared import helm
-from shared.errors import FleetError
-from shared.fleetconfig import FleetConfig, OutputSettings, RenderSettings
-from shared.render import ChartSource, ReleaseSpec, release_files, render_release
-from shared.tree import WorkTree
+from shared.engine import helm
+from shared.engine.errors import FleetError
+from shared.engine.fleetconfig import FleetConfig, OutputSettings, RenderSettings
+from shared.engine.render import ChartSource, ReleaseSpec, release_files, render_release
+from shared.engine.tree import WorkTree
 from tests.conftest import ECHO_CHART, FIXTURES, echo_values, write_files
 from tests.support.chart_repo import ChartRepo
 from tests.support.oci_registry import OciRegistry

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.errors import FleetError
-from shared.fleet import Fleet
-from shared.redact import redact_string, redact_value, secret_hash
-from shared.tree import WorkTree
+from shared.engine.errors import FleetError
+from shared.engine.fleet import Fleet
+from shared.engine.secrets.redact import redact_string, redact_value, secret_hash
+from shared.engine.tree import WorkTree
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import echo_values
 from tests.secrets_support import TYPED, TYPED_STRINGS, age_key, app_chart_files, assert_hidden  # noqa: F401

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from shared.cli import main
+from shared.cli.main import main
 from tests.atlas_support import make_fleet, one_app
 from tests.secrets_support import age_key, app_chart_files  # noqa: F401
 from tests.support.age import AgeKey, encrypt_yaml
@@ -92,7 +92,7 @@ def test_reveal_on_a_terminal(tmp_path: Path, age_key: AgeKey) -> None:  # noqa:
     repo = fleet(tmp_path, age_key)
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "values", ROOT, "--repo", str(repo), "--reveal"],
+        [sys.executable, "-m", "shared.cli.main", "values", ROOT, "--repo", str(repo), "--reveal"],
         stdout=follower,
         stderr=subprocess.PIPE,
         env=os.environ.copy(),

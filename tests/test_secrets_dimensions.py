@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.fleet import Fleet
-from shared.redact import redact_value
-from shared.tree import WorkTree
-from shared.validate import validate_fleet
+from shared.engine.fleet import Fleet
+from shared.engine.secrets.redact import redact_value
+from shared.engine.tree import WorkTree
+from shared.engine.validate import validate_fleet
 from tests.conftest import write_files
 from tests.dimensions_support import app_values, base_files, patch_doc
 from tests.secrets_support import TYPED, TYPED_STRINGS, age_key, assert_hidden  # noqa: F401

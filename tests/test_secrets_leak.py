@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from shared.cli import main
-from shared.errors import FleetError
-from shared.fleet import Fleet
-from shared.tree import WorkTree
+from shared.cli.main import main
+from shared.engine.errors import FleetError
+from shared.engine.fleet import Fleet
+from shared.engine.tree import WorkTree
 from tests.atlas_support import make_fleet
 from tests.conftest import write_files
 from tests.dimensions_support import app_values, base_files, patch_doc

@@ -1,5 +1,5 @@
-"""Origin tracking (shared.origin) and the Render's two trees, without sops: perturbation,
-derived-string redaction, value paths, release files, and property tests."""
+"""Origin tracking (shared.engine.secrets.origin) and the Render's two trees, without sops:
+perturbation, derived-string redaction, value paths, release files, and property tests."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import yamldoc
-from shared.origin import (
+from shared.engine import yamldoc
+from shared.engine.render import Render
+from shared.engine.secrets.origin import (
     changed_paths,
     hash_secret_objects,
     origin_paths,
@@ -24,8 +25,7 @@ from shared.origin import (
     redact_release_files,
     redact_values,
 )
-from shared.redact import Redactor, redact_string, secret_hash
-from shared.render import Render
+from shared.engine.secrets.redact import Redactor, redact_string, secret_hash
 
 # --- perturbation ----------------------------------------------------------------------------
 
@@ -202,12 +202,12 @@ def test_release_files_fall_back_to_values_when_shapes_differ(
     secret = "long-secret-value"
     real = {"a.yaml": cm({"k": secret, "weak": "db"}), f"{secret}.yaml": cm({})}
     fake = {"a.yaml": cm({"k": perturb_string(secret)}), "b.yaml": cm({})}
-    with caplog.at_level(logging.DEBUG, logger="shared.origin"):
+    with caplog.at_level(logging.DEBUG, logger="shared.engine.secrets.origin"):
         out = redact_release_files(real, fake, Redactor([secret, "db"]), label="dep/rel")
     assert "release dep/rel: the perturbed render has other files" in caplog.text
     assert sorted(out) == ["REDA-REDACT-REDAC.yaml", "a.yaml"]  # names redacted too
     assert yaml.safe_load(out["a.yaml"])["data"] == {"k": "REDA-REDACT-REDAC", "weak": "db"}
-    with caplog.at_level(logging.DEBUG, logger="shared.origin"):
+    with caplog.at_level(logging.DEBUG, logger="shared.engine.secrets.origin"):
         same_names = {"a.yaml": real["a.yaml"]}
         out = redact_release_files(
             same_names, {"a.yaml": cm({"k": [1]})}, Redactor([secret]), label="x"

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from shared import sops
-from shared.sops import SopsError, decrypt_values, is_sops_file
-from shared.tree import GitTree, WorkTree
+from shared.engine.secrets import sops
+from shared.engine.secrets.sops import SopsError, decrypt_values, is_sops_file
+from shared.engine.tree import GitTree, WorkTree
 from tests.conftest import commit_all, init_repo
 from tests.support.age import AgeKey, encrypt_yaml, generate_key, write_encrypted
 

@@ -18,10 +18,10 @@ from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool
 
-from shared import dbschema
-from shared.cli import main
-from shared.payloads import DeploymentRecord
-from shared.sqlstore import (
+from shared.cli.main import main
+from shared.contracts.deploy import DeploymentRecord
+from shared.stores import schema as dbschema
+from shared.stores.sql import (
     Base,
     DeliveryClaim,
     DeliveryRow,
@@ -187,7 +187,7 @@ def test_a_database_made_by_create_all_is_adopted_and_upgraded(
 
 _MIGRATOR = """
 import sys, time
-from shared.sqlstore import SqlStore
+from shared.stores.sql import SqlStore
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
 SqlStore(sys.argv[1]).close()
 """

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import helm, template_memo
-from shared.errors import FleetError
+from shared.engine import helm, template_memo
+from shared.engine.errors import FleetError
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Promotion windows (shared/windows.py) and the `rollout:` section of rollwright.yaml."""
+"""Promotion windows (shared/engine/windows.py) and the `rollout:` section of rollwright.yaml."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import fleetconfig
-from shared.errors import FleetErrors
-from shared.fleetconfig import RolloutSettings
-from shared.tree import WorkTree
-from shared.windows import window_state
+from shared.engine import fleetconfig
+from shared.engine.errors import FleetErrors
+from shared.engine.fleetconfig import RolloutSettings
+from shared.engine.tree import WorkTree
+from shared.engine.windows import window_state
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -260,7 +260,7 @@ def test_rollout_errors_name_file_key_and_line(tmp_path: Path, text: str, expect
 def test_cli_reports_rollout_errors_with_lines(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shared.cli import main
+    from shared.cli.main import main
     from tests.conftest import copy_example
 
     repo = copy_example("dimensions-fleet", tmp_path / "fleet")

@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio.client import WorkflowExecutionStatus
 
-from shared.payloads import (
+from shared.contracts.deploy import (
     ACT_CHECKOUT,
     ACT_PUBLISH,
     ACT_RENDER_ROOT,
@@ -42,7 +42,7 @@ from tests.support.deploy_world import (
     time_between,
     until,
 )
-from workflows.render import PUBLISH_RETRY
+from workflows.deployment import PUBLISH_RETRY
 from workflows.searchattrs import keyword
 
 ROOT = "staging/cluster-a"

@@ -10,7 +10,7 @@ import asyncio
 
 from temporalio.client import WorkflowFailureError
 
-from shared.payloads import (
+from shared.contracts.deploy import (
     DISPATCH_WORKFLOW,
     SA_REPO,
     SA_REVISION,

@@ -19,7 +19,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from shared.payloads_promotion import (
+from shared.contracts.promotion import (
     ACT_PROMOTION_DEPLOYMENTS,
     PROMOTION_WORKFLOW,
     SIGNAL_HALT,

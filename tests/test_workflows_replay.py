@@ -19,7 +19,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from shared.payloads import (
+from shared.contracts.deploy import (
     DISPATCH_WORKFLOW,
     TASK_QUEUE,
     AffectedResult,
@@ -45,8 +45,8 @@ from tests.support.deploy_world import (
     until,
 )
 from workflows.deploy import DeployWorkflow
+from workflows.deployment import RenderWorkflow
 from workflows.dispatch import DispatchWorkflow
-from workflows.render import RenderWorkflow
 
 ROOT = "prod/eu-west"
 A, B, C, D, L = sha("a"), sha("b"), sha("c"), sha("d"), sha("1")

@@ -19,8 +19,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import yamldoc
-from shared.errors import FleetError
+from shared.engine import yamldoc
+from shared.engine.errors import FleetError
 
 GOLDEN = Path(__file__).parent / "golden"
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -1,4 +1,4 @@
-"""shared/yamledit.py: values files edited in place, every untouched line kept, the result
+"""shared/promotion/yamledit.py: values files edited in place, every untouched line kept, the result
 meaning (as PyYAML reads it) exactly the data asked for."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import yamldoc, yamledit
-from shared.errors import FleetError
+from shared.engine import yamldoc
+from shared.engine.errors import FleetError
+from shared.promotion import yamledit
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

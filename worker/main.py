@@ -29,14 +29,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities import Activities, build_activities
-from shared.payloads import REVIEW_TIMEOUT_SECONDS
+from shared.contracts.deploy import REVIEW_TIMEOUT_SECONDS
 from shared.settings import Settings
 from worker.logs import configure_logging
 from workflows.deploy import DeployWorkflow
+from workflows.deployment import RenderWorkflow
 from workflows.dispatch import DispatchWorkflow
 from workflows.preview import PreviewWorkflow
 from workflows.promotion import PromotionWorkflow
-from workflows.render import RenderWorkflow
 
 WORKFLOWS = [DispatchWorkflow, DeployWorkflow, RenderWorkflow, PreviewWorkflow, PromotionWorkflow]
 # A checkout lives while its deployment waits for review (up to 7 days); older ones were left

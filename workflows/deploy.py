@@ -19,8 +19,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from shared import checkrun
-    from shared.payloads import (
+    from shared.contracts import checkrun
+    from shared.contracts.deploy import (
         ACT_CHECK_RUN,
         ACT_LOAD_LATEST,
         ACT_PERSIST_LATEST,
@@ -53,13 +53,13 @@ with workflow.unsafe.imports_passed_through():
         RenderInput,
         UnlockSignal,
     )
-    from shared.payloads_promotion import (
+    from shared.contracts.promotion import (
         ACT_NOTIFY_PROMOTIONS,
         DeploymentFinished,
         NotifyPromotionsRequest,
     )
     from workflows import calls, searchattrs
-    from workflows.render import RenderWorkflow
+    from workflows.deployment import RenderWorkflow
 
 # Finished deployments are signalled to PromotionWorkflows (issue 7); older histories replay
 # without it. Only outcomes a rollout acts on are sent.

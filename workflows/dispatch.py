@@ -14,7 +14,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from shared.payloads import (
+    from shared.contracts.deploy import (
         ACT_AFFECTED_ROOTS,
         ACT_SIGNAL_DEPLOYS,
         SA_REPO,
@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
         NewRevision,
         SignalDeploysRequest,
     )
-    from shared.payloads_promotion import (
+    from shared.contracts.promotion import (
         ACT_PROMOTION_SIGNAL,
         ACT_PROMOTION_TOUCHED,
         SignalPromotionsRequest,

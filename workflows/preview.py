@@ -32,8 +32,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from shared import checkrun
-    from shared.payloads import (
+    from shared.contracts import checkrun
+    from shared.contracts.deploy import (
         ACT_CHECK_RUN,
         ACT_WORKER_TASK_QUEUE,
         ERR_FLEET,
@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
         CheckRunRef,
         CheckRunRequest,
     )
-    from shared.payloads_preview import (
+    from shared.contracts.preview import (
         ACT_PREVIEW_BUILD,
         ACT_PREVIEW_COMMENT,
         ACT_PREVIEW_REVISIONS,
@@ -489,7 +489,7 @@ def _infrastructure(err: ActivityError) -> bool:
 def _message(err: ActivityError) -> str:
     """What a check run, the comment note, the state and the log may say about `err`: the
     message of an error rollwright words itself (a fleet error's is redacted by
-    `shared.fleet`), else only the error's type. Any other message may quote a secret."""
+    `shared.engine.fleet`), else only the error's type. Any other message may quote a secret."""
     cause = err.cause
     if isinstance(cause, ApplicationError) and cause.type in QUOTED_ERRORS:
         return cause.message

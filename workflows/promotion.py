@@ -30,7 +30,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from shared.payloads import (
+    from shared.contracts.deploy import (
         ACT_CHECK_RUN,
         SA_REPO,
         SA_REVISION,
@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
         CheckRunRef,
         CheckRunRequest,
     )
-    from shared.payloads_promotion import (
+    from shared.contracts.promotion import (
         ACT_PROMOTION_COMMIT,
         ACT_PROMOTION_DEPLOYMENTS,
         ACT_PROMOTION_EVALUATE,

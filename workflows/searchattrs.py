@@ -8,7 +8,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
-    from shared.payloads import SA_REPO, SA_REVISION, SA_ROOT, SA_STATE, SA_TRIGGER
+    from shared.contracts.deploy import SA_REPO, SA_REVISION, SA_ROOT, SA_STATE, SA_TRIGGER
 
 _KEYS = {
     "repo": SA_REPO,

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from shared.blobstore import FileBlobStore
+from shared.contracts.deploy import deploy_workflow_id
 from shared.devstack import fleetrepo
+from shared.devstack.emulator.server import CheckRunRecord, GitHubEmulator
 from shared.devstack.processes import ChildExited
 from shared.devstack.stack import DevStack, StackError
-from shared.github_emulator import CheckRunRecord, GitHubEmulator
-from shared.payloads import deploy_workflow_id
+from shared.stores.blob import FileBlobStore
 
 OWNER = "acme"
 REPO = "atlas-fleet"
@@ -122,7 +122,7 @@ def _data_dir(args: argparse.Namespace) -> tuple[Path, bool]:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from shared.devstack.commands import _options
+    from shared.cli.dev import _options
 
     fleet = (args.fleet or default_fleet()).resolve()
     if not fleet.is_dir():
@@ -269,7 +269,7 @@ def _job_page(url: str) -> str | None:
 
 
 def _latest(stack: DevStack, head: str) -> dict[str, str] | None:
-    from shared.blobstore import latest_key
+    from shared.stores.blob import latest_key
 
     store = _blob_store(stack)
     data = store.get(latest_key(f"{OWNER}/{REPO}", ROOT))
@@ -290,7 +290,7 @@ def _blob_store(stack: DevStack) -> FileBlobStore:
 
 
 def _sql_row(stack: DevStack, deployment_id: str) -> tuple[str, str, str] | None:
-    from shared.sqlstore import SqlStore
+    from shared.stores.sql import SqlStore
 
     url = stack.env.get("ROLLWRIGHT_DATABASE_URL") or (
         f"sqlite:///{stack.data_dir / 'rollwright.db'}"

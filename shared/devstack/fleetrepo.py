@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from shared import yamldoc
+from shared.engine import yamldoc
 
 _IDENTITY = (
     "-c",

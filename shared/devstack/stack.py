@@ -23,11 +23,11 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from shared.contracts.deploy import TASK_QUEUE
 from shared.devstack import credentials, temporal
+from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.ports import LOOPBACK, free_ports, port_in_use, wait_for_port
 from shared.devstack.processes import Supervisor
-from shared.github_emulator import GitHubEmulator
-from shared.payloads import TASK_QUEUE
 
 EMULATOR_APP_ID = 1
 # Variables the stack sets for its children; inherited values of these are replaced.

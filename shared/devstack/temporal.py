@@ -24,7 +24,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
-from shared.payloads import SEARCH_ATTRIBUTES
+from shared.contracts.deploy import SEARCH_ATTRIBUTES
 
 
 class TemporalNotFound(RuntimeError):

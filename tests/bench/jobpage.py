@@ -26,13 +26,13 @@ import uvicorn
 from activities.joblog import JobLog
 from gateway.app import create_app
 from gateway.dispatcher import Dispatched, Dispatcher, DispatchError
-from shared.blobstore import FileBlobStore, job_log_key
+from shared.contracts.deploy import DeploymentRecord
 from shared.devstack.ports import free_port
-from shared.diff import diff_renders
-from shared.diffdoc import diff_document, document_key
-from shared.payloads import DeploymentRecord
+from shared.review.diff import diff_renders
+from shared.review.diffdoc import diff_document, document_key
 from shared.settings import Settings
-from shared.sqlstore import SqlStore
+from shared.stores.blob import FileBlobStore, job_log_key
+from shared.stores.sql import SqlStore
 
 MARKER = "## Job pages (issue 5)"
 DEPLOYMENT = "bench-5mb-diff"

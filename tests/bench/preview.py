@@ -8,7 +8,7 @@ and sent to the gateway, and the time is taken from sending the webhook until th
 comment shows the new head and the `rollwright/preview` check run is completed. The check
 run's summary says how many roots were rendered: the target is only the affected one.
 
-For comparison, the engine alone (`shared.preview.build_preview` on the same repository,
+For comparison, the engine alone (`shared.review.preview.build_preview` on the same repository,
 base against the merge commit, in this process) is timed too.
 
 Run alone: `python -m tests.bench.run --only preview [--write docs/benchmarks.md]`.
@@ -23,11 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from shared.contracts.preview import PREVIEW_CHECK_NAME
 from shared.devstack import fleetrepo
+from shared.devstack.emulator.server import CheckRunRecord, CommentRecord, GitHubEmulator
 from shared.devstack.stack import DevStack
-from shared.github_emulator import CheckRunRecord, CommentRecord, GitHubEmulator
-from shared.payloads_preview import PREVIEW_CHECK_NAME
-from shared.preview import build_preview
+from shared.review.preview import build_preview
 from tests.bench.service import fleet_and_stack
 from tests.support.pull_requests import OPENED, SYNCHRONIZE, pr_payload
 from tests.support.stack import wait_on

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from activities.publish_git import GitPublisher, GitTarget, commit_message
 from activities.publish_s3 import S3Publisher
-from shared.payloads import PublishRequest, RepoRef
+from shared.contracts.deploy import PublishRequest, RepoRef
 from tests.support.seaweed import seaweed_server
 
 MARKER = "## Publishers (issue 5)"

@@ -187,8 +187,8 @@ class RawEngine:
     def __init__(self, fleet_dir: Path) -> None:
         import helm_python
 
-        from shared.fleet import Fleet
-        from shared.tree import WorkTree
+        from shared.engine.fleet import Fleet
+        from shared.engine.tree import WorkTree
 
         fleet = Fleet.open(WorkTree(fleet_dir))
         self.jobs = [
@@ -215,7 +215,7 @@ def bench_changed(work: Path) -> dict[str, float]:
     edited.write_text("replicas: 7\n")
     git(repo, "-c", "user.email=b@x", "-c", "user.name=b", "commit", "-qam", "edit")
 
-    from shared.affected import affected_between
+    from shared.engine.affected import affected_between
 
     timings = []
     for _ in range(7):

@@ -29,9 +29,9 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from shared.devstack import fleetrepo
+from shared.devstack.emulator.server import CheckRunRecord, GitHubEmulator
 from shared.devstack.stack import DevStack, StackOptions
-from shared.github import webhook_signature
-from shared.github_emulator import CheckRunRecord, GitHubEmulator
+from shared.github.app import webhook_signature
 from tests.bench import fleetgen
 from tests.support.stack import inherited_env, wait_on
 

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pyrage import x25519
 
-from shared.sops import sops_binary, sops_environment
+from shared.engine.secrets.sops import sops_binary, sops_environment
 
 
 @dataclass(frozen=True)

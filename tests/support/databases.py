@@ -45,7 +45,7 @@ class PostgresDatabases:
 
     def _template(self) -> str:
         if not self._template_ready:
-            from shared.sqlstore import SqlStore
+            from shared.stores.sql import SqlStore
 
             self._execute(f'CREATE DATABASE "{TEMPLATE}"')
             SqlStore(self.server.url(TEMPLATE)).close()  # migrates; no connection stays

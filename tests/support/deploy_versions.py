@@ -9,7 +9,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from shared.payloads import ACT_RECORD_DEPLOYMENT, DeployInput, DeploymentRecord
+    from shared.contracts.deploy import ACT_RECORD_DEPLOYMENT, DeployInput, DeploymentRecord
     from workflows.deploy import DeployWorkflow
 
 

@@ -2,7 +2,7 @@
 
 `World` is a stateful fake of everything the deploy workflows touch (latest.json store, check
 runs with every create/update, revision ancestry, renders, diffs, publishing, SQL records),
-registered under the real activity names from shared/payloads.py. The pinned activities run
+registered under the real activity names from shared/contracts/deploy.py. The pinned activities run
 on a second worker polling the per-test "worker" queue that `worker_task_queue` returns, like
 a real worker's own queue. The real activities are tested elsewhere and end to end.
 """
@@ -29,7 +29,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from shared.payloads import (
+from shared.contracts.deploy import (
     ACT_AFFECTED_ROOTS,
     ACT_CHECK_RUN,
     ACT_CHECKOUT,
@@ -81,7 +81,7 @@ from shared.payloads import (
     Trigger,
     deploy_workflow_id,
 )
-from shared.payloads_promotion import (
+from shared.contracts.promotion import (
     ACT_NOTIFY_PROMOTIONS,
     ACT_PROMOTION_SIGNAL,
     ACT_PROMOTION_TOUCHED,
@@ -92,8 +92,8 @@ from shared.payloads_promotion import (
 )
 from tests.support import queries
 from workflows.deploy import DeployWorkflow
+from workflows.deployment import RenderWorkflow
 from workflows.dispatch import DispatchWorkflow
-from workflows.render import RenderWorkflow
 
 T = TypeVar("T")
 

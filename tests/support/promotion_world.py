@@ -22,14 +22,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from shared.payloads import (
+from shared.contracts.deploy import (
     ACT_CHECK_RUN,
     TASK_QUEUE,
     CheckRunRef,
     CheckRunRequest,
     DeploymentState,
 )
-from shared.payloads_promotion import (
+from shared.contracts.promotion import (
     ACT_PROMOTION_COMMIT,
     ACT_PROMOTION_DEPLOYMENTS,
     ACT_PROMOTION_EVALUATE,

@@ -58,7 +58,7 @@ class S3Server:
     _counter: Iterator[int] = field(default_factory=itertools.count, repr=False)
 
     def client(self) -> Any:
-        from shared.s3store import s3_client
+        from shared.stores.s3 import s3_client
 
         return s3_client(self.endpoint_url, self.region, self.access_key, self.secret_key)
 

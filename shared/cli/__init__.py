@@ -1,0 +1,1 @@
+"""The `rollwright` command line: one module per subcommand family."""

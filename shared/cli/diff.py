@@ -1,0 +1,222 @@
+"""`rollwright diff`: the PR preview report on a local checkout, for CI and pre-commit.
+
+    rollwright diff BASE HEAD [--repo DIR] [--root ROOT ...] [--format markdown|unified|json]
+                    [--merge-base] [--limit BYTES] [--jobs N]
+    rollwright diff --check [--repo DIR] [--rendered DIR] [--root ROOT ...] [--jobs N]
+
+Exit status: 0 no changes (or the rendered tree is up to date), 1 changes (or it is out of
+date), 2 an error: a revision git does not know, a fleet that cannot be read, or a root that
+fails to render on the HEAD side. Base-side render errors are warnings on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_SAME = 0
+EXIT_CHANGED = 1
+EXIT_ERROR = 2
+
+
+def add_parsers(sub: Any) -> None:
+    """Register `diff` on the `rollwright` subparsers."""
+    p = sub.add_parser(
+        "diff",
+        help="what a change renders differently (the PR preview), or --check a rendered/ tree",
+        description=(
+            "Render the roots affected between two git revisions on both sides and print "
+            "the redacted diff, as the pull request preview shows it. Exit 0 with no "
+            "changes, 1 with changes, 2 on errors (a root that fails to render at HEAD "
+            "included). With --check, render the working tree and compare it with a "
+            "checked-in rendered tree instead (exit 1 when it is out of date)."
+        ),
+    )
+    p.add_argument("base", nargs="?", metavar="BASE", help="base revision (e.g. origin/main)")
+    p.add_argument("head", nargs="?", metavar="HEAD", help="head revision (e.g. HEAD)")
+    p.add_argument("--repo", default=os.curdir, help="fleet git repository (default: .)")
+    p.add_argument(
+        "--root",
+        action="append",
+        metavar="ROOT",
+        help="only this root (repeatable); default: the roots the change affects",
+    )
+    p.add_argument(
+        "--format",
+        choices=["markdown", "unified", "json"],
+        default="markdown",
+        help="markdown (what the PR comment shows, uncut unless --limit), unified, or json",
+    )
+    p.add_argument(
+        "--merge-base",
+        action="store_true",
+        help="compare HEAD with its merge base with BASE (what the branch changes), not with "
+        "BASE itself",
+    )
+    p.add_argument(
+        "--limit",
+        type=_limit,
+        metavar="BYTES",
+        help="cut the Markdown like GitHub does (65535 for a check run)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=_positive,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="render on N processes (default: the number of CPUs)",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="compare the working tree's render with the checked-in --rendered tree",
+    )
+    p.add_argument(
+        "--rendered",
+        default="rendered",
+        metavar="DIR",
+        help="with --check: the rendered tree, relative to --repo (default: rendered)",
+    )
+    p.set_defaults(func=cmd_diff)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _limit(text: str) -> int:
+    from shared.review.markdown import MIN_LIMIT
+
+    value = _positive(text)
+    if value < MIN_LIMIT:
+        raise argparse.ArgumentTypeError(f"a preview needs at least {MIN_LIMIT} bytes")
+    return value
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from shared.engine.errors import FleetError, FleetErrors
+    from shared.engine.tree import GitError
+
+    try:
+        if args.check:
+            if args.base or args.head:
+                return _error("--check compares the working tree: it takes no revisions")
+            return _check(args)
+        if not args.base or not args.head:
+            return _error("diff needs BASE and HEAD revisions (or --check)")
+        return _diff(args)
+    except FleetErrors as err:
+        for problem in err.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_ERROR
+    except (FleetError, GitError) as err:
+        return _error(str(err))
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from shared.engine.tree import git
+    from shared.review import preview
+
+    repo = Path(args.repo)
+    base = args.base
+    if args.merge_base:
+        base = git(repo, "merge-base", "--", args.base, args.head).strip()
+    report = preview.build_preview(repo, base, args.head, roots=args.root, jobs=args.jobs)
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    for item in report.base_errors:
+        print(
+            f"warning: root {item.root!r} does not render at the base revision "
+            f"{report.base[:12]}: {item.base_error}",
+            file=sys.stderr,
+        )
+    if report.error is not None:
+        print(
+            f"error: the fleet cannot be read at {report.head[:12]}: {report.error}",
+            file=sys.stderr,
+        )
+    for item in report.head_errors:
+        print(
+            f"error: root {item.root!r} does not render at {report.head[:12]}: {item.head_error}",
+            file=sys.stderr,
+        )
+    if args.format == "json":
+        sys.stdout.write(json.dumps(preview.report_json(report), indent=2) + "\n")
+    elif args.format == "unified":
+        sys.stdout.write(preview.report_unified(report))
+    else:
+        sys.stdout.write(preview.report_markdown(report, limit=args.limit))
+    if report.failed:
+        return EXIT_ERROR
+    return EXIT_CHANGED if report.changed else EXIT_SAME
+
+
+def _check(args: argparse.Namespace) -> int:
+    from shared.engine import parallel
+    from shared.engine.fleet import Fleet
+    from shared.engine.tree import WorkTree
+
+    repo = Path(args.repo)
+    if not repo.is_dir():
+        return _error(f"--repo {args.repo!r} is not a directory")
+    rendered = repo / args.rendered
+    fleet = Fleet.open(WorkTree(repo))
+    roots = args.root or fleet.roots()
+    for root in roots:
+        fleet.check_root(root)
+    problems: dict[str, str] = {}
+    expected: set[str] = set()
+    files = 0
+    for render in parallel.render_all(fleet, roots, args.jobs):
+        # The checked-in tree can only hold the redacted render, so that is what is compared.
+        for path, data in render.files.items():
+            rel = f"{render.root}/{path}"
+            expected.add(rel)
+            files += 1
+            target = rendered / rel
+            if not target.is_file():
+                problems[rel] = "missing"
+            elif target.read_bytes() != data:
+                problems[rel] = "out of date"
+    scanned = [rendered / root for root in roots] if args.root else [rendered]
+    for top in scanned:
+        for path in sorted(top.rglob("*")) if top.is_dir() else []:
+            rel = path.relative_to(rendered).as_posix()
+            if not path.is_file() or rel in expected or _ignored(rel):
+                continue
+            problems[rel] = "not rendered any more"
+    shown = args.rendered.rstrip("/")
+    for rel in sorted(problems):
+        print(f"{shown}/{rel}: {problems[rel]}")
+    if problems:
+        print(
+            f"{len(problems)} file(s) of {shown}/ out of date; update with `rollwright render "
+            f"--out {shown}`{' --root …' if args.root else ''} and delete the files of roots "
+            "that no longer render",
+            file=sys.stderr,
+        )
+        return EXIT_CHANGED
+    print(f"{shown}/ is up to date ({len(roots)} root(s), {files} file(s))", file=sys.stderr)
+    return EXIT_SAME
+
+
+def _ignored(rel: str) -> bool:
+    """Dotfiles anywhere (.gitkeep, .gitattributes) and files at the top of the rendered
+    tree (a README) are not renders."""
+    parts = rel.split("/")
+    return len(parts) == 1 or any(part.startswith(".") for part in parts)

@@ -1,0 +1,1 @@
+"""The Temporal contracts: workflow, signal, query and activity names and payload models."""

@@ -1,0 +1,148 @@
+"""What a deployment's check run says: title, summary, buttons. Pure functions (no I/O), so
+workflows can call them deterministically; activities only send the result to GitHub."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from shared.contracts.deploy import (
+    CheckRunAction,
+    CheckRunRequest,
+    LockState,
+    QueueItem,
+    RepoRef,
+    Trigger,
+)
+
+APPROVE = CheckRunAction(label="Approve", description="Publish this render", identifier="approve")
+REJECT = CheckRunAction(
+    label="Reject", description="Do not deploy this revision", identifier="reject"
+)
+UNLOCK = CheckRunAction(
+    label="Unlock", description="Let merged revisions deploy again", identifier="unlock"
+)
+
+
+def check_run_name(root: str) -> str:
+    return f"rollwright/{root}"
+
+
+# Check runs of this App that are not a root's: the pull request preview and the rollouts
+# of version patches (`rollwright/promote: <patch>`). A root cannot take these names over.
+NOT_ROOT_NAMES = frozenset({"rollwright/preview"})
+NOT_ROOT_PREFIXES = ("rollwright/promote:",)
+
+
+def root_from_check_run_name(name: str) -> str | None:
+    prefix = "rollwright/"
+    if name in NOT_ROOT_NAMES or name.startswith(NOT_ROOT_PREFIXES):
+        return None
+    return name[len(prefix) :] if name.startswith(prefix) and len(name) > len(prefix) else None
+
+
+def short(sha: str) -> str:
+    return sha[:12]
+
+
+def queue_table(queue: list[QueueItem], now: datetime, lock: LockState | None) -> str:
+    """Markdown: the root's queue, manual items first, with ages."""
+    lines = []
+    if lock and lock.locked:
+        lines.append(
+            f"**Queue locked** by manual deployment `{lock.by_deployment}` of "
+            f"`{short(lock.revision or '')}`: merged revisions wait until someone clicks Unlock."
+        )
+        lines.append("")
+    if not queue:
+        lines.append("Queue: empty.")
+        return "\n".join(lines)
+    lines += ["| # | revision | trigger | waiting |", "|---|---|---|---|"]
+    for i, item in enumerate(queue, 1):
+        age = max(0, int((now - item.enqueued_at).total_seconds()))
+        lines.append(f"| {i} | `{short(item.revision)}` | {item.trigger} | {_age(age)} |")
+    return "\n".join(lines)
+
+
+def _age(seconds: int) -> str:
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def summary(
+    *,
+    state: str,
+    root: str,
+    revision: str,
+    trigger: Trigger,
+    requested_by: str | None,
+    approved_by: str | None,
+    queue_markdown: str,
+    message: str = "",
+    details_url: str | None = None,
+) -> str:
+    parts = [
+        f"**{state}** — root `{root}` at `{short(revision)}`",
+        "",
+        f"- Trigger: {trigger}" + (f" by @{requested_by}" if requested_by else ""),
+    ]
+    if approved_by:
+        parts.append(f"- Approved by: {approved_by}")
+    if details_url:
+        parts.append(f"- Job page: {details_url}")
+    if message:
+        parts += ["", message]
+    parts += ["", queue_markdown]
+    return "\n".join(parts)
+
+
+def request(
+    *,
+    repo: RepoRef,
+    root: str,
+    revision: str,
+    deployment_id: str,
+    check_run_id: int | None,
+    status: str,
+    conclusion: str | None,
+    title: str,
+    trigger: Trigger,
+    requested_by: str | None,
+    approved_by: str | None,
+    queue_markdown: str,
+    message: str = "",
+    text: str = "",
+    actions: list[CheckRunAction] | None = None,
+    details_url: str | None = None,
+) -> CheckRunRequest:
+    """The complete check run of one deployment: every update sends all of it."""
+    return CheckRunRequest.model_validate(
+        {
+            "repo": repo,
+            "check_run_id": check_run_id,
+            "name": check_run_name(root),
+            "head_sha": revision,
+            "external_id": deployment_id,
+            "status": status,
+            "conclusion": conclusion,
+            "title": title,
+            "summary": summary(
+                state=title,
+                root=root,
+                revision=revision,
+                trigger=trigger,
+                requested_by=requested_by,
+                approved_by=approved_by,
+                queue_markdown=queue_markdown,
+                message=message,
+                details_url=details_url,
+            ),
+            "text": text,
+            "actions": actions or [],
+            "details_url": details_url,
+        }
+    )

@@ -1,0 +1,1 @@
+"""A stateful GitHub emulator over HTTP for the dev stack and the tests."""

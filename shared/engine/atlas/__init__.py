@@ -1,0 +1,1 @@
+"""The atlas layout (ATLAS compatible): docs/formats/atlas.md."""

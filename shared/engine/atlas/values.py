@@ -1,0 +1,327 @@
+"""Atlas values: the ten precedence levels, three file kinds per level, and their layers.
+
+Lowest precedence first:
+
+     1 chart        chart defaults (values.yaml of the chart)
+     2 template     the template release's `values:` list, in order
+     3 instance     `apps[].values` of deployment.yaml
+     4 template-secrets   the template release's `secrets:`
+     5 instance-secrets   `apps[].secrets`
+     6 global       deployments/global.values.*
+     7 group        <group>/group.values.*, outer group first
+     8 cluster      <cluster>/cluster.values.*
+     9 deployment   values.* in the winning deployment directory
+    10 atlas        the `atlas` key, always set last and never overridable
+
+Per level `.sops.yaml` < `.yaml` < `.yaml.gotmpl`; maps deep-merge, lists are replaced.
+
+Two passes: the *environment* (levels 6–9 alone) is computed first, because the template's
+helmfile.yaml.gotmpl is rendered with it; then the *final* values in the order above. Go
+templates see everything loaded before them, as `.Values.x` and `.x`, plus `atlas`:
+- in the environment pass, a level 6–9 gotmpl sees the environment so far;
+- in the final pass, a level 2–5 gotmpl sees the values so far merged with the environment
+  (helmfile users expect environment values in release value templates; the environment wins
+  at the end anyway), and a level 6–9 gotmpl sees the values so far.
+
+Every file read and every decrypted secret is kept as a `Layer`, so callers can tell which
+leaves came from a secret (redaction by origin).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from posixpath import dirname
+from typing import Any
+
+from shared.engine import helm, yamldoc
+from shared.engine.atlas.files import VALUE_SUFFIXES, join
+from shared.engine.errors import FleetError
+from shared.engine.tree import Tree
+from shared.engine.values import deep_merge
+
+LEVELS = (
+    "chart",
+    "template",
+    "instance",
+    "template-secrets",
+    "instance-secrets",
+    "global",
+    "group",
+    "cluster",
+    "deployment",
+    "atlas",
+)
+
+Decrypt = Callable[[Tree, str], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One source of values of one release, in merge order. `data` is shared: read only."""
+
+    source: str  # repo-relative file, or `file#key.path` for inline values, or "(atlas)"
+    level: str  # one of LEVELS
+    data: dict[str, Any]
+    secret: bool = False
+
+
+def default_decrypt(tree: Tree, rel: str) -> dict[str, Any]:
+    """SOPS decryption through `shared.engine.secrets.sops` (imported on first use: fleets
+    without secrets never need it)."""
+    try:
+        from shared.engine.secrets import sops
+    except ImportError:
+        raise FleetError(
+            "cannot read SOPS file: SOPS support (shared.engine.secrets.sops) is not installed",
+            path=rel,
+        ) from None
+    data: dict[str, Any] = sops.decrypt_values(tree, rel)
+    return data
+
+
+def is_secret_file(rel: str) -> bool:
+    return rel.endswith(".sops.yaml")
+
+
+def with_atlas(values: dict[str, Any], atlas: dict[str, Any], cwd: str) -> dict[str, Any]:
+    """A template context: `values` plus the `atlas` key for a file in directory `cwd`."""
+    context = dict(values)
+    context["atlas"] = {"cwd": cwd, **atlas}
+    return context
+
+
+def merge_into(target: dict[str, Any], override: dict[str, Any]) -> None:
+    """`shared.engine.values.deep_merge(target, override)` done in place on `target`, which the
+    caller owns: merging a release's ten levels would otherwise copy the growing result once
+    per layer. Values taken from `override` are copied, so `target` never shares them."""
+    for key, value in override.items():
+        current = target.get(key)
+        if isinstance(current, dict) and isinstance(value, dict):
+            merge_into(current, value)
+        elif isinstance(value, dict | list):
+            target[key] = clone(value)
+        else:
+            target[key] = value
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of values data (maps, lists, scalars) several times faster than
+    `copy.deepcopy`, which it falls back to for anything else. Values trees share no
+    containers (`jsonable` builds them afresh), so there is no sharing to preserve."""
+    cls = type(value)
+    if cls is dict:
+        return {k: clone(v) for k, v in value.items()}
+    if cls is list:
+        return [clone(v) for v in value]
+    if cls is str or cls is int or cls is float or cls is bool or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
+def jsonable(value: Any) -> Any:
+    """YAML data as Helm sees it: timestamps become strings (Helm's YAML reader keeps them as
+    text), `!!binary` becomes its base64 text and keys become strings, so values always
+    survive the JSON hop into the Go engine."""
+    if isinstance(value, dict):
+        return {
+            k if isinstance(k, str) else str(jsonable(k)): jsonable(v) for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime.datetime | datetime.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+def check_mapping(data: Any, source: str) -> dict[str, Any]:
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise FleetError(
+            f"values file must be a mapping at the top level, found {yamldoc.type_name(data)}",
+            path=source,
+            line=1,
+        )
+    return data
+
+
+class ValueFiles:
+    """Reads the values files of one tree: listings, texts and parsed YAML cached, so a file
+    shared by many releases (global, group) is read and parsed once."""
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+        self._listing: dict[str, frozenset[str]] = {}
+        self._levels: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._text: dict[str, str] = {}
+        self._plain: dict[str, dict[str, Any]] = {}
+        self._secret: dict[tuple[int, str], dict[str, Any]] = {}
+
+    def listing(self, directory: str) -> frozenset[str]:
+        names = self._listing.get(directory)
+        if names is None:
+            names = frozenset(self.tree.listdir(directory))
+            self._listing[directory] = names
+        return names
+
+    def exists(self, rel: str) -> bool:
+        directory, _, name = rel.rpartition("/")
+        return name in self.listing(directory) and self.tree.is_file(rel)
+
+    def level_files(self, directory: str, stem: str) -> tuple[str, ...]:
+        """Existing files of one level in `directory`, in merge order."""
+        key = (directory, stem)
+        found = self._levels.get(key)
+        if found is None:
+            names = self.listing(directory)
+            found = tuple(
+                join(directory, stem + suffix)
+                for suffix in VALUE_SUFFIXES
+                if stem + suffix in names and self.tree.is_file(join(directory, stem + suffix))
+            )
+            self._levels[key] = found
+        return found
+
+    def text(self, rel: str) -> str:
+        text = self._text.get(rel)
+        if text is None:
+            try:
+                text = self.tree.read_text(rel)
+            except FileNotFoundError:
+                raise FleetError("file not found", path=rel) from None
+            except UnicodeDecodeError:
+                raise FleetError("not valid UTF-8 text", path=rel) from None
+            self._text[rel] = text
+        return text
+
+    def plain(self, rel: str) -> dict[str, Any]:
+        data = self._plain.get(rel)
+        if data is None:
+            data = jsonable(check_mapping(yamldoc.loads(self.text(rel), rel), rel))
+            self._plain[rel] = data
+        return data
+
+    def secret(self, rel: str, decrypt: Decrypt) -> dict[str, Any]:
+        key = (id(decrypt), rel)
+        data = self._secret.get(key)
+        if data is None:
+            data = jsonable(check_mapping(decrypt(self.tree, rel), rel))
+            self._secret[key] = data
+        return data
+
+    def decrypted(self, decrypt: Decrypt) -> list[dict[str, Any]]:
+        """Every SOPS file decrypted so far with `decrypt`."""
+        return [data for (key, _), data in self._secret.items() if key == id(decrypt)]
+
+    def rendered(self, rel: str, context: dict[str, Any]) -> dict[str, Any]:
+        text = helm.render_template(self.text(rel), context, source=rel)
+        data: dict[str, Any] = jsonable(check_mapping(yamldoc.loads(text, rel), rel))
+        return data
+
+    def load(
+        self, rel: str, level: str, decrypt: Decrypt, base: dict[str, Any], atlas: dict[str, Any]
+    ) -> Layer:
+        """One values file as a layer; a Go template sees `base` plus `atlas`."""
+        if rel.endswith(".gotmpl"):
+            return Layer(rel, level, self.rendered(rel, with_atlas(base, atlas, dirname(rel))))
+        if is_secret_file(rel):
+            return Layer(rel, level, self.secret(rel, decrypt), secret=True)
+        return Layer(rel, level, self.plain(rel))
+
+
+@dataclass(frozen=True)
+class LevelSource:
+    """One of levels 6–9 for one release: the level name and its files in merge order."""
+
+    level: str
+    files: tuple[str, ...]
+
+
+def environment(
+    files: ValueFiles, levels: list[LevelSource], atlas: dict[str, Any], decrypt: Decrypt
+) -> tuple[dict[str, Any], list[Layer]]:
+    """Pass (a): levels 6–9 alone; each gotmpl sees the environment so far plus `atlas`."""
+    env: dict[str, Any] = {}
+    layers: list[Layer] = []
+    for source in levels:
+        for rel in source.files:
+            layer = files.load(rel, source.level, decrypt, env, atlas)
+            merge_into(env, layer.data)
+            layers.append(layer)
+    return env, layers
+
+
+@dataclass(frozen=True)
+class TemplateValue:
+    """An entry of a template release's `values:` list: a file, or an inline mapping."""
+
+    source: str  # the file, or `helmfile#releases[i].values[j]` for inline mappings
+    data: dict[str, Any] | None = None  # inline mappings only
+
+
+def final_layers(
+    files: ValueFiles,
+    *,
+    chart: dict[str, Any] | None,
+    chart_source: str,
+    template_values: list[TemplateValue],
+    instance_values: list[tuple[str, dict[str, Any]]],
+    template_secrets: list[str],
+    instance_secrets: list[str],
+    env: dict[str, Any],
+    env_layers: list[Layer],
+    atlas: dict[str, Any],
+    cwd: str,
+    decrypt: Decrypt,
+) -> tuple[list[Layer], dict[str, Any]]:
+    """Pass (b): every layer of one release, lowest precedence first, `atlas` last, and the
+    merged result."""
+    layers: list[Layer] = []
+    merged: dict[str, Any] = {}
+
+    def add(layer: Layer) -> None:
+        layers.append(layer)
+        merge_into(merged, layer.data)
+
+    if chart:
+        add(Layer(chart_source, "chart", chart))
+    for entry in template_values:
+        if entry.data is not None:
+            add(Layer(entry.source, "template", entry.data))
+        else:
+            gotmpl = entry.source.endswith(".gotmpl")
+            base = deep_merge(merged, env) if gotmpl else merged
+            add(files.load(entry.source, "template", decrypt, base, atlas))
+    for source, data in instance_values:
+        add(Layer(source, "instance", data))
+    for rel in template_secrets:
+        add(Layer(rel, "template-secrets", files.secret(rel, decrypt), secret=True))
+    for rel in instance_secrets:
+        add(Layer(rel, "instance-secrets", files.secret(rel, decrypt), secret=True))
+    for layer in env_layers:
+        if layer.source.endswith(".gotmpl"):
+            # Rendered again: here it sees the release's values so far, not the environment.
+            add(files.load(layer.source, layer.level, decrypt, merged, atlas))
+        else:
+            add(layer)
+    final = {"cwd": cwd, **atlas}
+    layers.append(Layer("(atlas)", "atlas", {"atlas": final}))
+    merged["atlas"] = clone(final)
+    return layers, merged
+
+
+def merge_layers(layers: list[Layer]) -> dict[str, Any]:
+    """The final values: layers deep-merged in order; the `atlas` key replaced, not merged."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        if layer.level == "atlas":
+            merged["atlas"] = clone(layer.data["atlas"])
+        else:
+            merge_into(merged, layer.data)
+    return merged

@@ -1,0 +1,1 @@
+"""The dimensions layout (the fleet design document's): docs/formats/dimensions.md."""

@@ -1,0 +1,213 @@
+"""The fleet model: a repo at one revision, its layout, its roots and their renders.
+
+    fleet = Fleet.open(WorkTree(Path("examples/atlas-fleet")))
+    fleet.roots()                      # ['prod/eu-1', 'staging/cluster-a', 'standalone']
+    fleet.render("staging/cluster-a")  # Render: files (redacted), digest, reveal()
+
+Each layout (`shared.engine.atlas.layout`, `shared.engine.dimensions.layout`) implements `Layout`;
+this module picks one and adds what is common: output files, digests, extra affected inputs and
+validation runs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from shared.engine import fleetconfig
+from shared.engine.errors import FleetError, FleetErrors, Problem
+from shared.engine.fleetconfig import FleetConfig
+from shared.engine.render import Render
+from shared.engine.secrets.redact import Redactor
+from shared.engine.tree import Tree
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ReleaseInfo:
+    """What `rollwright values --release` and listings show about one release."""
+
+    id: str  # "<deployment>/<release>" (atlas) or the root's chart name (dimensions)
+    template: str
+    namespace: str
+    labels: dict[str, str]
+
+
+class Layout(Protocol):
+    name: str
+
+    def roots(self) -> list[str]:
+        """Root ids, sorted."""
+        ...
+
+    def releases(self, root: str) -> list[ReleaseInfo]: ...
+
+    def values(self, root: str, release: str | None) -> dict[str, Any]:
+        """Merged values of one release (atlas) or of the root (dimensions)."""
+        ...
+
+    def render_files(self, root: str) -> dict[str, bytes]:
+        """Every output file of the root, path relative to the root directory (plaintext)."""
+        ...
+
+    def render_redacted(self, root: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
+        """(plaintext, redacted) output files of the root: secrets and what derives from
+        them redacted by origin, `v1` `Secret` data hashed (docs/secrets.md)."""
+        ...
+
+    def redacted_values(self, root: str, release: str | None) -> dict[str, Any]:
+        """`values()` with every leaf that holds or derives from a secret redacted."""
+        ...
+
+    def secret_values(self) -> list[Any]:
+        """Every decrypted SOPS tree read so far, to keep plaintext out of error messages."""
+        ...
+
+    def affected(self, changed: set[str]) -> set[str]:
+        """Roots (of this tree) whose render may change when `changed` paths change."""
+        ...
+
+    def validate(self) -> list[Problem]: ...
+
+
+def detect_layout(tree: Tree, config: FleetConfig) -> str:
+    if config.layout:
+        return config.layout
+    if tree.is_file("config/config.yaml"):
+        return "dimensions"
+    if tree.is_dir("deployments"):
+        return "atlas"
+    raise FleetError(
+        "cannot tell the fleet layout: no rollwright.yaml 'layout', no config/config.yaml "
+        "(dimensions) and no deployments/ directory (atlas)",
+        path=fleetconfig.CONFIG_FILE,
+    )
+
+
+class Fleet:
+    def __init__(self, tree: Tree, config: FleetConfig, layout: Layout) -> None:
+        self.tree = tree
+        self.config = config
+        self.layout = layout
+
+    @classmethod
+    def open(cls, tree: Tree) -> Fleet:
+        config = fleetconfig.load(tree)
+        kind = detect_layout(tree, config)
+        layout: Layout
+        if kind == "atlas":
+            from shared.engine.atlas.layout import AtlasLayout
+
+            layout = AtlasLayout(tree, config)
+        else:
+            from shared.engine.dimensions.layout import DimensionsLayout
+
+            layout = DimensionsLayout(tree, config)
+        return cls(tree, config, layout)
+
+    @property
+    def layout_name(self) -> str:
+        return self.layout.name
+
+    def roots(self) -> list[str]:
+        return self.layout.roots()
+
+    def check_root(self, root: str) -> None:
+        if root not in set(self.roots()):
+            raise FleetError(f"unknown root {root!r}; `rollwright roots` lists them")
+
+    def releases(self, root: str) -> list[ReleaseInfo]:
+        self.check_root(root)
+        return self._guarded(lambda: self.layout.releases(root))
+
+    def values(
+        self, root: str, release: str | None = None, *, reveal: bool = False
+    ) -> dict[str, Any]:
+        """Merged values of a release (atlas) or root (dimensions): redacted by origin,
+        unless `reveal` asks for the plaintext."""
+        self.check_root(root)
+
+        def compute() -> dict[str, Any]:
+            if reveal:
+                return self.layout.values(root, release)
+            return self.layout.redacted_values(root, release)
+
+        return self._guarded(compute)
+
+    def render(self, root: str) -> Render:
+        """The root's render: `files` redacted, plaintext only through `reveal()`."""
+        self.check_root(root)
+
+        def compute() -> Render:
+            try:
+                plain, redacted = self.layout.render_redacted(root)
+            except FleetErrors:
+                raise
+            except FleetError as err:
+                raise err.within(f'rendering root "{root}"') from None
+            return Render.of(root, plain, redacted)
+
+        return self._guarded(compute)
+
+    def _guarded(self, compute: Callable[[], T]) -> T:
+        """`compute()`, with every secret value (4+ characters) cut out of the messages of
+        the fleet errors it raises: a Go template's `fail`, a JSON patch `test`, a YAML error
+        can quote values. The new error does not chain the original (its traceback and
+        message could hold plaintext)."""
+        try:
+            return compute()
+        except FleetError as err:
+            safe = self._redact_error(err)
+            if safe is err:
+                raise
+        raise safe
+
+    def _redact_error(self, err: FleetError) -> FleetError:
+        secrets = self.layout.secret_values()
+        if not secrets:
+            return err
+        redactor = Redactor(secrets)
+        if isinstance(err, FleetErrors):
+            problems = [
+                Problem(p.path, p.line, redactor.redact_text(p.message)) for p in err.problems
+            ]
+            return err if problems == err.problems else FleetErrors(problems)
+        message = redactor.redact_text(err.problem.message)
+        if message == err.problem.message:
+            return err
+        return FleetError(message, path=err.path, line=err.line)
+
+    def render_all(self, roots: list[str] | None = None) -> Iterator[Render]:
+        for root in roots if roots is not None else self.roots():
+            yield self.render(root)
+
+    def affected(self, changed: set[str]) -> set[str]:
+        """Roots of this tree affected by `changed` paths (layout rules + extra inputs)."""
+        out = self.layout.affected(changed)
+        extra = self.config.affected.extra_inputs
+        if extra:
+            roots = self.roots()
+            for rule in extra:
+                if any(_glob(path, rule.path) for path in changed):
+                    out |= {r for r in roots if any(fnmatch.fnmatchcase(r, g) for g in rule.roots)}
+        if fleetconfig.CONFIG_FILE in changed:
+            out |= set(self.roots())
+        return out
+
+    def validate(self) -> list[Problem]:
+        problems = self._guarded(self.layout.validate)
+        secrets = self.layout.secret_values()
+        if secrets:
+            redactor = Redactor(secrets)
+            problems = [Problem(p.path, p.line, redactor.redact_text(p.message)) for p in problems]
+        return sorted(set(problems))
+
+
+def _glob(path: str, pattern: str) -> bool:
+    if "**" in pattern:
+        prefix = pattern.split("**", 1)[0]
+        return path.startswith(prefix) and fnmatch.fnmatchcase(path, pattern.replace("**", "*"))
+    return fnmatch.fnmatchcase(path, pattern)

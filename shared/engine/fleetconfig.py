@@ -1,0 +1,401 @@
+"""`rollwright.yaml` at the root of a fleet repo: layout choice and render settings.
+
+Every key is optional; without the file the layout is detected (`config/config.yaml` →
+dimensions, `deployments/` → atlas). Unknown keys are errors, so typos do not pass silently.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from shared.engine import manifests, yamldoc
+from shared.engine.errors import FleetError, FleetErrors, Problem
+from shared.engine.tree import Tree
+
+CONFIG_FILE = "rollwright.yaml"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class OutputSettings(_Strict):
+    pattern: str = Field(
+        default=manifests.DEFAULT_PATTERN,
+        description="File name of each rendered resource, relative to the root directory. "
+        "Fields: " + ", ".join(sorted(manifests.PATTERN_FIELDS)),
+    )
+
+    @field_validator("pattern")
+    @classmethod
+    def _check_pattern(cls, value: str) -> str:
+        problem = manifests.validate_pattern(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
+class RenderSettings(_Strict):
+    crds: bool = Field(default=True, description="Render CRDs from charts' crds/ folders.")
+    hooks: bool = Field(default=False, description="Keep Helm hook resources (hooks/).")
+    tests: bool = Field(default=False, description="Keep Helm test resources (tests/).")
+    cluster_scoped_kinds: list[str] = Field(
+        default_factory=list,
+        alias="clusterScopedKinds",
+        description="Extra cluster-scoped kinds (beyond Kubernetes' own and CRDs in the render).",
+    )
+
+
+class ExtraInput(_Strict):
+    path: str = Field(description="Glob of repo paths (fnmatch, `**` allowed).")
+    roots: list[str] = Field(
+        default_factory=lambda: ["*"], description="Globs of root ids affected by those paths."
+    )
+
+
+class AffectedSettings(_Strict):
+    extra_inputs: list[ExtraInput] = Field(
+        default_factory=list,
+        alias="extraInputs",
+        description="Files outside the fleet inputs whose change should re-render roots.",
+    )
+
+
+_REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+$")
+# No credentials in https URLs (the URL shows in messages); ssh users are not secrets.
+_REMOTE_URL = re.compile(r"^https://[^\s@]+$|^ssh://\S+$|^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:\S+$")
+_BRANCH = re.compile(r"^(?!/|-)(?!.*(?:\.\.|//|@\{|\.lock$|/$|\.$))[A-Za-z0-9._/-]+$")
+ROOT_FIELD = "{root}"
+
+
+def target_path(template: str, root: str) -> str:
+    """Where a root's files go under a publish target: the template with `{root}` filled
+    in, as a directory (`prod/eu/`), or "" for the target's top level."""
+    path = template.replace(ROOT_FIELD, root).strip("/")
+    return f"{path}/" if path else ""
+
+
+def _check_template(value: str) -> str:
+    """A `{root}` path template: relative, no `..`, `{root}` its only field."""
+    if ROOT_FIELD not in value:
+        raise ValueError(
+            "must contain {root}: without it every root would replace the others' files"
+        )
+    rest = value.replace(ROOT_FIELD, "")
+    if "{" in rest or "}" in rest:
+        raise ValueError("{root} is the only field a publish path may use")
+    if value.startswith("/") or "\\" in value:
+        raise ValueError("must be a relative POSIX path (no leading '/')")
+    if any(part in (".", "..") for part in value.split("/")):
+        raise ValueError("must not contain '.' or '..' segments")
+    return value
+
+
+class GitPublishSettings(_Strict):
+    repository: str = Field(
+        default="",
+        description="Repository to publish to: empty for the fleet repo itself, `owner/name` "
+        "on the same GitHub (same owner as the fleet repo; pushed with the installation "
+        "token), or an `https://` / `ssh://` / `git@host:path` URL pushed with the worker's "
+        "own git credentials (never the installation token).",
+    )
+    branch: str = Field(default="rendered", description="Branch that receives the renders.")
+    path: str = Field(
+        default="{root}/",
+        description="Where a root's tree goes in that branch; `{root}` is the root id. Only "
+        "this subtree is replaced.",
+    )
+
+    @field_validator("repository")
+    @classmethod
+    def _check_repository(cls, value: str) -> str:
+        if value and not (_REPOSITORY.match(value) or _REMOTE_URL.match(value)):
+            raise ValueError(
+                "expected `owner/name` or an https://, ssh:// or git@host:path URL (local "
+                "paths are not publish targets)"
+            )
+        return value
+
+    @field_validator("branch")
+    @classmethod
+    def _check_branch(cls, value: str) -> str:
+        if not _BRANCH.match(value):
+            raise ValueError(f"{value!r} is not a valid branch name")
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, value: str) -> str:
+        return _check_template(value)
+
+
+class S3PublishSettings(_Strict):
+    bucket: str = Field(default="", description="Bucket (the worker's S3 endpoint and keys).")
+    prefix: str = Field(
+        default="{root}/", description="Key prefix per root; `{root}` is the root id."
+    )
+
+    @field_validator("prefix")
+    @classmethod
+    def _check_prefix(cls, value: str) -> str:
+        return _check_template(value)
+
+
+class PublishSettings(_Strict):
+    """Where approved renders go (docs/publishing.md)."""
+
+    target: Literal["blob", "git", "s3"] = Field(
+        default="blob",
+        description="`blob`: the service's blob store (embedded stack); `git`: a branch or "
+        "repository Argo CD / Flux syncs; `s3`: a prefix for Flux Bucket sources.",
+    )
+    secrets: Literal["refuse", "sops"] = Field(
+        default="refuse",
+        description="A render with secret values, published to git or S3: `refuse` to "
+        "publish it, or `sops` to re-encrypt each file holding secret values for the "
+        "recipients of the fleet's .sops.yaml creation rules.",
+    )
+    git: GitPublishSettings = Field(default_factory=GitPublishSettings)
+    s3: S3PublishSettings = Field(default_factory=S3PublishSettings)
+
+    @model_validator(mode="after")
+    def _check_target(self) -> PublishSettings:
+        if self.target == "s3" and not self.s3.bucket:
+            raise ValueError("target s3 needs s3.bucket")
+        return self
+
+
+class NoiseRuleSettings(_Strict):
+    """One noise rule: exactly one of `label`, `annotation`, `key`, `pointer`."""
+
+    label: str | None = Field(
+        default=None, description="Glob of a label key under any `metadata.labels`."
+    )
+    annotation: str | None = Field(
+        default=None, description="Glob of an annotation key under any `metadata.annotations`."
+    )
+    key: str | None = Field(default=None, description="Glob of a mapping key at any depth.")
+    pointer: str | None = Field(
+        default=None,
+        description="JSON pointer from the document's top (`/spec/replicas`); `*` globs one "
+        "segment.",
+    )
+    kinds: list[str] = Field(
+        default_factory=lambda: ["*"],
+        description="Globs of the document kinds the rule applies to (default: all).",
+    )
+
+    @model_validator(mode="after")
+    def _one_target(self) -> NoiseRuleSettings:
+        given = [name for name, value in self._targets() if value is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "a noise rule needs exactly one of label, annotation, key, pointer"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        if self.pointer is not None and not self.pointer.startswith("/"):
+            raise ValueError("pointer must start with '/' (a JSON pointer)")
+        return self
+
+    def _targets(self) -> list[tuple[str, str | None]]:
+        return [
+            ("label", self.label),
+            ("annotation", self.annotation),
+            ("key", self.key),
+            ("pointer", self.pointer),
+        ]
+
+    def target(self) -> tuple[Literal["label", "annotation", "key", "pointer"], str]:
+        """(which kind of rule, its pattern)."""
+        for name, value in self._targets():
+            if value is not None:
+                return name, value  # type: ignore[return-value]
+        raise AssertionError("validated: one target is set")
+
+
+class PreviewSettings(_Strict):
+    """Pull request previews and `rollwright diff` (docs/previews.md)."""
+
+    default_noise: bool = Field(
+        default=True,
+        alias="defaultNoise",
+        description="Hide the built-in noise: labels `helm.sh/chart` and "
+        "`app.kubernetes.io/version`, annotations `checksum/*`, `caBundle` fields.",
+    )
+    noise: list[NoiseRuleSettings] = Field(
+        default_factory=list,
+        description="More noise rules: a changed resource whose only differences match them "
+        "is hidden from previews and listed as hidden.",
+    )
+
+
+_DURATION = r"^(0|([0-9]+[smhdw])+)$"
+_DURATION_PART = re.compile(r"([0-9]+)([smhdw])")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def duration_seconds(text: str) -> int:
+    """Seconds of a duration such as `0`, `45s`, `30m`, `2h`, `1d`, `1w`, `1h30m`."""
+    if not re.match(_DURATION, text):
+        raise ValueError(f"{text!r} is not a duration (like 30m, 2h, 1d or 1h30m)")
+    return sum(int(n) * _DURATION_UNITS[unit] for n, unit in _DURATION_PART.findall(text))
+
+
+def _check_timezone(value: str) -> str:
+    import zoneinfo
+
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"unknown time zone {value!r} (an IANA name such as Europe/Berlin or UTC)"
+        ) from None
+    return value
+
+
+class PromotionWindow(_Strict):
+    """One promotion window rule: exactly one of `allow` and `deny` (docs/promotion.md)."""
+
+    allow: str | None = Field(
+        default=None,
+        description="Occurrences that open an allow window: a cron expression (5 fields: "
+        "minute hour day-of-month month day-of-week) or an RFC 5545 rule "
+        "`RRULE:FREQ=WEEKLY;BYDAY=MO,TU,WE,TH;BYHOUR=9` (FREQ DAILY, WEEKLY, MONTHLY or "
+        "YEARLY), read in `timezone`.",
+    )
+    deny: str | None = Field(
+        default=None, description="Like `allow`, for a window that closes promotions."
+    )
+    duration: str = Field(
+        pattern=_DURATION,
+        description="How long each window lasts from its start (elapsed time): 30m, 8h, 2d.",
+    )
+    timezone: str | None = Field(
+        default=None,
+        description="IANA time zone of the expression (default: rollout.timezone).",
+    )
+    nodes: list[str] = Field(
+        default_factory=lambda: ["*"],
+        description="Globs of sequence nodes the rule gates (`prod*`, `stage/*`); `*` "
+        "matches across `/`. Default: every node.",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _check_zone(cls, value: str | None) -> str | None:
+        return None if value is None else _check_timezone(value)
+
+    @model_validator(mode="after")
+    def _check_rule(self) -> PromotionWindow:
+        from shared.engine import windows  # croniter and dateutil load only when windows exist
+
+        if (self.allow is None) == (self.deny is None):
+            raise ValueError("a window needs exactly one of allow and deny")
+        windows.parse_schedule(self.expression)
+        if duration_seconds(self.duration) <= 0:
+            raise ValueError("duration must be longer than 0")
+        return self
+
+    @property
+    def kind(self) -> Literal["allow", "deny"]:
+        return "allow" if self.allow is not None else "deny"
+
+    @property
+    def expression(self) -> str:
+        return self.allow if self.allow is not None else (self.deny or "")
+
+
+class RolloutSettings(_Strict):
+    """Patch promotion (docs/promotion.md): step size, default soak, promotion windows."""
+
+    step: Literal["environment", "sector", "region"] = Field(
+        default="region",
+        description="How far one promotion moves a patch by default: a whole environment, a "
+        "sector, or one region (the finest). `rollwright promote --to` may name any node.",
+    )
+    soak: str = Field(
+        default="0",
+        pattern=_DURATION,
+        description="Soak time of nodes without their own `soak` in config/config.yaml: how "
+        "long a patch stays healthy on a node before it moves on (0, 30m, 2h, 1d).",
+    )
+    timezone: str = Field(default="UTC", description="Default time zone of the windows.")
+    windows: list[PromotionWindow] = Field(
+        default_factory=list,
+        description="Promotion windows. Deny beats allow; without allow rules for a node, "
+        "promotions to it are allowed whenever no deny window is in force.",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _check_zone(cls, value: str) -> str:
+        return _check_timezone(value)
+
+    @property
+    def soak_seconds(self) -> int:
+        return duration_seconds(self.soak)
+
+
+class FleetConfig(_Strict):
+    """The whole `rollwright.yaml`."""
+
+    layout: Literal["atlas", "dimensions"] | None = Field(
+        default=None, description="Fleet layout; detected when absent."
+    )
+    output: OutputSettings = Field(default_factory=OutputSettings)
+    render: RenderSettings = Field(default_factory=RenderSettings)
+    affected: AffectedSettings = Field(default_factory=AffectedSettings)
+    publish: PublishSettings = Field(default_factory=PublishSettings)
+    preview: PreviewSettings = Field(default_factory=PreviewSettings)
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
+
+
+def load(tree: Tree) -> FleetConfig:
+    if not tree.is_file(CONFIG_FILE):
+        return FleetConfig()
+    text = tree.read_text(CONFIG_FILE)
+    data = yamldoc.loads(text, CONFIG_FILE) or {}
+    return parse_model(FleetConfig, data, text=text, source=CONFIG_FILE)
+
+
+def parse_model(model: type[M], data: Any, *, text: str, source: str) -> M:
+    """Validate `data` with a pydantic model; errors become `path:line: message` problems."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise FleetErrors(validation_problems(err, text=text, source=source)) from None
+
+
+def validation_problems(err: ValidationError, *, text: str, source: str) -> list[Problem]:
+    problems = []
+    for item in err.errors():
+        loc = tuple(p for p in item["loc"] if isinstance(p, str | int))
+        # pydantic adds the union member / validator name to loc; keep real keys only
+        line = yamldoc.key_line(text, loc)
+        where = "/".join(str(p) for p in loc) or "(top level)"
+        kind = item["type"]
+        if kind == "extra_forbidden":
+            message = f"unknown key {where!r}"
+        elif kind == "missing":
+            message = f"missing required key {where!r}"
+        else:
+            message = f"{where}: {item['msg']}"
+        problems.append(Problem(source, line, message))
+    return problems
+
+
+def require(condition: bool, message: str, *, path: str, line: int | None = None) -> None:
+    if not condition:
+        raise FleetError(message, path=path, line=line)

@@ -1,0 +1,258 @@
+"""Post-render patches on Kubernetes objects: RFC 6902 JSON patches and strategic merge patches.
+
+Both follow helmfile's release syntax:
+
+    jsonPatches:
+      - target: {group: apps, version: v1, kind: Deployment, name: web, namespace: x}
+        patch:
+          - {op: replace, path: /spec/replicas, value: 3}
+    strategicMergePatches:
+      - apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: web}
+        spec: {template: {spec: {containers: [{name: web, image: web:2}]}}}
+
+A patch that matches no rendered object is an error: a silent no-op hides typos.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import jsonpatch
+
+from shared.engine.errors import FleetError
+from shared.engine.manifests import Resource
+
+# Merge keys of lists Kubernetes merges item by item (patchMergeKey in the API types).
+MERGE_KEYS: dict[str, str] = {
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "env": "name",
+    "envFrom": "",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "volumeDevices": "devicePath",
+    "ports": "containerPort",
+    "imagePullSecrets": "name",
+    "hostAliases": "ip",
+    "tolerations": "",
+    "topologySpreadConstraints": "topologyKey",
+    "resourceClaims": "name",
+    "conditions": "type",
+    "finalizers": "",
+}
+# Lists whose items carry another merge key in some kinds: Service ports merge by `port`.
+ALT_MERGE_KEYS: dict[str, str] = {"ports": "port"}
+# Lists of scalars Kubernetes merges as sets.
+SCALAR_SET_KEYS = frozenset({"finalizers"})
+
+
+# Keys of a jsonPatches target (kustomize's selector, as helmfile passes it on). Each value is a
+# regular expression matched against the whole field, as kustomize does: `name: web-.*`.
+TARGET_KEYS = ("group", "version", "kind", "name", "namespace")
+
+
+def _target_matchers(target: dict[str, Any], where: str, origin: str) -> dict[str, re.Pattern[str]]:
+    unknown = sorted(str(k) for k in target if k not in TARGET_KEYS)
+    if unknown:
+        raise FleetError(
+            f"{where}: unknown target key(s) {unknown}; known: {list(TARGET_KEYS)}", path=origin
+        )
+    matchers: dict[str, re.Pattern[str]] = {}
+    for key in TARGET_KEYS:
+        value = target.get(key)
+        if value is None:
+            continue
+        try:
+            matchers[key] = re.compile(f"(?:{value})")
+        except re.error as err:
+            raise FleetError(
+                f"{where}: target {key} {value!r} is not a valid regular expression: {err}",
+                path=origin,
+            ) from None
+    return matchers
+
+
+def _fields(res: Resource) -> dict[str, str]:
+    return {
+        "group": res.group,
+        "version": res.api_version.rpartition("/")[2],
+        "kind": res.kind,
+        "name": res.name,
+        "namespace": res.namespace,
+    }
+
+
+def _matches(res: Resource, matchers: dict[str, re.Pattern[str]]) -> bool:
+    fields = _fields(res)
+    return all(m.fullmatch(fields[key]) for key, m in matchers.items())
+
+
+def apply_release_patches(
+    resources: list[Resource],
+    json_patches: list[dict[str, Any]],
+    strategic_merge_patches: list[dict[str, Any]],
+    *,
+    origin: str,
+) -> None:
+    """Apply a release's patches to its rendered objects, in place.
+
+    JSON patches run first, then strategic merge patches, each in the order given. A strategic
+    merge patch whose top level says `$patch: delete` removes the object from the release.
+    """
+    for index, entry in enumerate(json_patches):
+        where = f"jsonPatches[{index}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("target"), dict):
+            raise FleetError(f"{where}: needs a 'target' mapping and a 'patch' list", path=origin)
+        ops = entry.get("patch")
+        if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
+            raise FleetError(f"{where}: 'patch' must be a list of operations", path=origin)
+        matchers = _target_matchers(entry["target"], where, origin)
+        hits = [r for r in resources if _matches(r, matchers)]
+        if not hits:
+            raise FleetError(
+                f"{where}: no rendered object matches target {_describe(entry['target'])}",
+                path=origin,
+            )
+        for res in hits:
+            try:
+                patched = jsonpatch.apply_patch(res.doc, ops)
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as err:
+                raise FleetError(
+                    f"{where}: applying to {res.kind} {res.name!r}: {err}", path=origin
+                ) from None
+            if not isinstance(patched, dict):
+                raise FleetError(
+                    f"{where}: applying to {res.kind} {res.name!r} left no Kubernetes object",
+                    path=origin,
+                )
+            res.doc = patched
+    for index, patch in enumerate(strategic_merge_patches):
+        where = f"strategicMergePatches[{index}]"
+        if (
+            not isinstance(patch, dict)
+            or not patch.get("kind")
+            or not isinstance(patch.get("metadata"), dict)
+            or not patch["metadata"].get("name")
+        ):
+            raise FleetError(f"{where}: needs apiVersion, kind and metadata.name", path=origin)
+        meta = patch["metadata"]
+        target = {
+            "kind": re.escape(str(patch["kind"])),
+            "name": re.escape(str(meta["name"])),
+        }
+        if meta.get("namespace"):
+            target["namespace"] = re.escape(str(meta["namespace"]))
+        matchers = _target_matchers(target, where, origin)
+        api_version = str(patch.get("apiVersion") or "")
+        hits = [
+            r
+            for r in resources
+            if _matches(r, matchers) and (not api_version or r.api_version == api_version)
+        ]
+        if not hits:
+            raise FleetError(
+                f"{where}: no rendered object is {api_version + ' ' if api_version else ''}"
+                f"{patch['kind']} {meta['name']!r}"
+                + (f" in namespace {meta['namespace']!r}" if meta.get("namespace") else ""),
+                path=origin,
+            )
+        for res in hits:
+            try:
+                merged = strategic_merge(res.doc, patch)
+            except ValueError as err:
+                raise FleetError(f"{where}: {err}", path=origin) from None
+            if merged is None:
+                resources.remove(res)
+            else:
+                res.doc = merged
+
+
+def _describe(target: dict[str, Any]) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in target.items()) + "}"
+
+
+def strategic_merge(doc: Any, patch: Any, key: str = "") -> Any:
+    """Kubernetes strategic merge of `patch` into `doc` (a new object is returned).
+
+    Maps merge recursively; `null` deletes a key; `$patch: replace` replaces a map and
+    `$patch: delete` removes it (None is returned for a deleted top level); lists with a known
+    merge key merge item by item (an item with `$patch: delete` removes the match, an item
+    `{$patch: replace}` makes the list replace the original), scalar set lists union, other
+    lists are replaced. Other `$` directives raise ValueError rather than leak into output.
+    Neither argument is changed, and the result shares no mutable part with `patch`.
+    """
+    if isinstance(patch, dict):
+        _check_directives(patch)
+        directive = patch.get("$patch", "merge")
+        if directive == "delete":
+            return None
+        out = dict(doc) if isinstance(doc, dict) and directive == "merge" else {}
+        for k, v in patch.items():
+            if k == "$patch":
+                continue
+            merged = None if v is None else strategic_merge(out.get(k), v, k)
+            if merged is None:
+                out.pop(k, None)  # `k: null` or `k: {$patch: delete}`
+            else:
+                out[k] = merged
+        return out
+    if isinstance(patch, list):
+        base = doc if isinstance(doc, list) else []
+        if any(_is_replace_marker(item) for item in patch):
+            base = []
+            patch = [item for item in patch if not _is_replace_marker(item)]
+        merge_key = MERGE_KEYS.get(key)
+        if merge_key:
+            return _merge_list(base, patch, merge_key, ALT_MERGE_KEYS.get(key))
+        if key in SCALAR_SET_KEYS:
+            return [copy.deepcopy(x) for x in base] + [
+                copy.deepcopy(p) for p in patch if p not in base
+            ]
+        # Replaced wholesale: each item is new content, merged onto nothing.
+        return [x for x in (strategic_merge(None, item) for item in patch) if x is not None]
+    return copy.deepcopy(patch)
+
+
+def _check_directives(patch: dict[str, Any]) -> None:
+    for k in patch:
+        if isinstance(k, str) and k.startswith("$") and k != "$patch":
+            raise ValueError(f"unsupported strategic merge directive {k!r}")
+    directive = patch.get("$patch", "merge")
+    if directive not in ("merge", "replace", "delete"):
+        raise ValueError(f"unknown $patch directive {directive!r} (merge, replace or delete)")
+
+
+def _is_replace_marker(item: Any) -> bool:
+    return isinstance(item, dict) and item == {"$patch": "replace"}
+
+
+def _merge_list(doc: list[Any], patch: list[Any], merge_key: str, alt_key: str | None) -> list[Any]:
+    out = [copy.deepcopy(item) for item in doc]
+    for item in patch:
+        key = merge_key
+        if isinstance(item, dict) and key not in item and alt_key and alt_key in item:
+            key = alt_key
+        index = None
+        if isinstance(item, dict) and key in item:
+            index = next(
+                (
+                    i
+                    for i, cur in enumerate(out)
+                    if isinstance(cur, dict) and cur.get(key) == item[key]
+                ),
+                None,
+            )
+        merged = strategic_merge(None if index is None else out[index], item)
+        if index is None:
+            if merged is not None:
+                out.append(merged)
+        elif merged is None:
+            out.pop(index)  # `{name: x, $patch: delete}`
+        else:
+            out[index] = merged
+    return out

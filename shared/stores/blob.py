@@ -1,0 +1,140 @@
+"""The blob store: redacted renders, latest deployments and job logs, by key.
+
+Keys (DESIGN.md): `deployments/<owner>/<repo>/<root>/latest.json`,
+`renders/<owner>/<repo>/<root>/<sha>/…` (redacted files + digest), `jobs/<job-id>/log`.
+The filesystem implementation is the embedded default; S3 (boto3, shared/stores/s3.py) serves
+compose and production. `open_blob_store` picks one from a URL. Nothing written here may hold
+a plaintext secret: callers store redacted renders only.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Protocol
+from urllib.parse import unquote, urlsplit
+
+if TYPE_CHECKING:
+    from shared.settings import Settings
+
+
+class BlobStore(Protocol):
+    def put(self, key: str, data: bytes) -> None:
+        """Write atomically: readers see the old object or the new one, never a mix."""
+        ...
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def exists(self, key: str) -> bool: ...
+
+    def delete(self, key: str) -> None: ...
+
+    def list(self, prefix: str) -> Iterator[str]:
+        """Keys under `prefix` (a `/`-terminated folder or any key prefix), sorted."""
+        ...
+
+    def append(self, key: str, data: bytes) -> None:
+        """Append to an object (job logs). Not atomic across writers; one writer per key."""
+        ...
+
+
+class BlobStoreError(OSError):
+    """A blob store request failed; the message names the operation and the object."""
+
+
+def check_key(key: str) -> str:
+    parts = PurePosixPath(key).parts
+    if not key or key.startswith("/") or ".." in parts or "" in key.split("/")[:-1]:
+        raise ValueError(f"invalid blob key {key!r}")
+    return key
+
+
+class FileBlobStore:
+    """Blobs as files under a directory (`.rollwright/blobs` in the embedded stack)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(key)
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            return self._path(key).read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+    def list(self, prefix: str) -> Iterator[str]:
+        # the folder the prefix is in; "" and "dir/" are folders themselves
+        base = (
+            self.root / prefix
+            if prefix.endswith("/") or not prefix
+            else (self.root / prefix).parent
+        )
+        if not base.is_dir():
+            return iter(())
+        keys = []
+        for path in base.rglob("*"):
+            if path.is_file() and not path.name.startswith(".tmp-"):
+                key = path.relative_to(self.root).as_posix()
+                if key.startswith(prefix):
+                    keys.append(key)
+        return iter(sorted(keys))
+
+    def append(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab") as fh:
+            fh.write(data)
+
+
+def open_blob_store(url: str, settings: Settings | None = None) -> BlobStore:
+    """The blob store a URL names: `file:///path` (or a bare path) or
+    `s3://bucket/optional/prefix`, reached with the S3 settings (endpoint, region, keys)
+    or, where those are unset, boto3's own credential chain."""
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        return FileBlobStore(Path(unquote(parts.path)))
+    if not parts.scheme:
+        return FileBlobStore(Path(url))
+    if parts.scheme == "s3":
+        from shared.stores.s3 import S3BlobStore, s3_client, s3_client_from_settings
+
+        if not parts.netloc:
+            raise ValueError(f"blob store {url!r}: an s3:// URL names a bucket: s3://bucket/prefix")
+        client = s3_client_from_settings(settings) if settings is not None else s3_client()
+        return S3BlobStore(client, parts.netloc, unquote(parts.path).strip("/"))
+    raise ValueError(f"blob store {url!r}: use a file:///path or an s3://bucket/prefix URL")
+
+
+def render_prefix(repo: str, root: str, revision: str) -> str:
+    return f"renders/{repo}/{root}/{revision}/"
+
+
+def latest_key(repo: str, root: str) -> str:
+    return f"deployments/{repo}/{root}/latest.json"
+
+
+def job_log_key(job_id: str) -> str:
+    return f"jobs/{job_id}/log"

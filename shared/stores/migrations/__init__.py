@@ -1,0 +1,1 @@
+"""Alembic migrations of rollwright's SQL tables, run in code by shared.stores.schema."""

@@ -1,0 +1,470 @@
+"""RenderWorkflow: one deployment of one root to one revision (a child of DeployWorkflow).
+
+Pin to one worker → checkout → render → diff against the last published render → check run
+→ review (or auto-approve an empty, ahead, merge-triggered diff) → publish → persist latest.
+The parent hears about every state change through `deployment_update` signals.
+"""
+
+from __future__ import annotations
+
+import builtins
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    from shared.contracts import checkrun
+    from shared.contracts.deploy import (
+        ACT_CHECK_RUN,
+        ACT_CHECKOUT,
+        ACT_CLEANUP_CHECKOUT,
+        ACT_DIFF_RENDER,
+        ACT_PERSIST_LATEST,
+        ACT_PUBLISH,
+        ACT_RECORD_DEPLOYMENT,
+        ACT_RENDER_ROOT,
+        ACT_WORKER_TASK_QUEUE,
+        ERR_FLEET,
+        REVIEW_TIMEOUT_SECONDS,
+        SA_STATE,
+        SIGNAL_DEPLOYMENT_UPDATE,
+        SIGNAL_REVIEW,
+        TERMINAL_STATES,
+        CheckoutRequest,
+        CheckoutResult,
+        CheckRunAction,
+        CheckRunRef,
+        DeploymentRecord,
+        DeploymentState,
+        DeploymentUpdate,
+        DiffRequest,
+        DiffSummary,
+        LatestDeployment,
+        PersistLatestRequest,
+        PublishRequest,
+        PublishResult,
+        RenderInput,
+        RenderRequest,
+        RenderResult,
+        RenderSummary,
+        ReviewSignal,
+    )
+    from workflows import calls, searchattrs
+
+# Publishing is idempotent by deployment id (publishers check for it), so retrying after a
+# timeout cannot publish twice; still, a few attempts then a visible failure beat a loop.
+# The attempts span about four minutes (5 s, 10 s, 20 s, 40 s, then 1 min apart): a git host
+# or S3 endpoint that is away for a moment must not fail a reviewed deployment.
+PUBLISH_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=5),
+    maximum_interval=timedelta(minutes=1),
+    maximum_attempts=8,
+)
+# Recording an intermediate state: the history row is for people, the deployment goes on.
+RECORD_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3)
+
+
+@workflow.defn(name="RenderWorkflow")
+class RenderWorkflow:
+    def __init__(self) -> None:
+        self._review: ReviewSignal | None = None
+        self._state: DeploymentState = "queued"
+        self.check_run_id: int | None = None
+        self.digest: str | None = None
+        self.diff: DiffSummary | None = None
+        self.persisted: LatestDeployment | None = None
+        self.task_queue = ""
+
+    @workflow.signal(name=SIGNAL_REVIEW)
+    def review(self, signal: ReviewSignal) -> None:
+        # The first decision wins; clicks before the gate opens or after it closed are ignored.
+        if self._review is None and self._state == "awaiting_review":
+            self._review = signal
+
+    @workflow.query(name="deployment_state")
+    def deployment_state(self) -> str:
+        return self._state
+
+    @workflow.run
+    async def run(self, inp: RenderInput) -> RenderResult:
+        self.inp = inp
+        self.check_run_id = inp.queued_check_run_id
+        # The same attributes as the parent's, so `RollwrightRoot = "x"` lists a root's
+        # deployments next to its queue in the Temporal UI.
+        searchattrs.upsert(
+            repo=inp.repo.full_name,
+            root=inp.root,
+            revision=inp.revision,
+            trigger=inp.trigger,
+            state="rendering",
+        )
+        self.task_queue = await workflow.execute_activity(
+            ACT_WORKER_TASK_QUEUE,
+            start_to_close_timeout=timedelta(seconds=30),
+            result_type=str,
+        )
+        await self._set_state("rendering", status="in_progress", title="Rendering")
+        try:
+            checkout = await calls.pinned(
+                ACT_CHECKOUT,
+                CheckoutRequest(repo=inp.repo, revision=inp.revision),
+                CheckoutResult,
+                task_queue=self.task_queue,
+                timeout=timedelta(minutes=20),
+            )
+        except ActivityError as err:
+            title = "Checkout failed" if _is_fleet_error(err) else "Deployment failed"
+            return await self._finish("failed", "failure", title, _message(err))
+        # No `finally:` here: a workflow evicted from a worker's cache is closed with
+        # GeneratorExit, and a finally block would try to schedule an activity outside the
+        # workflow's event loop. The checkout is removed before the review gate: a review can
+        # take days, and the worker holding it may restart meanwhile (publish works from the
+        # stored render on any worker).
+        try:
+            rendered = await self._render_and_diff(checkout)
+        except ActivityError as err:
+            rendered = await self._finish("failed", "failure", "Deployment failed", _message(err))
+        await self._cleanup(checkout)
+        if isinstance(rendered, RenderResult):
+            return rendered
+        try:
+            return await self._review_and_publish(*rendered)
+        except ActivityError as err:
+            return await self._finish("failed", "failure", "Deployment failed", _message(err))
+
+    async def _render_and_diff(
+        self, checkout: CheckoutResult
+    ) -> RenderResult | tuple[RenderSummary, DiffSummary]:
+        inp = self.inp
+        try:
+            render = await calls.pinned(
+                ACT_RENDER_ROOT,
+                RenderRequest(
+                    repo=inp.repo,
+                    root=inp.root,
+                    revision=inp.revision,
+                    checkout_path=checkout.path,
+                    deployment_id=inp.deployment_id,
+                ),
+                RenderSummary,
+                task_queue=self.task_queue,
+                timeout=timedelta(minutes=30),
+            )
+        except ActivityError as err:
+            title = "Render failed" if _is_fleet_error(err) else "Deployment failed"
+            return await self._finish("failed", "failure", title, _message(err))
+        self.digest = render.digest
+        self.diff = diff = await calls.pinned(
+            ACT_DIFF_RENDER,
+            DiffRequest(
+                repo=inp.repo,
+                root=inp.root,
+                new_prefix=render.blob_prefix,
+                old_prefix=inp.latest.published_prefix if inp.latest else None,
+                deployment_id=inp.deployment_id,
+            ),
+            DiffSummary,
+            task_queue=self.task_queue,
+            timeout=timedelta(minutes=10),
+        )
+        return render, diff
+
+    async def _review_and_publish(self, render: RenderSummary, diff: DiffSummary) -> RenderResult:
+        inp = self.inp
+        auto = (
+            diff.empty
+            and inp.trigger == "merge"
+            and inp.relation in ("ahead", "first", "same")
+            and not inp.require_confirmation
+        )
+        if auto:
+            approved_by = "rollwright (empty diff)"
+        else:
+            review = await self._await_review(diff)
+            if review is None:
+                return await self._finish(
+                    "timed_out",
+                    "timed_out",
+                    "Review timed out",
+                    "Nobody approved or rejected this deployment within 7 days.",
+                )
+            who = f"@{review.by}" if review.by else "a reviewer"
+            if review.decision == "reject":
+                return await self._finish("rejected", "cancelled", f"Rejected by {who}", "")
+            approved_by = who
+        await self._set_state(
+            "publishing",
+            status="in_progress",
+            title=f"Publishing (approved by {approved_by})",
+            approved_by=approved_by,
+        )
+        try:
+            # Not pinned: the publisher reads the stored render, so any worker can publish.
+            published = await workflow.execute_activity(
+                ACT_PUBLISH,
+                PublishRequest(
+                    repo=inp.repo,
+                    root=inp.root,
+                    revision=inp.revision,
+                    deployment_id=inp.deployment_id,
+                    trigger=inp.trigger,
+                    approved_by=approved_by,
+                    blob_prefix=render.blob_prefix,
+                    render_digest=render.digest,
+                ),
+                result_type=PublishResult,
+                start_to_close_timeout=timedelta(minutes=30),
+                heartbeat_timeout=timedelta(minutes=1),
+                retry_policy=PUBLISH_RETRY,
+            )
+        except ActivityError as err:
+            # A failed apply still becomes the root's latest deployment attempt.
+            await self._persist("failed", approved_by, published_prefix=None)
+            return await self._finish(
+                "failed", "failure", "Publish failed", _message(err), approved_by
+            )
+        await self._persist("published", approved_by, published_prefix=render.blob_prefix)
+        return await self._finish(
+            "published",
+            "success",
+            "Published",
+            f"Published to {published.target}.",
+            approved_by,
+            published=True,
+        )
+
+    async def _await_review(self, diff: DiffSummary) -> ReviewSignal | None:
+        inp = self.inp
+        why = []
+        if inp.trigger == "manual":
+            why.append("This is a manual deployment: it always asks for confirmation.")
+        if inp.relation == "diverged":
+            latest = checkrun.short(inp.latest.revision if inp.latest else "")
+            why.append(
+                f"This revision has **diverged** from the latest deployed revision `{latest}`: "
+                "confirm that it should replace it."
+            )
+        counts = (
+            "no changes"
+            if diff.empty
+            else f"{diff.added} added, {diff.removed} removed, {diff.changed} changed"
+        )
+        await self._set_state(
+            "awaiting_review",
+            status="completed",
+            conclusion="action_required",
+            title=f"Review: {counts}",
+            message="\n\n".join(why),
+            actions=[checkrun.APPROVE, checkrun.REJECT],
+        )
+        try:
+            await workflow.wait_condition(
+                lambda: self._review is not None,
+                timeout=timedelta(seconds=REVIEW_TIMEOUT_SECONDS),
+                timeout_summary="review",
+            )
+        except builtins.TimeoutError:
+            return None
+        return self._review
+
+    async def _persist(
+        self, state: DeploymentState, approved_by: str | None, published_prefix: str | None
+    ) -> None:
+        inp = self.inp
+        previous = inp.latest
+        latest = LatestDeployment(
+            deployment_id=inp.deployment_id,
+            revision=inp.revision,
+            trigger=inp.trigger,
+            state=state,
+            render_digest=self.digest,
+            approved_by=approved_by,
+            started_at=workflow.info().workflow_start_time,
+            finished_at=workflow.now(),
+            check_run_id=self.check_run_id,
+            published_prefix=published_prefix or (previous.published_prefix if previous else None),
+            published_revision=(
+                inp.revision
+                if published_prefix
+                else (previous.published_revision if previous else None)
+            ),
+            locks_queue=inp.locks_queue,
+        )
+        await calls.short(
+            ACT_PERSIST_LATEST,
+            PersistLatestRequest(repo=inp.repo, root=inp.root, latest=latest),
+            type(None),
+        )
+        self.persisted = latest  # only once it is really the root's latest.json
+
+    async def _set_state(
+        self,
+        state: DeploymentState,
+        *,
+        status: str,
+        title: str,
+        conclusion: str | None = None,
+        message: str = "",
+        actions: list[CheckRunAction] | None = None,
+        approved_by: str | None = None,
+    ) -> None:
+        inp = self.inp
+        self._state = state
+        searchattrs.upsert(state=state, keys=(SA_STATE,))
+        workflow.set_current_details(
+            f"**{state}** — `{inp.root}` at `{checkrun.short(inp.revision)}` ({inp.trigger})"
+            + (f"\n\n{message}" if message else "")
+        )
+        request = checkrun.request(
+            repo=inp.repo,
+            root=inp.root,
+            revision=inp.revision,
+            deployment_id=inp.deployment_id,
+            check_run_id=self.check_run_id,
+            status=status,
+            conclusion=conclusion,
+            title=title,
+            trigger=inp.trigger,
+            requested_by=inp.requested_by,
+            approved_by=approved_by,
+            queue_markdown=inp.queue_summary,
+            message=message,
+            text=self.diff.text if self.diff else "",
+            actions=actions,
+        )
+        try:
+            ref = await calls.short(ACT_CHECK_RUN, request, CheckRunRef)
+            self.check_run_id = ref.check_run_id
+        except ActivityError as err:
+            if state == "awaiting_review":
+                raise  # without its check run nobody can approve: the deployment fails
+            # Otherwise the check run only reports; the deployment goes on.
+            workflow.logger.warning("check run update (%s) failed: %s", state, err.cause)
+        await self._tell_parent(state, message, approved_by)
+        # The job page's timeline: every state lands in SQL as it happens (`_finish` records
+        # the terminal one). Histories from before this recorded only the outcome.
+        if state not in TERMINAL_STATES and workflow.patched("record-each-state"):
+            await self._record(state, message, approved_by)
+
+    async def _tell_parent(
+        self, state: DeploymentState, message: str, approved_by: str | None
+    ) -> None:
+        parent = workflow.info().parent
+        if parent is None:
+            return
+        handle = workflow.get_external_workflow_handle(parent.workflow_id)
+        try:
+            await handle.signal(
+                SIGNAL_DEPLOYMENT_UPDATE,
+                DeploymentUpdate(
+                    deployment_id=self.inp.deployment_id,
+                    state=state,
+                    check_run_id=self.check_run_id,
+                    message=message,
+                    render_digest=self.digest,
+                    approved_by=approved_by,
+                ),
+            )
+        except FailureError:
+            # The parent may be between runs; it learns the outcome from our result anyway.
+            workflow.logger.info("parent did not take the update", extra={"state": state})
+
+    async def _finish(
+        self,
+        state: DeploymentState,
+        conclusion: str,
+        title: str,
+        message: str,
+        approved_by: str | None = None,
+        *,
+        published: bool = False,
+    ) -> RenderResult:
+        await self._set_state(
+            state,
+            status="completed",
+            conclusion=conclusion,
+            title=title,
+            message=message,
+            approved_by=approved_by,
+        )
+        inp = self.inp
+        try:
+            await calls.short(
+                ACT_RECORD_DEPLOYMENT, self._record_of(state, message, approved_by), type(None)
+            )
+        except ActivityError as err:  # history is the query side; the outcome stands
+            workflow.logger.warning("recording the deployment failed: %s", err.cause)
+        return RenderResult(
+            deployment_id=inp.deployment_id,
+            state=state,
+            message=message,
+            render_digest=self.digest,
+            approved_by=approved_by,
+            check_run_id=self.check_run_id,
+            published=published,
+            latest=self.persisted,
+        )
+
+    def _record_of(
+        self, state: DeploymentState, message: str, approved_by: str | None
+    ) -> DeploymentRecord:
+        inp, diff = self.inp, self.diff
+        return DeploymentRecord(
+            deployment_id=inp.deployment_id,
+            repo=inp.repo.full_name,
+            root=inp.root,
+            revision=inp.revision,
+            trigger=inp.trigger,
+            state=state,
+            requested_by=inp.requested_by,
+            approved_by=approved_by,
+            check_run_id=self.check_run_id,
+            render_digest=self.digest,
+            added=diff.added if diff else None,
+            removed=diff.removed if diff else None,
+            changed=diff.changed if diff else None,
+            message=message,
+            at=workflow.now(),
+        )
+
+    async def _record(self, state: DeploymentState, message: str, approved_by: str | None) -> None:
+        """A state on its way: a few quick attempts, then only a warning (the deployment
+        does not wait for the query side)."""
+        try:
+            await workflow.execute_activity(
+                ACT_RECORD_DEPLOYMENT,
+                self._record_of(state, message, approved_by),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RECORD_RETRY,
+            )
+        except ActivityError as err:
+            workflow.logger.warning("recording state %s failed: %s", state, err.cause)
+
+    async def _cleanup(self, checkout: CheckoutResult) -> None:
+        try:
+            await workflow.execute_activity(
+                ACT_CLEANUP_CHECKOUT,
+                checkout,
+                task_queue=self.task_queue,
+                start_to_close_timeout=timedelta(minutes=2),
+                schedule_to_start_timeout=timedelta(minutes=1),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+            )
+        except ActivityError:
+            workflow.logger.warning("checkout cleanup failed", extra={"path": checkout.path})
+
+
+def _message(err: ActivityError) -> str:
+    cause = err.cause
+    if isinstance(cause, ApplicationError):
+        return cause.message
+    if isinstance(cause, TimeoutError):
+        kind = cause.type.name.lower() if cause.type else "unknown"
+        return f"the worker did not finish in time ({kind} timeout)"
+    return str(cause or err)
+
+
+def _is_fleet_error(err: ActivityError) -> bool:
+    return isinstance(err.cause, ApplicationError) and err.cause.type == ERR_FLEET
