@@ -25,7 +25,8 @@ from activities.publish import BlobPublisher, PublishActivities, Publisher, publ
 from activities.render import RenderActivities
 from activities.store import StoreActivities
 from shared.settings import Settings
-from shared.stores.blob import BlobStore, open_blob_store
+from shared.stores.blob import BlobStore
+from shared.stores.blob_url import open_blob_store
 from shared.stores.gitmirror import GitMirror
 from shared.stores.sql import SqlStore
 

@@ -4,20 +4,14 @@ from __future__ import annotations
 
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 from activities.heartbeat import beat
 from shared.contracts.deploy import (
     ACT_SIGNAL_DEPLOYS,
     ACT_WORKER_TASK_QUEUE,
-    DEPLOY_WORKFLOW,
-    SA_REPO,
-    SA_ROOT,
-    SIGNAL_NEW_REVISION,
-    DeployInput,
     SignalDeploysRequest,
-    deploy_workflow_id,
 )
+from shared.contracts.queueing import queue_revision
 from shared.settings import Settings
 
 
@@ -35,25 +29,9 @@ class DispatchActivities:
         A retry signals again; DeployWorkflow drops a revision it already has queued or
         running, so that is harmless.
         """
-        repo = request.repo
         for root in request.roots:
-            workflow_id = deploy_workflow_id(repo.full_name, root)
-            await self.client.start_workflow(
-                DEPLOY_WORKFLOW,
-                DeployInput(repo=repo, root=root),
-                id=workflow_id,
-                task_queue=self.settings.task_queue,
-                start_signal=SIGNAL_NEW_REVISION,
-                start_signal_args=[request.revision],
-                search_attributes=TypedSearchAttributes(
-                    [
-                        SearchAttributePair(
-                            SearchAttributeKey.for_keyword(SA_REPO), repo.full_name
-                        ),
-                        SearchAttributePair(SearchAttributeKey.for_keyword(SA_ROOT), root),
-                    ]
-                ),
-                static_summary=f"deployments of {root} in {repo.full_name}",
+            workflow_id = await queue_revision(
+                self.client, self.settings.task_queue, request.repo, root, request.revision
             )
             beat()
             activity.logger.info(

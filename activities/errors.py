@@ -11,16 +11,19 @@ from __future__ import annotations
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from shared.contracts.deploy import ERR_FLEET
 from shared.engine.errors import FleetError
+from shared.github.app import GitHubError, GitHubRetryableError
 from shared.stores.gitmirror import RevisionNotFound
 
 ERR_REVISION_NOT_FOUND = "RevisionNotFound"
 ERR_GITHUB_REQUEST = "GitHubRequestError"
+ERR_GITHUB_RETRYABLE = "GitHubRetryableError"
 ERR_NOT_CONFIGURED = "NotConfigured"
 ERR_MISSING_RENDER = "MissingRender"
 
@@ -50,6 +53,22 @@ def fleet_mistakes() -> Iterator[None]:
         raise fleet_error(err) from None
     except RevisionNotFound as err:
         raise ApplicationError(str(err), type=ERR_REVISION_NOT_FOUND, non_retryable=True) from None
+
+
+@contextmanager
+def github_errors() -> Iterator[None]:
+    """GitHub's answers as Temporal sees them: 5xx, rate limits and the network are retried
+    (after GitHub's `Retry-After` when it gives one); GitHub refusing a request, or rollwright
+    refusing to send one GitHub would refuse (its limits, raised as ValueError), is final."""
+    try:
+        yield
+    except GitHubRetryableError as err:
+        delay = timedelta(seconds=err.retry_after) if err.retry_after else None
+        raise ApplicationError(
+            str(err), type=ERR_GITHUB_RETRYABLE, next_retry_delay=delay
+        ) from None
+    except (GitHubError, ValueError) as err:
+        raise ApplicationError(str(err), type=ERR_GITHUB_REQUEST, non_retryable=True) from None
 
 
 @contextmanager

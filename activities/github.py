@@ -16,30 +16,27 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import UTC, timedelta
+from datetime import UTC
 from urllib.parse import urlsplit
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.errors import ERR_GITHUB_REQUEST, ERR_NOT_CONFIGURED
+from activities.errors import ERR_NOT_CONFIGURED, github_errors
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
 from shared.contracts.checkrun import root_from_check_run_name
 from shared.contracts.deploy import ACT_CHECK_RUN, CheckRunRef, CheckRunRequest, RepoRef
 from shared.github.app import (
-    OUTPUT_LIMIT,
     CheckRunAction,
     CheckRunOutput,
     GitHubApp,
     GitHubError,
     GitHubRequestError,
-    GitHubRetryableError,
-    fit_text,
 )
+from shared.github.limits import OUTPUT_LIMIT, fit_text
 from shared.settings import Settings
 
-ERR_GITHUB_RETRYABLE = "GitHubRetryableError"
 # Installation tokens live an hour; take a new one well before that.
 TOKEN_MARGIN_SECONDS = 10 * 60
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -127,18 +124,8 @@ class GitHubActivities:
 
     @activity.defn(name=ACT_CHECK_RUN)
     async def check_run(self, request: CheckRunRequest) -> CheckRunRef:
-        try:
+        with github_errors():
             ref = await blocking(self._check_run, request)
-        except GitHubRetryableError as err:
-            delay = timedelta(seconds=err.retry_after) if err.retry_after else None
-            raise ApplicationError(
-                str(err), type=ERR_GITHUB_RETRYABLE, next_retry_delay=delay
-            ) from None
-        except GitHubError as err:
-            raise ApplicationError(str(err), type=ERR_GITHUB_REQUEST, non_retryable=True) from None
-        except ValueError as err:
-            # GitHub's limits (3 buttons, label lengths…), checked before sending.
-            raise ApplicationError(str(err), type=ERR_GITHUB_REQUEST, non_retryable=True) from None
         activity.logger.info(
             "check run written",
             extra={

@@ -30,18 +30,18 @@ import html
 import json
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import (
-    ERR_GITHUB_REQUEST,
     ERR_REVISION_NOT_FOUND,
+    github_errors,
     withhold_unexpected,
 )
-from activities.github import ERR_GITHUB_RETRYABLE, GitHubAccess
+from activities.github import GitHubAccess
 from activities.heartbeat import beat, blocking
 from shared.contracts.preview import (
     ACT_PREVIEW_BUILD,
@@ -60,21 +60,10 @@ from shared.contracts.preview import (
     preview_latest_key,
     preview_prefix,
 )
-from shared.github.app import (
-    COMMENT_LIMIT,
-    OUTPUT_LIMIT,
-    GitHubError,
-    GitHubRetryableError,
-    fit_text,
-)
-from shared.review.preview import (
-    PreviewReport,
-    build_preview,
-    report_json,
-    report_markdown,
-    report_unified,
-    repro_command,
-)
+from shared.github.limits import COMMENT_LIMIT, OUTPUT_LIMIT, fit_text
+from shared.review.markdown import report_markdown
+from shared.review.preview import build_preview
+from shared.review.report import PreviewReport, report_json, report_unified, repro_command
 from shared.settings import Settings
 from shared.stores.blob import BlobStore
 from shared.stores.gitmirror import GitMirror, RevisionNotFound
@@ -256,15 +245,8 @@ class PreviewActivities:
                 non_retryable=True,
             )
         repo = request.repo.full_name
-        try:
+        with github_errors():
             comment_id = await blocking(self._upsert, request, body.decode("utf-8"), interval=None)
-        except GitHubRetryableError as err:
-            delay = timedelta(seconds=err.retry_after) if err.retry_after else None
-            raise ApplicationError(
-                str(err), type=ERR_GITHUB_RETRYABLE, next_retry_delay=delay
-            ) from None
-        except (GitHubError, ValueError) as err:
-            raise ApplicationError(str(err), type=ERR_GITHUB_REQUEST, non_retryable=True) from None
         if request.head_sha and request.prefix and request.conclusion:
             pointer = PreviewPointer(
                 pr=request.pr,

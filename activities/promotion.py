@@ -11,9 +11,7 @@ deployments (`notify_promotions`), found through visibility by the RollwrightRep
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -23,8 +21,8 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.errors import ERR_GITHUB_REQUEST, fleet_mistakes
-from activities.github import ERR_GITHUB_RETRYABLE, GitHubAccess
+from activities.errors import fleet_mistakes, github_errors
+from activities.github import GitHubAccess
 from activities.heartbeat import beat, blocking
 from shared.contracts.deploy import SA_REPO, LatestDeployment
 from shared.contracts.promotion import (
@@ -62,7 +60,6 @@ from shared.engine.dimensions.patches import load_patch
 from shared.engine.errors import FleetError
 from shared.engine.tree import GitTree, Tree, changed_files
 from shared.engine.windows import window_state
-from shared.github.app import GitHubError, GitHubRetryableError
 from shared.github.gitdata import (
     BranchMoved,
     branch_tip,
@@ -198,7 +195,7 @@ class PromotionActivities:
 
     @activity.defn(name=ACT_PROMOTION_COMMIT)
     async def commit(self, request: CommitRequest) -> CommitResult:
-        with _github_errors(), fleet_mistakes():
+        with github_errors(), fleet_mistakes():
             result = await blocking(self._commit, request)
         activity.logger.info(
             "promotion committed" if result.committed else "promotion not needed",
@@ -257,7 +254,7 @@ class PromotionActivities:
 
     @activity.defn(name=ACT_PROMOTION_GRADUATE)
     async def graduate(self, request: GraduateRequest) -> GraduateResult:
-        with _github_errors(), fleet_mistakes():
+        with github_errors(), fleet_mistakes():
             result = await blocking(self._graduate, request)
         activity.logger.info(
             "graduation pull request",
@@ -468,20 +465,6 @@ def touched_patches(repo: Path, before: str, after: str) -> list[str]:
         except FleetError:
             continue  # a broken patch file fails its deployments' check runs instead
     return sorted(ids)
-
-
-@contextmanager
-def _github_errors() -> Iterator[None]:
-    """GitHub refusing a request is final; 5xx, rate limits and the network are retried."""
-    try:
-        yield
-    except GitHubRetryableError as err:
-        delay = timedelta(seconds=err.retry_after) if err.retry_after else None
-        raise ApplicationError(
-            str(err), type=ERR_GITHUB_RETRYABLE, next_retry_delay=delay
-        ) from None
-    except GitHubError as err:
-        raise ApplicationError(str(err), type=ERR_GITHUB_REQUEST, non_retryable=True) from None
 
 
 __all__ = ["PromotionActivities", "PromotionSignals", "evaluate", "touched_patches"]

@@ -55,6 +55,7 @@ from shared.engine.fleetconfig import CONFIG_FILE, FleetConfig, target_path
 from shared.settings import Settings
 from shared.stores.blob import BlobStore, BlobStoreError
 from shared.stores.gitmirror import GitMirror, TokenProvider
+from shared.stores.s3 import s3_client_from_settings
 
 MARKER_SCHEMA = 1
 
@@ -336,8 +337,6 @@ def publish_targets(
     settings: Settings, mirror: GitMirror, blobs: BlobStore, token_for: TokenProvider | None
 ) -> PublishTargets:
     """The git and S3 publishers of a worker, from its settings."""
-    from shared.stores.s3 import s3_client_from_settings  # boto3 loads only where used
-
     reserved = None
     parts = urlsplit(settings.blobs)
     if parts.scheme == "s3":  # the service's own state is never a publish target

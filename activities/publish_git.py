@@ -30,7 +30,6 @@ import contextlib
 import fcntl
 import hashlib
 import random
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from pathlib import Path
 
 from shared.contracts.deploy import PublishRequest, RepoRef
 from shared.engine.fleetconfig import GitPublishSettings
+from shared.process import CommandTimedOut, Finished, run
 from shared.stores.gitmirror import TokenProvider, git_env
 
 BOT_NAME = "rollwright[bot]"
@@ -219,7 +219,7 @@ class GitPublisher:
             env=env,
         )
         if proc.returncode != 0:
-            if "couldn't find remote ref" in proc.stderr:
+            if "couldn't find remote ref" in proc.err:
                 self._git(scratch, "update-ref", "-d", remote)
                 return None  # a new branch: the first commit is an orphan
             raise self._error(root, target, "fetching the branch", proc)
@@ -262,16 +262,17 @@ class GitPublisher:
             out.append(blob)
             out.append(b"\n")
         out.append(b"done\n")
-        proc = subprocess.run(
-            ["git", "-C", str(scratch), "fast-import", "--quiet", "--force", "--done"],
-            input=b"".join(out),
-            capture_output=True,
-            timeout=self.timeout,
-            check=False,
-        )
-        if proc.returncode != 0:
-            detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
-            raise GitPublishError(f"building the commit with git fast-import: {' '.join(detail)}")
+        try:
+            proc = run(
+                ["git", "-C", str(scratch), "fast-import", "--quiet", "--force", "--done"],
+                input=b"".join(out),
+                timeout=self.timeout,
+                what="git fast-import",
+            )
+        except CommandTimedOut as err:
+            raise GitPublishError(str(err)) from None
+        if not proc.ok:
+            raise GitPublishError(f"building the commit with git fast-import: {proc.detail(1)}")
         return self._git_ok(scratch, "rev-parse", "--verify", _BUILD_REF).strip()
 
     def _tree(self, scratch: Path, commit: str) -> str:
@@ -292,7 +293,7 @@ class GitPublisher:
         )
         if proc.returncode == 0:
             return True
-        report = proc.stdout + proc.stderr
+        report = proc.out + proc.err
         if any(reason in report for reason in _RACE_REASONS):
             return False
         raise self._error(root, target, "push rejected", proc)
@@ -316,34 +317,22 @@ class GitPublisher:
             token = self.token_for(target.auth)
         return git_env(token)
 
-    def _git(
-        self, cwd: Path, *args: str, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
+    def _git(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> Finished:
         try:
-            return subprocess.run(
-                ["git", "-C", str(cwd), *args],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=self.timeout,
-                check=False,
+            return run(
+                ["git", "-C", str(cwd), *args], timeout=self.timeout, env=env, what=f"git {args[0]}"
             )
-        except subprocess.TimeoutExpired as err:
-            raise GitPublishError(
-                f"git {args[0]} did not finish within {self.timeout:.0f}s"
-            ) from err
+        except CommandTimedOut as err:
+            raise GitPublishError(str(err)) from None
 
     def _git_ok(self, cwd: Path, *args: str) -> str:
         proc = self._git(cwd, *args)
-        if proc.returncode != 0:
-            detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:]
-            raise GitPublishError(f"git {' '.join(args[:2])}: {' '.join(detail)}")
-        return proc.stdout
+        if not proc.ok:
+            raise GitPublishError(f"git {' '.join(args[:2])}: {proc.detail(1)}")
+        return proc.out
 
-    def _error(
-        self, root: str, target: GitTarget, doing: str, proc: subprocess.CompletedProcess[str]
-    ) -> GitPublishError:
-        lines = [line.strip() for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
+    def _error(self, root: str, target: GitTarget, doing: str, proc: Finished) -> GitPublishError:
+        lines = [line.strip() for line in (proc.err + proc.out).splitlines() if line.strip()]
         detail = " ".join(line for line in lines if not line.startswith("To "))[-300:]
         return GitPublishError(
             f'publishing root "{root}" to {target.describe()}: {doing}: {detail or "git failed"}'

@@ -44,7 +44,6 @@ from shared.contracts.deploy import (
 from shared.engine.render import Render
 from shared.review.diff import RenderFiles
 from shared.stores.blob import BlobStore, job_log_key, latest_key
-from shared.stores.blob import open_blob_store as open_blob_store  # its old home
 from shared.stores.sql import SqlStore
 
 DIGEST_FILE = "digest.json"

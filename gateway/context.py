@@ -13,7 +13,8 @@ from gateway.intake import DeliveryIntake
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import OutboxDrainer
 from shared.settings import Settings
-from shared.stores.blob import BlobStore, open_blob_store
+from shared.stores.blob import BlobStore
+from shared.stores.blob_url import open_blob_store
 from shared.stores.sql import SqlStore
 
 

@@ -30,10 +30,8 @@ from shared.contracts.deploy import (
     DEPLOY_WORKFLOW,
     DISPATCH_WORKFLOW,
     QUERY_STATE,
-    SIGNAL_NEW_REVISION,
     SIGNAL_REVIEW,
     SIGNAL_UNLOCK,
-    DeployInput,
     DeployState,
     DispatchInput,
     NewRevision,
@@ -60,6 +58,7 @@ from shared.contracts.promotion import (
     ResumeSignal,
     promotion_workflow_id,
 )
+from shared.contracts.queueing import queue_revision
 from shared.settings import Settings
 
 log = logging.getLogger("rollwright.gateway")
@@ -192,15 +191,8 @@ class TemporalDispatcher:
             # caller must link that deployment instead of one that will never exist.
             existing = await self._deployment_holding(workflow_id, revision.revision)
         async with _calling(f"signal-with-start {DEPLOY_WORKFLOW} {workflow_id}"):
-            await self.client.start_workflow(
-                DEPLOY_WORKFLOW,
-                DeployInput(repo=repo, root=root),
-                id=workflow_id,
-                task_queue=self.task_queue,
-                start_signal=SIGNAL_NEW_REVISION,
-                start_signal_args=[revision],
-                static_summary=f"Deploy queue of `{root}` in {repo.full_name}",
-                rpc_timeout=self.rpc_timeout,
+            await queue_revision(
+                self.client, self.task_queue, repo, root, revision, rpc_timeout=self.rpc_timeout
             )
         return Dispatched(workflow_id, "queued", existing or revision.deployment_id)
 

@@ -274,7 +274,7 @@ def test_affected_covers_every_root_whose_render_changed(
 
 
 def test_cli_roots_changed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from shared.cli.main import main as cli
+    from shared.cli import main as cli
 
     repo = build(tmp_path / "fleet")
     change(repo, {"deployments/g1/group.values.yaml": {"x": 2}})

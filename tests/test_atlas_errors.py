@@ -247,7 +247,7 @@ def test_render_errors_name_root_and_release(tmp_path: Path) -> None:
 def test_cli_validate_prints_every_problem_and_exits_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shared.cli.main import main as cli
+    from shared.cli import main as cli
 
     base = fleet(
         tmp_path,

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from shared.settings import Settings
-from shared.stores.blob import BlobStore, BlobStoreError, FileBlobStore, open_blob_store
+from shared.stores.blob import BlobStore, BlobStoreError, FileBlobStore
+from shared.stores.blob_url import open_blob_store
 from shared.stores.s3 import S3BlobStore, s3_client
 from tests.support.seaweed import S3Server
 

@@ -17,7 +17,7 @@ import pytest
 
 from shared.engine import charts
 from shared.engine.errors import FleetError
-from shared.engine.render import ChartSource
+from shared.engine.release import ChartSource
 from tests.conftest import ECHO_CHART
 from tests.support.chart_repo import ChartRepo
 from tests.support.oci_registry import OciRegistry
@@ -253,7 +253,7 @@ def test_threads_share_one_download(chart_repo: ChartRepo) -> None:
 _FETCH_IN_PROCESS = """
 import sys
 from shared.engine import charts
-from shared.engine.render import ChartSource
+from shared.engine.release import ChartSource
 source = ChartSource("remote-chart", ref="stable/echo", version=sys.argv[2], repo_url=sys.argv[1])
 print(charts.fetch(source, "x.yaml"))
 """

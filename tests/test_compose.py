@@ -396,7 +396,7 @@ def test_compose_blob_store_on_a_real_seaweedfs(
     """SeaweedFS with the compose file's identities config, the bucket its s3-bucket job
     creates, and the worker's ROLLWRIGHT_* variables (endpoint moved to the test server):
     the settings open a blob store that writes, lists and reads there."""
-    from shared.stores.blob import open_blob_store
+    from shared.stores.blob_url import open_blob_store
     from tests.support.seaweed import seaweed_server
 
     env = _env(compose, "worker")

@@ -353,7 +353,7 @@ def test_rollwright_dev_runs_and_stops_cleanly(tmp_path: Path, stop_signal: sign
     fleetrepo.create_fleet_repo(EXAMPLES / "atlas-fleet", repo)
     flags = ("--temporal-port", "--ui-port", "--port", "--emulator-port")
     ports = dict(zip(flags, free_ports(len(flags)), strict=True))
-    argv = [sys.executable, "-m", "shared.cli.main", "dev", "--data-dir", str(tmp_path / "state")]
+    argv = [sys.executable, "-m", "shared.cli", "dev", "--data-dir", str(tmp_path / "state")]
     for flag, port in ports.items():
         argv += [flag, str(port)]
     argv += ["--repo", f"acme/fleet={repo}"]
@@ -408,7 +408,7 @@ def test_rollwright_demo_succeeds_and_names_a_failing_step(tmp_path: Path) -> No
     env = inherited_env()
     cwd = Path(__file__).resolve().parents[1]
     ok = subprocess.run(
-        [sys.executable, "-m", "shared.cli.main", "demo", "--data-dir", str(tmp_path / "ok")],
+        [sys.executable, "-m", "shared.cli", "demo", "--data-dir", str(tmp_path / "ok")],
         capture_output=True,
         text=True,
         env=env,
@@ -431,7 +431,7 @@ def test_rollwright_demo_succeeds_and_names_a_failing_step(tmp_path: Path) -> No
     app.write_text("apps:\n  - template: no-such-template\n")
     failed = subprocess.run(
         [
-            *(sys.executable, "-m", "shared.cli.main", "demo", "--fleet", str(broken)),
+            *(sys.executable, "-m", "shared.cli", "demo", "--fleet", str(broken)),
             *("--data-dir", str(tmp_path / "broken"), "--step-timeout", "60"),
         ],
         capture_output=True,

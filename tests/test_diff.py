@@ -6,7 +6,7 @@ import re
 
 from markdown_it import MarkdownIt
 
-from shared.github.app import OUTPUT_LIMIT
+from shared.github.limits import OUTPUT_LIMIT
 from shared.review.diff import RenderFiles, diff_renders
 
 URL = "http://rollwright.test/jobs/d-1"

@@ -3,7 +3,6 @@ the rendered chart of Argo CD Applications and affected roots."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 from typing import Any
@@ -657,10 +656,6 @@ def test_affected_paths(tmp_path: Path, path: str, expected: set[str]) -> None:
 # --- secrets ----------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("shared.engine.secrets.sops") is None,
-    reason="shared.engine.secrets.sops is not available",
-)
 def test_encrypted_values_next_to_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     age = pytest.importorskip("tests.support.age")
     key = age.generate_key(tmp_path / "keys")

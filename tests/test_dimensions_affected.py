@@ -15,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.cli.main import main as cli
+from shared.cli import main as cli
 from shared.engine.affected import affected_between
 from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.fleet import Fleet

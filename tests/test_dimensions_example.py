@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.cli.main import main as cli
+from shared.cli import main as cli
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from tests.conftest import EXAMPLES

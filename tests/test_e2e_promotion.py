@@ -28,7 +28,8 @@ from shared.contracts.promotion import (
     promotion_workflow_id,
 )
 from shared.devstack import fleetrepo
-from shared.devstack.emulator.server import CheckRunRecord, GitHubEmulator
+from shared.devstack.emulator.model import CheckRunRecord
+from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack
 from shared.stores.blob import FileBlobStore, latest_key
 from tests.conftest import EXAMPLES

@@ -26,7 +26,8 @@ from github import Auth, Github
 
 from shared.contracts.deploy import QUERY_STATE, DeployState, deploy_workflow_id
 from shared.devstack import fleetrepo
-from shared.devstack.emulator.server import CheckRunRecord, GitHubEmulator
+from shared.devstack.emulator.model import CheckRunRecord
+from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack
 from shared.stores.blob import FileBlobStore, latest_key
 from shared.stores.sql import SqlStore

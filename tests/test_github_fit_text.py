@@ -13,7 +13,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from shared.github.app import OUTPUT_LIMIT, TRUNCATION_MARKER, fit_text
+from shared.github.limits import OUTPUT_LIMIT, TRUNCATION_MARKER, fit_text
 
 MARKER = "\n\nTRUNCATED-MARKER {omitted}/{total}\n"
 CLOSERS = re.compile(r"\n?(?:[`~]{3,}\n)?(?:</details>\n)*\Z")

@@ -12,14 +12,9 @@ import pytest
 
 from shared.engine.errors import FleetError
 from shared.engine.tree import GitError
-from shared.review.preview import (
-    PreviewReport,
-    build_preview,
-    report_json,
-    report_markdown,
-    report_unified,
-    repro_command,
-)
+from shared.review.markdown import report_markdown
+from shared.review.preview import build_preview
+from shared.review.report import PreviewReport, report_json, report_unified, repro_command
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import EXAMPLES, commit_all, git, init_repo, write_files
 from tests.preview_support import (

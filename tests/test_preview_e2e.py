@@ -42,9 +42,11 @@ from shared.contracts.preview import (
     preview_workflow_id,
 )
 from shared.devstack.credentials import new_app_key
-from shared.devstack.emulator.server import CheckRunRecord, CommentRecord, GitHubEmulator
+from shared.devstack.emulator.model import CheckRunRecord, CommentRecord
+from shared.devstack.emulator.server import GitHubEmulator
 from shared.engine.secrets import sops
-from shared.github.app import COMMENT_LIMIT, OUTPUT_LIMIT, webhook_signature
+from shared.github.app import webhook_signature
+from shared.github.limits import COMMENT_LIMIT, OUTPUT_LIMIT
 from shared.settings import Settings
 from tests.conftest import git
 from tests.preview_support import commit, web_repo

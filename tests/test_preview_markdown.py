@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from shared.github.app import OUTPUT_LIMIT
+from shared.github.limits import OUTPUT_LIMIT
 from shared.review.diff import FileDiff, RenderDiff, diff_renders
+from shared.review.markdown import report_markdown
 from shared.review.noise import HiddenChange
-from shared.review.preview import PreviewReport, RootPreview, report_markdown
+from shared.review.report import PreviewReport, RootPreview
 
 BASE = "a" * 40
 HEAD = "b" * 40

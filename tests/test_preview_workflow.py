@@ -22,8 +22,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.errors import ERR_GITHUB_REQUEST, ERR_NOT_CONFIGURED, ERR_REVISION_NOT_FOUND
-from activities.github import ERR_GITHUB_RETRYABLE
+from activities.errors import (
+    ERR_GITHUB_REQUEST,
+    ERR_GITHUB_RETRYABLE,
+    ERR_NOT_CONFIGURED,
+    ERR_REVISION_NOT_FOUND,
+)
 from shared.contracts.deploy import (
     ACT_CHECK_RUN,
     ACT_WORKER_TASK_QUEUE,

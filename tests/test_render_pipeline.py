@@ -17,7 +17,8 @@ from pydantic import ValidationError
 from shared.engine import helm
 from shared.engine.errors import FleetError
 from shared.engine.fleetconfig import FleetConfig, OutputSettings, RenderSettings
-from shared.engine.render import ChartSource, ReleaseSpec, release_files, render_release
+from shared.engine.release import ChartSource, ReleaseSpec
+from shared.engine.render import release_files, render_release
 from shared.engine.tree import WorkTree
 from tests.conftest import ECHO_CHART, FIXTURES, echo_values, write_files
 from tests.support.chart_repo import ChartRepo

@@ -92,7 +92,7 @@ def test_reveal_on_a_terminal(tmp_path: Path, age_key: AgeKey) -> None:  # noqa:
     repo = fleet(tmp_path, age_key)
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli.main", "values", ROOT, "--repo", str(repo), "--reveal"],
+        [sys.executable, "-m", "shared.cli", "values", ROOT, "--repo", str(repo), "--reveal"],
         stdout=follower,
         stderr=subprocess.PIPE,
         env=os.environ.copy(),

@@ -101,32 +101,6 @@ def _stack_arguments(p: argparse.ArgumentParser, *, ephemeral: bool) -> None:
         )
 
 
-def _options(args: argparse.Namespace, data_dir: Path) -> Any:
-    from shared.devstack.ports import free_port
-    from shared.devstack.stack import StackOptions
-
-    given = [args.temporal_port, args.ui_port, args.port, args.emulator_port]
-    chosen = [p for p in given if p]
-
-    def port(value: int) -> int:
-        if not value:
-            value = free_port(args.host, avoid=chosen)
-            chosen.append(value)
-        return value
-
-    temporal, ui, gateway, emulator = (port(p) for p in given)
-    return StackOptions(
-        data_dir=data_dir,
-        host=args.host,
-        temporal_port=temporal,
-        ui_port=ui,
-        gateway_port=gateway,
-        emulator_port=emulator,
-        temporal_address=getattr(args, "temporal_address", None),
-        env=dict(os.environ),
-    )
-
-
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -138,12 +112,12 @@ def stop_on_sigterm() -> None:
 
 def cmd_dev(args: argparse.Namespace) -> int:
     from shared.devstack.processes import ChildExited
-    from shared.devstack.stack import DevStack, StackError
+    from shared.devstack.stack import DevStack, StackError, options_from_args
 
     data_dir = args.data_dir or Path(os.environ.get("ROLLWRIGHT_DATA_DIR") or ".rollwright")
     repos = [_parse_repo(spec) for spec in args.repo]
     stop_on_sigterm()
-    stack = DevStack(_options(args, data_dir))
+    stack = DevStack(options_from_args(args, data_dir))
     try:
         print("rollwright dev: starting the embedded stack", flush=True)
         stack.start()

@@ -131,6 +131,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def _diff(args: argparse.Namespace) -> int:
     from shared.engine.tree import git
     from shared.review import preview
+    from shared.review.markdown import report_markdown
+    from shared.review.report import report_json, report_unified
 
     repo = Path(args.repo)
     base = args.base
@@ -156,11 +158,11 @@ def _diff(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.format == "json":
-        sys.stdout.write(json.dumps(preview.report_json(report), indent=2) + "\n")
+        sys.stdout.write(json.dumps(report_json(report), indent=2) + "\n")
     elif args.format == "unified":
-        sys.stdout.write(preview.report_unified(report))
+        sys.stdout.write(report_unified(report))
     else:
-        sys.stdout.write(preview.report_markdown(report, limit=args.limit))
+        sys.stdout.write(report_markdown(report, limit=args.limit))
     if report.failed:
         return EXIT_ERROR
     return EXIT_CHANGED if report.changed else EXIT_SAME

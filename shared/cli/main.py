@@ -222,7 +222,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,12 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import httpx
+
 from shared.contracts.deploy import deploy_workflow_id
 from shared.devstack import fleetrepo
-from shared.devstack.emulator.server import CheckRunRecord, GitHubEmulator
+from shared.devstack.emulator.model import CheckRunRecord
+from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.processes import ChildExited
-from shared.devstack.stack import DevStack, StackError
-from shared.stores.blob import FileBlobStore
+from shared.devstack.stack import DevStack, StackError, options_from_args
+from shared.stores.blob import FileBlobStore, latest_key
+from shared.stores.sql import SqlStore
 
 OWNER = "acme"
 REPO = "atlas-fleet"
@@ -122,14 +126,12 @@ def _data_dir(args: argparse.Namespace) -> tuple[Path, bool]:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from shared.cli.dev import _options
-
     fleet = (args.fleet or default_fleet()).resolve()
     if not fleet.is_dir():
         print(f"rollwright demo: no example fleet at {fleet} (use --fleet DIR)", file=sys.stderr)
         return 1
     data_dir, remove = _data_dir(args)
-    stack = DevStack(_options(args, data_dir))
+    stack = DevStack(options_from_args(args, data_dir))
     total = 9
     try:
         with step(1, total, "start the embedded stack"):
@@ -254,8 +256,6 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> None:
 
 def _job_page(url: str) -> str | None:
     """What the job page says of the deployment, once it shows it published."""
-    import httpx
-
     try:
         answer = httpx.get(url.replace("/jobs/", "/api/jobs/", 1), timeout=5)
     except httpx.HTTPError:
@@ -269,8 +269,6 @@ def _job_page(url: str) -> str | None:
 
 
 def _latest(stack: DevStack, head: str) -> dict[str, str] | None:
-    from shared.stores.blob import latest_key
-
     store = _blob_store(stack)
     data = store.get(latest_key(f"{OWNER}/{REPO}", ROOT))
     if data is None:
@@ -290,8 +288,6 @@ def _blob_store(stack: DevStack) -> FileBlobStore:
 
 
 def _sql_row(stack: DevStack, deployment_id: str) -> tuple[str, str, str] | None:
-    from shared.stores.sql import SqlStore
-
     url = stack.env.get("ROLLWRIGHT_DATABASE_URL") or (
         f"sqlite:///{stack.data_dir / 'rollwright.db'}"
     )

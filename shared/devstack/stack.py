@@ -10,6 +10,7 @@ thread), so callers can seed repositories, push and click buttons on it directly
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import sys
@@ -26,7 +27,7 @@ from temporalio.client import Client
 from shared.contracts.deploy import TASK_QUEUE
 from shared.devstack import credentials, temporal
 from shared.devstack.emulator.server import GitHubEmulator
-from shared.devstack.ports import LOOPBACK, free_ports, port_in_use, wait_for_port
+from shared.devstack.ports import LOOPBACK, free_port, free_ports, port_in_use, wait_for_port
 from shared.devstack.processes import Supervisor
 
 EMULATOR_APP_ID = 1
@@ -471,3 +472,27 @@ def _display(path: Path) -> str:
 
 
 __all__ = ["DevStack", "StackError", "StackOptions", "StackURLs", "wait_for_port"]
+
+
+def options_from_args(args: argparse.Namespace, data_dir: Path) -> StackOptions:
+    """The stack `rollwright dev` / `demo` start: ports given or free ones, this environment."""
+    given = [args.temporal_port, args.ui_port, args.port, args.emulator_port]
+    chosen = [p for p in given if p]
+
+    def port(value: int) -> int:
+        if not value:
+            value = free_port(args.host, avoid=chosen)
+            chosen.append(value)
+        return value
+
+    temporal, ui, gateway, emulator = (port(p) for p in given)
+    return StackOptions(
+        data_dir=data_dir,
+        host=args.host,
+        temporal_port=temporal,
+        ui_port=ui,
+        gateway_port=gateway,
+        emulator_port=emulator,
+        temporal_address=getattr(args, "temporal_address", None),
+        env=dict(os.environ),
+    )

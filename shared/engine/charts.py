@@ -37,13 +37,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shared.engine import helm, yamldoc
 from shared.engine.errors import FleetError
-
-if TYPE_CHECKING:  # render imports this module lazily; avoid the cycle at run time
-    from shared.engine.render import ChartSource
+from shared.engine.release import ChartSource
 
 CACHE_ENV = "ROLLWRIGHT_CACHE_DIR"
 RANGE_TTL_ENV = "ROLLWRIGHT_CHART_RANGE_TTL"

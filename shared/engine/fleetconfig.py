@@ -7,6 +7,7 @@ dimensions, `deployments/` → atlas). Unknown keys are errors, so typos do not 
 from __future__ import annotations
 
 import re
+import zoneinfo
 from typing import Any, Literal, TypeVar
 
 from pydantic import (
@@ -254,8 +255,6 @@ def duration_seconds(text: str) -> int:
 
 
 def _check_timezone(value: str) -> str:
-    import zoneinfo
-
     try:
         zoneinfo.ZoneInfo(value)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
@@ -299,11 +298,12 @@ class PromotionWindow(_Strict):
 
     @model_validator(mode="after")
     def _check_rule(self) -> PromotionWindow:
-        from shared.engine import windows  # croniter and dateutil load only when windows exist
+        # Start-up time: croniter and dateutil load only for fleets that have windows.
+        from shared.engine.schedule import parse_schedule
 
         if (self.allow is None) == (self.deny is None):
             raise ValueError("a window needs exactly one of allow and deny")
-        windows.parse_schedule(self.expression)
+        parse_schedule(self.expression)
         if duration_seconds(self.duration) <= 0:
             raise ValueError("duration must be longer than 0")
         return self

@@ -22,7 +22,6 @@ Messages name files and JSON pointers, never values; sops' own stderr is not pas
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,6 +33,7 @@ from shared.engine.errors import FleetError
 from shared.engine.render import Render, leaf_pointers
 from shared.engine.secrets.sops import sops_binary, sops_environment
 from shared.engine.values import parse_pointer
+from shared.process import CommandTimedOut, run
 
 SECRET_REGEX = "^(data|stringData)$"
 SOPS_CONFIG = ".sops.yaml"
@@ -177,23 +177,17 @@ def _run_sops(
         "yaml",
     ]
     try:
-        proc = subprocess.run(
-            command,
-            input=plain,
-            capture_output=True,
-            cwd=checkout,
-            env=sops_environment(),
-            timeout=TIMEOUT_SECONDS,
-            check=False,
+        proc = run(
+            command, input=plain, cwd=checkout, env=sops_environment(), timeout=TIMEOUT_SECONDS
         )
-    except subprocess.TimeoutExpired:
+    except CommandTimedOut:
         raise RuntimeError(
             f"encrypting {path} with sops: no answer within {TIMEOUT_SECONDS:g}s"
         ) from None
-    if proc.returncode == 0:
+    if proc.ok:
         return proc.stdout
     # sops' stderr may quote the input: only recognised messages are passed on.
-    stderr = proc.stderr.decode("utf-8", "replace")
+    stderr = proc.err
     if "no matching creation rules" in stderr:
         raise FleetError(
             f"no creation rule in {SOPS_CONFIG} matches the published path {published!r}; "

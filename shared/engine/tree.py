@@ -8,10 +8,11 @@ therefore a `WorkTree` (`local_path`).
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 from pathlib import Path, PurePosixPath
 from typing import Protocol
+
+from shared.process import run
 
 
 class Tree(Protocol):
@@ -73,16 +74,11 @@ class GitError(RuntimeError):
 
 
 def git(repo: Path, *args: str, input_text: str | None = None) -> str:
-    proc = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        capture_output=True,
-        text=True,
-        input=input_text,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise GitError(f"git {' '.join(args)}: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout
+    # Local object-store reads and writes: no deadline (a big repository is not a fault).
+    proc = run(["git", "-C", str(repo), *args], input=input_text, timeout=None)
+    if not proc.ok:
+        raise GitError(f"git {' '.join(args)}: {proc.err.strip() or proc.out.strip()}")
+    return proc.out
 
 
 class GitTree:

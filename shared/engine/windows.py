@@ -9,10 +9,10 @@
           duration: 14d                             # year-end freeze
           nodes: ["prod*"]
 
-Each occurrence of a rule's schedule opens a window `[start, start + duration)`. Schedules are
-read in the rule's time zone (wall-clock time, so 09:00 stays 09:00 across DST changes); a
-start that falls into a DST gap moves forward by the gap, an ambiguous one takes its first
-instant; durations are elapsed time. Deny beats allow; a node without allow rules is open
+Each occurrence of a rule's schedule (`shared.engine.schedule`) opens a window `[start, start +
+duration)`. Schedules are read in the rule's time zone (wall-clock time, so 09:00 stays 09:00 across
+DST changes); a start that falls into a DST gap moves forward by the gap, an ambiguous one takes its
+first instant; durations are elapsed time. Deny beats allow; a node without allow rules is open
 whenever no deny window is in force. The syntax is documented in docs/promotion.md.
 """
 
@@ -20,23 +20,14 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
-import re
 import zoneinfo
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
-from croniter import croniter
-from dateutil import rrule
+from shared.engine.fleetconfig import PromotionWindow, RolloutSettings, duration_seconds
+from shared.engine.schedule import Schedule, parse_schedule
 
-if TYPE_CHECKING:
-    from shared.engine.fleetconfig import PromotionWindow, RolloutSettings
-
-# RRULE occurrences are counted from this local instant (a Monday): it fixes INTERVAL phases
-# and is the default day and time of day (00:00) for the fields a rule leaves out.
-RRULE_ANCHOR = datetime(2000, 1, 3)
-_RRULE_FREQS = {"DAILY", "WEEKLY", "MONTHLY", "YEARLY"}
 # Occurrences examined per rule and look-ahead: an every-minute cron over a year would be
 # 500,000 starts; a denser rule is only known (and answered for) as far as its first 5,000.
 _MAX_STARTS = 5_000
@@ -51,59 +42,6 @@ class WindowState:
     reason: str
     next_open: datetime | None = None  # closed: when it next opens (None: not within a year)
     closes_at: datetime | None = None  # open: when it next closes (None: not within a year)
-
-
-# A schedule maps a local wall-clock range [a, b) to its occurrences (naive, ascending).
-Schedule = Callable[[datetime, datetime], Iterator[datetime]]
-
-
-def parse_schedule(text: str) -> Schedule:
-    """A cron expression (5 fields) or an `RRULE:` rule; ValueError says what is wrong."""
-    text = text.strip()
-    if text.upper().startswith(("RRULE:", "FREQ=")):
-        return _rrule_schedule(text)
-    fields = text.split()
-    if len(fields) != 5:
-        raise ValueError(
-            f"{text!r} is neither a cron expression (5 fields: minute hour day-of-month "
-            "month day-of-week) nor an RRULE:FREQ=... rule"
-        )
-    if not croniter.is_valid(text):
-        raise ValueError(f"{text!r} is not a valid cron expression")
-
-    def starts(a: datetime, b: datetime) -> Iterator[datetime]:
-        it = croniter(text, a - timedelta(seconds=1))
-        while True:
-            start: datetime = it.get_next(datetime)
-            if start >= b:
-                return
-            yield start
-
-    return starts
-
-
-def _rrule_schedule(text: str) -> Schedule:
-    body = text if text.upper().startswith("RRULE:") else f"RRULE:{text}"
-    upper = body.upper()
-    if "DTSTART" in upper or "\n" in body:
-        raise ValueError(f"{text!r}: write one RRULE line without DTSTART")
-    if re.search(r"UNTIL=[0-9T]+Z", upper):
-        raise ValueError(f"{text!r}: write UNTIL in the rule's local time, without Z")
-    try:
-        rule = rrule.rrulestr(body, dtstart=RRULE_ANCHOR)
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"{text!r} is not a valid RRULE: {err}") from None
-    freq = re.search(r"FREQ=([A-Z]+)", upper)
-    if not isinstance(rule, rrule.rrule) or not freq or freq.group(1) not in _RRULE_FREQS:
-        raise ValueError(f"{text!r}: FREQ must be DAILY, WEEKLY, MONTHLY or YEARLY")
-
-    def starts(a: datetime, b: datetime) -> Iterator[datetime]:
-        for start in rule.xafter(a, inc=True):
-            if start >= b:
-                return
-            yield start
-
-    return starts
 
 
 def _aware(local: datetime, zone: zoneinfo.ZoneInfo) -> datetime:
@@ -148,8 +86,6 @@ _Span = tuple[datetime, datetime]
 
 
 def _rules(settings: RolloutSettings, node_path: str) -> list[_Rule]:
-    from shared.engine.fleetconfig import duration_seconds
-
     rules = []
     for window in settings.windows:
         if not any(fnmatch.fnmatchcase(node_path, glob) for glob in window.nodes):

@@ -6,8 +6,9 @@ at api.github.com, a GitHub Enterprise Server (`https://HOST/api/v3`) or the emu
 
 Everything GitHub would reject is rejected here first, with a ValueError that says why:
 at most 3 actions, label ≤ 20, identifier ≤ 20, description ≤ 40 characters, output summary and
-text ≤ 65,535 bytes. Nothing is cut silently; `fit_text` is the one place that shortens text, on
-chunk boundaries, with a visible marker, and keeps the Markdown valid.
+text ≤ 65,535 bytes (`shared.github.limits`). Nothing is cut silently: `shared.github.limits` is
+the one place that shortens text, on section boundaries, with a visible marker, keeping the
+Markdown valid.
 
 Errors are split for the worker's retry policy: `GitHubRetryableError` (5xx, rate limits,
 network) and `GitHubRequestError` (any other 4xx: retrying would not help). PyGithub's own
@@ -34,13 +35,9 @@ from github.IssueComment import IssueComment
 from github.Repository import Repository
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from shared.github.limits import COMMENT_LIMIT, MAX_ACTIONS, OUTPUT_LIMIT, size
+
 DEFAULT_BASE_URL = "https://api.github.com"
-OUTPUT_LIMIT = 65535  # check run output summary / text
-COMMENT_LIMIT = 65536  # issue comment body ("maximum is 65536 characters")
-MAX_ACTIONS = 3
-TRUNCATION_MARKER = (
-    "\n**Diff exceeds the limit:** {omitted} of {total} sections are cut short or left out here.\n"
-)
 
 CheckStatus = Literal["queued", "in_progress", "completed"]
 CheckConclusion = Literal[
@@ -50,10 +47,6 @@ CheckConclusion = Literal[
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
-
-
-def _size(text: str) -> int:
-    return len(text.encode("utf-8"))
 
 
 # --------------------------------------------------------------------------- webhooks
@@ -87,9 +80,9 @@ class CheckRunOutput(BaseModel):
     @field_validator("summary", "text")
     @classmethod
     def _within_limit(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and _size(value) > OUTPUT_LIMIT:
+        if value is not None and size(value) > OUTPUT_LIMIT:
             raise ValueError(
-                f"check run output {info.field_name} is {_size(value):,} bytes; GitHub allows "
+                f"check run output {info.field_name} is {size(value):,} bytes; GitHub allows "
                 f"at most {OUTPUT_LIMIT:,} (cut it on whole sections with fit_text)"
             )
         return value
@@ -443,9 +436,9 @@ class GitHubApp:
             raise ValueError(f"sticky comment marker {marker!r}: use letters, digits, ':._/ -'")
         tag = f"<!-- {marker} -->"
         full = body if tag in body else f"{tag}\n{body}"
-        if _size(full) > COMMENT_LIMIT:
+        if size(full) > COMMENT_LIMIT:
             raise ValueError(
-                f"PR comment is {_size(full):,} bytes; GitHub allows at most {COMMENT_LIMIT:,} "
+                f"PR comment is {size(full):,} bytes; GitHub allows at most {COMMENT_LIMIT:,} "
                 "(cut it on whole sections with fit_text)"
             )
         operation = f"writing the {marker} comment on {repo}#{pr_number}"
@@ -486,119 +479,3 @@ def _split_repo(repo: str) -> tuple[str, str]:
     if not owner or not name or "/" in name:
         raise ValueError(f"repository {repo!r}: expected owner/name")
     return owner, name
-
-
-# --------------------------------------------------------------------------- fit_text
-
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-_DETAILS_OPEN = re.compile(r"<details\b", re.IGNORECASE)
-_DETAILS_CLOSE = re.compile(r"</details\s*>", re.IGNORECASE)
-
-
-@dataclass
-class _MarkdownState:
-    """Just enough CommonMark to know what a cut leaves open: a code fence, <details> blocks."""
-
-    fence: str | None = None
-    details: int = 0
-    ends_with_newline: bool = True
-
-    def copy(self) -> _MarkdownState:
-        return _MarkdownState(self.fence, self.details, self.ends_with_newline)
-
-    def feed(self, line: str) -> None:
-        """Feed one line (with or without its newline)."""
-        self.ends_with_newline = line.endswith("\n")
-        content = line.rstrip("\r\n")
-        found = _FENCE.match(content)
-        if self.fence is not None:
-            run = found.group(1) if found else ""
-            if (
-                found
-                and run[0] == self.fence[0]
-                and len(run) >= len(self.fence)
-                and not found.group(2).strip()
-            ):
-                self.fence = None
-            return
-        if found and not (found.group(1)[0] == "`" and "`" in found.group(2)):
-            self.fence = found.group(1)
-            return
-        self.details += len(_DETAILS_OPEN.findall(content))
-        self.details = max(0, self.details - len(_DETAILS_CLOSE.findall(content)))
-
-    def closers(self) -> str:
-        out = "" if self.ends_with_newline else "\n"
-        if self.fence is not None:
-            out += self.fence + "\n"
-        return out + "</details>\n" * self.details
-
-
-def _cut_bytes(text: str, limit: int) -> str:
-    """The longest prefix of `text` within `limit` UTF-8 bytes (never half a character)."""
-    return text.encode("utf-8")[: max(0, limit)].decode("utf-8", "ignore")
-
-
-def fit_text(
-    chunks: Sequence[str], limit: int = OUTPUT_LIMIT, marker: str = TRUNCATION_MARKER
-) -> str:
-    """Join `chunks` (e.g. one Markdown section per resource) within `limit` UTF-8 bytes.
-
-    When everything fits, the chunks are joined unchanged. Otherwise: as many whole chunks as
-    fit, then as much of the next chunk as fits (whole lines; inside a code block, part of a
-    long line), then whatever closes an open code fence and open `<details>`, then `marker`
-    (`{omitted}` and `{total}` are replaced by counts of sections cut short or left out).
-    """
-    whole = "".join(chunks)
-    if _size(whole) <= limit:
-        return whole
-    total = len(chunks)
-
-    def marker_for(kept_whole: int) -> str:
-        omitted = total - kept_whole
-        return marker.replace("{omitted}", str(omitted)).replace("{total}", str(total))
-
-    state = _MarkdownState()
-    kept: list[str] = []
-    used = 0
-    for chunk in chunks:
-        after = state.copy()
-        for line in chunk.splitlines(keepends=True):
-            after.feed(line)
-        grown = used + _size(chunk)
-        if grown + _size(after.closers()) + _size(marker_for(len(kept) + 1)) > limit:
-            break
-        kept.append(chunk)
-        used, state = grown, after
-    tail_marker = marker_for(len(kept))
-    if used + _size(state.closers()) + _size(tail_marker) > limit:
-        raise ValueError(f"fit_text: the marker alone does not fit in {limit} bytes")
-    partial = _partial_chunk(chunks[len(kept)], state, limit - used - _size(tail_marker))
-    return "".join(kept) + partial + tail_marker
-
-
-def _partial_chunk(chunk: str, state: _MarkdownState, budget: int) -> str:
-    """The longest prefix of `chunk` that, with its closers, fits in `budget` bytes."""
-    best = state.closers()
-    taken: list[str] = []
-    size = 0
-    current = state.copy()
-    for line in chunk.splitlines(keepends=True):
-        candidate = current.copy()
-        candidate.feed(line)
-        if size + _size(line) + _size(candidate.closers()) <= budget:
-            taken.append(line)
-            size += _size(line)
-            current = candidate
-            best = "".join(taken) + current.closers()
-            continue
-        if current.fence is not None:
-            # inside a code block any prefix of a line is still valid Markdown
-            room = budget - size - _size(current.closers()) - 1  # the newline we add
-            piece = _cut_bytes(line.rstrip("\r\n"), room)
-            if piece:
-                cut = current.copy()
-                cut.feed(piece + "\n")
-                best = "".join(taken) + piece + "\n" + cut.closers()
-        break
-    return best

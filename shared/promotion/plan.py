@@ -23,6 +23,7 @@ The model, in terms of the sequence of config/config.yaml:
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections import defaultdict
 from collections.abc import Iterable
@@ -41,10 +42,11 @@ from shared.engine.dimensions.layout import (
     DimensionsLayout,
 )
 from shared.engine.errors import FleetError
-from shared.engine.fleet import detect_layout
 from shared.engine.fleetconfig import FleetConfig, RolloutSettings, duration_seconds
+from shared.engine.layout import detect_layout
 from shared.engine.tree import GitTree, Tree, join
 from shared.engine.values import deep_merge, escape_pointer_token, get_pointer, parse_pointer
+from shared.engine.windows import window_state
 from shared.promotion import yamledit
 
 Gate = Literal["automated", "manual"]
@@ -545,8 +547,6 @@ def plan_promotion(
         )
     step = fleet.step(target, covered)
     if now is not None:
-        from shared.engine.windows import window_state
-
         window = window_state(fleet.settings, target.path, now)
         if not window.open:
             if not force:
@@ -717,8 +717,6 @@ def _fold(
     would beat the folded base. `lower` holds what is in force below this level ({app: ...}),
     for appends.
     """
-    import copy
-
     out = copy.deepcopy(values)
     body = {app: patch.body.get(app, {})}
     done: set[str] = set()

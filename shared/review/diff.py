@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from shared.github.app import OUTPUT_LIMIT, fit_text
+from shared.github.limits import OUTPUT_LIMIT, Section, fit_sections
 
 Change = Literal["added", "removed", "changed"]
 CONTEXT_LINES = 3
@@ -90,32 +90,17 @@ class RenderDiff:
         """The diff within `limit` UTF-8 bytes, cut after the last resource that fits whole.
 
         When even the first resource does not fit, as much of it as fits is shown (cut on a
-        line, its code block closed, by `shared.github.app.fit_text`), so a reviewer of one huge
-        resource still sees its start. Either way the marker says how much is missing and
-        links to the full diff.
+        line, its code block closed), so a reviewer of one huge resource still sees its start.
+        Either way the marker says how much is missing and links to the full diff.
         """
-        header = self.header(full_url)
         sections = self.sections()
-        text = header + "".join(sections)
-        if _size(text) <= limit:
-            return text
-        total = len(sections)
-        used = _size(header)
-        kept = 0
-        for section in sections:
-            if used + _size(section) + _size(_marker(kept + 1, total, full_url)) > limit:
-                break
-            used += _size(section)
-            kept += 1
-        if kept:
-            return header + "".join(sections[:kept]) + _marker(kept, total, full_url)
-        budget = limit - _size(header)
-        cut_marker = _marker(0, total, full_url, first_cut=True)
-        return header + fit_text([sections[0]], budget, cut_marker)
-
-
-def _size(text: str) -> int:
-    return len(text.encode("utf-8"))
+        parts = [Section(self.header(full_url), counted=False, cuttable=False)]
+        parts += [Section(text, cuttable=i == 0) for i, text in enumerate(sections)]
+        return fit_sections(
+            parts,
+            limit,
+            lambda kept, partial: _marker(kept, len(sections), full_url, first_cut=partial),
+        )
 
 
 def _marker(kept: int, total: int, full_url: str, *, first_cut: bool = False) -> str:

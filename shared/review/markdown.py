@@ -27,9 +27,11 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, field
+from functools import partial
 
+from shared.github.limits import OUTPUT_LIMIT, Section, cut_bytes, fit_sections, size
 from shared.review.diff import FileDiff
-from shared.review.preview import PreviewReport, RootPreview, repro_command, root_status
+from shared.review.report import PreviewReport, RootPreview, repro_command, root_status
 
 OPEN_ROOTS = 3  # root sections start expanded when there are this few
 ERROR_BYTES = 4_000  # one error message in the summary, at most
@@ -39,29 +41,34 @@ _SYMBOL = {"added": "+", "removed": "-", "changed": "~"}
 _BACKTICK_RUN = re.compile(r"`+")
 
 
-def render_markdown(
+def report_markdown(
     report: PreviewReport,
     *,
-    limit: int | None,
-    full_url: str | None,
-    repro: str | None,
-    title: str,
+    limit: int | None = OUTPUT_LIMIT,
+    full_url: str | None = None,
+    repro: str | None = None,
+    title: str = "rollwright preview",
 ) -> str:
+    """The report as GitHub Markdown within `limit` UTF-8 bytes (None: uncut).
+
+    Summary (warnings, PR-side failures with their error and `repro` — default: a
+    `rollwright diff` per failed root —, a table of roots), then a `<details>` per root
+    and per resource with its ```diff block, and the hidden noise listed per root. When it
+    does not fit, whole resources are kept in order, then the start of one more, then a
+    "Diff exceeds the limit" marker linking `full_url`; fences and `<details>` are always
+    closed. `title` "" leaves the heading out (a check run has its own title).
+    """
     if limit is not None and limit < MIN_LIMIT:
         raise ValueError(f"a preview needs at least {MIN_LIMIT} bytes, got a limit of {limit}")
     chunks = _header_chunks(report, repro, title)
     blocks = _root_blocks(report)
     body = "".join(b.whole() for b in blocks)
     whole = _fit_header(chunks, None) + body
-    if limit is None or _size(whole) <= limit:
+    if limit is None or size(whole) <= limit:
         return whole
     # The summary gets what the roots leave, and at least half the budget.
-    budget = max(limit // 2, limit - _size(body) - _MARKER_RESERVE - _size(full_url or ""))
+    budget = max(limit // 2, limit - size(body) - _MARKER_RESERVE - size(full_url or ""))
     return _fit_body(_fit_header(chunks, budget), blocks, report, limit, full_url, repro)
-
-
-def _size(text: str) -> int:
-    return len(text.encode("utf-8"))
 
 
 # --------------------------------------------------------------------------- inline text
@@ -202,7 +209,7 @@ def _skipped_note(skipped: int) -> str:
 def _fit_header(chunks: list[_Chunk], limit: int | None) -> str:
     """The summary within `limit` bytes (None: all of it); what is left out is counted in a
     note. The first chunk (title and counts) is always kept."""
-    budget = None if limit is None else limit - _size(_skipped_note(len(chunks)))
+    budget = None if limit is None else limit - size(_skipped_note(len(chunks)))
     out: list[str] = []
     used = 0
     skipped = 0
@@ -213,13 +220,13 @@ def _fit_header(chunks: list[_Chunk], limit: int | None) -> str:
             out.append("\n")  # a blank line ends the table
             used += 1
             in_table = False
-        fits = budget is None or used + _size(chunk.text) + 1 <= budget
+        fits = budget is None or used + size(chunk.text) + 1 <= budget
         if chunk.table == "row":
             fits = fits and in_table and not rows_cut
             rows_cut = rows_cut or not fits
         if chunk.essential or fits:
             out.append(chunk.text)
-            used += _size(chunk.text)
+            used += size(chunk.text)
             in_table = in_table or chunk.table == "head"
         else:
             skipped += 1
@@ -321,21 +328,21 @@ def _partial_resource(f: FileDiff, budget: int) -> str | None:
         return None
     opening_text = _resource_opening(f, cut=True)
     opening, closing = _fence_for(f.unified, "diff")
-    frame = _size(opening_text) + _size(opening) + _size(closing) + 1 + _size(_RESOURCE_CLOSING)
+    frame = size(opening_text) + size(opening) + size(closing) + 1 + size(_RESOURCE_CLOSING)
     room = budget - frame
     if room <= 0:
         return None
     taken: list[str] = []
     used = 0
     for line in f.unified.splitlines(keepends=True):
-        if used + _size(line) <= room:
+        if used + size(line) <= room:
             taken.append(line)
-            used += _size(line)
+            used += size(line)
             continue
         # Inside a fence any prefix of a line is still code (the fence is longer than any
         # backtick run in the whole diff, so no prefix can close it).
         left = room - used - 1  # the newline the piece ends with
-        piece = line.encode("utf-8")[: max(0, left)].decode("utf-8", errors="ignore")
+        piece = cut_bytes(line, left)
         if piece.strip():
             taken.append(piece + "\n")
         break
@@ -354,7 +361,8 @@ def _marker(
     where = (
         f"[Full diff]({full_url})" if full_url else f"Run {_code(repro or base)} for the full diff."
     )
-    return f"**Diff exceeds the limit:** showing {shown}. {where}\n"
+    # The blank line ends the `</details>` HTML block the cut closed.
+    return f"\n**Diff exceeds the limit:** showing {shown}. {where}\n"
 
 
 def _fit_body(
@@ -365,41 +373,22 @@ def _fit_body(
     full_url: str | None,
     repro: str | None,
 ) -> str:
+    """The summary, then roots and their resources in order while they fit, then the start
+    of one more resource, then the marker (`shared.github.limits.fit_sections`)."""
     total = sum(1 for b in blocks for u in b.units if u.resource is not None)
     fallback = repro_command(report.base, report.head)
-    reserve = _size(_marker(total, total, True, full_url, repro, fallback))
-    parts = [header]
-    used = _size(header)
-    kept = 0
-    partial = False
+    sections = [Section(header, counted=False, cuttable=False)]
     for block in blocks:
-        close = _size(block.closing)
-        if used + _size(block.opening) + close + reserve > limit:
-            break
-        parts.append(block.opening)
-        used += _size(block.opening)
-        cut = False
+        sections.append(Section(block.opening, counted=False, cuttable=False))
         for unit in block.units:
-            if used + _size(unit.text) + close + reserve <= limit:
-                parts.append(unit.text)
-                used += _size(unit.text)
-                kept += unit.resource is not None
-                continue
-            if unit.resource is not None:
-                piece = _partial_resource(unit.resource, limit - used - close - reserve)
-                if piece is not None:
-                    parts.append(piece)
-                    used += _size(piece)
-                    partial = True
-            cut = True
-            break
-        parts.append(block.closing)
-        used += close
-        if cut:
-            break
-    parts.append(_marker(kept, total, partial, full_url, repro, fallback))
-    text = "".join(parts)
-    if _size(text) > limit:
-        # Only a title or full_url of hundreds of bytes gets here (the summary keeps to half).
-        raise ValueError(f"the summary and the marker alone exceed {limit} bytes")
-    return text
+            f = unit.resource
+            if f is None:
+                sections.append(Section(unit.text, counted=False, cuttable=False))
+            else:
+                sections.append(Section(unit.text, start=partial(_partial_resource, f)))
+        sections.append(Section(block.closing, counted=False, cuttable=False))
+    return fit_sections(
+        sections,
+        limit,
+        lambda kept, cut: _marker(kept, total, cut, full_url, repro, fallback),
+    )

@@ -1,10 +1,10 @@
 """The blob store: redacted renders, latest deployments and job logs, by key.
 
 Keys (DESIGN.md): `deployments/<owner>/<repo>/<root>/latest.json`,
-`renders/<owner>/<repo>/<root>/<sha>/…` (redacted files + digest), `jobs/<job-id>/log`.
-The filesystem implementation is the embedded default; S3 (boto3, shared/stores/s3.py) serves
-compose and production. `open_blob_store` picks one from a URL. Nothing written here may hold
-a plaintext secret: callers store redacted renders only.
+`renders/<owner>/<repo>/<root>/<sha>/…` (redacted files + digest), `jobs/<job-id>/log`. The
+filesystem implementation is the embedded default; S3 (boto3, shared/stores/s3.py) serves compose
+and production. `shared.stores.blob_url.open_blob_store` picks one from a URL. Nothing written here
+may hold a plaintext secret: callers store redacted renders only.
 """
 
 from __future__ import annotations
@@ -13,11 +13,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Protocol
-from urllib.parse import unquote, urlsplit
-
-if TYPE_CHECKING:
-    from shared.settings import Settings
+from typing import Protocol
 
 
 class BlobStore(Protocol):
@@ -107,25 +103,6 @@ class FileBlobStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "ab") as fh:
             fh.write(data)
-
-
-def open_blob_store(url: str, settings: Settings | None = None) -> BlobStore:
-    """The blob store a URL names: `file:///path` (or a bare path) or
-    `s3://bucket/optional/prefix`, reached with the S3 settings (endpoint, region, keys)
-    or, where those are unset, boto3's own credential chain."""
-    parts = urlsplit(url)
-    if parts.scheme == "file":
-        return FileBlobStore(Path(unquote(parts.path)))
-    if not parts.scheme:
-        return FileBlobStore(Path(url))
-    if parts.scheme == "s3":
-        from shared.stores.s3 import S3BlobStore, s3_client, s3_client_from_settings
-
-        if not parts.netloc:
-            raise ValueError(f"blob store {url!r}: an s3:// URL names a bucket: s3://bucket/prefix")
-        client = s3_client_from_settings(settings) if settings is not None else s3_client()
-        return S3BlobStore(client, parts.netloc, unquote(parts.path).strip("/"))
-    raise ValueError(f"blob store {url!r}: use a file:///path or an s3://bucket/prefix URL")
 
 
 def render_prefix(repo: str, root: str, revision: str) -> str:

@@ -24,7 +24,6 @@ import fcntl
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.contracts.deploy import Relation, RepoRef
+from shared.process import CommandTimedOut, Finished, run
 
 ZERO_SHA = "0" * 40
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -127,24 +127,14 @@ class GitMirror:
         *args: str,
         repo: RepoRef | None = None,
         check: bool = True,
-    ) -> subprocess.CompletedProcess[str]:
+    ) -> Finished:
         cmd = ["git", *(["-C", str(cwd)] if cwd else []), *args]
         try:
-            proc = subprocess.run(
-                cmd,
-                capture_output=True,
-                text=True,
-                env=self._env(repo),
-                timeout=self.timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as err:
-            raise GitMirrorError(
-                f"git {args[0]} did not finish within {self.timeout:.0f}s"
-            ) from err
-        if check and proc.returncode != 0:
-            detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-            raise GitMirrorError(f"git {' '.join(args[:2])}: {' '.join(detail[-3:])}")
+            proc = run(cmd, timeout=self.timeout, env=self._env(repo), what=f"git {args[0]}")
+        except CommandTimedOut as err:
+            raise GitMirrorError(str(err)) from None
+        if check and not proc.ok:
+            raise GitMirrorError(f"git {' '.join(args[:2])}: {proc.detail()}")
         return proc
 
     @contextlib.contextmanager
@@ -180,7 +170,7 @@ class GitMirror:
                 shutil.rmtree(tmp, ignore_errors=True)
             return
         current = self._git(mirror, "config", "--get", "remote.origin.url", check=False)
-        if current.stdout.strip() != repo.clone_url:
+        if current.out.strip() != repo.clone_url:
             self._git(mirror, "remote", "set-url", "origin", repo.clone_url)
         self._git(mirror, "fetch", "--prune", "--quiet", "origin", repo=repo)
 
@@ -217,7 +207,7 @@ class GitMirror:
     def resolve(self, repo: RepoRef, revision: str) -> str:
         mirror = self.mirror_path(repo)
         proc = self._git(mirror, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
-        return proc.stdout.strip()
+        return proc.out.strip()
 
     # --- pull requests -------------------------------------------------------------------
 
@@ -242,21 +232,21 @@ class GitMirror:
         proc = self._git(
             mirror, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False
         )
-        return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+        return (proc.out.strip() or None) if proc.returncode == 0 else None
 
     def parents(self, repo: RepoRef, revision: str) -> list[str]:
         """The parents of a commit, first parent first."""
         mirror = self.mirror_path(repo)
         proc = self._git(mirror, "rev-list", "--parents", "-n", "1", revision)
-        return proc.stdout.split()[1:]
+        return proc.out.split()[1:]
 
     def merge_base(self, repo: RepoRef, a: str, b: str) -> str | None:
         """The best common ancestor of two commits, None when they share no history."""
         mirror = self.mirror_path(repo)
         proc = self._git(mirror, "merge-base", a, b, check=False)
         if proc.returncode not in (0, 1):
-            raise GitMirrorError(f"git merge-base {a[:12]} {b[:12]}: {proc.stderr.strip()}")
-        return proc.stdout.strip() or None
+            raise GitMirrorError(f"git merge-base {a[:12]} {b[:12]}: {proc.err.strip()}")
+        return proc.out.strip() or None
 
     # --- ancestry ------------------------------------------------------------------------
 
@@ -284,7 +274,7 @@ class GitMirror:
     def _is_ancestor(self, mirror: Path, ancestor: str, descendant: str) -> bool:
         proc = self._git(mirror, "merge-base", "--is-ancestor", ancestor, descendant, check=False)
         if proc.returncode not in (0, 1):
-            raise GitMirrorError(f"git merge-base --is-ancestor: {proc.stderr.strip()}")
+            raise GitMirrorError(f"git merge-base --is-ancestor: {proc.err.strip()}")
         return proc.returncode == 0
 
     # --- checkouts -----------------------------------------------------------------------

@@ -39,6 +39,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
@@ -760,12 +761,8 @@ def _insert_ignoring_duplicates(dialect: str) -> Callable[[Table, Any], Any]:
     """`insert(table, key)`: INSERT … ON CONFLICT DO NOTHING RETURNING key, so a batch with a
     delivery seen before still records the others (SQLite ≥ 3.35 and PostgreSQL)."""
     if dialect == "sqlite":
-        from sqlalchemy.dialects import sqlite
-
         return lambda table, key: sqlite.insert(table).on_conflict_do_nothing().returning(key)
     if dialect == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
         return lambda table, key: postgresql.insert(table).on_conflict_do_nothing().returning(key)
     raise NotImplementedError(f"claiming deliveries on {dialect} is not supported")
 

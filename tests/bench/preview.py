@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 
 from shared.contracts.preview import PREVIEW_CHECK_NAME
 from shared.devstack import fleetrepo
-from shared.devstack.emulator.server import CheckRunRecord, CommentRecord, GitHubEmulator
+from shared.devstack.emulator.model import CheckRunRecord, CommentRecord
+from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack
 from shared.review.preview import build_preview
 from tests.bench.service import fleet_and_stack

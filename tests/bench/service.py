@@ -29,7 +29,8 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from shared.devstack import fleetrepo
-from shared.devstack.emulator.server import CheckRunRecord, GitHubEmulator
+from shared.devstack.emulator.model import CheckRunRecord
+from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack, StackOptions
 from shared.github.app import webhook_signature
 from tests.bench import fleetgen

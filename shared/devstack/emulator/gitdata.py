@@ -20,30 +20,39 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from shared.devstack.emulator.server import GitHubEmulator, _Repo, _Request, _Route
+from shared.devstack.emulator.model import ApiError, Page, Repo, Request, Route, make_route, node_id
 
 ZERO_SHA = "0" * 40
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
-def _emulator() -> Any:
-    import shared.devstack.emulator.server as module
+class EmulatorCore(Protocol):
+    """What the git data API needs of the emulator that serves it."""
 
-    return module
+    app_id: int
+    webhook_url: str | None
+
+    def bot_login(self) -> str: ...
+
+    def pull_json(self, repo: Repo, pull: dict[str, Any], base: str) -> dict[str, Any]: ...
+
+    def set_pull(self, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
+
+    def push_payload(self, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
+
+    def send_webhook(self, event: str, payload: dict[str, Any]) -> Any: ...
 
 
 class GitDataApi:
     """Handlers for the git data endpoints of one emulator (they run under its lock)."""
 
-    def __init__(self, emulator: GitHubEmulator) -> None:
+    def __init__(self, emulator: EmulatorCore) -> None:
         self.em = emulator
 
-    def routes(self) -> list[_Route]:
-        em = _emulator()
-        r = em._route
+    def routes(self) -> list[Route]:
+        r = make_route
         repo = "/repos/{owner}/{repo}"
         ref_tail = r"(?P<ref>.+)"
         return [
@@ -52,9 +61,8 @@ class GitDataApi:
             r("POST", f"{repo}/git/trees", self._create_tree, "token", True),
             r("POST", f"{repo}/git/commits", self._create_commit, "token", True),
             r("POST", f"{repo}/git/refs", self._create_ref, "token", True),
-            _ref_route(em, "GET", f"{repo}/git/ref/", ref_tail, self._get_ref, None),
+            _ref_route("GET", f"{repo}/git/ref/", ref_tail, self._get_ref, None),
             _ref_route(
-                em,
                 "PATCH",
                 f"{repo}/git/refs/",
                 ref_tail,
@@ -67,18 +75,18 @@ class GitDataApi:
 
     # --- objects
 
-    def _git_dir(self, req: _Request) -> Path:
+    def _git_dir(self, req: Request) -> Path:
         assert req.repo is not None
         if req.repo.git_dir is None:
-            raise _emulator().ApiError(409, "Git Repository is empty.")
+            raise ApiError(409, "Git Repository is empty.")
         return req.repo.git_dir
 
-    def _create_blob(self, req: _Request) -> tuple[int, Any]:
+    def _create_blob(self, req: Request) -> tuple[int, Any]:
         git_dir = self._git_dir(req)
         body = req.body
         encoding = body.get("encoding", "utf-8")
         if encoding not in ("utf-8", "utf8", "base64"):
-            raise _emulator().ApiError(422, f"encoding must be utf-8 or base64, not {encoding!r}")
+            raise ApiError(422, f"encoding must be utf-8 or base64, not {encoding!r}")
         data = (
             base64.b64decode(body["content"])
             if encoding == "base64"
@@ -87,7 +95,7 @@ class GitDataApi:
         sha = _run(git_dir, "hash-object", "-w", "--stdin", data=data).strip()
         return 201, {"sha": sha, "url": f"{self._api(req)}/git/blobs/{sha}"}
 
-    def _create_tree(self, req: _Request) -> tuple[int, Any]:
+    def _create_tree(self, req: Request) -> tuple[int, Any]:
         git_dir = self._git_dir(req)
         body = req.body
         base_tree = body.get("base_tree")
@@ -117,7 +125,7 @@ class GitDataApi:
             tree = _run(git_dir, "write-tree", env=env).strip()
         return 201, self._tree_json(req, git_dir, tree)
 
-    def _tree_json(self, req: _Request, git_dir: Path, tree: str) -> dict[str, Any]:
+    def _tree_json(self, req: Request, git_dir: Path, tree: str) -> dict[str, Any]:
         api = self._api(req)
         entries = []
         for line in _run(git_dir, "ls-tree", tree).splitlines():
@@ -134,14 +142,14 @@ class GitDataApi:
             )
         return {"sha": tree, "url": f"{api}/git/trees/{tree}", "tree": entries, "truncated": False}
 
-    def _create_commit(self, req: _Request) -> tuple[int, Any]:
+    def _create_commit(self, req: Request) -> tuple[int, Any]:
         git_dir = self._git_dir(req)
         body = req.body
         self._require(git_dir, body["tree"], "tree")
         parents = list(body.get("parents") or [])
         for parent in parents:
             self._require(git_dir, parent, "commit")
-        bot = self.em._bot_login()
+        bot = self.em.bot_login()
         email = f"{self.em.app_id}+{bot}@users.noreply.github.com"
         author = body.get("author") or {}
         committer = body.get("committer") or {}
@@ -159,14 +167,14 @@ class GitDataApi:
         sha = _run(git_dir, *args, data=str(body["message"]).encode(), env=env).strip()
         return 201, self._git_commit_json(req, git_dir, sha)
 
-    def _get_commit(self, req: _Request) -> tuple[int, Any]:
+    def _get_commit(self, req: Request) -> tuple[int, Any]:
         git_dir = self._git_dir(req)
         sha = req.params["commit_sha"]
         if not _is_object(git_dir, sha, "commit"):
-            raise _emulator().ApiError(404, "Not Found")
+            raise ApiError(404, "Not Found")
         return 200, self._git_commit_json(req, git_dir, _run(git_dir, "rev-parse", sha).strip())
 
-    def _git_commit_json(self, req: _Request, git_dir: Path, sha: str) -> dict[str, Any]:
+    def _git_commit_json(self, req: Request, git_dir: Path, sha: str) -> dict[str, Any]:
         fmt = "%T%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%P%x00%B"
         tree, an, ae, ad, cn, ce, cd, parents, message = _run(
             git_dir, "show", "-s", f"--format={fmt}", sha
@@ -175,7 +183,7 @@ class GitDataApi:
         web = f"{req.base}/{req.params['owner']}/{req.params['repo']}"
         return {
             "sha": sha,
-            "node_id": _emulator()._node_id("Commit", int(sha[:7], 16)),
+            "node_id": node_id("Commit", int(sha[:7], 16)),
             "url": f"{api}/git/commits/{sha}",
             "html_url": f"{web}/commit/{sha}",
             "author": {"name": an, "email": ae, "date": ad},
@@ -197,58 +205,58 @@ class GitDataApi:
 
     # --- refs
 
-    def _get_ref(self, req: _Request) -> tuple[int, Any]:
+    def _get_ref(self, req: Request) -> tuple[int, Any]:
         git_dir = self._git_dir(req)
         ref = "refs/" + req.params["ref"]
         sha = _ok(git_dir, "rev-parse", "--verify", "--quiet", ref)
         if sha is None:
-            raise _emulator().ApiError(404, "Not Found")
+            raise ApiError(404, "Not Found")
         return 200, self._ref_json(req, ref, sha)
 
-    def _update_ref(self, req: _Request) -> tuple[int, Any]:
+    def _update_ref(self, req: Request) -> tuple[int, Any]:
         git_dir = self._git_dir(req)
         ref = "refs/" + req.params["ref"]
         new = req.body["sha"]
         old = _ok(git_dir, "rev-parse", "--verify", "--quiet", ref)
         if old is None:
-            raise _emulator().ApiError(422, "Reference does not exist")
+            raise ApiError(422, "Reference does not exist")
         self._require(git_dir, new, "commit")
         forced = bool(req.body.get("force", False))
         if not forced and _ok(git_dir, "merge-base", "--is-ancestor", old, new) is None:
-            raise _emulator().ApiError(422, "Update is not a fast forward")
+            raise ApiError(422, "Update is not a fast forward")
         # Compare-and-swap: a push that lands in between makes this fail like GitHub would.
         if _ok(git_dir, "update-ref", ref, new, old) is None:
-            raise _emulator().ApiError(422, "Update is not a fast forward")
+            raise ApiError(422, "Update is not a fast forward")
         self._pushed(req.repo, ref, old, new, forced)
         return 200, self._ref_json(req, ref, new)
 
-    def _create_ref(self, req: _Request) -> tuple[int, Any]:
+    def _create_ref(self, req: Request) -> tuple[int, Any]:
         git_dir = self._git_dir(req)
         ref, sha = req.body["ref"], req.body["sha"]
         if not ref.startswith("refs/") or ref.count("/") < 2:
-            raise _emulator().ApiError(422, "Reference name is invalid")
+            raise ApiError(422, "Reference name is invalid")
         self._require(git_dir, sha, "commit")
         if _ok(git_dir, "update-ref", ref, sha, ZERO_SHA) is None:
-            raise _emulator().ApiError(422, "Reference already exists")
+            raise ApiError(422, "Reference already exists")
         self._pushed(req.repo, ref, ZERO_SHA, sha, False)
         return 201, self._ref_json(req, ref, sha)
 
-    def _ref_json(self, req: _Request, ref: str, sha: str) -> dict[str, Any]:
+    def _ref_json(self, req: Request, ref: str, sha: str) -> dict[str, Any]:
         api = self._api(req)
         return {
             "ref": ref,
-            "node_id": _emulator()._node_id("Ref", abs(hash(ref)) % 10**9),
+            "node_id": node_id("Ref", abs(hash(ref)) % 10**9),
             "url": f"{api}/git/{ref}",
             "object": {"type": "commit", "sha": sha, "url": f"{api}/git/commits/{sha}"},
         }
 
-    def _pushed(self, repo: _Repo | None, ref: str, before: str, after: str, forced: bool) -> None:
+    def _pushed(self, repo: Repo | None, ref: str, before: str, after: str, forced: bool) -> None:
         """GitHub sends `push` for a ref the API moved; so does the emulator, once the answer
         is on its way (the receiver may call back into the emulator)."""
         if repo is None or not self.em.webhook_url or not ref.startswith("refs/heads/"):
             return
         em, owner, name = self.em, repo.owner, repo.name
-        pusher = em._bot_login()
+        pusher = em.bot_login()
 
         def send() -> None:
             try:
@@ -263,7 +271,7 @@ class GitDataApi:
 
     # --- pulls
 
-    def _list_pulls(self, req: _Request) -> tuple[int, Any]:
+    def _list_pulls(self, req: Request) -> tuple[int, Any]:
         repo = req.repo
         assert repo is not None
         state = (req.query.get("state") or ["open"])[0]
@@ -278,10 +286,10 @@ class GitDataApi:
                 continue
             if base and pull["base_ref"] != base:
                 continue
-            items.append(self.em._pull_json(repo, pull, req.base))
-        return 200, _emulator()._Page(items, req)
+            items.append(self.em.pull_json(repo, pull, req.base))
+        return 200, Page(items, req)
 
-    def _create_pull(self, req: _Request) -> tuple[int, Any]:
+    def _create_pull(self, req: Request) -> tuple[int, Any]:
         git_dir = self._git_dir(req)
         repo = req.repo
         assert repo is not None
@@ -293,10 +301,10 @@ class GitDataApi:
         if head_sha is None or base_sha is None:
             invalid = [f for f, sha in (("head", head_sha), ("base", base_sha)) if sha is None]
             problems = [{"resource": "PullRequest", "field": f, "code": "invalid"} for f in invalid]
-            raise _emulator().ApiError(422, "Validation Failed", errors=problems)
+            raise ApiError(422, "Validation Failed", errors=problems)
         for pull in repo.pulls.values():
             if pull["state"] == "open" and (pull["head_ref"], pull["base_ref"]) == (head, base):
-                raise _emulator().ApiError(
+                raise ApiError(
                     422,
                     "Validation Failed",
                     errors=[
@@ -318,27 +326,25 @@ class GitDataApi:
             base_ref=base,
             title=str(body.get("title") or head),
             draft=bool(body.get("draft", False)),
-            user_login=self.em._bot_login(),
+            user_login=self.em.bot_login(),
         )
         repo.pulls[number]["body"] = body.get("body")
-        return 201, self.em._pull_json(repo, repo.pulls[number], req.base)
+        return 201, self.em.pull_json(repo, repo.pulls[number], req.base)
 
     # --- helpers
 
-    def _api(self, req: _Request) -> str:
+    def _api(self, req: Request) -> str:
         return f"{req.base}/repos/{req.params['owner']}/{req.params['repo']}"
 
     def _require(self, git_dir: Path, sha: str, kind: str) -> None:
         if not _SHA.match(str(sha)) or not _is_object(git_dir, sha, kind):
-            raise _emulator().ApiError(422, f"Object does not exist: {kind} {sha}")
+            raise ApiError(422, f"Object does not exist: {kind} {sha}")
 
 
-def _ref_route(
-    em: Any, method: str, prefix: str, tail: str, handler: Any, schema: str | None
-) -> _Route:
+def _ref_route(method: str, prefix: str, tail: str, handler: Any, schema: str | None) -> Route:
     """A route whose last parameter may contain slashes (`heads/feature/x`)."""
     regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", prefix) + tail
-    route: _Route = em._Route(method, re.compile(f"^{regex}$"), handler, "token", schema)
+    route = Route(method, re.compile(f"^{regex}$"), handler, "token", schema)
     return route
 
 
@@ -359,7 +365,7 @@ def _run(
     )
     if proc.returncode != 0:
         message = proc.stderr.decode("utf-8", "replace").strip()
-        raise _emulator().ApiError(500, f"git {' '.join(args[:2])} failed: {message}")
+        raise ApiError(500, f"git {' '.join(args[:2])} failed: {message}")
     return proc.stdout.decode("utf-8", "replace")
 
 

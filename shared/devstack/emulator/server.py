@@ -34,7 +34,6 @@ Run standalone: `python -m shared.devstack.emulator.server --app-id 1 --app-key 
 from __future__ import annotations
 
 import argparse
-import base64
 import copy
 import dataclasses
 import hashlib
@@ -54,7 +53,6 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -66,12 +64,32 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPublicKey
 
 from shared.devstack.emulator.gitdata import GitDataApi
-from shared.github.app import OUTPUT_LIMIT, webhook_signature
+from shared.devstack.emulator.model import (
+    DOCS,
+    ApiError,
+    CheckRunRecord,
+    CheckRunUpdate,
+    CommentRecord,
+    Fault,
+    Hook,
+    Html,
+    Page,
+    Redirect,
+    Repo,
+    Request,
+    RequestRecord,
+    Route,
+    WebhookDelivery,
+    make_route,
+    node_id,
+    utc_now,
+)
+from shared.github.app import webhook_signature
+from shared.github.limits import OUTPUT_LIMIT
 
 SCHEMAS_FILE = Path(__file__).with_name("rest_schemas.json")
 # The git data API and pull request creation (promotions), from the same OpenAPI description.
 GIT_SCHEMAS_FILE = Path(__file__).with_name("rest_schemas_git.json")
-DOCS = "https://docs.github.com/rest"
 HOOKSHOT_AGENT = "GitHub-Hookshot/rollwright-emulator"
 ZERO_SHA = "0" * 40
 # GitHub rejects an App JWT whose `exp` is more than 10 minutes ahead (clock drift allowed).
@@ -181,171 +199,6 @@ def load_validators(
 # --------------------------------------------------------------------------- records
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _node_id(kind: str, number: int) -> str:
-    """GitHub's legacy global ids: base64 of `<len>:<Type><id>`."""
-    raw = f"{len(kind):02d}:{kind}{number}"
-    return base64.b64encode(raw.encode()).decode()
-
-
-@dataclass(frozen=True)
-class CheckRunUpdate:
-    """One accepted create (POST) or update (PATCH), and the check run right after it."""
-
-    method: str
-    request: dict[str, Any]
-    state: dict[str, Any]
-    at: str
-
-
-@dataclass
-class CheckRunRecord:
-    id: int
-    owner: str
-    repo: str
-    state: dict[str, Any]
-    history: list[CheckRunUpdate] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return str(self.state["name"])
-
-    @property
-    def status(self) -> str:
-        return str(self.state["status"])
-
-    @property
-    def conclusion(self) -> str | None:
-        value = self.state.get("conclusion")
-        return None if value is None else str(value)
-
-    @property
-    def output(self) -> dict[str, Any]:
-        return dict(self.state["output"])
-
-    @property
-    def actions(self) -> list[dict[str, str]]:
-        return list(self.state["actions"])
-
-
-@dataclass
-class CommentRecord:
-    id: int
-    owner: str
-    repo: str
-    issue_number: int
-    body: str
-    user_login: str
-    created_at: str
-    updated_at: str
-    bodies: list[str] = field(default_factory=list)  # every body it ever had, oldest first
-
-
-@dataclass(frozen=True)
-class RequestRecord:
-    method: str
-    path: str
-    status: int
-
-
-@dataclass(frozen=True)
-class WebhookDelivery:
-    event: str
-    delivery_id: str
-    url: str
-    body: bytes
-    headers: dict[str, str]
-    status: int
-    response: str
-
-
-@dataclass
-class _Repo:
-    owner: str
-    name: str
-    id: int
-    installation_id: int
-    default_branch: str
-    owner_type: str
-    owner_id: int
-    git_dir: Path | None
-    created_at: str
-    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
-
-    @property
-    def full_name(self) -> str:
-        return f"{self.owner}/{self.name}"
-
-
-@dataclass
-class _Fault:
-    method: str
-    path: re.Pattern[str]
-    status: int
-    body: dict[str, Any]
-    headers: dict[str, str]
-    times: int
-
-
-@dataclass
-class _Hook:
-    method: str
-    path: re.Pattern[str]
-    action: Callable[[], None]
-    times: int
-
-
-class ApiError(Exception):
-    """Answer the current request with `status` and a GitHub-shaped error body."""
-
-    def __init__(self, status: int, message: str, **extra: Any) -> None:
-        super().__init__(message)
-        self.status = status
-        self.body: dict[str, Any] = {
-            "message": message,
-            **extra,
-            "documentation_url": extra.get("documentation_url", DOCS),
-            "status": str(status),
-        }
-
-
-# --------------------------------------------------------------------------- emulator
-
-
-Handler = Callable[["_Request"], tuple[int, Any]]
-
-
-@dataclass
-class _Request:
-    method: str
-    path: str
-    params: dict[str, str]
-    query: dict[str, list[str]]
-    body: Any
-    raw: bytes
-    content_type: str
-    base: str  # scheme://host:port the client used, for URLs in responses
-    repo: _Repo | None = None
-
-
-@dataclass(frozen=True)
-class _Route:
-    method: str
-    pattern: re.Pattern[str]
-    handler: Handler
-    auth: str  # "jwt", "token" or "none"
-    schema: str | None
-
-
-def _route(method: str, template: str, handler: Handler, auth: str, schema: bool) -> _Route:
-    regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template)
-    key = f"{method} {template}" if schema else None
-    return _Route(method, re.compile(f"^{regex}$"), handler, auth, key)
-
-
 class GitHubEmulator:
     """The fake GitHub. `start()` it (or use it as a context manager), then point PyGithub's
     `base_url` at `url`."""
@@ -372,15 +225,15 @@ class GitHubEmulator:
         self._token_ttl = token_ttl
         self._validators = load_validators()
         self._lock = threading.RLock()
-        self._repos: dict[str, _Repo] = {}
+        self._repos: dict[str, Repo] = {}
         self._tokens: dict[str, tuple[int, float]] = {}  # token → (installation id, expiry)
         self._check_runs: dict[int, CheckRunRecord] = {}
         self._suites: dict[tuple[str, str], int] = {}  # (repo, head sha) → check suite id
         self._comments: dict[int, CommentRecord] = {}
         self._requests: list[RequestRecord] = []
         self._deliveries: list[WebhookDelivery] = []
-        self._faults: list[_Fault] = []
-        self._hooks: list[_Hook] = []
+        self._faults: list[Fault] = []
+        self._hooks: list[Hook] = []
         self._ids: dict[str, int] = {}
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -445,7 +298,7 @@ class GitHubEmulator:
     ) -> dict[str, Any]:
         """Install the App on `owner/repo`. `git_dir` backs compare and push webhooks."""
         with self._lock:
-            record = _Repo(
+            record = Repo(
                 owner=owner,
                 name=repo,
                 id=self._next("repo", start=100),
@@ -454,7 +307,7 @@ class GitHubEmulator:
                 owner_type=owner_type,
                 owner_id=self._next("account", start=1000),
                 git_dir=git_dir,
-                created_at=_now(),
+                created_at=utc_now(),
             )
             self._repos[record.full_name.lower()] = record
             return self._repository_json(record, self._base())
@@ -514,11 +367,11 @@ class GitHubEmulator:
                 "title": title or f"Pull request {number}",
                 "user": user_login,
                 "merge_commit_sha": merge_commit_sha,
-                "created_at": previous.get("created_at") or _now(),
-                "updated_at": _now(),
+                "created_at": previous.get("created_at") or utc_now(),
+                "updated_at": utc_now(),
             }
             record.pulls[number] = pull
-            return self._pull_json(record, pull, self._base())
+            return self.pull_json(record, pull, self._base())
 
     def issue_token(self, installation_id: int) -> str:
         """An installation token without the JWT dance (for tests poking the API directly)."""
@@ -540,7 +393,7 @@ class GitHubEmulator:
         """Answer the next `times` matching requests with an error (5xx, rate limits…)."""
         with self._lock:
             self._faults.append(
-                _Fault(
+                Fault(
                     method.upper(),
                     re.compile(path_regex),
                     status,
@@ -557,7 +410,7 @@ class GitHubEmulator:
         the emulator's lock: a race made to happen (say, a push landing between a client
         reading a branch and updating it)."""
         with self._lock:
-            self._hooks.append(_Hook(method.upper(), re.compile(path_regex), action, times))
+            self._hooks.append(Hook(method.upper(), re.compile(path_regex), action, times))
 
     # ------------------------------------------------------------------ reading state
 
@@ -766,14 +619,14 @@ class GitHubEmulator:
     def _base(self) -> str:
         return self.url if self._server is not None else f"http://{self._host}:{self._port}"
 
-    def _repo(self, owner: str, repo: str) -> _Repo:
+    def _repo(self, owner: str, repo: str) -> Repo:
         record = self._repos.get(f"{owner}/{repo}".lower())
         if record is None:
             raise KeyError(f"repository {owner}/{repo} is not seeded in the GitHub emulator")
         return record
 
-    def _build_routes(self) -> list[_Route]:
-        r = _route
+    def _build_routes(self) -> list[Route]:
+        r = make_route
         return [
             r("GET", "/app", self._get_app, "jwt", False),
             r(
@@ -849,7 +702,7 @@ class GitHubEmulator:
 
     # --- dispatch (called from the HTTP handler threads)
 
-    def _dispatch(
+    def dispatch(
         self, method: str, target: str, headers: dict[str, str], raw: bytes, base: str
     ) -> tuple[int, Any, dict[str, str]]:
         parsed = urllib.parse.urlsplit(target)
@@ -881,7 +734,7 @@ class GitHubEmulator:
         if route is None:
             return 404, ApiError(404, "Not Found").body, {}
         content_type = headers.get("content-type", "")
-        request = _Request(
+        request = Request(
             method, path, params, urllib.parse.parse_qs(query), None, raw, content_type, base
         )
         try:
@@ -906,7 +759,7 @@ class GitHubEmulator:
             return 400, ApiError(400, f"bad emulator request: {err!r}").body, {}
         return status, body, {}
 
-    def _take_hook(self, method: str, path: str) -> _Hook | None:
+    def _take_hook(self, method: str, path: str) -> Hook | None:
         with self._lock:
             for hook in self._hooks:
                 if hook.method == method and hook.path.search(path):
@@ -916,7 +769,7 @@ class GitHubEmulator:
                     return hook
         return None
 
-    def _take_fault(self, method: str, path: str) -> _Fault | None:
+    def _take_fault(self, method: str, path: str) -> Fault | None:
         with self._lock:
             for fault in self._faults:
                 if fault.method == method and fault.path.search(path):
@@ -926,14 +779,14 @@ class GitHubEmulator:
                     return fault
         return None
 
-    def _match(self, method: str, path: str) -> tuple[_Route | None, dict[str, str]]:
+    def _match(self, method: str, path: str) -> tuple[Route | None, dict[str, str]]:
         for route in self._routes:
             found = route.pattern.match(path) if route.method == method else None
             if found is not None:
                 return route, {k: urllib.parse.unquote(v) for k, v in found.groupdict().items()}
         return None, {}
 
-    def _authenticate(self, route: _Route, request: _Request, header: str) -> None:
+    def _authenticate(self, route: Route, request: Request, header: str) -> None:
         if route.auth == "none":
             return
         scheme, _, credential = header.partition(" ")
@@ -1003,10 +856,10 @@ class GitHubEmulator:
 
     # --- App endpoints
 
-    def _get_app(self, req: _Request) -> tuple[int, Any]:
+    def _get_app(self, req: Request) -> tuple[int, Any]:
         return 200, self._app_json(req.base)
 
-    def _create_token(self, req: _Request) -> tuple[int, Any]:
+    def _create_token(self, req: Request) -> tuple[int, Any]:
         installation_id = _int_param(req.params["installation_id"])
         repos = [r for r in self._repos.values() if r.installation_id == installation_id]
         if not repos:
@@ -1021,7 +874,7 @@ class GitHubEmulator:
             "repositories": [self._repository_json(r, req.base) for r in repos],
         }
 
-    def _get_installation(self, req: _Request) -> tuple[int, Any]:
+    def _get_installation(self, req: Request) -> tuple[int, Any]:
         record = self._repos.get(f"{req.params['owner']}/{req.params['repo']}".lower())
         if record is None:
             raise ApiError(404, "Not Found")
@@ -1049,16 +902,16 @@ class GitHubEmulator:
             "suspended_by": None,
         }
 
-    def _get_repository(self, req: _Request) -> tuple[int, Any]:
+    def _get_repository(self, req: Request) -> tuple[int, Any]:
         assert req.repo is not None
         return 200, self._repository_json(req.repo, req.base)
 
     # --- check runs
 
-    def _create_check_run(self, req: _Request) -> tuple[int, Any]:
+    def _create_check_run(self, req: Request) -> tuple[int, Any]:
         assert req.repo is not None
         body: dict[str, Any] = req.body
-        now = _now()
+        now = utc_now()
         conclusion = body.get("conclusion")
         status = "completed" if conclusion else body.get("status", "queued")
         _require_conclusion(status, conclusion, body)
@@ -1088,10 +941,10 @@ class GitHubEmulator:
         self._check_runs[run_id] = run
         return 201, self._check_run_json(run, req.base)
 
-    def _update_check_run(self, req: _Request) -> tuple[int, Any]:
+    def _update_check_run(self, req: Request) -> tuple[int, Any]:
         run = self._find_check_run(req)
         body: dict[str, Any] = req.body
-        now = _now()
+        now = utc_now()
         state = run.state
         for key in ("name", "details_url", "external_id", "started_at"):
             if key in body:
@@ -1121,17 +974,17 @@ class GitHubEmulator:
         run.history.append(CheckRunUpdate("PATCH", copy.deepcopy(body), copy.deepcopy(state), now))
         return 200, self._check_run_json(run, req.base)
 
-    def _get_check_run(self, req: _Request) -> tuple[int, Any]:
+    def _get_check_run(self, req: Request) -> tuple[int, Any]:
         return 200, self._check_run_json(self._find_check_run(req), req.base)
 
-    def _find_check_run(self, req: _Request) -> CheckRunRecord:
+    def _find_check_run(self, req: Request) -> CheckRunRecord:
         assert req.repo is not None
         run = self._check_runs.get(_int_param(req.params["check_run_id"]))
         if run is None or (run.owner, run.repo) != (req.repo.owner, req.repo.name):
             raise ApiError(404, "Not Found")
         return run
 
-    def _suite_for(self, repo: _Repo, head_sha: str) -> int:
+    def _suite_for(self, repo: Repo, head_sha: str) -> int:
         key = (repo.full_name.lower(), head_sha)
         if key not in self._suites:
             self._suites[key] = self._next("check_suite", start=7000)
@@ -1139,23 +992,23 @@ class GitHubEmulator:
 
     # --- comments
 
-    def _post_comment(self, req: _Request) -> tuple[int, Any]:
+    def _post_comment(self, req: Request) -> tuple[int, Any]:
         assert req.repo is not None
         number = _int_param(req.params["issue_number"])
-        comment_id = self._create_comment(req.repo, number, req.body["body"], self._bot_login())
+        comment_id = self._create_comment(req.repo, number, req.body["body"], self.bot_login())
         return 201, self._comment_json(self._comments[comment_id], req.base)
 
-    def _create_comment(self, repo: _Repo, number: int, body: str, user_login: str) -> int:
+    def _create_comment(self, repo: Repo, number: int, body: str, user_login: str) -> int:
         if number not in repo.pulls:
             raise ApiError(404, "Not Found")
-        now = _now()
+        now = utc_now()
         comment_id = self._next("comment", start=900)
         self._comments[comment_id] = CommentRecord(
             comment_id, repo.owner, repo.name, number, body, user_login, now, now, [body]
         )
         return comment_id
 
-    def _list_comments(self, req: _Request) -> tuple[int, Any]:
+    def _list_comments(self, req: Request) -> tuple[int, Any]:
         assert req.repo is not None
         number = _int_param(req.params["issue_number"])
         if number not in req.repo.pulls:
@@ -1165,19 +1018,19 @@ class GitHubEmulator:
             for c in self._comments.values()
             if (c.owner, c.repo, c.issue_number) == (req.repo.owner, req.repo.name, number)
         ]
-        return 200, _Page(items, req)
+        return 200, Page(items, req)
 
-    def _edit_comment(self, req: _Request) -> tuple[int, Any]:
+    def _edit_comment(self, req: Request) -> tuple[int, Any]:
         comment = self._find_comment(req)
         comment.body = req.body["body"]
         comment.bodies.append(comment.body)
-        comment.updated_at = _now()
+        comment.updated_at = utc_now()
         return 200, self._comment_json(comment, req.base)
 
-    def _get_comment(self, req: _Request) -> tuple[int, Any]:
+    def _get_comment(self, req: Request) -> tuple[int, Any]:
         return 200, self._comment_json(self._find_comment(req), req.base)
 
-    def _find_comment(self, req: _Request) -> CommentRecord:
+    def _find_comment(self, req: Request) -> CommentRecord:
         assert req.repo is not None
         comment = self._comments.get(_int_param(req.params["comment_id"]))
         if comment is None or (comment.owner, comment.repo) != (req.repo.owner, req.repo.name):
@@ -1186,14 +1039,14 @@ class GitHubEmulator:
 
     # --- pulls and compare
 
-    def _get_pull(self, req: _Request) -> tuple[int, Any]:
+    def _get_pull(self, req: Request) -> tuple[int, Any]:
         assert req.repo is not None
         pull = req.repo.pulls.get(_int_param(req.params["pull_number"]))
         if pull is None:
             raise ApiError(404, "Not Found")
-        return 200, self._pull_json(req.repo, pull, req.base)
+        return 200, self.pull_json(req.repo, pull, req.base)
 
-    def _compare(self, req: _Request) -> tuple[int, Any]:
+    def _compare(self, req: Request) -> tuple[int, Any]:
         assert req.repo is not None
         git_dir = req.repo.git_dir
         base_ref, sep, head_ref = req.params["basehead"].partition("...")
@@ -1238,7 +1091,7 @@ class GitHubEmulator:
 
     # --- control endpoints
 
-    def _ctl_state(self, req: _Request) -> tuple[int, Any]:
+    def _ctl_state(self, req: Request) -> tuple[int, Any]:
         with self._lock:
             return 200, copy.deepcopy(self._state_json(req.base))
 
@@ -1262,7 +1115,7 @@ class GitHubEmulator:
             ],
         }
 
-    def _ctl_seed(self, req: _Request) -> tuple[int, Any]:
+    def _ctl_seed(self, req: Request) -> tuple[int, Any]:
         body = _object(req.body)
         git_dir = body.get("git_dir")
         return 201, self.seed_repository(
@@ -1274,13 +1127,13 @@ class GitHubEmulator:
             owner_type=str(body.get("owner_type", "Organization")),
         )
 
-    def _ctl_pull(self, req: _Request) -> tuple[int, Any]:
+    def _ctl_pull(self, req: Request) -> tuple[int, Any]:
         body = _object(req.body)
         return 200, self.set_pull(
             req.params["owner"], req.params["repo"], _int_param(req.params["number"]), **body
         )
 
-    def _ctl_push(self, req: _Request) -> tuple[int, Any]:
+    def _ctl_push(self, req: Request) -> tuple[int, Any]:
         body = _object(req.body)
         delivery = self.send_push(
             req.params["owner"],
@@ -1291,7 +1144,7 @@ class GitHubEmulator:
         )
         return 200, _delivery_json(delivery)
 
-    def _ctl_click(self, req: _Request) -> tuple[int, Any]:
+    def _ctl_click(self, req: Request) -> tuple[int, Any]:
         if "json" in req.content_type:
             fields = {k: str(v) for k, v in _object(req.body).items()}
         else:
@@ -1307,23 +1160,23 @@ class GitHubEmulator:
         if "json" in req.content_type:
             return 200, _delivery_json(delivery)
         run = self._check_runs[run_id]
-        return 303, _Redirect(f"{req.base}/{run.owner}/{run.repo}/runs/{run_id}")
+        return 303, Redirect(f"{req.base}/{run.owner}/{run.repo}/runs/{run_id}")
 
-    def _ctl_webhook(self, req: _Request) -> tuple[int, Any]:
+    def _ctl_webhook(self, req: Request) -> tuple[int, Any]:
         body = _object(req.body)
         delivery = self.send_webhook(str(body["event"]), body["payload"])
         return 200, _delivery_json(delivery)
 
-    def _html_check_run(self, req: _Request) -> tuple[int, Any]:
+    def _html_check_run(self, req: Request) -> tuple[int, Any]:
         with self._lock:
             run = self._check_runs.get(_int_param(req.params["check_run_id"]))
             if run is None or (run.owner, run.repo) != (req.params["owner"], req.params["repo"]):
                 raise ApiError(404, "Not Found")
-            return 200, _Html(_render_check_run_page(run))
+            return 200, Html(_render_check_run_page(run))
 
     # --- JSON shapes (keys follow GitHub's payloads in ../shared/fixtures/github)
 
-    def _bot_login(self) -> str:
+    def bot_login(self) -> str:
         return f"{self.app_slug}[bot]"
 
     def _app_json(self, base: str) -> dict[str, Any]:
@@ -1331,7 +1184,7 @@ class GitHubEmulator:
         return {
             "id": self.app_id,
             "slug": self.app_slug,
-            "node_id": _node_id("App", self.app_id),
+            "node_id": node_id("App", self.app_id),
             "client_id": f"Iv1.emulator{self.app_id}",
             "owner": owner,
             "name": self.app_slug,
@@ -1344,15 +1197,15 @@ class GitHubEmulator:
             "events": list(_APP_EVENTS),
         }
 
-    def _owner_json(self, repo: _Repo, base: str) -> dict[str, Any]:
+    def _owner_json(self, repo: Repo, base: str) -> dict[str, Any]:
         return _user_json(repo.owner, repo.owner_id, repo.owner_type, base)
 
-    def _organization_json(self, repo: _Repo, base: str) -> dict[str, Any]:
+    def _organization_json(self, repo: Repo, base: str) -> dict[str, Any]:
         org = f"{base}/orgs/{repo.owner}"
         return {
             "login": repo.owner,
             "id": repo.owner_id,
-            "node_id": _node_id("Organization", repo.owner_id),
+            "node_id": node_id("Organization", repo.owner_id),
             "url": org,
             "repos_url": f"{org}/repos",
             "events_url": f"{org}/events",
@@ -1364,18 +1217,18 @@ class GitHubEmulator:
             "description": "",
         }
 
-    def _installation_ref(self, repo: _Repo) -> dict[str, Any]:
+    def _installation_ref(self, repo: Repo) -> dict[str, Any]:
         return {
             "id": repo.installation_id,
-            "node_id": _node_id("IntegrationInstallation", repo.installation_id),
+            "node_id": node_id("IntegrationInstallation", repo.installation_id),
         }
 
-    def _repository_json(self, repo: _Repo, base: str, *, push: bool = False) -> dict[str, Any]:
+    def _repository_json(self, repo: Repo, base: str, *, push: bool = False) -> dict[str, Any]:
         api = f"{base}/repos/{repo.full_name}"
         web = f"{base}/{repo.full_name}"
         data: dict[str, Any] = {
             "id": repo.id,
-            "node_id": _node_id("Repository", repo.id),
+            "node_id": node_id("Repository", repo.id),
             "name": repo.name,
             "full_name": repo.full_name,
             "private": True,
@@ -1453,7 +1306,7 @@ class GitHubEmulator:
             )
             suite = {
                 "id": suite_id,
-                "node_id": _node_id("CheckSuite", suite_id),
+                "node_id": node_id("CheckSuite", suite_id),
                 "head_branch": head_branch,
                 "head_sha": state["head_sha"],
                 "status": state["status"],
@@ -1468,7 +1321,7 @@ class GitHubEmulator:
             }
         return {
             "id": run.id,
-            "node_id": _node_id("CheckRun", run.id),
+            "node_id": node_id("CheckRun", run.id),
             "head_sha": state["head_sha"],
             "external_id": state["external_id"],
             "url": f"{api}/check-runs/{run.id}",
@@ -1493,7 +1346,7 @@ class GitHubEmulator:
         bot = comment.user_login.endswith("[bot]")
         return {
             "id": comment.id,
-            "node_id": _node_id("IssueComment", comment.id),
+            "node_id": node_id("IssueComment", comment.id),
             "url": f"{base}/repos/{full}/issues/comments/{comment.id}",
             "html_url": f"{base}/{full}/pull/{comment.issue_number}#issuecomment-{comment.id}",
             "body": comment.body,
@@ -1510,7 +1363,7 @@ class GitHubEmulator:
             "performed_via_github_app": self._app_json(base) if bot else None,
         }
 
-    def _pull_json(self, repo: _Repo, pull: dict[str, Any], base: str) -> dict[str, Any]:
+    def pull_json(self, repo: Repo, pull: dict[str, Any], base: str) -> dict[str, Any]:
         full = repo.full_name
         api = f"{base}/repos/{full}"
         number = pull["number"]
@@ -1518,7 +1371,7 @@ class GitHubEmulator:
         return {
             "url": f"{api}/pulls/{number}",
             "id": pull["id"],
-            "node_id": _node_id("PullRequest", pull["id"]),
+            "node_id": node_id("PullRequest", pull["id"]),
             "html_url": f"{base}/{full}/pull/{number}",
             "diff_url": f"{base}/{full}/pull/{number}.diff",
             "patch_url": f"{base}/{full}/pull/{number}.patch",
@@ -1574,7 +1427,7 @@ class GitHubEmulator:
             "changed_files": 0,
         }
 
-    def _pull_side(self, repo: _Repo, ref: str, sha: str, base: str) -> dict[str, Any]:
+    def _pull_side(self, repo: Repo, ref: str, sha: str, base: str) -> dict[str, Any]:
         return {
             "label": f"{repo.owner}:{ref}",
             "ref": ref,
@@ -1656,7 +1509,7 @@ def _user_json(login: str, user_id: int, kind: str, base: str) -> dict[str, Any]
     return {
         "login": login,
         "id": user_id,
-        "node_id": _node_id(kind, user_id),
+        "node_id": node_id(kind, user_id),
         "avatar_url": f"{base}/avatars/{quoted}",
         "gravatar_id": "",
         "url": api,
@@ -1675,7 +1528,7 @@ def _user_json(login: str, user_id: int, kind: str, base: str) -> dict[str, Any]
     }
 
 
-def _pull_ref(repo: _Repo, pull: dict[str, Any], base: str) -> dict[str, Any]:
+def _pull_ref(repo: Repo, pull: dict[str, Any], base: str) -> dict[str, Any]:
     ref_repo = {"id": repo.id, "url": f"{base}/repos/{repo.full_name}", "name": repo.name}
     return {
         "url": f"{base}/repos/{repo.full_name}/pulls/{pull['number']}",
@@ -1859,7 +1712,7 @@ def _commit_json(git_dir: Path, sha: str, full_name: str, base: str) -> dict[str
     api = f"{base}/repos/{full_name}"
     return {
         "sha": commit_sha,
-        "node_id": _node_id("Commit", int(commit_sha[:7], 16)),
+        "node_id": node_id("Commit", int(commit_sha[:7], 16)),
         "url": f"{api}/commits/{commit_sha}",
         "html_url": f"{base}/{full_name}/commit/{commit_sha}",
         "commit": {
@@ -1912,7 +1765,7 @@ def _changed_files(git_dir: Path, base_sha: str, head_sha: str) -> list[dict[str
     return files
 
 
-def _push_commit(git_dir: Path, sha: str, repo: _Repo, base: str) -> dict[str, Any]:
+def _push_commit(git_dir: Path, sha: str, repo: Repo, base: str) -> dict[str, Any]:
     fmt = "%H%x00%T%x00%an%x00%ae%x00%cn%x00%ce%x00%cI%x00%B"
     fields = _git(git_dir, "show", "-s", f"--format={fmt}", sha).split("\x00")
     commit_sha, tree, an, ae, cn, ce, cd, message = fields[:8]
@@ -1969,24 +1822,6 @@ def _render_check_run_page(run: CheckRunRecord) -> str:
     )
 
 
-@dataclass(frozen=True)
-class _Page:
-    """A paginated list: the handler slices it with `page`/`per_page` and adds a Link header."""
-
-    items: list[dict[str, Any]]
-    request: _Request
-
-
-@dataclass(frozen=True)
-class _Html:
-    text: str
-
-
-@dataclass(frozen=True)
-class _Redirect:
-    location: str
-
-
 class _HTTPHandler(BaseHTTPRequestHandler):
     owner: GitHubEmulator
     protocol_version = "HTTP/1.1"
@@ -2000,15 +1835,15 @@ class _HTTPHandler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
         base = f"http://{headers.get('host') or self.owner.url.split('://', 1)[1]}"
-        status, body, extra = self.owner._dispatch(self.command, self.path, headers, raw, base)
+        status, body, extra = self.owner.dispatch(self.command, self.path, headers, raw, base)
         out_headers = {"X-GitHub-Request-Id": uuid.uuid4().hex[:16].upper(), **extra}
-        if isinstance(body, _Page):
+        if isinstance(body, Page):
             body, link = _paginate(body, base, self.path)
             if link:
                 out_headers["Link"] = link
-        if isinstance(body, _Html):
+        if isinstance(body, Html):
             data, content_type = body.text.encode(), "text/html; charset=utf-8"
-        elif isinstance(body, _Redirect):
+        elif isinstance(body, Redirect):
             data, content_type = b"", "text/plain"
             out_headers["Location"] = body.location
         else:
@@ -2024,7 +1859,7 @@ class _HTTPHandler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
 
 
-def _paginate(page: _Page, base: str, target: str) -> tuple[list[dict[str, Any]], str]:
+def _paginate(page: Page, base: str, target: str) -> tuple[list[dict[str, Any]], str]:
     query = page.request.query
     per_page = max(1, min(100, int(query.get("per_page", ["30"])[0])))
     number = max(1, int(query.get("page", ["1"])[0]))

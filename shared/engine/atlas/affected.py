@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import TYPE_CHECKING
 
 from shared.engine import yamldoc
 from shared.engine.atlas.discovery import (
@@ -44,18 +43,15 @@ from shared.engine.atlas.files import (
     TEMPLATES,
     join,
 )
+from shared.engine.atlas.values import ValueFiles
 from shared.engine.errors import FleetError
 from shared.engine.tree import Tree
-
-if TYPE_CHECKING:
-    from shared.engine.atlas.layout import AtlasLayout
 
 ANYWHERE = ""  # an escape prefix matching every path
 KUSTOMIZATIONS = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
 
 
-def affected_roots(layout: AtlasLayout, changed: set[str]) -> set[str]:
-    tree = layout.tree
+def affected_roots(tree: Tree, files: ValueFiles, changed: set[str]) -> set[str]:
     out: set[str] = set()
     elsewhere: list[str] = []
     for path in sorted(changed):
@@ -70,7 +66,7 @@ def affected_roots(layout: AtlasLayout, changed: set[str]) -> set[str]:
     if elsewhere:
         templates = touched_templates(tree, elsewhere)
         if templates:
-            out |= roots_using(layout, templates)
+            out |= roots_using(tree, files, templates)
     return out
 
 
@@ -201,16 +197,15 @@ def touched_templates(tree: Tree, paths: list[str]) -> set[str]:
     return out
 
 
-def roots_using(layout: AtlasLayout, templates: set[str]) -> set[str]:
+def roots_using(tree: Tree, files: ValueFiles, templates: set[str]) -> set[str]:
     """Roots whose winning deployments instantiate one of `templates`. A deployment.yaml
     that cannot be read counts as using every template: over-rendering is safe."""
-    tree = layout.tree
     used: dict[str, set[str] | None] = {}
     out = set()
     for leaf in survey(tree).leaves:
         for defn in deployment_defs(tree, Cluster(leaf)).values():
             if defn.dir not in used:
-                used[defn.dir] = _templates_of(layout, join(defn.dir, DEPLOYMENT_FILE))
+                used[defn.dir] = _templates_of(files, join(defn.dir, DEPLOYMENT_FILE))
             names = used[defn.dir]
             if names is None or names & templates:
                 out.add(leaf)
@@ -218,9 +213,9 @@ def roots_using(layout: AtlasLayout, templates: set[str]) -> set[str]:
     return out
 
 
-def _templates_of(layout: AtlasLayout, path: str) -> set[str] | None:
+def _templates_of(files: ValueFiles, path: str) -> set[str] | None:
     try:
-        data = yamldoc.loads(layout.files.text(path), path)
+        data = yamldoc.loads(files.text(path), path)
     except FleetError:
         return None
     apps = data.get("apps") if isinstance(data, dict) else None

@@ -16,20 +16,19 @@ import copy
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shared.engine import helm, render
-from shared.engine.atlas.planner import ReleasePlan
+from shared.engine.atlas.instance_patches import apply_instance_patches
+from shared.engine.atlas.planner import Planner, ReleasePlan
 from shared.engine.atlas.values import Layer, default_decrypt, environment, with_atlas
 from shared.engine.errors import FleetError
 from shared.engine.manifests import Resource
-from shared.engine.render import ReleaseSpec
+from shared.engine.release import ReleaseSpec
 from shared.engine.secrets import origin
 from shared.engine.secrets.redact import Path, Redactor, redact_tree
 from shared.engine.tree import Tree
-
-if TYPE_CHECKING:
-    from shared.engine.atlas.layout import AtlasLayout
+from shared.engine.yamldoc import walk_leaves
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +57,7 @@ def has_secrets(layers: list[Layer]) -> bool:
 
 
 def release_secrets(
-    layout: AtlasLayout, plan: ReleasePlan, layers: list[Layer], values: dict[str, Any]
+    planner: Planner, plan: ReleasePlan, layers: list[Layer], values: dict[str, Any]
 ) -> ReleaseSecrets | None:
     """Secret paths, redactor and perturbed values of a release; None without secrets."""
     if not has_secrets(layers):
@@ -74,8 +73,8 @@ def release_secrets(
     fake_plan: ReleasePlan | None = None
     fake_values: dict[str, Any] | None = None
     try:
-        fake_plan = _taint_plan(layout, plan)
-        fake_values = layout._layers(fake_plan, taint_decrypt)[1]
+        fake_plan = _taint_plan(planner, plan)
+        fake_values = planner.resolve_values(fake_plan, taint_decrypt)[1]
     except (FleetError, origin.ShapeDiffers):
         # Never shown: the perturbed run's messages carry perturbed (reversible) secrets.
         log.debug("release %s: the perturbed values failed; redacting by value", plan.id)
@@ -105,12 +104,10 @@ def redacted_values(found: ReleaseSecrets | None, values: dict[str, Any]) -> dic
 
 
 def _string_leaves(tree: Any) -> list[tuple[Path, str]]:
-    from shared.engine.yamldoc import walk_leaves
-
     return [(path, leaf) for path, leaf in walk_leaves(tree) if isinstance(leaf, str)]
 
 
-def _taint_plan(layout: AtlasLayout, plan: ReleasePlan) -> ReleasePlan:
+def _taint_plan(planner: Planner, plan: ReleasePlan) -> ReleasePlan:
     """The plan as the perturbed environment makes it: the same plan unless the template's
     helmfile.yaml.gotmpl renders differently with perturbed secrets, in which case its
     values sources and patches come from that rendering. Raises `ShapeDiffers` when the
@@ -119,15 +116,15 @@ def _taint_plan(layout: AtlasLayout, plan: ReleasePlan) -> ReleasePlan:
     hf = inst.helmfile
     if not hf.path.endswith(".gotmpl") or not has_secrets(inst.env_layers):
         return plan
-    env, _ = environment(layout.files, inst.levels, inst.atlas, taint_decrypt)
+    env, _ = environment(planner.files, inst.levels, inst.atlas, taint_decrypt)
     text = helm.render_template(hf.source_text, with_atlas(env, inst.atlas, hf.dir), source=hf.path)
     if text == hf.text:
         return plan
-    fake_hf = layout._parse_helmfile(hf.template, hf.path, hf.source_text, text)
+    fake_hf = planner.parse_helmfile(hf.template, hf.path, hf.source_text, text)
     if len(fake_hf.model.releases) != len(hf.model.releases):
         raise origin.ShapeDiffers
     release = fake_hf.model.releases[plan.index]
-    parts = layout._release_parts(fake_hf, plan.index)
+    parts = planner.release_parts(fake_hf, plan.index)
     if (
         parts.source != plan.source
         or release.name != plan.release.name
@@ -149,7 +146,7 @@ Rendered = tuple[ReleasePlan, list[Layer], dict[str, Any], list[Resource]]
 Twin = tuple[ReleaseSecrets, dict[str, bytes] | None]
 
 
-def taint_instance(layout: AtlasLayout, root: str, rendered: list[Rendered]) -> dict[str, Twin]:
+def taint_instance(planner: Planner, root: str, rendered: list[Rendered]) -> dict[str, Twin]:
     """The perturbed render of one instance's releases, before its instance patches run on
     the real objects: release id → (its secrets, its perturbed files or None).
 
@@ -157,7 +154,7 @@ def taint_instance(layout: AtlasLayout, root: str, rendered: list[Rendered]) -> 
     the instance's objects at once); only releases with secrets are rendered again.
     """
     secrets = {
-        plan.id: release_secrets(layout, plan, layers, values)
+        plan.id: release_secrets(planner, plan, layers, values)
         for plan, layers, values, _ in rendered
     }
     if not any(secrets.values()):
@@ -174,18 +171,18 @@ def taint_instance(layout: AtlasLayout, root: str, rendered: list[Rendered]) -> 
                 continue
             if found.fake_plan is None or found.fake_values is None:
                 raise origin.ShapeDiffers
-            spec = layout.spec(root, found.fake_plan, found.fake_values)
+            spec = planner.spec(root, found.fake_plan, found.fake_values)
             specs[plan.id] = spec
             fake.append(
                 (
                     found.fake_plan,
-                    render.render_release(spec, layout.tree, layout.config, layout.resolver),
+                    render.render_release(spec, planner.tree, planner.config, planner.resolver),
                 )
             )
-        layout._instance_patches(rendered[0][0].instance, fake)
+        apply_instance_patches(rendered[0][0].instance, fake)
         for plan, resources in fake:
             if plan.id in specs:
-                files[plan.id] = render.release_files(specs[plan.id], resources, layout.config)
+                files[plan.id] = render.release_files(specs[plan.id], resources, planner.config)
     except (FleetError, origin.ShapeDiffers):
         log.debug("instance %s: the perturbed render failed", rendered[0][0].instance.where)
         failed = True

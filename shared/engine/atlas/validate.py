@@ -8,8 +8,6 @@ to `shared.engine.validate`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from shared.engine import yamldoc
 from shared.engine.atlas.discovery import DeploymentDef, dpath, duplicate_names, survey
 from shared.engine.atlas.files import (
@@ -24,26 +22,24 @@ from shared.engine.atlas.files import (
     join,
     level_names,
 )
+from shared.engine.atlas.planner import Planner
 from shared.engine.errors import FleetError, FleetErrors, Problem
-
-if TYPE_CHECKING:
-    from shared.engine.atlas.layout import AtlasLayout
 
 
 def _problems_of(err: FleetError) -> list[Problem]:
     return list(err.problems) if isinstance(err, FleetErrors) else [err.problem]
 
 
-def validate(layout: AtlasLayout) -> list[Problem]:
-    problems = structure(layout)
+def validate(planner: Planner) -> list[Problem]:
+    problems = structure(planner)
     if problems:
         # Planning a broken structure would repeat the same problems once per root.
         return sorted(set(problems))
-    for root in layout.roots():
+    for root in planner.roots():
         try:
-            for plan in layout.plans(root):
+            for plan in planner.plans(root):
                 try:
-                    layout._layers(plan)
+                    planner.resolve_values(plan)
                 except FleetError as err:
                     problems.extend(_problems_of(err))
         except FleetError as err:
@@ -51,8 +47,8 @@ def validate(layout: AtlasLayout) -> list[Problem]:
     return sorted(set(problems))
 
 
-def structure(layout: AtlasLayout) -> list[Problem]:
-    tree, files = layout.tree, layout.files
+def structure(planner: Planner) -> list[Problem]:
+    tree, files = planner.tree, planner.files
     found = survey(tree)
     problems = duplicate_names(found.leaves)
     leaves = set(found.leaves)
@@ -71,7 +67,7 @@ def structure(layout: AtlasLayout) -> list[Problem]:
             if message:
                 problems.append(Problem(rel, None, message))
             elif name.endswith(".yaml") and (name in GLOBAL_FILES | GROUP_FILES | CLUSTER_FILES):
-                problems.extend(_yaml_problems(layout, rel))
+                problems.extend(_yaml_problems(planner, rel))
 
     for scope in found.with_apps:
         level = "global" if not scope else "cluster" if scope in leaves else "group"
@@ -81,18 +77,18 @@ def structure(layout: AtlasLayout) -> list[Problem]:
                 continue
             defn = DeploymentDef(name, scope, level)
             try:
-                layout.deployment(defn)
+                planner.deployment(defn)
             except FleetError as err:
                 problems.extend(_problems_of(err))
             for values in level_names(DEPLOYMENT_STEM):
                 if values.endswith(".yaml") and files.exists(join(defn.dir, values)):
-                    problems.extend(_yaml_problems(layout, join(defn.dir, values)))
+                    problems.extend(_yaml_problems(planner, join(defn.dir, values)))
 
     for template in tree.listdir(TEMPLATES):
         directory = join(TEMPLATES, template)
         if template.startswith(".") or not tree.is_dir(directory):
             continue
-        path = layout._helmfile_path(template)
+        path = planner.helmfile_path(template)
         if path is None:
             problems.append(
                 Problem(directory, None, f"template without {HELMFILES[0]} or {HELMFILES[1]}")
@@ -100,19 +96,19 @@ def structure(layout: AtlasLayout) -> list[Problem]:
         elif not path.endswith(".gotmpl"):
             try:
                 text = files.text(path)
-                layout._parse_helmfile(template, path, text, text)
+                planner.parse_helmfile(template, path, text, text)
             except FleetError as err:
                 problems.extend(_problems_of(err))
     return problems
 
 
-def _yaml_problems(layout: AtlasLayout, rel: str) -> list[Problem]:
+def _yaml_problems(planner: Planner, rel: str) -> list[Problem]:
     """Syntax (and, for plain files, top-level mapping) of a values file."""
     try:
         if rel.endswith(".sops.yaml"):
-            yamldoc.loads(layout.files.text(rel), rel)  # decrypting is the render's job
+            yamldoc.loads(planner.files.text(rel), rel)  # decrypting is the render's job
         else:
-            layout.files.plain(rel)
+            planner.files.plain(rel)
     except FleetError as err:
         return _problems_of(err)
     return []

@@ -40,6 +40,7 @@ from typing import Any
 from shared.engine import helm, yamldoc
 from shared.engine.atlas.files import VALUE_SUFFIXES, join
 from shared.engine.errors import FleetError
+from shared.engine.secrets import sops
 from shared.engine.tree import Tree
 from shared.engine.values import deep_merge
 
@@ -70,15 +71,7 @@ class Layer:
 
 
 def default_decrypt(tree: Tree, rel: str) -> dict[str, Any]:
-    """SOPS decryption through `shared.engine.secrets.sops` (imported on first use: fleets
-    without secrets never need it)."""
-    try:
-        from shared.engine.secrets import sops
-    except ImportError:
-        raise FleetError(
-            "cannot read SOPS file: SOPS support (shared.engine.secrets.sops) is not installed",
-            path=rel,
-        ) from None
+    """SOPS decryption through `shared.engine.secrets.sops`."""
     data: dict[str, Any] = sops.decrypt_values(tree, rel)
     return data
 

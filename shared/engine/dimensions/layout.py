@@ -16,7 +16,6 @@ docs/formats/dimensions.md; patch mechanics live in `shared.engine.dimensions.pa
 from __future__ import annotations
 
 import copy
-import importlib
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -30,9 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from shared.engine import helm, yamldoc
 from shared.engine.dimensions import patches
 from shared.engine.errors import FleetError, FleetErrors, Problem
-from shared.engine.fleet import ReleaseInfo
 from shared.engine.fleetconfig import FleetConfig, parse_model
-from shared.engine.secrets import origin
+from shared.engine.layout import ReleaseInfo
+from shared.engine.secrets import origin, sops
 from shared.engine.secrets.redact import Redactor, redact_tree
 from shared.engine.tree import Tree, join
 from shared.engine.values import merge_all, parse_pointer
@@ -565,7 +564,7 @@ class DimensionsLayout:
 
         def load() -> dict[str, Any]:
             if secret:
-                data = _decrypt(self.tree, rel)
+                data = sops.decrypt_values(self.tree, rel)
                 if taint:
                     data = origin.perturb(data)
                 else:
@@ -1038,18 +1037,6 @@ def _mapping(data: Any, rel: str) -> dict[str, Any]:
             line=1,
         )
     return data
-
-
-def _decrypt(tree: Tree, rel: str) -> Any:
-    try:
-        sops = importlib.import_module("shared.engine.secrets.sops")
-    except ImportError:
-        raise FleetError(
-            "reading encrypted values needs SOPS support (shared.engine.secrets.sops), which is "
-            "not installed",
-            path=rel,
-        ) from None
-    return sops.decrypt_values(tree, rel)
 
 
 def _is_yaml(name: str) -> bool:

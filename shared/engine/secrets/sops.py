@@ -17,7 +17,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import threading
 from collections import OrderedDict
@@ -30,6 +29,7 @@ import yaml
 
 from shared.engine.errors import FleetError
 from shared.engine.tree import Tree
+from shared.process import CommandTimedOut, run
 
 TIMEOUT_SECONDS = 60.0
 """One sops run; generous because `SOPS_AGE_KEY_CMD` may call out to a key manager."""
@@ -148,12 +148,12 @@ class _Cache:
     """
 
     def __init__(self) -> None:
-        self._reset_locks()
+        self.reset_locks()
         self.entries: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.hits = 0
         self.runs = 0
 
-    def _reset_locks(self) -> None:
+    def reset_locks(self) -> None:
         self.lock = threading.Lock()
         self.flights: dict[str, threading.Lock] = {}
 
@@ -193,7 +193,7 @@ class _Cache:
 
 _cache = _Cache()
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_cache._reset_locks)
+    os.register_at_fork(after_in_child=_cache.reset_locks)
 
 
 def cache_info() -> CacheInfo:
@@ -300,22 +300,15 @@ def _run_sops(data: bytes, text: str, rel: str) -> dict[str, Any]:
     ]
     _cache.count_run()
     try:
-        proc = subprocess.run(
-            command,
-            input=data,
-            capture_output=True,
-            env=sops_environment(),
-            timeout=TIMEOUT_SECONDS,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
+        proc = run(command, input=data, env=sops_environment(), timeout=TIMEOUT_SECONDS)
+    except CommandTimedOut:
         raise SopsError(
             f"sops did not finish decrypting within {TIMEOUT_SECONDS:g}s", path=rel, retryable=True
         ) from None
     except OSError as err:
         raise SopsError(f"cannot run sops: {err.strerror}", path=rel, retryable=True) from None
     if proc.returncode != 0:
-        raise _failure(proc.returncode, proc.stderr.decode("utf-8", "replace"), text, rel)
+        raise _failure(proc.returncode, proc.err, text, rel)
     try:
         plain = json.loads(proc.stdout)
     except ValueError:

@@ -1,0 +1,52 @@
+"""Queueing a revision on a root: the one signal-with-start of `DeployWorkflow`, used by the
+gateway (manual deployments and re-runs) and by the dispatch activity (merges)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.client import Client
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+
+from shared.contracts.deploy import (
+    DEPLOY_WORKFLOW,
+    SA_REPO,
+    SA_ROOT,
+    SIGNAL_NEW_REVISION,
+    DeployInput,
+    NewRevision,
+    RepoRef,
+    deploy_workflow_id,
+)
+
+
+async def queue_revision(
+    client: Client,
+    task_queue: str,
+    repo: RepoRef,
+    root: str,
+    revision: NewRevision,
+    *,
+    rpc_timeout: timedelta | None = None,
+) -> str:
+    """Signal `revision` to the root's DeployWorkflow, starting the workflow when it is not
+    running; returns the workflow id. Signalling twice is harmless: the workflow drops a
+    revision it already has queued or running."""
+    workflow_id = deploy_workflow_id(repo.full_name, root)
+    await client.start_workflow(
+        DEPLOY_WORKFLOW,
+        DeployInput(repo=repo, root=root),
+        id=workflow_id,
+        task_queue=task_queue,
+        start_signal=SIGNAL_NEW_REVISION,
+        start_signal_args=[revision],
+        search_attributes=TypedSearchAttributes(
+            [
+                SearchAttributePair(SearchAttributeKey.for_keyword(SA_REPO), repo.full_name),
+                SearchAttributePair(SearchAttributeKey.for_keyword(SA_ROOT), root),
+            ]
+        ),
+        static_summary=f"Deploy queue of `{root}` in {repo.full_name}",
+        rpc_timeout=rpc_timeout,
+    )
+    return workflow_id

@@ -1,0 +1,195 @@
+"""The GitHub emulator's records and request plumbing: what it keeps (check runs, comments,
+requests, webhook deliveries, repositories, injected faults) and how a handler sees a request
+(`Request`, `Route`, `ApiError`, `Page`). Shared by the server and the git data API."""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+DOCS = "https://docs.github.com/rest"
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node_id(kind: str, number: int) -> str:
+    """GitHub's legacy global ids: base64 of `<len>:<Type><id>`."""
+    raw = f"{len(kind):02d}:{kind}{number}"
+    return base64.b64encode(raw.encode()).decode()
+
+
+@dataclass(frozen=True)
+class CheckRunUpdate:
+    """One accepted create (POST) or update (PATCH), and the check run right after it."""
+
+    method: str
+    request: dict[str, Any]
+    state: dict[str, Any]
+    at: str
+
+
+@dataclass
+class CheckRunRecord:
+    id: int
+    owner: str
+    repo: str
+    state: dict[str, Any]
+    history: list[CheckRunUpdate] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return str(self.state["name"])
+
+    @property
+    def status(self) -> str:
+        return str(self.state["status"])
+
+    @property
+    def conclusion(self) -> str | None:
+        value = self.state.get("conclusion")
+        return None if value is None else str(value)
+
+    @property
+    def output(self) -> dict[str, Any]:
+        return dict(self.state["output"])
+
+    @property
+    def actions(self) -> list[dict[str, str]]:
+        return list(self.state["actions"])
+
+
+@dataclass
+class CommentRecord:
+    id: int
+    owner: str
+    repo: str
+    issue_number: int
+    body: str
+    user_login: str
+    created_at: str
+    updated_at: str
+    bodies: list[str] = field(default_factory=list)  # every body it ever had, oldest first
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    method: str
+    path: str
+    status: int
+
+
+@dataclass(frozen=True)
+class WebhookDelivery:
+    event: str
+    delivery_id: str
+    url: str
+    body: bytes
+    headers: dict[str, str]
+    status: int
+    response: str
+
+
+@dataclass
+class Repo:
+    owner: str
+    name: str
+    id: int
+    installation_id: int
+    default_branch: str
+    owner_type: str
+    owner_id: int
+    git_dir: Path | None
+    created_at: str
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+
+@dataclass
+class Fault:
+    method: str
+    path: re.Pattern[str]
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str]
+    times: int
+
+
+@dataclass
+class Hook:
+    method: str
+    path: re.Pattern[str]
+    action: Callable[[], None]
+    times: int
+
+
+class ApiError(Exception):
+    """Answer the current request with `status` and a GitHub-shaped error body."""
+
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body: dict[str, Any] = {
+            "message": message,
+            **extra,
+            "documentation_url": extra.get("documentation_url", DOCS),
+            "status": str(status),
+        }
+
+
+Handler = Callable[["Request"], tuple[int, Any]]
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    params: dict[str, str]
+    query: dict[str, list[str]]
+    body: Any
+    raw: bytes
+    content_type: str
+    base: str  # scheme://host:port the client used, for URLs in responses
+    repo: Repo | None = None
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    pattern: re.Pattern[str]
+    handler: Handler
+    auth: str  # "jwt", "token" or "none"
+    schema: str | None
+
+
+def make_route(method: str, template: str, handler: Handler, auth: str, schema: bool) -> Route:
+    regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template)
+    key = f"{method} {template}" if schema else None
+    return Route(method, re.compile(f"^{regex}$"), handler, auth, key)
+
+
+@dataclass(frozen=True)
+class Page:
+    """A paginated list: the handler slices it with `page`/`per_page` and adds a Link header."""
+
+    items: list[dict[str, Any]]
+    request: Request
+
+
+@dataclass(frozen=True)
+class Html:
+    text: str
+
+
+@dataclass(frozen=True)
+class Redirect:
+    location: str

@@ -1,0 +1,54 @@
+"""One release, ready to render: where its manifests come from (`ChartSource`) and everything
+the render needs (`ReleaseSpec`). The layouts build these; `shared.engine.render` renders them
+and `shared.engine.charts` fetches remote chart sources."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SourceKind = Literal["chart", "remote-chart", "kustomize", "manifests"]
+
+
+@dataclass(frozen=True)
+class ChartSource:
+    """Where a release's manifests come from.
+
+    `path` is repo-relative for local sources; remote charts carry `ref` (`repo/chart` or
+    `oci://host/path/chart`), `version` and, for HTTP repositories, `repo_url`.
+    """
+
+    kind: SourceKind
+    path: str = ""
+    ref: str = ""
+    version: str | None = None
+    repo_url: str | None = None
+
+    def describe(self) -> str:
+        if self.kind == "remote-chart":
+            return f"{self.ref}@{self.version or 'latest'}"
+        return self.path
+
+
+@dataclass
+class ReleaseSpec:
+    """One release of one root, ready to render. `values` are final (plaintext)."""
+
+    root: str
+    deployment: str
+    name: str
+    namespace: str
+    source: ChartSource
+    values: dict[str, Any]
+    origin: str  # repo-relative file that declared the release, for error messages
+    labels: dict[str, str] = field(default_factory=dict)
+    json_patches: list[dict[str, Any]] = field(default_factory=list)
+    strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)
+    remove_labels: list[str] = field(default_factory=list)
+    crds: bool = True
+    hooks: bool = False
+    tests: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.deployment}/{self.name}" if self.deployment else self.name
