@@ -133,6 +133,6 @@ class GitActivities:
 
 
 def _checkout_name() -> str:
-    """The checkout directory: the workflow id, i.e. the deployment id for RenderWorkflow."""
+    """The checkout directory: the workflow id, i.e. the deployment id for DeploymentWorkflow."""
     workflow_id = activity.info().workflow_id or activity.info().activity_id
     return re.sub(r"[^A-Za-z0-9._-]", "-", workflow_id).strip("._-") or "checkout"

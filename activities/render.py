@@ -1,6 +1,6 @@
 """Render a root from a checkout into the blob store, and diff two stored renders.
 
-Both run on the worker that holds the checkout (the RenderWorkflow pins them to its queue).
+Both run on the worker that holds the checkout (the DeploymentWorkflow pins them to its queue).
 Only redacted files leave this module: `Fleet.render` returns the redacted twin in `files`
 (plaintext is available from the engine's `reveal()` to publishers that re-encrypt, never here).
 

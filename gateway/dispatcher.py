@@ -104,7 +104,7 @@ class Dispatcher(Protocol):
         ...
 
     async def review(self, deployment_id: str, review: ReviewSignal) -> Dispatched:
-        """Signal the RenderWorkflow of a deployment (id = deployment id)."""
+        """Signal the DeploymentWorkflow of a deployment (id = deployment id)."""
         ...
 
     async def unlock(self, repo: str, root: str, unlock: UnlockSignal) -> Dispatched:

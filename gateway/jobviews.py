@@ -63,7 +63,7 @@ class JobLinks(BaseModel):
     root_page: str
     commit: str | None
     check_runs: dict[int, str]  # check run id → its page on GitHub
-    workflow: str | None  # the RenderWorkflow in the Temporal UI
+    workflow: str | None  # the DeploymentWorkflow in the Temporal UI
     deploy_workflow: str | None  # the root's DeployWorkflow
 
 

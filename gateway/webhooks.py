@@ -14,7 +14,7 @@ Which events do what (anything else is answered 200 `ignored`):
 - `push` to the default branch (not tags, other branches or deletions) → start DispatchWorkflow
   `dispatch:<repo>:<after>`.
 - `check_run.requested_action` on a check run named `rollwright/<root>` of this App:
-  `approve` / `reject` → `review` signal to the RenderWorkflow named by the `external_id`;
+  `approve` / `reject` → `review` signal to the DeploymentWorkflow named by the `external_id`;
   `unlock` → `unlock` signal to `deploy:<repo>:<root>`.
 - `check_run.requested_action` on `rollwright/promote: <patch-id>` (a rollout's check run):
   `promote` / `halt` / `resume` → that signal to `promote:<repo>:<patch-id>`, with the

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shared.cli import main as cli
 from shared.engine.affected import affected_between
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
@@ -274,8 +275,6 @@ def test_affected_covers_every_root_whose_render_changed(
 
 
 def test_cli_roots_changed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from shared.cli import main as cli
-
     repo = build(tmp_path / "fleet")
     change(repo, {"deployments/g1/group.values.yaml": {"x": 2}})
     assert cli.main(["roots", "--repo", str(repo), "--changed", "HEAD~1..HEAD"]) == 0

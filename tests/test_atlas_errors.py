@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from shared.cli import main as cli
 from shared.engine.errors import FleetError
 from shared.engine.tree import WorkTree
 from shared.engine.validate import validate_fleet
@@ -247,8 +248,6 @@ def test_render_errors_name_root_and_release(tmp_path: Path) -> None:
 def test_cli_validate_prints_every_problem_and_exits_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shared.cli import main as cli
-
     base = fleet(
         tmp_path,
         {

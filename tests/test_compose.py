@@ -20,8 +20,12 @@ import yaml
 
 from shared.contracts.deploy import SEARCH_ATTRIBUTES, TASK_QUEUE, DeploymentRecord
 from shared.devstack.ports import free_port
+from shared.devstack.temporal import temporal_binary
 from shared.settings import Settings
+from shared.stores.blob_url import open_blob_store
+from shared.stores.sql import SqlStore
 from tests.support.postgres import postgres_server
+from tests.support.seaweed import seaweed_server
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = REPO / "docker-compose.yml"
@@ -297,7 +301,6 @@ def test_setup_script_names_every_search_attribute() -> None:
 def test_setup_script_against_a_real_temporal(tmp_path: Path) -> None:
     """deploy/temporal/setup.sh creates the namespace and registers the attributes as Keyword,
     and a second run changes nothing (the admin-tools image has the same `temporal` CLI)."""
-    from shared.devstack.temporal import temporal_binary
 
     binary = temporal_binary()
     port = free_port()
@@ -353,7 +356,6 @@ def test_postgres_init_script_and_sql_store(
 ) -> None:
     """deploy/compose/postgres-init.sh makes the role and database that the compose
     ROLLWRIGHT_DATABASE_URL names, and the SQL store works there with the psycopg driver."""
-    from shared.stores.sql import SqlStore
 
     socket_dir, port = postgres
     env = {
@@ -396,8 +398,6 @@ def test_compose_blob_store_on_a_real_seaweedfs(
     """SeaweedFS with the compose file's identities config, the bucket its s3-bucket job
     creates, and the worker's ROLLWRIGHT_* variables (endpoint moved to the test server):
     the settings open a blob store that writes, lists and reads there."""
-    from shared.stores.blob_url import open_blob_store
-    from tests.support.seaweed import seaweed_server
 
     env = _env(compose, "worker")
     s3_config = compose["configs"]["seaweedfs-s3"]["content"]

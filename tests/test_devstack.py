@@ -16,6 +16,7 @@ import sys
 import textwrap
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -77,7 +78,6 @@ def test_dev_server_registers_search_attributes_and_serves_ui(bare_stack: DevSta
     assert asyncio.run(temporal.ensure_search_attributes(client, "default")) == []
     ui = bare_stack.urls.temporal_ui
     assert ui is not None
-    import urllib.request
 
     with urllib.request.urlopen(ui, timeout=10) as response:
         assert response.status == 200
@@ -383,7 +383,6 @@ def test_rollwright_dev_runs_and_stops_cleanly(tmp_path: Path, stop_signal: sign
     assert f"gateway          http://127.0.0.1:{ports['--port']}" in output
     assert f"GitHub emulator  http://127.0.0.1:{ports['--emulator-port']}" in output
     assert f"acme/fleet → {repo}" in output
-    import urllib.request
 
     with urllib.request.urlopen(f"http://127.0.0.1:{ports['--port']}/healthz", timeout=10) as r:
         assert r.status == 200

@@ -2,7 +2,7 @@
 
 GitHub's own example payloads from ../shared/fixtures/github/webhooks/ are loaded, their
 repository / branch / sha fields changed in memory, signed here and posted. Recording workflows
-registered under the real names (DispatchWorkflow, DeployWorkflow, RenderWorkflow) run on a
+registered under the real names (DispatchWorkflow, DeployWorkflow, DeploymentWorkflow) run on a
 real worker and say, through a query, exactly what input and signals reached them; the history
 counts signals so "no second effect" is checked exactly, not by waiting.
 
@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import pytest
 from fastapi.testclient import TestClient
@@ -46,15 +47,15 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from gateway.app import create_app
 from shared.contracts.deploy import (
     DEPLOY_WORKFLOW,
+    DEPLOYMENT_WORKFLOW,
     DISPATCH_WORKFLOW,
-    RENDER_WORKFLOW,
     SIGNAL_NEW_REVISION,
     SIGNAL_REVIEW,
     SIGNAL_UNLOCK,
     DeployInput,
+    DeploymentInput,
     DispatchInput,
     NewRevision,
-    RenderInput,
     RepoRef,
     ReviewSignal,
     UnlockSignal,
@@ -90,7 +91,7 @@ class DeploySeen(BaseModel):
 
 
 class RenderSeen(BaseModel):
-    input: RenderInput
+    input: DeploymentInput
     reviews: list[ReviewSignal]
 
 
@@ -134,15 +135,15 @@ class RecordingDeploy:
         return DeploySeen(input=self.inp, revisions=self.revisions, unlocks=self.unlocks)
 
 
-@workflow.defn(name=RENDER_WORKFLOW)
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
 class RecordingRender:
     @workflow.init
-    def __init__(self, inp: RenderInput) -> None:
+    def __init__(self, inp: DeploymentInput) -> None:
         self.inp = inp
         self.reviews: list[ReviewSignal] = []
 
     @workflow.run
-    async def run(self, inp: RenderInput) -> None:
+    async def run(self, inp: DeploymentInput) -> None:
         await workflow.wait_condition(lambda: False)
 
     @workflow.signal(name=SIGNAL_REVIEW)
@@ -549,8 +550,6 @@ def test_push_to_a_repo_whose_default_branch_is_main(
 
 
 def test_form_encoded_push_is_read_too(client: TestClient, temporal: Temporal) -> None:
-    from urllib.parse import urlencode
-
     payload, full_name = push_payload()
     body = urlencode({"payload": json.dumps(payload)}).encode()
     signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
@@ -603,7 +602,7 @@ def test_redelivered_push_has_no_second_effect(client: TestClient, temporal: Tem
 def test_redelivered_approve_signals_once(client: TestClient, temporal: Temporal) -> None:
     deployment_id = str(uuid.uuid4())
     payload, full_name = action_payload("approve", "staging/cluster-a", deployment_id)
-    temporal.start(RENDER_WORKFLOW, _render_input(full_name, deployment_id), deployment_id)
+    temporal.start(DEPLOYMENT_WORKFLOW, _render_input(full_name, deployment_id), deployment_id)
     delivery = str(uuid.uuid4())
     assert post(client, "check_run", payload, delivery=delivery).status_code == 202
     assert post(client, "check_run", payload, delivery=delivery).json()["status"] == "duplicate"
@@ -700,9 +699,9 @@ def test_unknown_check_run_action_is_ignored(client: TestClient, temporal: Tempo
 # --------------------------------------------------------------------------- buttons
 
 
-def _render_input(full_name: str, deployment_id: str) -> RenderInput:
+def _render_input(full_name: str, deployment_id: str) -> DeploymentInput:
     owner, name = full_name.split("/")
-    return RenderInput(
+    return DeploymentInput(
         deployment_id=deployment_id,
         repo=RepoRef(owner=owner, name=name),
         root="staging/cluster-a",
@@ -717,7 +716,7 @@ def test_review_button_signals_the_render_workflow_named_by_external_id(
 ) -> None:
     deployment_id = str(uuid.uuid4())
     payload, full_name = action_payload(decision, "staging/cluster-a", deployment_id)
-    temporal.start(RENDER_WORKFLOW, _render_input(full_name, deployment_id), deployment_id)
+    temporal.start(DEPLOYMENT_WORKFLOW, _render_input(full_name, deployment_id), deployment_id)
     answer = post(client, "check_run", payload)
     assert answer.status_code == 202, answer.text
     assert answer.json()["workflow_id"] == deployment_id
@@ -772,7 +771,7 @@ def test_button_on_a_check_run_that_is_not_ours_is_ignored(
 ) -> None:
     deployment_id = str(uuid.uuid4())
     payload, full_name = action_payload("approve", "staging/cluster-a", deployment_id)
-    temporal.start(RENDER_WORKFLOW, _render_input(full_name, deployment_id), deployment_id)
+    temporal.start(DEPLOYMENT_WORKFLOW, _render_input(full_name, deployment_id), deployment_id)
     payload["check_run"].update(change)
     delivery = str(uuid.uuid4())
     answer = post(client, "check_run", payload, delivery=delivery)

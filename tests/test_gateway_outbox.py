@@ -26,7 +26,7 @@ from gateway.dispatcher import TemporalDispatcher
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import OutboxDrainer, OutboxOptions
 from shared.contracts.deploy import (
-    RENDER_WORKFLOW,
+    DEPLOYMENT_WORKFLOW,
     DispatchInput,
     NewRevision,
     RepoRef,
@@ -169,7 +169,7 @@ def test_delivery_accepted_while_temporal_is_down_is_performed_when_it_returns(
     settings = _settings(tmp_path, proxy.address)
     deployment_id = str(uuid.uuid4())
     approve, approve_repo = action_payload("approve", "staging/cluster-a", deployment_id)
-    temporal.start(RENDER_WORKFLOW, _render_input(approve_repo, deployment_id), deployment_id)
+    temporal.start(DEPLOYMENT_WORKFLOW, _render_input(approve_repo, deployment_id), deployment_id)
     payload, full_name = push_payload()
     dispatch_id = dispatch_workflow_id(full_name, payload["after"])
     with TestClient(create_app(settings, outbox=FAST)) as gateway:

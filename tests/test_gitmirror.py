@@ -154,10 +154,10 @@ def test_unreachable_remote_is_a_retryable_error(tmp_path: Path, mirror: GitMirr
 def test_token_goes_in_the_environment_not_the_command_line(mirror: GitMirror) -> None:
     ref = RepoRef(owner="acme", name="fleet", clone_url="https://github.invalid/acme/fleet.git")
     with_token = GitMirror(mirror.git_dir, token_for=lambda r: "ghs_secret")
-    env = with_token._env(ref)
+    env = with_token.env_for(ref)
     headers = [v for k, v in env.items() if k.startswith("GIT_CONFIG_VALUE_")]
     assert len(headers) == 1 and headers[0].startswith("AUTHORIZATION: basic ")
     assert "ghs_secret" not in headers[0]  # base64 of x-access-token:<token>
     assert env["GIT_TERMINAL_PROMPT"] == "0"
     local = RepoRef(owner="acme", name="fleet", clone_url="/srv/fleet")
-    assert not any(k.startswith("GIT_CONFIG_VALUE_") for k in with_token._env(local))
+    assert not any(k.startswith("GIT_CONFIG_VALUE_") for k in with_token.env_for(local))

@@ -28,6 +28,7 @@ from activities.joblog import JobLog
 from gateway.app import create_app
 from gateway.dispatcher import Dispatched, Dispatcher, DispatchError
 from shared.contracts.deploy import TERMINAL_STATES, DeploymentRecord, NewRevision, RepoRef
+from shared.devstack import credentials
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.ports import free_port
 from shared.review.diff import diff_renders
@@ -35,6 +36,7 @@ from shared.review.diffdoc import diff_document, document_key
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore, job_log_key
 from shared.stores.sql import SqlStore
+from tests.conftest import commit_all, init_repo
 from tests.support.loopback import LoopbackServer
 
 REPO = "acme/fleet"
@@ -396,8 +398,6 @@ class Hooks(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def emulator(tmp_path: Path) -> Iterator[tuple[GitHubEmulator, list[tuple[str, dict[str, Any]]]]]:
-    from shared.devstack import credentials
-
     key_file = tmp_path / "app.pem"
     credentials.ensure_app_key(key_file)
     Hooks.received = []
@@ -509,7 +509,7 @@ def deploy(
     if token is not None:
         env["ROLLWRIGHT_API_TOKEN"] = token
     return subprocess.run(
-        [sys.executable, "-m", "shared.cli.main", "deploy", *args, "--url", url],
+        [sys.executable, "-m", "shared.cli", "deploy", *args, "--url", url],
         capture_output=True,
         text=True,
         env=env,
@@ -557,8 +557,6 @@ def test_rollwright_deploy_errors(served: tuple[World, str], tmp_path: Path) -> 
 def test_rollwright_deploy_resolves_a_short_revision_and_the_origin_remote(
     served: tuple[World, str], tmp_path: Path
 ) -> None:
-    from tests.conftest import commit_all, init_repo
-
     world, url = served
     repo = init_repo(tmp_path / "clone")
     (repo / "x").write_text("x\n")

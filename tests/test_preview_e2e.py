@@ -218,16 +218,16 @@ class Fleet:
 
     def open(self, files: dict[str, Any], message: str = "change") -> str:
         head = self.on_branch(files, message)
-        self._send(OPENED, head)
+        self.send(OPENED, head)
         return head
 
     def push(self, files: dict[str, Any], message: str = "change") -> str:
         before = self.head(self.branch)
         head = self.on_branch(files, message)
-        self._send(SYNCHRONIZE, head, before=before)
+        self.send(SYNCHRONIZE, head, before=before)
         return head
 
-    def _send(self, fixture: str, head: str, before: str | None = None) -> None:
+    def send(self, fixture: str, head: str, before: str | None = None) -> None:
         emulator = self.stack.emulator
         emulator.set_pull(
             OWNER, self.name, self.pr, head_sha=head, head_ref=self.branch, base_ref="main"
@@ -398,7 +398,7 @@ def test_a_conflicting_pr_renders_its_head_with_a_merge_ref_warning(stack: Stack
     fleet.on_branch(greeting("g/c1", "from the branch"), "branch")
     fleet.on_main(greeting("g/c1", "from main"), "main moves on")  # conflicts
     head = fleet.head(fleet.branch)
-    fleet._send(OPENED, head)
+    fleet.send(OPENED, head)
     run = fleet.finished_run(head)
     assert run.conclusion == "success"
     assert "merge ref missing (conflicts?)" in run.output["summary"]

@@ -12,6 +12,10 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from activities.preview import outcome_of
+from shared.contracts.deploy import RepoRef
+from shared.contracts.preview import PreviewBuildRequest, PreviewRevisions
+from shared.github.app import CheckRunOutput
 from shared.github.limits import OUTPUT_LIMIT
 from shared.review.diff import FileDiff, RenderDiff, diff_renders
 from shared.review.markdown import report_markdown
@@ -283,10 +287,6 @@ def test_the_check_run_summary_fits_and_escapes_what_the_report_quotes() -> None
     """The summary is its own 65,535-byte field: long one-line warnings (an unreadable base
     fleet quoting a file), many base-side errors and HTML in them can neither overflow it nor
     open markup in it."""
-    from activities.preview import outcome_of
-    from shared.contracts.deploy import RepoRef
-    from shared.contracts.preview import PreviewBuildRequest, PreviewRevisions
-    from shared.github.app import CheckRunOutput
 
     huge = "the base revision cannot be read: <details><summary>x " + "y" * 20_000
     roots = [

@@ -17,7 +17,13 @@ from botocore.exceptions import ClientError
 from temporalio.exceptions import ApplicationError
 
 from activities import publish as publish_activity
-from activities.publish_s3 import ERR_POINTER_MOVED, POINTER, S3Publisher, read_manifest
+from activities.publish_s3 import (
+    ERR_POINTER_MOVED,
+    POINTER,
+    S3Publisher,
+    pointer_text,
+    read_manifest,
+)
 from shared.contracts.deploy import ERR_FLEET
 from shared.engine.render import Render, kubectl_binary
 from tests.publish_support import (
@@ -248,8 +254,6 @@ def test_the_blob_store_is_not_a_target(tmp_path: Path, s3_server: S3Server, buc
 
 
 def test_kustomization_pointer_is_valid_yaml() -> None:
-    from activities.publish_s3 import pointer_text
-
     text = pointer_text({"deployment_id": "d"}, ["a b.yaml", "x.txt"], "d/")
     doc = yaml.safe_load(text)
     assert doc["kind"] == "Kustomization"

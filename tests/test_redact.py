@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 from typing import Any
 
 import pytest
@@ -248,8 +249,6 @@ def test_redacted_span_cannot_spell_another_secret() -> None:
 
 
 def test_many_secrets_over_a_large_render_stay_fast() -> None:
-    import time
-
     secrets = [f"secret-{i:04d}-{'x' * (i % 17)}" for i in range(500)]
     redactor = Redactor(secrets)
     text = ("ordinary manifest text with names, labels and numbers 12345 " * 40 + "\n") * 800

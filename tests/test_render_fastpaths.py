@@ -99,14 +99,14 @@ def test_dump_cache_tells_equal_looking_documents_apart() -> None:
         for value in variants:
             doc = {**base, "data": {"v": value}}
             text = manifests.dump(Resource(doc, "t"))
-            assert text == yamldoc._pyyaml_dumps(doc)
+            assert text == yamldoc.reference_dumps(doc)
             seen.add(text)
     assert len(seen) == len(variants)
     shared = {"k": "v"}
     aliased = {**base, "a": shared, "b": shared}
     copied = {**base, "a": {"k": "v"}, "b": {"k": "v"}}
-    assert manifests.dump(Resource(aliased, "t")) == yamldoc._pyyaml_dumps(aliased)
-    assert manifests.dump(Resource(copied, "t")) == yamldoc._pyyaml_dumps(copied)
+    assert manifests.dump(Resource(aliased, "t")) == yamldoc.reference_dumps(aliased)
+    assert manifests.dump(Resource(copied, "t")) == yamldoc.reference_dumps(copied)
     assert "&id001" in manifests.dump(Resource(aliased, "t"))
 
 

@@ -20,6 +20,7 @@ from sqlalchemy.pool import NullPool
 
 from shared.cli.main import main
 from shared.contracts.deploy import DeploymentRecord
+from shared.devstack.ports import free_port
 from shared.stores import schema as dbschema
 from shared.stores.sql import (
     Base,
@@ -230,8 +231,6 @@ def test_db_commands(empty_sql_url: str, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_db_commands_say_what_failed(capsys: pytest.CaptureFixture[str]) -> None:
-    from shared.devstack.ports import free_port
-
     url = f"postgresql+psycopg://rollwright:hunter2@127.0.0.1:{free_port()}/rollwright"
     assert main(["db", "upgrade", "--database", url]) == 1
     err = capsys.readouterr().err

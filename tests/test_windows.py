@@ -11,11 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shared.cli.main import main
 from shared.engine import fleetconfig
 from shared.engine.errors import FleetErrors
 from shared.engine.fleetconfig import RolloutSettings
 from shared.engine.tree import WorkTree
 from shared.engine.windows import window_state
+from tests.conftest import copy_example
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -260,9 +262,6 @@ def test_rollout_errors_name_file_key_and_line(tmp_path: Path, text: str, expect
 def test_cli_reports_rollout_errors_with_lines(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shared.cli.main import main
-    from tests.conftest import copy_example
-
     repo = copy_example("dimensions-fleet", tmp_path / "fleet")
     (repo / "rollwright.yaml").write_text(
         "rollout:\n  windows:\n    - allow: 'every day'\n      duration: 1h\n"

@@ -1,4 +1,4 @@
-"""DeployWorkflow + RenderWorkflow on the time-skipping server: the Neptune scenarios.
+"""DeployWorkflow + DeploymentWorkflow on the time-skipping server: the Neptune scenarios.
 
 Every test starts its own test server (about 0.1 s) with fresh activity doubles (see
 tests/support/deploy_world.py); days of review timeout and idle hours pass instantly.
@@ -42,7 +42,7 @@ from tests.support.deploy_world import (
     time_between,
     until,
 )
-from workflows.deployment import PUBLISH_RETRY
+from workflows.calls import PUBLISH_RETRY
 from workflows.searchattrs import keyword
 
 ROOT = "staging/cluster-a"

@@ -23,9 +23,9 @@ from shared.contracts.deploy import (
     DISPATCH_WORKFLOW,
     TASK_QUEUE,
     AffectedResult,
+    DeploymentInput,
+    DeploymentResult,
     DispatchInput,
-    RenderInput,
-    RenderResult,
     dispatch_workflow_id,
 )
 from tests.support.deploy_versions import (
@@ -45,7 +45,7 @@ from tests.support.deploy_world import (
     until,
 )
 from workflows.deploy import DeployWorkflow
-from workflows.deployment import RenderWorkflow
+from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
 
 ROOT = "prod/eu-west"
@@ -132,15 +132,15 @@ def test_histories_replay_deterministically(histories: list[WorkflowHistory]) ->
 
 
 @workflow.defn(name="RenderWorkflow")
-class _ChangedRenderWorkflow:
-    """RenderWorkflow with one extra activity up front: a change without workflow.patched."""
+class _ChangedDeploymentWorkflow:
+    """DeploymentWorkflow with one extra activity up front: a change without workflow.patched."""
 
     @workflow.run
-    async def run(self, inp: RenderInput) -> RenderResult:
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
         await workflow.execute_activity(
             "worker_task_queue", start_to_close_timeout=timedelta(seconds=5)
         )
-        return await RenderWorkflow().run(inp)
+        return await DeploymentWorkflow().run(inp)
 
 
 def test_replay_catches_a_nondeterministic_change(histories: list[WorkflowHistory]) -> None:
@@ -149,12 +149,30 @@ def test_replay_catches_a_nondeterministic_change(histories: list[WorkflowHistor
 
     async def replay() -> Any:
         replayer = Replayer(
-            workflows=[_ChangedRenderWorkflow], data_converter=pydantic_data_converter
+            workflows=[_ChangedDeploymentWorkflow], data_converter=pydantic_data_converter
         )
         return await replayer.replay_workflow(renders[0], raise_on_replay_failure=False)
 
     result = asyncio.run(replay())
     assert result.replay_failure is not None
+
+
+def test_deployments_keep_their_registered_workflow_type(
+    histories: list[WorkflowHistory],
+) -> None:
+    """The class is DeploymentWorkflow since the restructuring; histories in flight name the
+    type "RenderWorkflow", and they replay on the renamed class."""
+    renders = [h for h in histories if h.workflow_id not in _deploy_and_dispatch_ids()]
+    types = {
+        h.events[0].workflow_execution_started_event_attributes.workflow_type.name for h in renders
+    }
+    assert types == {"RenderWorkflow"}
+
+    async def replay() -> Any:
+        replayer = Replayer(workflows=[DeploymentWorkflow], data_converter=pydantic_data_converter)
+        return [await replayer.replay_workflow(h, raise_on_replay_failure=False) for h in renders]
+
+    assert [r.replay_failure for r in asyncio.run(replay())] == [None] * len(renders)
 
 
 def test_a_history_from_before_queued_items_were_recorded_replays() -> None:
@@ -163,7 +181,7 @@ def test_a_history_from_before_queued_items_were_recorded_replays() -> None:
 
     async def scenario() -> WorkflowHistory:
         world = World()
-        old = [DeployBeforeRecordQueued, RenderWorkflow, DispatchWorkflow]
+        old = [DeployBeforeRecordQueued, DeploymentWorkflow, DispatchWorkflow]
         async with harness(world, workflows=old) as h:
             deploy = await h.push(ROOT, A)
             first = await h.awaiting_review(ROOT, A)
@@ -188,7 +206,7 @@ def test_a_history_that_picked_the_next_item_before_a_signal_replays() -> None:
         world = World(latest={ROOT: latest(L, trigger="manual")})  # locked: A waits
         release = asyncio.Event()
         world.record_holds[(A, "queued")] = release
-        old = [DeployBeforeSignalsFirst, RenderWorkflow, DispatchWorkflow]
+        old = [DeployBeforeSignalsFirst, DeploymentWorkflow, DispatchWorkflow]
         async with harness(world, workflows=old) as h:
             deploy = await h.push(ROOT, A)
             await until(lambda: world.held, "A's queued row being recorded")
@@ -210,7 +228,7 @@ def _replay_failure(history: WorkflowHistory, deploy: type) -> Exception | None:
 
     async def replay() -> Any:
         replayer = Replayer(
-            workflows=[deploy, RenderWorkflow, DispatchWorkflow],
+            workflows=[deploy, DeploymentWorkflow, DispatchWorkflow],
             data_converter=pydantic_data_converter,
         )
         return await replayer.replay_workflow(history, raise_on_replay_failure=False)

@@ -1,7 +1,7 @@
 """yamldoc's fast paths against plain PyYAML: same documents loaded, same bytes dumped.
 
 `loads_all` and `dumps` walk libyaml's nodes directly and memoise tag resolution; plain
-PyYAML (`_pyyaml_loads_all`, `_pyyaml_dumps`) is the reference they must match exactly,
+PyYAML (`reference_loads_all`, `reference_dumps`) is the reference they must match exactly,
 YAML 1.1 quirks included. Every comparison runs twice so warm caches are checked as well.
 """
 
@@ -87,11 +87,11 @@ def same(a: Any, b: Any, seen: set[tuple[int, int]] | None = None) -> bool:
 def check_load(text: str) -> list[Any]:
     for _ in range(2):
         try:
-            expected = yamldoc._pyyaml_loads_all(text)
+            expected = yamldoc.reference_loads_all(text)
         except yaml.YAMLError as err:  # the reference fails: the fast path must fail alike
             with pytest.raises(FleetError) as fast:
                 yamldoc.loads_all(text, "x.yaml")
-            assert str(fast.value) == str(yamldoc._syntax_error(err, "x.yaml"))
+            assert str(fast.value) == str(yamldoc.syntax_error(err, "x.yaml"))
             return []
         got = yamldoc.loads_all(text, "x.yaml")
         assert same(got, expected), (text, got, expected)
@@ -124,9 +124,9 @@ def test_syntax_errors_are_the_same_fleet_errors(text: str) -> None:
     with pytest.raises(FleetError) as fast:
         yamldoc.loads_all(text, "x.yaml")
     try:
-        yamldoc._pyyaml_loads_all(text)
+        yamldoc.reference_loads_all(text)
     except yaml.YAMLError as err:
-        expected = yamldoc._syntax_error(err, "x.yaml")
+        expected = yamldoc.syntax_error(err, "x.yaml")
     else:  # pragma: no cover - the corpus holds broken documents only
         pytest.fail("reference loaded a broken document")
     assert str(fast.value) == str(expected)
@@ -150,11 +150,11 @@ def test_repo_yaml_files_load_and_dump_like_pyyaml() -> None:
     for path in files:
         text = path.read_text(encoding="utf-8")
         try:
-            yamldoc._pyyaml_loads_all(text)
+            yamldoc.reference_loads_all(text)
         except yaml.YAMLError:
             continue  # fixtures with deliberate mistakes: covered by the error tests
         for doc in check_load(text):
-            assert yamldoc.dumps(doc) == yamldoc._pyyaml_dumps(doc), path
+            assert yamldoc.dumps(doc) == yamldoc.reference_dumps(doc), path
 
 
 def test_golden_files_are_fixed_points() -> None:
@@ -172,17 +172,17 @@ def test_golden_files_are_fixed_points() -> None:
 def test_dump_of_loaded_corpus_matches_pyyaml(text: str) -> None:
     for doc in check_load(text):
         for _ in range(2):
-            assert yamldoc.dumps(doc) == yamldoc._pyyaml_dumps(doc)
+            assert yamldoc.dumps(doc) == yamldoc.reference_dumps(doc)
 
 
 def test_dump_shares_like_pyyaml_and_falls_back_for_other_types() -> None:
     shared = {"k": [1, 2]}
     data: dict[str, Any] = {"a": shared, "b": shared, "c": [shared]}
     assert "&id001" in yamldoc.dumps(data)
-    assert yamldoc.dumps(data) == yamldoc._pyyaml_dumps(data)
+    assert yamldoc.dumps(data) == yamldoc.reference_dumps(data)
     loop: dict[str, Any] = {"x": 1}
     loop["self"] = loop
-    assert yamldoc.dumps(loop) == yamldoc._pyyaml_dumps(loop)
+    assert yamldoc.dumps(loop) == yamldoc.reference_dumps(loop)
     others = {
         "when": datetime.datetime(2024, 1, 2, 3, 4, 5),
         "day": datetime.date(2024, 1, 2),
@@ -190,7 +190,7 @@ def test_dump_shares_like_pyyaml_and_falls_back_for_other_types() -> None:
         "pair": (1, "a"),
         "set": {1, 2},
     }
-    assert yamldoc.dumps(others) == yamldoc._pyyaml_dumps(others)
+    assert yamldoc.dumps(others) == yamldoc.reference_dumps(others)
 
 
 class StrSub(str):
@@ -199,7 +199,7 @@ class StrSub(str):
 
 def test_dump_of_str_subclass_fails_like_pyyaml() -> None:
     with pytest.raises(yaml.representer.RepresenterError):
-        yamldoc._pyyaml_dumps({"a": StrSub("x")})
+        yamldoc.reference_dumps({"a": StrSub("x")})
     with pytest.raises(yaml.representer.RepresenterError):
         yamldoc.dumps({"a": StrSub("x")})
 
@@ -274,11 +274,11 @@ trees = st.recursive(
 @settings(max_examples=400, deadline=None)
 @given(trees)
 def test_dump_matches_pyyaml_on_random_trees(data: Any) -> None:
-    expected = yamldoc._pyyaml_dumps(data)
+    expected = yamldoc.reference_dumps(data)
     assert yamldoc.dumps(data) == expected
     assert yamldoc.dumps(data) == expected
     # and what we write reads back as PyYAML reads it
-    assert same(yamldoc.loads_all(expected, "x.yaml"), yamldoc._pyyaml_loads_all(expected))
+    assert same(yamldoc.loads_all(expected, "x.yaml"), yamldoc.reference_loads_all(expected))
 
 
 @settings(max_examples=200, deadline=None)
@@ -312,7 +312,7 @@ deep = st.recursive(
 @given(deep)
 def test_dump_matches_pyyaml_near_the_line_width(data: Any) -> None:
     """Scalars with spaces at every indentation: libyaml wraps past column 80."""
-    assert yamldoc.dumps(data) == yamldoc._pyyaml_dumps(data)
+    assert yamldoc.dumps(data) == yamldoc.reference_dumps(data)
 
 
 def test_dump_block_layout_matches_pyyaml() -> None:
@@ -329,10 +329,10 @@ def test_dump_block_layout_matches_pyyaml() -> None:
         None: "null key",
         2.5: "float key",
     }
-    assert yamldoc.dumps(data) == yamldoc._pyyaml_dumps(data)
-    assert yamldoc.dumps([[], {}, [[1]]]) == yamldoc._pyyaml_dumps([[], {}, [[1]]])
-    assert yamldoc.dumps({}) == yamldoc._pyyaml_dumps({}) == "{}\n"
-    assert yamldoc.dumps([]) == yamldoc._pyyaml_dumps([])
+    assert yamldoc.dumps(data) == yamldoc.reference_dumps(data)
+    assert yamldoc.dumps([[], {}, [[1]]]) == yamldoc.reference_dumps([[], {}, [[1]]])
+    assert yamldoc.dumps({}) == yamldoc.reference_dumps({}) == "{}\n"
+    assert yamldoc.dumps([]) == yamldoc.reference_dumps([])
 
 
 @pytest.mark.parametrize("depth", range(0, 16, 3))
@@ -343,7 +343,7 @@ def test_dump_wraps_where_libyaml_wraps(depth: int) -> None:
         for level in range(depth):
             data = {"key": data} if level % 2 else [data]
         data = {"top": data, "item": [text]}
-        assert yamldoc.dumps(data) == yamldoc._pyyaml_dumps(data), (depth, n)
+        assert yamldoc.dumps(data) == yamldoc.reference_dumps(data), (depth, n)
 
 
 # --- yamldoc.Similar: texts that differ from the previous one in a few scalars --------------
@@ -434,20 +434,20 @@ def outcome(load: Callable[[], list[Any]]) -> Any:
     except FleetError as err:
         return ("error", str(err))
     except yaml.YAMLError as err:
-        return ("error", str(yamldoc._syntax_error(err, "t.yaml")))
+        return ("error", str(yamldoc.syntax_error(err, "t.yaml")))
     except (ValueError, TypeError, OverflowError) as err:  # PyYAML's constructors: `!!int x`
-        return ("error", str(yamldoc._value_error(err, "t.yaml")))
+        return ("error", str(yamldoc.value_error(err, "t.yaml")))
 
 
 def check_similar(base: str, text: str) -> None:
     similar = yamldoc.Similar()
-    assert same(similar.loads_all(base, "t.yaml", key="k"), yamldoc._pyyaml_loads_all(base))
+    assert same(similar.loads_all(base, "t.yaml", key="k"), yamldoc.reference_loads_all(base))
     got = outcome(lambda: similar.loads_all(text, "t.yaml", key="k"))
-    want = outcome(lambda: yamldoc._pyyaml_loads_all(text))
+    want = outcome(lambda: yamldoc.reference_loads_all(text))
     assert same(got, want), (text, got, want)
     # and again, now that the mutated text is the kept one, back to the base
     if not isinstance(got, tuple):
-        assert same(similar.loads_all(base, "t.yaml", key="k"), yamldoc._pyyaml_loads_all(base))
+        assert same(similar.loads_all(base, "t.yaml", key="k"), yamldoc.reference_loads_all(base))
 
 
 def test_similar_builds_changed_values_without_a_parse() -> None:
@@ -461,7 +461,7 @@ def test_similar_builds_changed_values_without_a_parse() -> None:
     )
     assert similar.skeletons["k"].patch(text) is not None
     docs = similar.loads_all(text, "t.yaml", key="k")
-    assert same(docs, yamldoc._pyyaml_loads_all(text))
+    assert same(docs, yamldoc.reference_loads_all(text))
     assert docs[0]["spec"]["replicas"] == 3 and docs[0]["metadata"]["name"] == "app01"
     env = docs[0]["spec"]["template"]["spec"]["containers"][0]["env"]
     assert env[1]["value"] is False  # YAML 1.1: `off`
@@ -487,7 +487,7 @@ def test_similar_matches_pyyaml_on_mutated_manifests(changes: list[tuple[int, st
 def test_similar_matches_pyyaml_on_mutated_random_documents(
     data: Any, changes: list[tuple[int, str]]
 ) -> None:
-    base = yamldoc._pyyaml_dumps(data)
+    base = yamldoc.reference_dumps(data)
     check_similar(base, mutate(base, changes))
 
 
@@ -526,7 +526,7 @@ def test_similar_resolves_changed_words_like_pyyaml(changes: list[tuple[int, str
     takes = all(
         (value[0] == skeleton.slots[i].style)
         if skeleton.slots[i].style
-        else bool(yamldoc._SAFE_PLAIN.fullmatch(value))
+        else bool(yamldoc.SAFE_PLAIN.fullmatch(value))
         for i, value in dict(changes).items()  # the last change of a line counts
     )
     assert (skeleton.patch(text) is not None) == takes
@@ -538,7 +538,7 @@ def test_similar_keeps_no_skeleton_where_lines_cannot_be_trusted() -> None:
     assert similar.loads_all(duplicate, "t.yaml", key="dup") == [{"a": 3, "b": 2}]
     assert "dup" not in similar.skeletons
     changed = "a: 5\nb: 2\na: 3\n"
-    assert similar.loads_all(changed, "t.yaml", key="dup") == yamldoc._pyyaml_loads_all(changed)
+    assert similar.loads_all(changed, "t.yaml", key="dup") == yamldoc.reference_loads_all(changed)
     crlf = "a: 1\r\nb: 2\r\n"
     similar.loads_all(crlf, "t.yaml", key="crlf")
     assert "crlf" not in similar.skeletons

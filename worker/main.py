@@ -5,7 +5,7 @@ Two Temporal workers share one process and one client (pydantic data converter):
 - the shared task queue (`settings.task_queue`): every workflow and every activity;
 - this worker's own queue (`settings.worker_task_queue`, `<task_queue>/<worker_id>`): the
   activities a deployment pins to the worker holding its checkout (checkout, render, diff,
-  publish, cleanup). A RenderWorkflow learns the name from `worker_task_queue`, which runs
+  publish, cleanup). A DeploymentWorkflow learns the name from `worker_task_queue`, which runs
   on the shared queue and so is answered by whichever worker picked the deployment up.
 
 A worker that dies takes its queue with it: the pinned activities' schedule-to-start timeout
@@ -33,12 +33,18 @@ from shared.contracts.deploy import REVIEW_TIMEOUT_SECONDS
 from shared.settings import Settings
 from worker.logs import configure_logging
 from workflows.deploy import DeployWorkflow
-from workflows.deployment import RenderWorkflow
+from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
 from workflows.preview import PreviewWorkflow
 from workflows.promotion import PromotionWorkflow
 
-WORKFLOWS = [DispatchWorkflow, DeployWorkflow, RenderWorkflow, PreviewWorkflow, PromotionWorkflow]
+WORKFLOWS = [
+    DispatchWorkflow,
+    DeployWorkflow,
+    DeploymentWorkflow,
+    PreviewWorkflow,
+    PromotionWorkflow,
+]
 # A checkout lives while its deployment waits for review (up to 7 days); older ones were left
 # by a worker that died and are removed at start.
 STALE_CHECKOUT_SECONDS = REVIEW_TIMEOUT_SECONDS + 24 * 3600

@@ -1,7 +1,16 @@
-"""Activity call options in one place: short store/GitHub calls and long pinned-worker calls."""
+"""Every activity call's options, in one table, and the one function that makes the calls.
+
+    ref = await calls.run(ACT_CHECK_RUN, request, options=calls.GITHUB, result_type=CheckRunRef)
+
+Long work heartbeats every 5 s and is declared dead after a minute without one; work pinned to
+the worker that holds a checkout also has a schedule-to-start timeout, so a worker that
+vanished is noticed instead of waited for. Changing a value here changes only new activity
+schedules: options are not part of a history's determinism.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -10,42 +19,88 @@ from temporalio.common import RetryPolicy
 
 T = TypeVar("T")
 
+
+@dataclass(frozen=True)
+class Options:
+    """How long one kind of activity may run and how it is retried."""
+
+    timeout: timedelta  # start to close
+    retry: RetryPolicy | None = None  # None: Temporal's default (backoff, no attempt limit)
+    heartbeat: timedelta | None = None
+    schedule_to_start: timedelta | None = None
+
+
+_BEAT = timedelta(minutes=1)
+_PINNED_START = timedelta(minutes=2)
+_PINNED_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1), maximum_attempts=5)
+# A row or a notification for people: a few quick attempts, then the workflow goes on.
+_FEW_QUICK = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3)
+
 # GitHub and the stores: short, retried with backoff until they answer.
-SHORT_TIMEOUT = timedelta(minutes=2)
-SHORT_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1))
-# Long work on the worker that holds the checkout: heartbeats every 5 s, declared dead after
-# 1 min; schedule_to_start notices a worker that vanished, so the deployment fails visibly.
-PINNED_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1), maximum_attempts=5)
+GITHUB = STORE = Options(timedelta(minutes=2), RetryPolicy(maximum_interval=timedelta(minutes=1)))
+# Recording a deployment's state or its queued row in SQL; notifying promotions.
+RECORD = Options(timedelta(seconds=30), _FEW_QUICK)
+NOTIFY = Options(timedelta(minutes=1), _FEW_QUICK)
+# Runs on the shared queue and names the worker's own queue (pins what follows to it).
+WORKER_QUEUE = Options(timedelta(seconds=30))
+
+# A deployment, pinned to the worker holding its checkout.
+CHECKOUT = Options(timedelta(minutes=20), _PINNED_RETRY, _BEAT, _PINNED_START)
+RENDER = Options(timedelta(minutes=30), _PINNED_RETRY, _BEAT, _PINNED_START)
+DIFF = Options(timedelta(minutes=10), _PINNED_RETRY, _BEAT, _PINNED_START)
+CLEANUP = Options(
+    timedelta(minutes=2), RetryPolicy(maximum_attempts=3), schedule_to_start=timedelta(minutes=1)
+)
+# Publishing is idempotent by deployment id (publishers check for it), so retrying after a
+# timeout cannot publish twice; still, a few attempts then a visible failure beat a loop.
+# The attempts span about four minutes (5 s, 10 s, 20 s, 40 s, then 1 min apart): a git host
+# or S3 endpoint that is away for a moment must not fail a reviewed deployment.
+PUBLISH_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=5),
+    maximum_interval=timedelta(minutes=1),
+    maximum_attempts=8,
+)
+PUBLISH = Options(timedelta(minutes=30), PUBLISH_RETRY, _BEAT)
+
+# Dispatch: which roots a push affects, then signalling their deploy queues.
+AFFECTED = Options(timedelta(minutes=15), RetryPolicy(maximum_interval=timedelta(minutes=1)), _BEAT)
+SIGNAL_DEPLOYS = Options(
+    timedelta(minutes=5), RetryPolicy(maximum_interval=timedelta(seconds=30)), _BEAT
+)
+
+# Promotion. Reading the fleet repo and latest.json is retried with backoff, never given up on
+# (a broken fleet repo is not an error here: the evaluation says so and the rollout is blocked).
+_PROMOTION_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), maximum_attempts=5)
+PROMOTION_TOUCHED = Options(timedelta(minutes=10), _PROMOTION_RETRY, _BEAT)
+PROMOTION_SIGNAL = Options(timedelta(minutes=5), _PROMOTION_RETRY, _BEAT)
+PROMOTION_READ = Options(
+    timedelta(minutes=10), RetryPolicy(maximum_interval=timedelta(minutes=5)), _BEAT
+)
+
+# Previews, pinned to one worker. The render heartbeats every 5 s; a cancellation reaches it
+# with a heartbeat answer, which the SDK sends at most every 0.8 × heartbeat timeout: 30 s
+# keeps that under half a minute.
+_PREVIEW_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1), maximum_attempts=3)
+PREVIEW_FETCH = Options(timedelta(minutes=20), _PREVIEW_RETRY, timedelta(seconds=30), _PINNED_START)
+PREVIEW_BUILD = Options(timedelta(minutes=30), _PREVIEW_RETRY, timedelta(seconds=30), _PINNED_START)
 
 
-async def short(name: str, arg: Any, result_type: type[T]) -> T:
-    result: T = await workflow.execute_activity(
-        name,
-        arg,
-        result_type=result_type,
-        start_to_close_timeout=SHORT_TIMEOUT,
-        retry_policy=SHORT_RETRY,
-    )
-    return result
-
-
-async def pinned(
+async def run(
     name: str,
-    arg: Any,
+    *args: Any,
+    options: Options,
     result_type: type[T],
-    *,
-    task_queue: str,
-    timeout: timedelta,
-    retry_policy: RetryPolicy = PINNED_RETRY,
+    task_queue: str | None = None,
 ) -> T:
+    """Execute activity `name` with `args` under `options` (on `task_queue` when pinned)."""
     result: T = await workflow.execute_activity(
         name,
-        arg,
+        args=list(args),
         result_type=result_type,
         task_queue=task_queue,
-        start_to_close_timeout=timeout,
-        schedule_to_start_timeout=timedelta(minutes=2),
-        heartbeat_timeout=timedelta(minutes=1),
-        retry_policy=retry_policy,
+        start_to_close_timeout=options.timeout,
+        schedule_to_start_timeout=options.schedule_to_start,
+        heartbeat_timeout=options.heartbeat,
+        retry_policy=options.retry,
     )
     return result

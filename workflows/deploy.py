@@ -15,7 +15,6 @@ from datetime import timedelta
 from typing import cast
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
@@ -37,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         CheckRunRef,
         CurrentDeployment,
         DeployInput,
+        DeploymentInput,
         DeploymentRecord,
         DeploymentState,
         DeploymentUpdate,
@@ -50,7 +50,6 @@ with workflow.unsafe.imports_passed_through():
         QueueItem,
         Relation,
         RelationRequest,
-        RenderInput,
         UnlockSignal,
     )
     from shared.contracts.promotion import (
@@ -59,18 +58,15 @@ with workflow.unsafe.imports_passed_through():
         NotifyPromotionsRequest,
     )
     from workflows import calls, searchattrs
-    from workflows.deployment import RenderWorkflow
+    from workflows.deployment import DeploymentWorkflow
 
 # Finished deployments are signalled to PromotionWorkflows (issue 7); older histories replay
 # without it. Only outcomes a rollout acts on are sent.
 PATCH_NOTIFY_PROMOTIONS = "deploy-notify-promotions"
 NOTIFY_STATES = frozenset({"published", "failed", "rejected", "timed_out"})
-NOTIFY_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3)
 # Queued items get their SQL row when they enter the queue (job pages, /roots); older
 # histories recorded a deployment only once it ran.
 PATCH_RECORD_QUEUED = "record-queued"
-# The row is for people: a few quick attempts, then only a warning (the queue goes on).
-RECORD_QUEUED_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3)
 # Signals that arrive during housekeeping's last activity are handled before the next item is
 # picked (`_signals_came_in`); older histories picked the next item at once.
 PATCH_SIGNALS_BEFORE_NEXT = "deploy-signals-before-next-item"
@@ -152,8 +148,11 @@ class DeployWorkflow:
         self.max_history_events = inp.max_history_events or MAX_HISTORY_EVENTS
         searchattrs.upsert(repo=inp.repo.full_name, root=inp.root, keys=(SA_REPO, SA_ROOT))
         if not inp.loaded_latest:
-            loaded = await calls.short(
-                ACT_LOAD_LATEST, LoadLatestRequest(repo=inp.repo, root=inp.root), LatestLookup
+            loaded = await calls.run(
+                ACT_LOAD_LATEST,
+                LoadLatestRequest(repo=inp.repo, root=inp.root),
+                options=calls.STORE,
+                result_type=LatestLookup,
             )
             self.latest = loaded.latest
             self.lock = _lock_from(self.latest)
@@ -229,12 +228,13 @@ class DeployWorkflow:
             # Only between deployments: a running child writes latest.json itself.
             self.unlock_unsaved = False
             try:
-                await calls.short(
+                await calls.run(
                     ACT_PERSIST_LATEST,
                     PersistLatestRequest(
                         repo=self.inp.repo, root=self.inp.root, latest=self.latest
                     ),
-                    type(None),
+                    options=calls.STORE,
+                    result_type=type(None),
                 )
             except ActivityError as err:
                 # Still unlocked in this run; only an idle restart would bring the lock back.
@@ -340,10 +340,11 @@ class DeployWorkflow:
         try:
             relation = cast(
                 Relation,
-                await calls.short(
+                await calls.run(
                     ACT_REVISION_RELATION,
                     RelationRequest(repo=inp.repo, base=base, head=item.revision),
-                    str,
+                    options=calls.STORE,
+                    result_type=str,
                 ),
             )
         except ActivityError as err:
@@ -362,8 +363,8 @@ class DeployWorkflow:
             self.current = None
             return
         child = await workflow.start_child_workflow(
-            RenderWorkflow.run,
-            RenderInput(
+            DeploymentWorkflow.run,
+            DeploymentInput(
                 deployment_id=item.deployment_id,
                 repo=inp.repo,
                 root=inp.root,
@@ -419,10 +420,11 @@ class DeployWorkflow:
 
     async def _reload_latest(self) -> None:
         try:
-            loaded = await calls.short(
+            loaded = await calls.run(
                 ACT_LOAD_LATEST,
                 LoadLatestRequest(repo=self.inp.repo, root=self.inp.root),
-                LatestLookup,
+                options=calls.STORE,
+                result_type=LatestLookup,
             )
         except ActivityError as err:
             workflow.logger.warning("reloading latest.json failed: %s", err.cause)
@@ -456,11 +458,10 @@ class DeployWorkflow:
         """Rollouts of version patches wait for deployments (PromotionWorkflow): tell them.
         Never fails the root's queue: a rollout also reads latest.json when it (re)starts."""
         try:
-            await workflow.execute_activity(
+            await calls.run(
                 ACT_NOTIFY_PROMOTIONS,
                 NotifyPromotionsRequest(repo=self.inp.repo, finished=finished),
-                start_to_close_timeout=timedelta(minutes=1),
-                retry_policy=NOTIFY_RETRY,
+                options=calls.NOTIFY,
                 result_type=int,
             )
         except ActivityError as err:
@@ -469,8 +470,11 @@ class DeployWorkflow:
     async def _record(self, item: QueueItem, state: DeploymentState, message: str) -> None:
         self.finished = _finished(self.inp.root, item, state, message)
         try:
-            await calls.short(
-                ACT_RECORD_DEPLOYMENT, self._history(item, state, message), type(None)
+            await calls.run(
+                ACT_RECORD_DEPLOYMENT,
+                self._history(item, state, message),
+                options=calls.STORE,
+                result_type=type(None),
             )
         except ActivityError as err:
             workflow.logger.warning("recording %s failed: %s", item.deployment_id, err.cause)
@@ -500,11 +504,11 @@ class DeployWorkflow:
             return
         for item in [i for i in self.queue if i.deployment_id in pending]:
             try:
-                await workflow.execute_activity(
+                await calls.run(
                     ACT_RECORD_DEPLOYMENT,
                     self._history(item, "queued"),
-                    start_to_close_timeout=timedelta(seconds=30),
-                    retry_policy=RECORD_QUEUED_RETRY,
+                    options=calls.RECORD,
+                    result_type=type(None),
                 )
             except ActivityError as err:
                 workflow.logger.warning(
@@ -560,7 +564,9 @@ class DeployWorkflow:
             actions=[checkrun.UNLOCK] if unlock else [],
         )
         try:
-            ref = await calls.short(ACT_CHECK_RUN, request, CheckRunRef)
+            ref = await calls.run(
+                ACT_CHECK_RUN, request, options=calls.GITHUB, result_type=CheckRunRef
+            )
         except ActivityError as err:
             workflow.logger.warning("check run of %s failed: %s", item.deployment_id, err.cause)
             return

@@ -1,4 +1,5 @@
-"""RenderWorkflow: one deployment of one root to one revision (a child of DeployWorkflow).
+"""DeploymentWorkflow (registered as `RenderWorkflow`): one deployment of one root to one
+revision, a child of DeployWorkflow.
 
 Pin to one worker → checkout → render → diff against the last published render → check run
 → review (or auto-approve an empty, ahead, merge-triggered diff) → publish → persist latest.
@@ -11,7 +12,6 @@ import builtins
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         ACT_RECORD_DEPLOYMENT,
         ACT_RENDER_ROOT,
         ACT_WORKER_TASK_QUEUE,
+        DEPLOYMENT_WORKFLOW,
         ERR_FLEET,
         REVIEW_TIMEOUT_SECONDS,
         SA_STATE,
@@ -36,7 +37,9 @@ with workflow.unsafe.imports_passed_through():
         CheckoutResult,
         CheckRunAction,
         CheckRunRef,
+        DeploymentInput,
         DeploymentRecord,
+        DeploymentResult,
         DeploymentState,
         DeploymentUpdate,
         DiffRequest,
@@ -45,29 +48,15 @@ with workflow.unsafe.imports_passed_through():
         PersistLatestRequest,
         PublishRequest,
         PublishResult,
-        RenderInput,
         RenderRequest,
-        RenderResult,
         RenderSummary,
         ReviewSignal,
     )
     from workflows import calls, searchattrs
 
-# Publishing is idempotent by deployment id (publishers check for it), so retrying after a
-# timeout cannot publish twice; still, a few attempts then a visible failure beat a loop.
-# The attempts span about four minutes (5 s, 10 s, 20 s, 40 s, then 1 min apart): a git host
-# or S3 endpoint that is away for a moment must not fail a reviewed deployment.
-PUBLISH_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=5),
-    maximum_interval=timedelta(minutes=1),
-    maximum_attempts=8,
-)
-# Recording an intermediate state: the history row is for people, the deployment goes on.
-RECORD_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3)
 
-
-@workflow.defn(name="RenderWorkflow")
-class RenderWorkflow:
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
+class DeploymentWorkflow:
     def __init__(self) -> None:
         self._review: ReviewSignal | None = None
         self._state: DeploymentState = "queued"
@@ -88,7 +77,7 @@ class RenderWorkflow:
         return self._state
 
     @workflow.run
-    async def run(self, inp: RenderInput) -> RenderResult:
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
         self.inp = inp
         self.check_run_id = inp.queued_check_run_id
         # The same attributes as the parent's, so `RollwrightRoot = "x"` lists a root's
@@ -100,19 +89,17 @@ class RenderWorkflow:
             trigger=inp.trigger,
             state="rendering",
         )
-        self.task_queue = await workflow.execute_activity(
-            ACT_WORKER_TASK_QUEUE,
-            start_to_close_timeout=timedelta(seconds=30),
-            result_type=str,
+        self.task_queue = await calls.run(
+            ACT_WORKER_TASK_QUEUE, options=calls.WORKER_QUEUE, result_type=str
         )
         await self._set_state("rendering", status="in_progress", title="Rendering")
         try:
-            checkout = await calls.pinned(
+            checkout = await calls.run(
                 ACT_CHECKOUT,
                 CheckoutRequest(repo=inp.repo, revision=inp.revision),
-                CheckoutResult,
+                options=calls.CHECKOUT,
+                result_type=CheckoutResult,
                 task_queue=self.task_queue,
-                timeout=timedelta(minutes=20),
             )
         except ActivityError as err:
             title = "Checkout failed" if _is_fleet_error(err) else "Deployment failed"
@@ -127,7 +114,7 @@ class RenderWorkflow:
         except ActivityError as err:
             rendered = await self._finish("failed", "failure", "Deployment failed", _message(err))
         await self._cleanup(checkout)
-        if isinstance(rendered, RenderResult):
+        if isinstance(rendered, DeploymentResult):
             return rendered
         try:
             return await self._review_and_publish(*rendered)
@@ -136,10 +123,10 @@ class RenderWorkflow:
 
     async def _render_and_diff(
         self, checkout: CheckoutResult
-    ) -> RenderResult | tuple[RenderSummary, DiffSummary]:
+    ) -> DeploymentResult | tuple[RenderSummary, DiffSummary]:
         inp = self.inp
         try:
-            render = await calls.pinned(
+            render = await calls.run(
                 ACT_RENDER_ROOT,
                 RenderRequest(
                     repo=inp.repo,
@@ -148,15 +135,15 @@ class RenderWorkflow:
                     checkout_path=checkout.path,
                     deployment_id=inp.deployment_id,
                 ),
-                RenderSummary,
+                options=calls.RENDER,
+                result_type=RenderSummary,
                 task_queue=self.task_queue,
-                timeout=timedelta(minutes=30),
             )
         except ActivityError as err:
             title = "Render failed" if _is_fleet_error(err) else "Deployment failed"
             return await self._finish("failed", "failure", title, _message(err))
         self.digest = render.digest
-        self.diff = diff = await calls.pinned(
+        self.diff = diff = await calls.run(
             ACT_DIFF_RENDER,
             DiffRequest(
                 repo=inp.repo,
@@ -165,13 +152,15 @@ class RenderWorkflow:
                 old_prefix=inp.latest.published_prefix if inp.latest else None,
                 deployment_id=inp.deployment_id,
             ),
-            DiffSummary,
+            options=calls.DIFF,
+            result_type=DiffSummary,
             task_queue=self.task_queue,
-            timeout=timedelta(minutes=10),
         )
         return render, diff
 
-    async def _review_and_publish(self, render: RenderSummary, diff: DiffSummary) -> RenderResult:
+    async def _review_and_publish(
+        self, render: RenderSummary, diff: DiffSummary
+    ) -> DeploymentResult:
         inp = self.inp
         auto = (
             diff.empty
@@ -202,7 +191,7 @@ class RenderWorkflow:
         )
         try:
             # Not pinned: the publisher reads the stored render, so any worker can publish.
-            published = await workflow.execute_activity(
+            published = await calls.run(
                 ACT_PUBLISH,
                 PublishRequest(
                     repo=inp.repo,
@@ -214,10 +203,8 @@ class RenderWorkflow:
                     blob_prefix=render.blob_prefix,
                     render_digest=render.digest,
                 ),
+                options=calls.PUBLISH,
                 result_type=PublishResult,
-                start_to_close_timeout=timedelta(minutes=30),
-                heartbeat_timeout=timedelta(minutes=1),
-                retry_policy=PUBLISH_RETRY,
             )
         except ActivityError as err:
             # A failed apply still becomes the root's latest deployment attempt.
@@ -292,10 +279,11 @@ class RenderWorkflow:
             ),
             locks_queue=inp.locks_queue,
         )
-        await calls.short(
+        await calls.run(
             ACT_PERSIST_LATEST,
             PersistLatestRequest(repo=inp.repo, root=inp.root, latest=latest),
-            type(None),
+            options=calls.STORE,
+            result_type=type(None),
         )
         self.persisted = latest  # only once it is really the root's latest.json
 
@@ -335,7 +323,9 @@ class RenderWorkflow:
             actions=actions,
         )
         try:
-            ref = await calls.short(ACT_CHECK_RUN, request, CheckRunRef)
+            ref = await calls.run(
+                ACT_CHECK_RUN, request, options=calls.GITHUB, result_type=CheckRunRef
+            )
             self.check_run_id = ref.check_run_id
         except ActivityError as err:
             if state == "awaiting_review":
@@ -380,7 +370,7 @@ class RenderWorkflow:
         approved_by: str | None = None,
         *,
         published: bool = False,
-    ) -> RenderResult:
+    ) -> DeploymentResult:
         await self._set_state(
             state,
             status="completed",
@@ -391,12 +381,15 @@ class RenderWorkflow:
         )
         inp = self.inp
         try:
-            await calls.short(
-                ACT_RECORD_DEPLOYMENT, self._record_of(state, message, approved_by), type(None)
+            await calls.run(
+                ACT_RECORD_DEPLOYMENT,
+                self._record_of(state, message, approved_by),
+                options=calls.STORE,
+                result_type=type(None),
             )
         except ActivityError as err:  # history is the query side; the outcome stands
             workflow.logger.warning("recording the deployment failed: %s", err.cause)
-        return RenderResult(
+        return DeploymentResult(
             deployment_id=inp.deployment_id,
             state=state,
             message=message,
@@ -433,24 +426,23 @@ class RenderWorkflow:
         """A state on its way: a few quick attempts, then only a warning (the deployment
         does not wait for the query side)."""
         try:
-            await workflow.execute_activity(
+            await calls.run(
                 ACT_RECORD_DEPLOYMENT,
                 self._record_of(state, message, approved_by),
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RECORD_RETRY,
+                options=calls.RECORD,
+                result_type=type(None),
             )
         except ActivityError as err:
             workflow.logger.warning("recording state %s failed: %s", state, err.cause)
 
     async def _cleanup(self, checkout: CheckoutResult) -> None:
         try:
-            await workflow.execute_activity(
+            await calls.run(
                 ACT_CLEANUP_CHECKOUT,
                 checkout,
+                options=calls.CLEANUP,
+                result_type=type(None),
                 task_queue=self.task_queue,
-                start_to_close_timeout=timedelta(minutes=2),
-                schedule_to_start_timeout=timedelta(minutes=1),
-                retry_policy=RetryPolicy(maximum_attempts=3),
             )
         except ActivityError:
             workflow.logger.warning("checkout cleanup failed", extra={"path": checkout.path})

@@ -7,10 +7,7 @@ signal-with-started by another activity (workflows cannot signal-with-start dire
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -35,12 +32,11 @@ with workflow.unsafe.imports_passed_through():
         TouchedRequest,
         TouchedResult,
     )
-    from workflows import searchattrs
+    from workflows import calls, searchattrs
 
 # Pushes to the default branch start and feed PromotionWorkflows (issue 7); histories written
 # before this replay without it.
 PATCH_PROMOTIONS = "dispatch-promotions"
-PROMOTION_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), maximum_attempts=5)
 
 
 @workflow.defn(name="DispatchWorkflow")
@@ -57,14 +53,12 @@ class DispatchWorkflow:
         if inp.roots is not None:
             affected = AffectedResult(roots=sorted(set(inp.roots)), reason="requested")
         else:
-            affected = await workflow.execute_activity(
+            affected = await calls.run(
                 ACT_AFFECTED_ROOTS,
                 AffectedRequest(
                     repo=inp.repo, before=inp.before, after=inp.after, forced=inp.forced
                 ),
-                start_to_close_timeout=timedelta(minutes=15),
-                heartbeat_timeout=timedelta(minutes=1),
-                retry_policy=RetryPolicy(maximum_interval=timedelta(minutes=1)),
+                options=calls.AFFECTED,
                 result_type=AffectedResult,
             )
         workflow.set_current_details(
@@ -73,7 +67,7 @@ class DispatchWorkflow:
             + "".join(f"\n- `{r}`" for r in affected.roots[:50])
         )
         if affected.roots:
-            await workflow.execute_activity(
+            await calls.run(
                 ACT_SIGNAL_DEPLOYS,
                 SignalDeploysRequest(
                     repo=inp.repo,
@@ -85,9 +79,8 @@ class DispatchWorkflow:
                         reason=inp.reason or _default_reason(inp),
                     ),
                 ),
-                start_to_close_timeout=timedelta(minutes=5),
-                heartbeat_timeout=timedelta(minutes=1),
-                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+                options=calls.SIGNAL_DEPLOYS,
+                result_type=type(None),
             )
         if inp.roots is None and inp.trigger == "merge" and workflow.patched(PATCH_PROMOTIONS):
             await _promotions(inp)
@@ -100,20 +93,17 @@ async def _promotions(inp: DispatchInput) -> None:
     to the running rollouts. They only follow the branch: a failure here is logged and never
     fails the dispatch (a rollout also re-reads the branch when its deployments report)."""
     try:
-        touched = await workflow.execute_activity(
+        touched = await calls.run(
             ACT_PROMOTION_TOUCHED,
             TouchedRequest(repo=inp.repo, before=inp.before, after=inp.after),
-            start_to_close_timeout=timedelta(minutes=10),
-            heartbeat_timeout=timedelta(minutes=1),
-            retry_policy=PROMOTION_RETRY,
+            options=calls.PROMOTION_TOUCHED,
             result_type=TouchedResult,
         )
-        await workflow.execute_activity(
+        await calls.run(
             ACT_PROMOTION_SIGNAL,
             SignalPromotionsRequest(repo=inp.repo, revision=inp.after, start=touched.patch_ids),
-            start_to_close_timeout=timedelta(minutes=5),
-            heartbeat_timeout=timedelta(minutes=1),
-            retry_policy=PROMOTION_RETRY,
+            options=calls.PROMOTION_SIGNAL,
+            result_type=type(None),
         )
     except ActivityError as err:
         workflow.logger.warning("promotions not signalled: %s", err.cause or err)

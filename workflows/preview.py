@@ -27,7 +27,6 @@ import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
@@ -76,16 +75,10 @@ with workflow.unsafe.imports_passed_through():
 MAX_HISTORY_EVENTS = 5_000
 MAX_PREVIEWS_PER_RUN = 20
 IDLE_TIMEOUT = timedelta(days=30)
-# The render heartbeats every 5 s; a cancellation reaches it with a heartbeat answer, which the
-# SDK sends at most every 0.8 × heartbeat timeout: 30 s keeps that under half a minute.
-BUILD_HEARTBEAT = timedelta(seconds=30)
-BUILD_TIMEOUT = timedelta(minutes=30)
-FETCH_TIMEOUT = timedelta(minutes=20)
-WORK_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1), maximum_attempts=3)
 # An infrastructure failure (the pinned worker gone, a timeout, a retryable error that used up
-# WORK_RETRY) is not the pull request's fault: fetch and render again on a freshly picked
-# worker after each pause, and fail the check run only after the last. A newer head or
-# closing interrupts the pause like the render.
+# the retries of `calls.PREVIEW_BUILD`) is not the pull request's fault: fetch and render
+# again on a freshly picked worker after each pause, and fail the check run only after the
+# last. A newer head or closing interrupts the pause like the render.
 INFRA_RETRY_PAUSES = (
     timedelta(minutes=1),
     timedelta(minutes=2),
@@ -320,24 +313,19 @@ class PreviewWorkflow:
     async def _render(self, head: PullRequestHead) -> _Rendered:
         """Fetch and render on one worker: the part a newer head cancels."""
         inp = self.inp
-        task_queue = await workflow.execute_activity(
-            ACT_WORKER_TASK_QUEUE,
-            start_to_close_timeout=timedelta(seconds=30),
-            result_type=str,
+        task_queue = await calls.run(
+            ACT_WORKER_TASK_QUEUE, options=calls.WORKER_QUEUE, result_type=str
         )
-        revisions = await workflow.execute_activity(
+        revisions = await calls.run(
             ACT_PREVIEW_REVISIONS,
             PreviewRevisionsRequest(
                 repo=inp.repo, pr=inp.pr, head_sha=head.head_sha, base_ref=head.base_ref
             ),
+            options=calls.PREVIEW_FETCH,
             result_type=PreviewRevisions,
             task_queue=task_queue,
-            start_to_close_timeout=FETCH_TIMEOUT,
-            schedule_to_start_timeout=timedelta(minutes=2),
-            heartbeat_timeout=BUILD_HEARTBEAT,
-            retry_policy=WORK_RETRY,
         )
-        outcome = await workflow.execute_activity(
+        outcome = await calls.run(
             ACT_PREVIEW_BUILD,
             PreviewBuildRequest(
                 repo=inp.repo,
@@ -346,12 +334,9 @@ class PreviewWorkflow:
                 base_ref=head.base_ref,
                 title=head.title,
             ),
+            options=calls.PREVIEW_BUILD,
             result_type=PreviewOutcome,
             task_queue=task_queue,
-            start_to_close_timeout=BUILD_TIMEOUT,
-            schedule_to_start_timeout=timedelta(minutes=2),
-            heartbeat_timeout=BUILD_HEARTBEAT,
-            retry_policy=WORK_RETRY,
         )
         return _Rendered(revisions, outcome)
 
@@ -359,7 +344,7 @@ class PreviewWorkflow:
         inp = self.inp
         comment_note = ""
         try:
-            ref = await calls.short(
+            ref = await calls.run(
                 ACT_PREVIEW_COMMENT,
                 PreviewCommentRequest(
                     repo=inp.repo,
@@ -369,7 +354,8 @@ class PreviewWorkflow:
                     prefix=outcome.prefix,
                     conclusion=outcome.conclusion,
                 ),
-                PreviewCommentRef,
+                options=calls.GITHUB,
+                result_type=PreviewCommentRef,
             )
             self.comment_id = ref.comment_id
         except ActivityError as err:
@@ -437,7 +423,9 @@ class PreviewWorkflow:
             }
         )
         try:
-            ref = await calls.short(ACT_CHECK_RUN, request, CheckRunRef)
+            ref = await calls.run(
+                ACT_CHECK_RUN, request, options=calls.GITHUB, result_type=CheckRunRef
+            )
         except ActivityError as err:
             # The comment still tells the story; a refused check run must not stop previews.
             workflow.logger.warning("writing the preview check run failed: %s", _message(err))

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -80,9 +79,6 @@ MAX_HISTORY_EVENTS = 5_000
 # Dependencies only change with a new revision (a signal); this is a safety net for a missed
 # one. The same interval re-reads a window that gave no next opening.
 RECHECK = timedelta(hours=1)
-# Reading the fleet repo and latest.json: retried with backoff, never given up on (a broken
-# fleet repo is not an error here: the evaluation says so and the rollout is blocked).
-READ_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=5))
 
 PROMOTE = CheckRunAction(
     label="Promote", description="Promote the patch to the next node", identifier="promote"
@@ -278,15 +274,13 @@ class PromotionWorkflow:
         now = workflow.now()
         ev = self.ev
         if ev is None or ev.revision != self.revision or self._stale(ev, now):
-            ev = await workflow.execute_activity(
+            ev = await calls.run(
                 ACT_PROMOTION_EVALUATE,
                 EvaluateRequest(
                     repo=self.inp.repo, patch_id=self.inp.patch_id, revision=self.revision, now=now
                 ),
+                options=calls.PROMOTION_READ,
                 result_type=Evaluation,
-                start_to_close_timeout=timedelta(minutes=10),
-                heartbeat_timeout=timedelta(minutes=1),
-                retry_policy=READ_RETRY,
             )
             self.ev, self.ev_at = ev, now
             if self.search_revision != ev.revision:
@@ -314,15 +308,13 @@ class PromotionWorkflow:
                 del self.deployments[root]
         if not wanted:
             return
-        result = await workflow.execute_activity(
+        result = await calls.run(
             ACT_PROMOTION_DEPLOYMENTS,
             DeploymentsRequest(
                 repo=self.inp.repo, patch_id=self.inp.patch_id, roots=wanted, reported=reported
             ),
+            options=calls.PROMOTION_READ,
             result_type=DeploymentsResult,
-            start_to_close_timeout=timedelta(minutes=10),
-            heartbeat_timeout=timedelta(minutes=1),
-            retry_policy=READ_RETRY,
         )
         for deployment in result.deployments:
             self.deployments[deployment.root] = deployment
@@ -422,7 +414,7 @@ class PromotionWorkflow:
         self._set("promoting", f"committing the promotion to `{node}`", ev)
         await self._flush_check_run()  # the gate's buttons go away
         try:
-            result = await calls.short(
+            result = await calls.run(
                 ACT_PROMOTION_COMMIT,
                 CommitRequest(
                     repo=self.inp.repo,
@@ -431,7 +423,8 @@ class PromotionWorkflow:
                     actor=by,
                     expected_revision=self.revision,
                 ),
-                CommitResult,
+                options=calls.GITHUB,
+                result_type=CommitResult,
             )
         except ActivityError as err:
             # GitHub refused (permissions, branch protection): a person has to look.
@@ -453,10 +446,11 @@ class PromotionWorkflow:
         self._set("graduating", "opening the graduation pull request", ev)
         await self._flush_check_run()
         try:
-            pr = await calls.short(
+            pr = await calls.run(
                 ACT_PROMOTION_GRADUATE,
                 GraduateRequest(repo=self.inp.repo, patch_id=self.inp.patch_id),
-                GraduateResult,
+                options=calls.GITHUB,
+                result_type=GraduateResult,
             )
         except ActivityError as err:
             self.halt = HaltState(
@@ -667,7 +661,9 @@ class PromotionWorkflow:
             }
         )
         try:
-            ref = await calls.short(ACT_CHECK_RUN, request, CheckRunRef)
+            ref = await calls.run(
+                ACT_CHECK_RUN, request, options=calls.GITHUB, result_type=CheckRunRef
+            )
         except ActivityError as err:
             workflow.logger.warning("rollout check run failed: %s", err.cause)
             return
@@ -694,7 +690,7 @@ class PromotionWorkflow:
             }
         )
         try:
-            await calls.short(ACT_CHECK_RUN, request, CheckRunRef)
+            await calls.run(ACT_CHECK_RUN, request, options=calls.GITHUB, result_type=CheckRunRef)
         except ActivityError as err:
             workflow.logger.warning("retiring the old rollout check run failed: %s", err.cause)
 

@@ -11,6 +11,8 @@ import argparse
 import sys
 from typing import Any
 
+from shared.settings import Settings
+
 
 def add_parsers(sub: Any) -> None:
     """Register `db` on the `rollwright` subparsers."""
@@ -30,7 +32,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
-    from shared.stores import schema as dbschema
+    # Start-up time: SQLAlchemy and Alembic load only for `db` commands.
+    from shared.stores import schema as dbschema  # noqa: PLC0415
 
     engine = _engine(args)
     where = engine.url.render_as_string(hide_password=True)
@@ -49,7 +52,8 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_current(args: argparse.Namespace) -> int:
-    from shared.stores import schema as dbschema
+    # Start-up time: SQLAlchemy and Alembic load only for `db` commands.
+    from shared.stores import schema as dbschema  # noqa: PLC0415
 
     engine = _engine(args)
     where = engine.url.render_as_string(hide_password=True)
@@ -70,13 +74,12 @@ def cmd_current(args: argparse.Namespace) -> int:
 
 
 def _engine(args: argparse.Namespace) -> Any:
-    from sqlalchemy import create_engine
-    from sqlalchemy.pool import NullPool
+    # Start-up time: SQLAlchemy and Alembic load only for `db` commands.
+    from sqlalchemy import create_engine  # noqa: PLC0415
+    from sqlalchemy.pool import NullPool  # noqa: PLC0415
 
     url = args.database
     if url is None:
-        from shared.settings import Settings
-
         url = Settings().database
     return create_engine(url, poolclass=NullPool)
 

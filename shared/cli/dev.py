@@ -111,8 +111,9 @@ def stop_on_sigterm() -> None:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    from shared.devstack.processes import ChildExited
-    from shared.devstack.stack import DevStack, StackError, options_from_args
+    # Start-up time: the dev stack (Temporal client, emulator) loads only for `dev` / `demo`.
+    from shared.devstack.processes import ChildExited  # noqa: PLC0415
+    from shared.devstack.stack import DevStack, StackError, options_from_args  # noqa: PLC0415
 
     data_dir = args.data_dir or Path(os.environ.get("ROLLWRIGHT_DATA_DIR") or ".rollwright")
     repos = [_parse_repo(spec) for spec in args.repo]
@@ -151,7 +152,8 @@ def _parse_repo(spec: str) -> tuple[str, str, Path]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from shared.devstack.demo import run_demo
+    # Start-up time: the dev stack (Temporal client, emulator) loads only for `dev` / `demo`.
+    from shared.devstack.demo import run_demo  # noqa: PLC0415
 
     stop_on_sigterm()
     return run_demo(args)

@@ -18,6 +18,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from shared.engine import parallel
+from shared.engine.errors import FleetError, FleetErrors
+from shared.engine.fleet import Fleet
+from shared.engine.tree import GitError, WorkTree, git
+from shared.review import preview
+from shared.review.markdown import MIN_LIMIT, report_markdown
+from shared.review.report import report_json, report_unified
+
 EXIT_SAME = 0
 EXIT_CHANGED = 1
 EXIT_ERROR = 2
@@ -95,8 +103,6 @@ def _positive(text: str) -> int:
 
 
 def _limit(text: str) -> int:
-    from shared.review.markdown import MIN_LIMIT
-
     value = _positive(text)
     if value < MIN_LIMIT:
         raise argparse.ArgumentTypeError(f"a preview needs at least {MIN_LIMIT} bytes")
@@ -109,9 +115,6 @@ def _error(message: str) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from shared.engine.errors import FleetError, FleetErrors
-    from shared.engine.tree import GitError
-
     try:
         if args.check:
             if args.base or args.head:
@@ -129,11 +132,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from shared.engine.tree import git
-    from shared.review import preview
-    from shared.review.markdown import report_markdown
-    from shared.review.report import report_json, report_unified
-
     repo = Path(args.repo)
     base = args.base
     if args.merge_base:
@@ -169,10 +167,6 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from shared.engine import parallel
-    from shared.engine.fleet import Fleet
-    from shared.engine.tree import WorkTree
-
     repo = Path(args.repo)
     if not repo.is_dir():
         return _error(f"--repo {args.repo!r} is not a directory")

@@ -17,10 +17,17 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from shared.engine import yamldoc
+from shared.cli import db as dbcommands
+from shared.cli import deploy as deploycommand
+from shared.cli import dev as devstack_commands
+from shared.cli import diff as preview_cli
+from shared.cli import rollout as rollout_cli
+from shared.engine import parallel, yamldoc
+from shared.engine.affected import affected_between
 from shared.engine.errors import FleetError, FleetErrors
 from shared.engine.fleet import Fleet
 from shared.engine.tree import GitError, WorkTree
+from shared.engine.validate import validate_fleet
 
 
 def _fleet(args: argparse.Namespace) -> Fleet:
@@ -32,8 +39,6 @@ def _fleet(args: argparse.Namespace) -> Fleet:
 
 def cmd_roots(args: argparse.Namespace) -> int:
     if args.changed:
-        from shared.engine.affected import affected_between
-
         base, sep, head = args.changed.partition("..")
         if not sep or not base or not head:
             raise FleetError(f"--changed wants BASE..HEAD, got {args.changed!r}")
@@ -102,7 +107,6 @@ def cmd_render(args: argparse.Namespace) -> int:
             fleet.check_root(root)  # raises the usual error
     out = Path(args.out)
     progress = _Progress(len(roots))
-    from shared.engine import parallel
 
     try:
         for root in parallel.render_into(fleet, roots, args.jobs, out, reveal=bool(args.reveal)):
@@ -125,8 +129,6 @@ def _jobs(text: str) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from shared.engine.validate import validate_fleet
-
     problems = validate_fleet(WorkTree(Path(args.repo)))
     for problem in problems:
         print(problem)
@@ -185,19 +187,13 @@ def build_parser() -> argparse.ArgumentParser:
     repo_arg(p)
     p.set_defaults(func=cmd_validate)
 
-    from shared.cli import dev as devstack_commands  # `dev` and `demo`
-
     devstack_commands.add_parsers(sub)
-    from shared.cli import diff as preview_cli  # `diff`
 
     preview_cli.add_parsers(sub)
-    from shared.cli import rollout as rollout_cli  # `promote`, `rollout status`
 
     rollout_cli.add_parsers(sub)
-    from shared.cli import deploy as deploycommand  # `deploy`: a manual deployment via the API
 
     deploycommand.add_parsers(sub)
-    from shared.cli import db as dbcommands  # `db upgrade`, `db current`
 
     dbcommands.add_parsers(sub)
     return parser

@@ -20,6 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from shared.engine.errors import FleetError, FleetErrors
+from shared.engine.fleetconfig import load
+from shared.engine.tree import GitError, WorkTree, git
+from shared.engine.windows import window_state
+from shared.promotion import plan as promotion
+from shared.promotion.plan import duration_text
+
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 1, 2
 
 
@@ -72,9 +79,6 @@ def add_parsers(sub: Any) -> None:
 
 
 def _tree(repo: str) -> Any:
-    from shared.engine.errors import FleetError
-    from shared.engine.tree import WorkTree
-
     path = Path(repo)
     if not path.is_dir():
         raise FleetError(f"--repo {repo!r} is not a directory")
@@ -82,10 +86,6 @@ def _tree(repo: str) -> Any:
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
-    from shared.engine.errors import FleetError, FleetErrors
-    from shared.engine.tree import GitError
-    from shared.promotion import plan as promotion
-
     try:
         tree = _tree(args.repo)
         if args.graduate:
@@ -111,8 +111,6 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def _apply(repo: Path, change: Any, *, commit: bool) -> int:
-    from shared.engine.tree import git
-
     paths: list[str] = change.paths
     git(repo, "rev-parse", "--is-inside-work-tree")  # GitError outside a git checkout
     dirty = git(repo, "status", "--porcelain", "--untracked-files=all", "--", *paths)
@@ -140,12 +138,6 @@ def _apply(repo: Path, change: Any, *, commit: bool) -> int:
 
 
 def cmd_rollout_status(args: argparse.Namespace) -> int:
-    from shared.engine.errors import FleetError, FleetErrors
-    from shared.engine.fleetconfig import load
-    from shared.engine.tree import GitError
-    from shared.engine.windows import window_state
-    from shared.promotion import plan as promotion
-
     now = datetime.now(UTC)
     try:
         tree = _tree(args.repo)
@@ -187,8 +179,6 @@ def cmd_rollout_status(args: argparse.Namespace) -> int:
 
 
 def _text(r: Any, window: Any) -> str:
-    from shared.promotion.plan import duration_text
-
     lines = [f"{r.patch_id}  ({r.cluster_type}/{r.app})  {r.description}".rstrip()]
 
     def row(label: str, value: str) -> None:

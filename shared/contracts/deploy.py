@@ -23,7 +23,9 @@ TASK_QUEUE = "rollwright"  # the shared queue; each worker also polls its own (s
 
 DISPATCH_WORKFLOW = "DispatchWorkflow"
 DEPLOY_WORKFLOW = "DeployWorkflow"
-RENDER_WORKFLOW = "RenderWorkflow"
+# One deployment of one root to one revision. Registered as "RenderWorkflow", its name before
+# the restructuring: histories in flight (and the Temporal UI's filters) keep naming it so.
+DEPLOYMENT_WORKFLOW = "RenderWorkflow"
 
 SIGNAL_NEW_REVISION = "new_revision"
 SIGNAL_UNLOCK = "unlock"
@@ -250,7 +252,7 @@ class DeployState(Payload):
 
 
 class DeploymentUpdate(Payload):
-    """Signal from a RenderWorkflow to its parent at every state change."""
+    """Signal from a DeploymentWorkflow to its parent at every state change."""
 
     deployment_id: str
     state: DeploymentState
@@ -260,10 +262,10 @@ class DeploymentUpdate(Payload):
     approved_by: str | None = None
 
 
-# --- RenderWorkflow --------------------------------------------------------------------------
+# --- DeploymentWorkflow --------------------------------------------------------------------------
 
 
-class RenderInput(Payload):
+class DeploymentInput(Payload):
     deployment_id: str
     repo: RepoRef
     root: str
@@ -285,7 +287,7 @@ class ReviewSignal(Payload):
     by: str | None = None
 
 
-class RenderResult(Payload):
+class DeploymentResult(Payload):
     deployment_id: str
     state: DeploymentState
     message: str = ""

@@ -112,7 +112,7 @@ class _Fallback(Exception):
     """The tree needs something the direct walk does not do: use plain PyYAML."""
 
 
-def _syntax_error(err: yaml.YAMLError, source: str) -> FleetError:
+def syntax_error(err: yaml.YAMLError, source: str) -> FleetError:
     mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
     problem = getattr(err, "problem", None) or str(err).splitlines()[0]
     context = getattr(err, "context", None)
@@ -127,7 +127,7 @@ def _syntax_error(err: yaml.YAMLError, source: str) -> FleetError:
 _VALUE_ERRORS = (ValueError, TypeError, OverflowError)
 
 
-def _value_error(err: Exception, source: str) -> FleetError:
+def value_error(err: Exception, source: str) -> FleetError:
     return FleetError(f"YAML value error: {err}", path=source)
 
 
@@ -136,9 +136,9 @@ def loads(text: str, source: str) -> Any:
     try:
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as err:
-        raise _syntax_error(err, source) from None
+        raise syntax_error(err, source) from None
     except _VALUE_ERRORS as err:
-        raise _value_error(err, source) from None
+        raise value_error(err, source) from None
 
 
 def loads_all(text: str, source: str) -> list[Any]:
@@ -149,9 +149,9 @@ def loads_all(text: str, source: str) -> list[Any]:
         except _Fallback:
             docs = list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as err:
-        raise _syntax_error(err, source) from None
+        raise syntax_error(err, source) from None
     except _VALUE_ERRORS as err:
-        raise _value_error(err, source) from None
+        raise value_error(err, source) from None
     return [d for d in docs if d is not None]
 
 
@@ -260,7 +260,7 @@ _RESOLVER = yaml.resolver.Resolver()
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 # Plain scalars a slot accepts: one word that cannot start or end YAML structure (no
 # spaces, `#`, quotes, brackets, `&*!|>%@`, leading `-?:` or trailing `:`).
-_SAFE_PLAIN = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_./+=@~:-]*(?<!:)")
+SAFE_PLAIN = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_./+=@~:-]*(?<!:)")
 _NOT_THERE = object()
 
 
@@ -270,7 +270,7 @@ def _slot_value(slot: _Slot, line: str) -> Any:
         return _NOT_THERE
     rest = line[len(slot.prefix) :]
     if slot.style == "":
-        if not _SAFE_PLAIN.fullmatch(rest):
+        if not SAFE_PLAIN.fullmatch(rest):
             return _NOT_THERE
         tag = _resolve(_RESOLVER, yaml.ScalarNode, rest, (True, False))
         if tag == _STR:
@@ -365,9 +365,9 @@ class Similar:
                 plain_breaks = False
                 docs = list(yaml.load_all(text, Loader=_Loader))
         except yaml.YAMLError as err:
-            raise _syntax_error(err, source) from None
+            raise syntax_error(err, source) from None
         except _VALUE_ERRORS as err:
-            raise _value_error(err, source) from None
+            raise value_error(err, source) from None
         if plain_breaks:
             if len(self.skeletons) >= self.max_keys:
                 self.skeletons.clear()
@@ -421,7 +421,7 @@ def _emit_nodes(data: Any) -> str:
     try:
         node = _represent(data)
     except _Fallback:
-        return _pyyaml_dumps(data)
+        return reference_dumps(data)
     stream = io.StringIO()
     dumper = _FastDumper(stream, default_flow_style=False, sort_keys=False, allow_unicode=True)
     try:
@@ -433,7 +433,7 @@ def _emit_nodes(data: Any) -> str:
     return stream.getvalue()
 
 
-def _pyyaml_dumps(data: Any) -> str:
+def reference_dumps(data: Any) -> str:
     """Plain PyYAML: the reference `dumps` must match byte for byte."""
     text: str = yaml.dump(
         data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True
@@ -441,7 +441,7 @@ def _pyyaml_dumps(data: Any) -> str:
     return text
 
 
-def _pyyaml_loads_all(text: str) -> list[Any]:
+def reference_loads_all(text: str) -> list[Any]:
     """Plain PyYAML: the reference `loads_all` must match."""
     return [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
 

@@ -131,7 +131,7 @@ def edit(text: str, source: str, old: Any, new: Any) -> str | None:
     except DuplicateKeyError:
         return None  # PyYAML keeps the last value, ruamel refuses: no safe mapping
     except MarkedYAMLError as err:
-        raise _syntax_error(err, source, header.count("\n")) from None
+        raise syntax_error(err, source, header.count("\n")) from None
     except YAMLError as err:
         raise FleetError(f"YAML syntax error: {err}", path=source) from None
     if not isinstance(doc, CommentedMap):
@@ -156,7 +156,7 @@ def edit(text: str, source: str, old: Any, new: Any) -> str | None:
     return edited if same(meaning, new) else None
 
 
-def _syntax_error(err: MarkedYAMLError, source: str, skipped: int) -> FleetError:
+def syntax_error(err: MarkedYAMLError, source: str, skipped: int) -> FleetError:
     mark = err.problem_mark or err.context_mark
     message = f"YAML syntax error: {err.problem or str(err).splitlines()[0]}"
     if err.context:

@@ -115,7 +115,7 @@ class GitMirror:
 
     # --- running git ---------------------------------------------------------------------
 
-    def _env(self, repo: RepoRef | None) -> dict[str, str]:
+    def env_for(self, repo: RepoRef | None) -> dict[str, str]:
         token = None
         if repo is not None and self.token_for and repo.clone_url.startswith("https://"):
             token = self.token_for(repo)
@@ -130,7 +130,7 @@ class GitMirror:
     ) -> Finished:
         cmd = ["git", *(["-C", str(cwd)] if cwd else []), *args]
         try:
-            proc = run(cmd, timeout=self.timeout, env=self._env(repo), what=f"git {args[0]}")
+            proc = run(cmd, timeout=self.timeout, env=self.env_for(repo), what=f"git {args[0]}")
         except CommandTimedOut as err:
             raise GitMirrorError(str(err)) from None
         if check and not proc.ok:

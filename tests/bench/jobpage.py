@@ -33,6 +33,7 @@ from shared.review.diffdoc import diff_document, document_key
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore, job_log_key
 from shared.stores.sql import SqlStore
+from tests.bench.common import section_header
 
 MARKER = "## Job pages (issue 5)"
 DEPLOYMENT = "bench-5mb-diff"
@@ -164,8 +165,6 @@ def report(
             f"(max {r['first_max_ms']:.1f}) | {r['total_ms']:.0f} ms | {r['size_mb']:.1f} MB |"
         )
     table = "\n".join(rows)
-    from tests.bench.run import section_header
-
     return f"""{MARKER}
 
 {section_header("jobpage")}- Load: 1-minute load average {load[0]:.1f} before the run

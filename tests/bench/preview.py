@@ -29,6 +29,7 @@ from shared.devstack.emulator.model import CheckRunRecord, CommentRecord
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack
 from shared.review.preview import build_preview
+from tests.bench.common import section_header
 from tests.bench.service import fleet_and_stack
 from tests.support.pull_requests import OPENED, SYNCHRONIZE, pr_payload
 from tests.support.stack import wait_on
@@ -152,8 +153,6 @@ def bench_preview(work: Path) -> dict[str, Any]:
 
 
 def report(result: dict[str, Any]) -> str:
-    from tests.bench.run import section_header
-
     only_affected = result["rendered"] == [1]
     rows = [
         (

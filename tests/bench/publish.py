@@ -24,6 +24,7 @@ from pathlib import Path
 from activities.publish_git import GitPublisher, GitTarget, commit_message
 from activities.publish_s3 import S3Publisher
 from shared.contracts.deploy import PublishRequest, RepoRef
+from tests.bench.common import section_header
 from tests.support.seaweed import seaweed_server
 
 MARKER = "## Publishers (issue 5)"
@@ -123,8 +124,6 @@ def bench_s3(work: Path) -> dict[str, float]:
 
 
 def report(git: dict[str, float], s3: dict[str, float]) -> str:
-    from tests.bench.run import section_header
-
     return f"""{MARKER}
 
 {section_header("publish")}

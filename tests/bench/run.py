@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -26,75 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.bench import fleetgen
+import helm_python
+
+from shared.engine.affected import affected_between
+from shared.engine.fleet import Fleet
+from shared.engine.tree import WorkTree
+from tests.bench import fleetgen, jobpage, preview, publish, service
+from tests.bench.common import git, machine, peak_rss_kib, process_tree, write_section
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-def machine() -> str:
-    cpu = "unknown cpu"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (
-        f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB RAM, "
-        f"{platform.system()} {platform.release()}, Python {platform.python_version()}"
-    )
-
-
-def section_header(only: str) -> str:
-    """The Date / Machine / Command lines every section of docs/benchmarks.md starts with."""
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    load = os.getloadavg()[0]
-    return (
-        f"- Date: {now}\n"
-        f"- Machine: {machine()}; 1-minute load average {load:.1f} at the end\n"
-        f"- Command: `make bench` (`python -m tests.bench.run --write docs/benchmarks.md`; "
-        f"this section alone: `--only {only}`)\n"
-    )
-
-
-def process_tree(pid: int) -> set[int]:
-    """`pid` and all its descendants, from /proc."""
-    found = {pid}
-    todo = [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            tasks = list(Path(f"/proc/{parent}/task").iterdir())
-        except FileNotFoundError:
-            continue
-        for task in tasks:
-            try:
-                children = {int(c) for c in (task / "children").read_text().split()}
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            todo.extend(children - found)
-            found |= children
-    return found
-
-
-def peak_rss_kib(pid: int) -> int:
-    """VmHWM: the process's own peak resident set size so far."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except (FileNotFoundError, ProcessLookupError):
-        pass
-    return 0
 
 
 @dataclass
@@ -185,11 +124,6 @@ class RawEngine:
     loop on one process. A pass takes seconds, like the render it is compared with."""
 
     def __init__(self, fleet_dir: Path) -> None:
-        import helm_python
-
-        from shared.engine.fleet import Fleet
-        from shared.engine.tree import WorkTree
-
         fleet = Fleet.open(WorkTree(fleet_dir))
         self.jobs = [
             (info.id.split("/")[-1], info.namespace, fleet.values(root, info.id))
@@ -214,8 +148,6 @@ def bench_changed(work: Path) -> dict[str, float]:
     edited = repo / "deployments/g042/c042-017/cluster.values.yaml"
     edited.write_text("replicas: 7\n")
     git(repo, "-c", "user.email=b@x", "-c", "user.name=b", "commit", "-qam", "edit")
-
-    from shared.engine.affected import affected_between
 
     timings = []
     for _ in range(7):
@@ -343,30 +275,13 @@ runs), so the same render is also measured with its output on tmpfs.
 
 # Benchmarks of later issues, each in its own module: `MARKER` (its section heading) and
 # `run(work_dir) -> str` (the section). `--only NAME` runs one of them (or `render`).
-SECTIONS = {
-    "service": "tests.bench.service",
-    "publish": "tests.bench.publish",
-    "jobpage": "tests.bench.jobpage",
-    "preview": "tests.bench.preview",
+SECTIONS: dict[str, Any] = {
+    "service": service,
+    "publish": publish,
+    "jobpage": jobpage,
+    "preview": preview,
 }
 RENDER_MARKER = "## Render engine (issue 2)"
-
-
-def write_section(path: Path, marker: str, section: str) -> None:
-    """Replace the section headed `marker` in `path` (or append it)."""
-    header = (
-        "# Benchmarks\n\nResults of `make bench`; each section is rewritten by its own run.\n\n"
-    )
-    text = path.read_text() if path.exists() else header
-    if marker in text:
-        start = text.index(marker)
-        rest = text[start + len(marker) :]
-        end = rest.find("\n## ")
-        tail = rest[end + 1 :] if end >= 0 else ""
-        text = text[:start] + section + ("\n" + tail if tail else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
 
 
 def main() -> int:
@@ -383,10 +298,9 @@ def main() -> int:
         print(section)
         if args.write:
             write_section(Path(args.write), RENDER_MARKER, section)
-    for name, module_name in SECTIONS.items():
+    for name, module in SECTIONS.items():
         if args.only not in (None, name):
             continue
-        module = importlib.import_module(module_name)
         with tempfile.TemporaryDirectory(prefix=f"rollwright-bench-{name}-") as tmp:
             section = module.run(Path(tmp))
         print(section)

@@ -34,6 +34,7 @@ from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack, StackOptions
 from shared.github.app import webhook_signature
 from tests.bench import fleetgen
+from tests.bench.common import machine
 from tests.support.stack import inherited_env, wait_on
 
 MARKER = "## Deploy service (issue 4)"
@@ -296,8 +297,6 @@ def bench_push_to_check_run(work: Path) -> dict[str, float]:
 
 
 def report(gateway: dict[str, float], push: dict[str, float]) -> str:
-    from tests.bench.run import machine
-
     def verdict(ok: bool) -> str:
         return "met" if ok else "**missed**"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import sys
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,6 @@ class _Server(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that hang up (a TLS probe against plain HTTP, a cancelled pull) are normal
         # here; anything else is a bug in the test server and should be seen.
-        import sys
 
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)

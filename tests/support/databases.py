@@ -14,6 +14,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool
 
+from shared.stores.sql import SqlStore
 from tests.support.postgres import PostgresServer
 
 TEMPLATE = "rollwright_template"
@@ -45,8 +46,6 @@ class PostgresDatabases:
 
     def _template(self) -> str:
         if not self._template_ready:
-            from shared.stores.sql import SqlStore
-
             self._execute(f'CREATE DATABASE "{TEMPLATE}"')
             SqlStore(self.server.url(TEMPLATE)).close()  # migrates; no connection stays
             self._template_ready = True

