@@ -11,8 +11,6 @@ import argparse
 import sys
 from typing import Any
 
-from shared.settings import Settings
-
 
 def add_parsers(sub: Any) -> None:
     """Register `db` on the `rollwright` subparsers."""
@@ -74,9 +72,11 @@ def cmd_current(args: argparse.Namespace) -> int:
 
 
 def _engine(args: argparse.Namespace) -> Any:
-    # Start-up time: SQLAlchemy and Alembic load only for `db` commands.
+    # Start-up time: SQLAlchemy and the settings (pydantic-settings) load only for `db`.
     from sqlalchemy import create_engine  # noqa: PLC0415
     from sqlalchemy.pool import NullPool  # noqa: PLC0415
+
+    from shared.settings import Settings  # noqa: PLC0415
 
     url = args.database
     if url is None:

@@ -23,9 +23,6 @@ from typing import Any
 from shared.engine.errors import FleetError, FleetErrors
 from shared.engine.fleetconfig import load
 from shared.engine.tree import GitError, WorkTree, git
-from shared.engine.windows import window_state
-from shared.promotion import plan as promotion
-from shared.promotion.plan import duration_text
 
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 1, 2
 
@@ -86,6 +83,9 @@ def _tree(repo: str) -> Any:
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
+    # Start-up time: the promotion engine (croniter, ruamel.yaml) loads only for its commands.
+    from shared.promotion import plan as promotion  # noqa: PLC0415
+
     try:
         tree = _tree(args.repo)
         if args.graduate:
@@ -138,6 +138,10 @@ def _apply(repo: Path, change: Any, *, commit: bool) -> int:
 
 
 def cmd_rollout_status(args: argparse.Namespace) -> int:
+    # Start-up time: the promotion engine (croniter, ruamel.yaml) loads only for its commands.
+    from shared.engine.windows import window_state  # noqa: PLC0415
+    from shared.promotion import plan as promotion  # noqa: PLC0415
+
     now = datetime.now(UTC)
     try:
         tree = _tree(args.repo)
@@ -179,6 +183,8 @@ def cmd_rollout_status(args: argparse.Namespace) -> int:
 
 
 def _text(r: Any, window: Any) -> str:
+    from shared.promotion.plan import duration_text  # noqa: PLC0415 (start-up time, as above)
+
     lines = [f"{r.patch_id}  ({r.cluster_type}/{r.app})  {r.description}".rstrip()]
 
     def row(label: str, value: str) -> None:

@@ -21,7 +21,6 @@ from pydantic import (
 
 from shared.engine import manifests, yamldoc
 from shared.engine.errors import FleetError, FleetErrors, Problem
-from shared.engine.schedule import parse_schedule
 from shared.engine.tree import Tree
 
 CONFIG_FILE = "rollwright.yaml"
@@ -299,6 +298,8 @@ class PromotionWindow(_Strict):
 
     @model_validator(mode="after")
     def _check_rule(self) -> PromotionWindow:
+        # Start-up time: croniter and dateutil load only for fleets that have windows.
+        from shared.engine.schedule import parse_schedule  # noqa: PLC0415
 
         if (self.allow is None) == (self.deny is None):
             raise ValueError("a window needs exactly one of allow and deny")
