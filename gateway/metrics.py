@@ -54,7 +54,7 @@ class GatewayMetrics:
         self.webhooks = Counter(
             "rollwright_gateway_webhooks",
             "Webhook deliveries by event and outcome "
-            "(accepted, acknowledged, ignored, duplicate, bad_signature, bad_request, "
+            "(accepted, acknowledged, ignored, duplicate, bad_signature, bad_request, too_large, "
             "unavailable).",
             ["event", "outcome"],
             registry=self.registry,

@@ -78,6 +78,12 @@ log = logging.getLogger("rollwright.gateway")
 
 ZERO_SHA = "0" * 40
 MAX_DELIVERY_ID = 64  # the webhook_deliveries key column
+# GitHub sends JSON, or the JSON in a `payload` form field (the hook's content type).
+CONTENT_TYPES = frozenset({"application/json", "application/x-www-form-urlencoded"})
+
+
+class BodyTooLarge(Exception):
+    pass
 ACKNOWLEDGED_EVENTS = frozenset({"ping", "installation_repositories", "installation_target"})
 
 # --------------------------------------------------------------------------- GitHub payloads
@@ -461,15 +467,40 @@ class WebhookAnswer(BaseModel):
 router = APIRouter(tags=["webhooks"])
 
 
+def media_type(content_type: str) -> str:
+    return content_type.split(";")[0].strip().lower()
+
+
 def parse_body(body: bytes, content_type: str) -> dict[str, Any]:
-    """JSON, or the `payload` field of a form-encoded delivery (both are GitHub options)."""
-    if content_type.split(";")[0].strip() == "application/x-www-form-urlencoded":
-        fields = parse_qs(body.decode("utf-8"), strict_parsing=False)
-        body = fields.get("payload", [""])[0].encode()
-    data = json.loads(body)
+    """JSON, or the `payload` field of a form-encoded delivery (both are GitHub options).
+    Anything unreadable, including JSON nested too deep for the parser, is a ValueError."""
+    try:
+        if media_type(content_type) == "application/x-www-form-urlencoded":
+            fields = parse_qs(body.decode("utf-8"), strict_parsing=False)
+            body = fields.get("payload", [""])[0].encode()
+        data = json.loads(body)
+    except RecursionError:
+        raise ValueError("payload nests too deep") from None
     if not isinstance(data, dict):
         raise ValueError("payload is not a JSON object")
     return data
+
+
+async def read_capped(request: Request, limit: int) -> bytes:
+    """The request body, or BodyTooLarge as soon as it is longer than `limit` bytes: a
+    declared Content-Length is refused before anything is read, a chunked body as soon as it
+    outgrows the limit (nothing longer is ever held in memory)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @router.post(
@@ -483,6 +514,8 @@ def parse_body(body: bytes, content_type: str) -> dict[str, Any]:
         },
         400: {"description": "Signed, but not a GitHub webhook we can read."},
         401: {"description": "Bad or missing X-Hub-Signature-256 (empty body)."},
+        413: {"description": "Longer than `ROLLWRIGHT_WEBHOOK_MAX_BYTES`; not read whole."},
+        415: {"description": "Neither JSON nor form-encoded (GitHub sends one of the two)."},
         503: {"model": WebhookAnswer, "description": "The database is down: nothing stored."},
     },
 )
@@ -509,7 +542,16 @@ async def _receive(
     x_hub_signature_256: str | None,
 ) -> WebhookAnswer | Response:
     started = time.perf_counter()
-    body = await request.body()
+    content_type = request.headers.get("content-type", "application/json")
+    if media_type(content_type) not in CONTENT_TYPES:
+        gw.metrics.webhook(x_github_event, "bad_request", time.perf_counter() - started)
+        return Response("webhooks are JSON or form-encoded\n", 415)
+    try:
+        body = await read_capped(request, gw.settings.webhook_max_bytes)
+    except BodyTooLarge:
+        gw.metrics.webhook(x_github_event, "too_large", time.perf_counter() - started)
+        # Connection: close, so the client stops sending the rest of the body.
+        return Response("payload too large\n", 413, headers={"connection": "close"})
     secret = gw.settings.webhook_secret
     if secret is None or not verify_webhook_signature(
         secret.get_secret_value(), body, x_hub_signature_256
@@ -542,9 +584,9 @@ async def _receive(
         )
 
     try:
-        payload = parse_body(body, request.headers.get("content-type", "application/json"))
+        payload = parse_body(body, content_type)
         route = route_event(event, payload, app_id=gw.settings.github_app_id, delivery_id=delivery)
-    except (ValueError, ValidationError) as err:
+    except (ValueError, ValidationError, RecursionError) as err:
         # ValidationError is a ValueError; json errors too. Signed by GitHub but unreadable:
         # a redelivery would not help, so this is the sender's problem (400), not ours.
         log.warning("webhook %s %s: unreadable payload: %s", event, delivery, err)

@@ -63,6 +63,12 @@ class Settings(BaseSettings):
         "(set by the embedded stack; never in production).",
     )
     log_level: str = Field(default="info")
+    webhook_max_bytes: int = Field(
+        default=25 * 1024 * 1024,
+        gt=0,
+        description="Largest webhook body the gateway reads (GitHub caps payloads at 25 MB); "
+        "a longer one is refused with 413 before it is read whole.",
+    )
 
     @cached_property
     def database(self) -> str:

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 from pydantic import BaseModel
 from sqlalchemy import select
@@ -433,6 +434,114 @@ def test_missing_signature_is_401(client: TestClient, temporal: Temporal) -> Non
     assert answer.status_code == 401
     assert answer.content == b""
     assert not temporal.exists(dispatch_workflow_id(full_name, payload["after"]))
+
+
+def _signed_headers(body: bytes, content_type: str = "application/json") -> dict[str, str]:
+    digest = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    return {
+        "Content-Type": content_type,
+        "X-GitHub-Event": "push",
+        "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-Hub-Signature-256": f"sha256={digest}",
+    }
+
+
+@pytest.fixture
+def small_gateway(temporal: Temporal, tmp_path: Path) -> Iterator[TestClient]:
+    """A gateway that reads at most 10,000 bytes of a webhook."""
+    settings = _settings(tmp_path, temporal.address, webhook_max_bytes=10_000)
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def test_a_declared_length_over_the_limit_is_refused_unread(small_gateway: TestClient) -> None:
+    pulled = []
+
+    def body() -> Iterator[bytes]:
+        for n in range(1_000):  # 1 MB in 1 KB chunks
+            pulled.append(n)
+            yield b" " * 1_000
+
+    answer = small_gateway.post(
+        "/events", content=body(), headers={**_signed_headers(b""), "Content-Length": "1000000"}
+    )
+    assert answer.status_code == 413
+    assert len(pulled) <= 1
+    # At the limit it is read (and, unsigned for this body, refused for its signature).
+    answer = small_gateway.post("/events", content=b" " * 10_000, headers=_signed_headers(b""))
+    assert answer.status_code == 401
+
+
+def test_a_chunked_body_is_cut_off_once_it_outgrows_the_limit(
+    temporal: Temporal, tmp_path: Path
+) -> None:
+    """Over a real connection to uvicorn: the answer (413) comes while the client is still
+    sending, after about the limit, not after the whole body."""
+    settings = _settings(tmp_path, temporal.address, webhook_max_bytes=10_000)
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="error")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for("uvicorn", lambda: server.started)
+        head = (
+            "POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Transfer-Encoding: chunked\r\nX-GitHub-Event: push\r\n"
+            f"X-GitHub-Delivery: {uuid.uuid4()}\r\nX-Hub-Signature-256: sha256=00\r\n\r\n"
+        )
+        chunk = b"3e8\r\n" + b" " * 1_000 + b"\r\n"
+        answer, sent = b"", 0
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(head.encode())
+            sock.settimeout(0.1)
+            while not answer and sent < 1_000:
+                try:
+                    sock.sendall(chunk)
+                    sent += 1
+                    answer = sock.recv(4096)
+                except TimeoutError:
+                    continue
+                except (BrokenPipeError, ConnectionResetError):
+                    break
+            if not answer:
+                sock.settimeout(5)
+                answer = sock.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:80]
+        assert sent < 40  # 10 KB allowed, 1 MB offered
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 2_000 + b"]" * 2_000,  # nested deeper than the parser goes
+        b'{"a":' * 2_000 + b"1" + b"}" * 2_000,
+        b'{"n": ' + b"1" * 5_000 + b"}",  # longer than Python reads as an int
+        b'{"repository": "\\ud800"}',
+        b"\xff\xfe not utf-8",
+        b"",
+    ],
+    ids=["deep-list", "deep-object", "huge-int", "lone-surrogate", "not-utf8", "empty"],
+)
+def test_hostile_signed_json_is_400_never_500(client: TestClient, body: bytes) -> None:
+    answer = client.post("/events", content=body, headers=_signed_headers(body))
+    assert answer.status_code == 400, answer.text
+
+
+def test_only_json_and_form_encoded_bodies_are_read(client: TestClient) -> None:
+    payload, _ = push_payload()
+    body = json.dumps(payload).encode()
+    for content_type in ("text/plain", "application/xml", "multipart/form-data; boundary=x"):
+        answer = client.post("/events", content=body, headers=_signed_headers(body, content_type))
+        assert answer.status_code == 415, content_type
+    ok = client.post(
+        "/events", content=body, headers=_signed_headers(body, "application/json; charset=utf-8")
+    )
+    assert ok.status_code == 202
 
 
 def test_signature_covers_the_exact_body(client: TestClient) -> None:
