@@ -84,6 +84,8 @@ CONTENT_TYPES = frozenset({"application/json", "application/x-www-form-urlencode
 
 class BodyTooLarge(Exception):
     pass
+
+
 ACKNOWLEDGED_EVENTS = frozenset({"ping", "installation_repositories", "installation_target"})
 
 # --------------------------------------------------------------------------- GitHub payloads
