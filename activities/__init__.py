@@ -94,6 +94,7 @@ def build_activities(
         store.load_latest,
         store.persist_latest,
         store.record_deployment,
+        store.record_audit,
         previews.preview_comment,
         *_promotion_activities(mirror, blobs, github, client, settings),
         GitHubActivities(settings, github, jobs).check_run,

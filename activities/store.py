@@ -33,8 +33,10 @@ from activities.joblog import JobLog
 from shared.contracts.deploy import (
     ACT_LOAD_LATEST,
     ACT_PERSIST_LATEST,
+    ACT_RECORD_AUDIT,
     ACT_RECORD_DEPLOYMENT,
     TERMINAL_STATES,
+    AuditRecord,
     DeploymentRecord,
     LatestDeployment,
     LatestLookup,
@@ -158,6 +160,20 @@ class StoreActivities:
             key=key,
             state=request.latest.state,
         )
+
+    @activity.defn(name=ACT_RECORD_AUDIT)
+    async def record_audit(self, record: AuditRecord) -> None:
+        """One person's action, counted or refused: SQL (job pages, `/api/`) and a line in
+        the deployment's job log."""
+        await blocking(self.sql.record_audit, record)
+        if record.deployment_id:
+            self.jobs.write(
+                record.deployment_id,
+                f"{record.action} by {record.actor or 'someone'} "
+                + ("counted" if record.counted else "refused"),
+                source=record.source,
+                reason=record.reason or None,
+            )
 
     @activity.defn(name=ACT_RECORD_DEPLOYMENT)
     async def record_deployment(self, record: DeploymentRecord) -> None:

@@ -315,7 +315,12 @@ def _check_run(ev: CheckRunEvent, app_id: str | None) -> Route:
                 repo=repo.full_name,
                 deployment_id=run.external_id,
                 signal=ReviewSignal(
-                    decision="approve" if identifier == "approve" else "reject", by=sender
+                    decision="approve" if identifier == "approve" else "reject",
+                    by=sender,
+                    # The deployment checks these against its own check run (issue 16).
+                    repo=repo.full_name,
+                    check_run_name=run.name,
+                    head_sha=run.head_sha,
                 ),
             )
         if identifier == "unlock":

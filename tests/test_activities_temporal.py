@@ -183,7 +183,15 @@ def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
             assert "hi" in (run.output["text"] or "")  # the diff reached the check run
             deployment_id = run.state["external_id"]
             render = client.get_workflow_handle(deployment_id)
-            await render.signal(SIGNAL_REVIEW, ReviewSignal(decision="approve", by="octocat"))
+            # What the gateway sends for a click on this check run.
+            click = ReviewSignal(
+                decision="approve",
+                by="octocat",
+                repo="acme/fleet",
+                check_run_name=run.name,
+                head_sha=run.state["head_sha"],
+            )
+            await render.signal(SIGNAL_REVIEW, click)
 
             async def published() -> Any:
                 runs = emulator.check_runs("acme", "fleet")

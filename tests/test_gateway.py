@@ -724,7 +724,7 @@ def test_redelivered_approve_signals_once(client: TestClient, temporal: Temporal
     assert performed(client, delivery).outcome == f"signaled: {deployment_id}"
     assert post(client, "check_run", payload, delivery=delivery).json()["status"] == "duplicate"
     seen = temporal.seen(deployment_id, RenderSeen, lambda s: bool(s.reviews))
-    assert seen.reviews == [ReviewSignal(decision="approve", by="codebytere")]
+    assert seen.reviews == [clicked("approve", payload)]
     assert temporal.signals(deployment_id) == [SIGNAL_REVIEW]
 
 
@@ -835,7 +835,21 @@ def test_review_button_signals_the_render_workflow_named_by_external_id(
     assert answer.status_code == 202, answer.text
     assert answer.json()["workflow_id"] == deployment_id
     seen = temporal.seen(deployment_id, RenderSeen, lambda s: bool(s.reviews))
-    assert seen.reviews == [ReviewSignal(decision=decision, by="codebytere")]  # type: ignore[arg-type]
+    assert seen.reviews == [clicked(decision, payload)]
+
+
+def clicked(decision: str, payload: dict[str, Any]) -> ReviewSignal:
+    """The review signal a click on the payload's check run makes: who, and where."""
+    run = payload["check_run"]
+    return ReviewSignal.model_validate(
+        {
+            "decision": decision,
+            "by": payload["sender"]["login"],
+            "repo": payload["repository"]["full_name"],
+            "check_run_name": run["name"],
+            "head_sha": run["head_sha"],
+        }
+    )
 
 
 def test_review_of_a_finished_deployment_is_recorded_as_not_running(client: TestClient) -> None:

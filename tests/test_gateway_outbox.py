@@ -30,7 +30,6 @@ from shared.contracts.deploy import (
     DispatchInput,
     NewRevision,
     RepoRef,
-    ReviewSignal,
     deploy_workflow_id,
     dispatch_workflow_id,
 )
@@ -205,7 +204,9 @@ def test_delivery_accepted_while_temporal_is_down_is_performed_when_it_returns(
         seen = temporal.seen(dispatch_id, DispatchSeen)
         assert seen.input.delivery_id == push_delivery
         review = temporal.seen(deployment_id, RenderSeen, lambda s: bool(s.reviews))
-        assert review.reviews == [ReviewSignal(decision="approve", by="codebytere")]
+        assert [(r.decision, r.by, r.head_sha) for r in review.reviews] == [
+            ("approve", "codebytere", approve["check_run"]["head_sha"])
+        ]
         wait_for("an empty outbox", lambda: gateway.get("/healthz").json()["outbox"]["depth"] == 0)
         assert [(r.state, r.outcome) for r in rows(store)] == [
             ("done", f"started: {dispatch_id}"),

@@ -60,7 +60,13 @@ def test_button_routes() -> None:
     assert route("check_run", payload) == Review(
         repo="electron/electron",
         deployment_id="dep-1",
-        signal=ReviewSignal(decision="reject", by="codebytere"),
+        signal=ReviewSignal(
+            decision="reject",
+            by="codebytere",
+            repo="electron/electron",
+            check_run_name=payload["check_run"]["name"],
+            head_sha=payload["check_run"]["head_sha"],
+        ),
     )
     payload["requested_action"]["identifier"] = "unlock"
     assert route("check_run", payload) == Unlock(

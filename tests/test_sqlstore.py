@@ -34,6 +34,7 @@ from shared.stores.sql import (
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TABLES = {
     "alembic_version",
+    "audit_events",
     "deployments",
     "deployment_events",
     "webhook_deliveries",
@@ -64,10 +65,10 @@ def test_a_new_database_is_migrated_to_the_newest_revision(empty_sql_url: str) -
     engine = _engine(empty_sql_url)
     assert dbschema.current_revision(engine) is None
     SqlStore(empty_sql_url).close()
-    assert dbschema.current_revision(engine) == dbschema.head_revision() == "0003"
+    assert dbschema.current_revision(engine) == dbschema.head_revision() == "0004"
     assert set(inspect(engine).get_table_names()) == TABLES
     # a second store finds it at head and changes nothing
-    assert dbschema.upgrade(engine) == ("0003", "0003")
+    assert dbschema.upgrade(engine) == ("0004", "0004")
     engine.dispose()
 
 
@@ -163,7 +164,7 @@ def test_a_database_made_by_create_all_is_adopted_and_upgraded(
 
     store = SqlStore(empty_sql_url)
     try:
-        assert dbschema.current_revision(engine) == "0003"
+        assert dbschema.current_revision(engine) == "0004"
         assert _drift(engine) == []
         # the old rows are kept, and what can be known of their history is filled in
         row = store.deployment("d-old")
@@ -214,7 +215,7 @@ def test_concurrent_migrators_migrate_once(empty_sql_url: str) -> None:
     engine = _engine(empty_sql_url)
     with engine.connect() as connection:
         versions = connection.execute(text("SELECT version_num FROM alembic_version")).all()
-    assert [v[0] for v in versions] == ["0003"]
+    assert [v[0] for v in versions] == ["0004"]
     assert _drift(engine) == []
     engine.dispose()
 
@@ -223,11 +224,11 @@ def test_db_commands(empty_sql_url: str, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["db", "current", "--database", empty_sql_url]) == 0
     assert "revision none" in capsys.readouterr().out
     assert main(["db", "upgrade", "--database", empty_sql_url]) == 0
-    assert "migrated from an empty database to revision 0003" in capsys.readouterr().out
+    assert "migrated from an empty database to revision 0004" in capsys.readouterr().out
     assert main(["db", "upgrade", "--database", empty_sql_url]) == 0
-    assert "already at revision 0003" in capsys.readouterr().out
+    assert "already at revision 0004" in capsys.readouterr().out
     assert main(["db", "current", "--database", empty_sql_url]) == 0
-    assert "revision 0003 (the newest)" in capsys.readouterr().out
+    assert "revision 0004 (the newest)" in capsys.readouterr().out
 
 
 def test_db_commands_say_what_failed(capsys: pytest.CaptureFixture[str]) -> None:
@@ -245,7 +246,7 @@ def test_db_commands_default_to_the_settings(
     monkeypatch.delenv("ROLLWRIGHT_DATABASE_URL", raising=False)
     assert main(["db", "upgrade"]) == 0
     assert str(tmp_path / "rollwright.db") in capsys.readouterr().out
-    assert dbschema.current_revision(_engine(f"sqlite:///{tmp_path / 'rollwright.db'}")) == "0003"
+    assert dbschema.current_revision(_engine(f"sqlite:///{tmp_path / 'rollwright.db'}")) == "0004"
 
 
 # --- deployment history ------------------------------------------------------------------------

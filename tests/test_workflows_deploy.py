@@ -367,6 +367,42 @@ async def test_rejected_not_persisted() -> None:
         assert state.latest is not None and state.latest.revision == L
 
 
+@scenario
+async def test_a_click_counts_only_on_the_deployments_own_check_run() -> None:
+    """A signed click names a deployment by its check run's external id; made on another
+    root's, another repository's or another commit's check run it changes nothing, and every
+    click is recorded with who and why."""
+    world = World(latest={ROOT: latest(L)})
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        deployment_id = await h.awaiting_review(ROOT, A)
+        foreign = [
+            {"check_run_name": "rollwright/prod/eu"},
+            {"repo": "evil/fleet"},
+            {"head_sha": B},
+            {"repo": None, "check_run_name": None, "head_sha": None},
+        ]
+        for origin in foreign:
+            await h.click(deployment_id, "approve", "mallory", **origin)
+        await until(lambda: len(world.audits) == len(foreign), "the refused clicks recorded")
+        assert [(a.action, a.actor, a.counted) for a in world.audits] == [
+            ("approve", "mallory", False)
+        ] * len(foreign)
+        reasons = [a.reason for a in world.audits]
+        assert "check run 'rollwright/prod/eu'" in reasons[0]
+        assert "made in evil/fleet" in reasons[1]
+        assert f"made on commit {B[:7]}" in reasons[2]
+        assert "does not say which check run" in reasons[3]
+        assert all(a.deployment_id == deployment_id and a.root == ROOT for a in world.audits)
+        state = await h.until_state(ROOT, "still waiting", lambda s: s.current is not None)
+        assert state.current is not None and state.current.state == "awaiting_review"
+        assert world.publish_attempts == []
+        # The same click on its own check run counts.
+        result = await h.review(deployment_id, "approve", "alice")
+        assert result.state == "published"
+        assert [(a.actor, a.counted, a.reason) for a in world.audits[-1:]] == [("alice", True, "")]
+
+
 def test_publish_retries_outlast_a_short_outage() -> None:
     """A git host or S3 endpoint away for a couple of minutes must not fail a reviewed
     deployment: the publish attempts span minutes, not seconds."""

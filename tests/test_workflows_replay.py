@@ -31,6 +31,8 @@ from shared.contracts.deploy import (
 from tests.support.deploy_versions import (
     DeployBeforeRecordQueued,
     DeployBeforeSignalsFirst,
+    DeploymentBeforeReviewOrigin,
+    DeploymentReviewOriginUnpatched,
     DeployRecordingUnpatched,
     DeploySignalsFirstUnpatched,
 )
@@ -220,6 +222,33 @@ def test_a_history_that_picked_the_next_item_before_a_signal_replays() -> None:
     history = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert _replay_failure(history, DeployWorkflow) is None
     assert _replay_failure(history, DeploySignalsFirstUnpatched) is not None
+
+
+def test_a_deployment_that_took_any_click_replays() -> None:
+    """A deployment reviewed on the code before "review-checks-origin" (clicks were not
+    checked or recorded) replays on today's code; the same history fails without the patch
+    check."""
+
+    async def scenario() -> WorkflowHistory:
+        world = World()
+        async with harness(
+            world, workflows=[DeployWorkflow, DeploymentBeforeReviewOrigin, DispatchWorkflow]
+        ) as h:
+            await h.push(ROOT, A)
+            deployment_id = await h.awaiting_review(ROOT, A)
+            result = await h.review(deployment_id, "approve", repo=None, head_sha=None)
+            assert result.state == "published" and world.audits == []
+            return await h.client.get_workflow_handle(deployment_id).fetch_history()
+
+    history = asyncio.run(asyncio.wait_for(scenario(), 60))
+
+    async def replay(deployment: type) -> Exception | None:
+        replayer = Replayer(workflows=[deployment], data_converter=pydantic_data_converter)
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        return result.replay_failure
+
+    assert asyncio.run(replay(DeploymentWorkflow)) is None
+    assert asyncio.run(replay(DeploymentReviewOriginUnpatched)) is not None
 
 
 def _replay_failure(history: WorkflowHistory, deploy: type) -> Exception | None:

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         ACT_DIFF_RENDER,
         ACT_PERSIST_LATEST,
         ACT_PUBLISH,
+        ACT_RECORD_AUDIT,
         ACT_RECORD_DEPLOYMENT,
         ACT_RENDER_ROOT,
         ACT_WORKER_TASK_QUEUE,
@@ -33,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_DEPLOYMENT_UPDATE,
         SIGNAL_REVIEW,
         TERMINAL_STATES,
+        AuditRecord,
         CheckoutRequest,
         CheckoutResult,
         CheckRunAction,
@@ -55,10 +57,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows import calls, searchattrs
 
 
+# A review click counts only when it was made on the deployment's own check run, and every
+# click is recorded (issue 16); older histories took any click that named the deployment.
+PATCH_REVIEW_ORIGIN = "review-checks-origin"
+
+
 @workflow.defn(name=DEPLOYMENT_WORKFLOW)
 class DeploymentWorkflow:
     def __init__(self) -> None:
         self._review: ReviewSignal | None = None
+        self._refused: list[tuple[ReviewSignal, str]] = []  # clicks to record, and why
         self._state: DeploymentState = "queued"
         self.check_run_id: int | None = None
         self.digest: str | None = None
@@ -69,8 +77,38 @@ class DeploymentWorkflow:
     @workflow.signal(name=SIGNAL_REVIEW)
     def review(self, signal: ReviewSignal) -> None:
         # The first decision wins; clicks before the gate opens or after it closed are ignored.
-        if self._review is None and self._state == "awaiting_review":
-            self._review = signal
+        if self._review is not None or self._state != "awaiting_review":
+            return
+        if self._checks_origin():
+            reason = self._not_our_check_run(signal)
+            if reason is not None:
+                self._refused.append((signal, reason))
+                return
+        self._review = signal
+
+    def _checks_origin(self) -> bool:
+        return workflow.patched(PATCH_REVIEW_ORIGIN)
+
+    def _not_our_check_run(self, signal: ReviewSignal) -> str | None:
+        """Why a click was not made on this deployment's own check run (None: it was). The
+        check run's external id names the deployment; its repository, name and head commit
+        must name it too, or anyone could approve any deployment by its id."""
+        inp = self.inp
+        if signal.repo is None or signal.check_run_name is None or signal.head_sha is None:
+            return "the click does not say which check run it was made on"
+        if signal.repo != inp.repo.full_name:
+            return f"it was made in {signal.repo}, and this deployment is in {inp.repo.full_name}"
+        if signal.check_run_name != checkrun.check_run_name(inp.root):
+            return (
+                f"it was made on check run {signal.check_run_name!r}, and this deployment's is "
+                f"{checkrun.check_run_name(inp.root)!r}"
+            )
+        if signal.head_sha != inp.revision:
+            return (
+                f"it was made on commit {checkrun.short(signal.head_sha)}, and this deployment "
+                f"deploys {checkrun.short(inp.revision)}"
+            )
+        return None
 
     @workflow.query(name="deployment_state")
     def deployment_state(self) -> str:
@@ -246,15 +284,50 @@ class DeploymentWorkflow:
             message="\n\n".join(why),
             actions=[checkrun.APPROVE, checkrun.REJECT],
         )
-        try:
-            await workflow.wait_condition(
-                lambda: self._review is not None,
-                timeout=timedelta(seconds=REVIEW_TIMEOUT_SECONDS),
-                timeout_summary="review",
+        return await self._wait_for_review()
+
+    async def _wait_for_review(self) -> ReviewSignal | None:
+        """The first click that counts, or None after the review timeout (7 days)."""
+        deadline = workflow.now() + timedelta(seconds=REVIEW_TIMEOUT_SECONDS)
+        while True:
+            try:
+                await workflow.wait_condition(
+                    lambda: self._review is not None or bool(self._refused),
+                    timeout=deadline - workflow.now(),
+                    timeout_summary="review",
+                )
+            except builtins.TimeoutError:
+                return None
+            while self._refused:  # a click that does not count changes nothing but the record
+                signal, reason = self._refused.pop(0)
+                await self._audit(signal, counted=False, reason=reason)
+            if self._review is not None:
+                if self._checks_origin():
+                    await self._audit(self._review, counted=True)
+                return self._review
+
+    async def _audit(self, signal: ReviewSignal, *, counted: bool, reason: str = "") -> None:
+        inp = self.inp
+        if not counted:
+            workflow.logger.warning(
+                "review click refused",
+                extra={"deployment": inp.deployment_id, "by": signal.by, "reason": reason},
             )
-        except builtins.TimeoutError:
-            return None
-        return self._review
+        record = AuditRecord(
+            repo=inp.repo.full_name,
+            root=inp.root,
+            deployment_id=inp.deployment_id,
+            action=signal.decision,
+            actor=signal.by,
+            source=signal.source,
+            counted=counted,
+            reason=reason,
+            at=workflow.now(),
+        )
+        try:
+            await calls.run(ACT_RECORD_AUDIT, record, options=calls.RECORD, result_type=type(None))
+        except ActivityError as err:
+            workflow.logger.warning("recording the review click failed: %s", err.cause)
 
     async def _persist(
         self, state: DeploymentState, approved_by: str | None, published_prefix: str | None

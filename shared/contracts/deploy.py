@@ -47,6 +47,7 @@ ACT_RENDER_ROOT = "render_root"  # RenderRequest -> RenderSummary
 ACT_DIFF_RENDER = "diff_render"  # DiffRequest -> DiffSummary
 ACT_PUBLISH = "publish"  # PublishRequest -> PublishResult
 ACT_CLEANUP_CHECKOUT = "cleanup_checkout"  # CheckoutResult -> None
+ACT_RECORD_AUDIT = "record_audit"  # AuditRecord -> None
 
 # ApplicationError types that activities raise for mistakes in the fleet repo (never retried).
 ERR_FLEET = "FleetError"
@@ -282,9 +283,19 @@ class DeploymentInput(Payload):
     locks_queue: bool = False
 
 
+# Where a person acted: a check run button, a job page button, the API, a PR review.
+AuditSource = Literal["check_run", "page", "api", "pr_review"]
+
+
 class ReviewSignal(Payload):
     decision: Decision
     by: str | None = None
+    # Where the click was made: the check run's repository, name and head commit. It counts
+    # only on the deployment's own check run (senders before this left them out).
+    repo: str | None = None
+    check_run_name: str | None = None
+    head_sha: str | None = None
+    source: AuditSource = "check_run"
 
 
 class DeploymentResult(Payload):
@@ -432,6 +443,21 @@ class SignalDeploysRequest(Payload):
     repo: RepoRef
     roots: list[str]
     revision: NewRevision
+
+
+class AuditRecord(Payload):
+    """One person's action on a deployment or a root (approve, reject, unlock, …), whether it
+    counted, and why not when it did not: the audit trail of job pages and `/api/`."""
+
+    repo: str
+    root: str | None = None
+    deployment_id: str | None = None
+    action: str
+    actor: str | None = None
+    source: AuditSource = "check_run"
+    counted: bool
+    reason: str = ""
+    at: datetime
 
 
 class DeploymentRecord(Payload):

@@ -21,6 +21,7 @@ from typing import Any, Literal, cast
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     DateTime,
     Index,
     Integer,
@@ -43,7 +44,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from shared.contracts.deploy import TERMINAL_STATES, DeploymentRecord
+from shared.contracts.deploy import TERMINAL_STATES, AuditRecord, DeploymentRecord
 from shared.stores import schema as dbschema
 
 
@@ -101,6 +102,25 @@ class DeploymentEventRow(Base):
     check_run_id: Mapped[int | None] = mapped_column(
         BigInteger().with_variant(Integer(), "sqlite"), nullable=True
     )
+
+
+class AuditRow(Base):
+    """Who did what to a deployment or a root, from where, and whether it counted."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
+    repo: Mapped[str] = mapped_column(String(255))
+    root: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    deployment_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    action: Mapped[str] = mapped_column(String(32))
+    actor: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    source: Mapped[str] = mapped_column(String(32))
+    counted: Mapped[bool] = mapped_column(Boolean)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class DeliveryRow(Base):
@@ -668,6 +688,46 @@ class SqlStore:
                     )
                 )
             session.commit()
+
+    def record_audit(self, record: AuditRecord) -> None:
+        """Add one audit event. Retried activities may add it twice: an event carries its own
+        time, so an exact repeat is skipped."""
+        at = _utc(record.at)
+        with self._write_turn, self._sessions() as session:
+            seen = session.scalar(
+                select(AuditRow.id).where(
+                    AuditRow.deployment_id == record.deployment_id,
+                    AuditRow.repo == record.repo,
+                    AuditRow.action == record.action,
+                    AuditRow.actor == record.actor,
+                    AuditRow.at == at,
+                )
+            )
+            if seen is None:
+                session.add(
+                    AuditRow(
+                        repo=record.repo,
+                        root=record.root,
+                        deployment_id=record.deployment_id,
+                        action=record.action,
+                        actor=record.actor,
+                        source=record.source,
+                        counted=record.counted,
+                        reason=record.reason,
+                        at=at,
+                    )
+                )
+                session.commit()
+
+    def audit_events(self, deployment_id: str) -> list[AuditRow]:
+        """A deployment's audit events, oldest first."""
+        with self._sessions() as session:
+            query = (
+                select(AuditRow)
+                .where(AuditRow.deployment_id == deployment_id)
+                .order_by(AuditRow.at, AuditRow.id)
+            )
+            return list(session.scalars(query))
 
     def deployment(self, deployment_id: str) -> DeploymentRow | None:
         with self._sessions() as session:

@@ -9,8 +9,16 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from shared.contracts.deploy import ACT_RECORD_DEPLOYMENT, DeployInput, DeploymentRecord
+    from shared.contracts.deploy import (
+        ACT_RECORD_DEPLOYMENT,
+        DEPLOYMENT_WORKFLOW,
+        DeployInput,
+        DeploymentInput,
+        DeploymentRecord,
+        DeploymentResult,
+    )
     from workflows.deploy import DeployWorkflow
+    from workflows.deployment import DeploymentWorkflow
 
 
 @workflow.defn(name="DeployWorkflow")
@@ -74,3 +82,28 @@ class DeploySignalsFirstUnpatched(DeployWorkflow):
 
     def _signals_came_in(self) -> bool:
         return self._has_work()
+
+
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
+class DeploymentBeforeReviewOrigin(DeploymentWorkflow):
+    """DeploymentWorkflow before review clicks were checked against the deployment's own
+    check run and recorded (patch "review-checks-origin")."""
+
+    @workflow.run
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
+        return await super().run(inp)
+
+    def _checks_origin(self) -> bool:
+        return False
+
+
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
+class DeploymentReviewOriginUnpatched(DeploymentWorkflow):
+    """The same change without its patch check."""
+
+    @workflow.run
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
+        return await super().run(inp)
+
+    def _checks_origin(self) -> bool:
+        return True

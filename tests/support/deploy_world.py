@@ -38,6 +38,7 @@ from shared.contracts.deploy import (
     ACT_LOAD_LATEST,
     ACT_PERSIST_LATEST,
     ACT_PUBLISH,
+    ACT_RECORD_AUDIT,
     ACT_RECORD_DEPLOYMENT,
     ACT_RENDER_ROOT,
     ACT_REVISION_RELATION,
@@ -54,6 +55,7 @@ from shared.contracts.deploy import (
     TERMINAL_STATES,
     AffectedRequest,
     AffectedResult,
+    AuditRecord,
     CheckoutRequest,
     CheckoutResult,
     CheckRunRef,
@@ -133,6 +135,7 @@ class World:
     publish_modes: dict[str, PublishMode] = field(default_factory=dict)
     publish_attempts: list[str] = field(default_factory=list)
     records: list[DeploymentRecord] = field(default_factory=list)
+    audits: list[AuditRecord] = field(default_factory=list)
     affected: dict[tuple[str, str], AffectedResult] = field(default_factory=dict)
     affected_calls: list[AffectedRequest] = field(default_factory=list)
     signalled: list[SignalDeploysRequest] = field(default_factory=list)
@@ -163,6 +166,12 @@ class World:
             if reqs[0].head_sha == revision
             and root in (None, reqs[0].name.removeprefix("rollwright/"))
         ]
+
+    def check_run_of(self, deployment_id: str) -> int:
+        """The check run whose external id is the deployment."""
+        return next(
+            i for i, reqs in self.check_runs.items() if reqs[0].external_id == deployment_id
+        )
 
     def last(self, check_run_id: int) -> CheckRunRequest:
         return self.check_runs[check_run_id][-1]
@@ -203,6 +212,10 @@ class World:
             self.held.append(rec)
             await hold.wait()
         self.records.append(rec)
+
+    @activity.defn(name=ACT_RECORD_AUDIT)
+    async def record_audit(self, rec: AuditRecord) -> None:
+        self.audits.append(rec)
 
     @activity.defn(name=ACT_REVISION_RELATION)
     async def revision_relation(self, req: RelationRequest) -> str:
@@ -306,6 +319,7 @@ class World:
             self.persist_latest,
             self.check_run,
             self.record_deployment,
+            self.record_audit,
             self.revision_relation,
             self.worker_task_queue,
             self.affected_roots,
@@ -408,14 +422,30 @@ class Harness:
         return deployment_id
 
     async def review(
-        self, deployment_id: str, decision: str, by: str = "alice"
+        self, deployment_id: str, decision: str, by: str = "alice", **origin: Any
     ) -> DeploymentResult:
-        """Click Approve / Reject and wait for the deployment to finish."""
-        handle = self.client.get_workflow_handle(deployment_id)
-        await handle.signal(
-            SIGNAL_REVIEW, ReviewSignal.model_validate({"decision": decision, "by": by})
-        )
+        """Click Approve / Reject on the deployment's check run (`origin` overrides where the
+        click says it was made) and wait for the deployment to finish."""
+        await self.click(deployment_id, decision, by, **origin)
         return await self.outcome(deployment_id)
+
+    async def click(
+        self, deployment_id: str, decision: str, by: str = "alice", **origin: Any
+    ) -> None:
+        """Send the review signal a click on the deployment's check run makes."""
+        handle = self.client.get_workflow_handle(deployment_id)
+        request = self.world.check_runs[self.world.check_run_of(deployment_id)][0]
+        signal = ReviewSignal.model_validate(
+            {
+                "decision": decision,
+                "by": by,
+                "repo": REPO.full_name,
+                "check_run_name": request.name,
+                "head_sha": request.head_sha,
+                **origin,
+            }
+        )
+        await handle.signal(SIGNAL_REVIEW, signal)
 
     async def outcome(self, deployment_id: str) -> DeploymentResult:
         # Waiting on a result lets the test server skip time (review timeout, retry backoff).
