@@ -60,6 +60,7 @@ from shared.contracts.preview import (
     preview_latest_key,
     preview_prefix,
 )
+from shared.engine.secrets.redact import keyed_markers
 from shared.github.limits import COMMENT_LIMIT, OUTPUT_LIMIT, fit_text
 from shared.review.markdown import report_markdown
 from shared.review.preview import build_preview
@@ -180,14 +181,15 @@ class PreviewActivities:
         rendered = [0]
 
         def build(progress: Callable[[str], None]) -> PreviewReport:
-            return build_preview(
-                mirror,
-                rev.base_sha,
-                rev.head_sha,
-                warnings=rev.warnings,
-                jobs=self.jobs,
-                progress=progress,
-            )
+            with keyed_markers(self.settings.marker_key(repo.full_name)):
+                return build_preview(
+                    mirror,
+                    rev.base_sha,
+                    rev.head_sha,
+                    warnings=rev.warnings,
+                    jobs=self.jobs,
+                    progress=progress,
+                )
 
         def count(_label: str) -> None:
             rendered[0] += 1

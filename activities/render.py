@@ -31,6 +31,7 @@ from shared.contracts.deploy import (
 )
 from shared.engine.fleet import Fleet
 from shared.engine.render import Render
+from shared.engine.secrets.redact import keyed_markers
 from shared.engine.tree import WorkTree
 from shared.review.diff import diff_renders
 from shared.review.diffdoc import diff_document, document_key
@@ -69,7 +70,11 @@ class RenderActivities:
         )
         started = time.monotonic()
         try:
-            with withhold_unexpected(f"rendering root {request.root!r}"), fleet_mistakes():
+            with (
+                withhold_unexpected(f"rendering root {request.root!r}"),
+                fleet_mistakes(),
+                keyed_markers(self.settings.marker_key(repo)),
+            ):
                 render = render_checkout(Path(request.checkout_path), request.root)
         except ApplicationError as err:
             self.jobs.write(

@@ -7,6 +7,8 @@ configured — the local GitHub emulator.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import socket
 from functools import cached_property
@@ -63,6 +65,12 @@ class Settings(BaseSettings):
         "(set by the embedded stack; never in production).",
     )
     log_level: str = Field(default="info")
+    redaction_key: SecretStr | None = Field(
+        default=None,
+        description="Key of the secret markers (`REDACTED:hmac:…`) in check runs, comments and "
+        "pages; each repository gets its own key derived from it. Default: derived from the "
+        "GitHub App's private key. Changing it rotates every marker (docs/secrets.md).",
+    )
     webhook_max_bytes: int = Field(
         default=25 * 1024 * 1024,
         gt=0,
@@ -92,6 +100,20 @@ class Settings(BaseSettings):
         if self.github_private_key_file is not None:
             return self.github_private_key_file.read_text()
         return None
+
+    def marker_key(self, repo: str) -> bytes | None:
+        """The secret-marker key of one repository (`owner/name`): HMAC of its name with the
+        service's key, so markers of two fleets never match. None when the service has no
+        key at all (no redaction key and no App key: markers are then unkeyed)."""
+        base = (
+            self.redaction_key.get_secret_value()
+            if self.redaction_key is not None
+            else self.private_key_pem()
+        )
+        if not base:
+            return None
+        root = hashlib.sha256(b"rollwright redaction key\0" + base.encode()).digest()
+        return hmac.new(root, repo.encode(), hashlib.sha256).digest()
 
     @property
     def github_configured(self) -> bool:

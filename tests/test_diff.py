@@ -94,6 +94,16 @@ def test_hidden_change_without_leaf_digests_still_counts() -> None:
     assert "Redacted values changed (not shown): the file" in text
 
 
+def test_a_rotated_marker_key_is_not_a_change() -> None:
+    """The same plaintext shown with other markers (a rotated key, or a render stored before
+    markers were keyed) is not a change to review; another plaintext still is."""
+    old = RenderFiles({"s.yaml": b"password: REDACTED:sha256:0123456789ab\n"}, {"s.yaml": "d1"})
+    new = RenderFiles({"s.yaml": b"password: REDACTED:hmac:ba9876543210\n"}, {"s.yaml": "d1"})
+    assert diff_renders(old, new).empty
+    rotated = RenderFiles({"s.yaml": b"password: REDACTED:hmac:ffff00001111\n"}, {"s.yaml": "d2"})
+    assert [f.path for f in diff_renders(new, rotated).files] == ["s.yaml"]
+
+
 def test_renders_stored_without_digests_compare_by_bytes() -> None:
     assert diff_renders(RenderFiles({"x": b"1\n"}), RenderFiles({"x": b"1\n"}, {"x": "d"})).empty
 

@@ -15,6 +15,7 @@ import pytest
 from shared.engine import parallel
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
+from shared.engine.secrets.redact import keyed_markers
 from shared.engine.tree import WorkTree
 from tests.bench import fleetgen
 from tests.conftest import EXAMPLES
@@ -39,7 +40,7 @@ def small_fleet(base: Path, *, clusters: int = 33, releases: int = 1) -> Path:
     return base
 
 
-def rollwright(*args: str) -> subprocess.CompletedProcess[str]:
+def rollwright(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / "rollwright"), *args],
         capture_output=True,
@@ -47,6 +48,7 @@ def rollwright(*args: str) -> subprocess.CompletedProcess[str]:
         stdin=subprocess.DEVNULL,
         timeout=300,
         check=False,
+        env=env,
     )
 
 
@@ -75,6 +77,17 @@ def test_redacted_and_plaintext_files_both_survive_the_trip(tmp_path: Path) -> N
     assert all(r.redacted for r in par)
     assert all(b"hunter2" not in b"".join(r.files.values()) for r in par)
     assert [r.reveal() for r in par] == [r.reveal() for r in serial]
+
+
+def test_worker_processes_key_their_markers_like_the_parent(tmp_path: Path) -> None:
+    fleet = Fleet.open(WorkTree(small_fleet(tmp_path / "fleet", clusters=2)))
+    roots = fleet.roots()
+    with keyed_markers(b"k" * 32):
+        serial = list(fleet.render_all(roots))
+        par = list(parallel.render_all(fleet, roots, 2, min_roots_per_worker=1))
+    assert par == serial
+    shown = b"".join(b"".join(r.files.values()) for r in par)
+    assert b"REDACTED:hmac:" in shown and b"REDACTED:sha256:" not in shown
 
 
 def test_render_into_places_roots_like_the_serial_writer(tmp_path: Path) -> None:
@@ -114,6 +127,19 @@ def test_render_into_stops_at_the_failing_root(tmp_path: Path) -> None:
     assert placed == ["g000/c000-000", "g000/c000-001"]
     assert sorted(p.relative_to(out).as_posix() for p in out.glob("*/*")) == placed
     assert [p.name for p in out.iterdir()] == ["g000"]  # no staging left behind
+
+
+def test_cli_keys_its_markers_with_the_redaction_key(tmp_path: Path) -> None:
+    repo = small_fleet(tmp_path / "fleet")
+    keyed = {**os.environ, "ROLLWRIGHT_REDACTION_KEY": "team key"}
+    unkeyed = {k: v for k, v in os.environ.items() if k != "ROLLWRIGHT_REDACTION_KEY"}
+    for name, env, marker in (("keyed", keyed, b"hmac"), ("plain", unkeyed, b"sha256")):
+        out = tmp_path / name
+        done = rollwright("render", "--repo", str(repo), "--out", str(out), "--jobs", "2", env=env)
+        assert done.returncode == 0, done.stderr
+        shown = b"".join(tree(out).values())
+        assert b"REDACTED:" + marker + b":" in shown and b"hunter2" not in shown
+    assert tree(tmp_path / "keyed").keys() == tree(tmp_path / "plain").keys()
 
 
 def test_worker_count() -> None:

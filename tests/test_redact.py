@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from shared.engine.secrets.redact import (
     REDACTED,
     Redactor,
     is_weak,
+    keyed_markers,
     leaf_digests,
     redact_number,
     redact_render_files,
@@ -25,6 +28,7 @@ from shared.engine.secrets.redact import (
     redact_tree,
     redact_value,
 )
+from shared.settings import Settings
 
 PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\n"
@@ -164,6 +168,43 @@ def test_secret_data_is_hashed_as_rendered() -> None:
 
     for other in (dict(doc, kind="ConfigMap"), dict(doc, apiVersion="v2")):
         assert redact_secret_object(other)["data"] == doc["data"]
+
+
+def test_keyed_markers_cannot_be_confirmed_without_the_key() -> None:
+    """The service keys its markers: the same value gives the same marker under one key (a
+    rotation still shows), another under another key, and never the plain SHA-256 a guess
+    could be checked against."""
+    doc = {"apiVersion": "v1", "kind": "Secret", "stringData": {"password": "hunter2"}}
+    unkeyed = redact_secret_object(doc)["stringData"]["password"]
+    assert unkeyed == "REDACTED:sha256:" + hashlib.sha256(b"hunter2").hexdigest()[:12]
+    with keyed_markers(b"a" * 32):
+        first = redact_secret_object(doc)["stringData"]["password"]
+        again = redact_secret_object(doc)["stringData"]["password"]
+        rotated = redact_secret_object({**doc, "stringData": {"password": "hunter3"}})[
+            "stringData"
+        ]["password"]
+    with keyed_markers(b"b" * 32):
+        other_key = redact_secret_object(doc)["stringData"]["password"]
+    expected = hmac.new(b"a" * 32, b"hunter2", hashlib.sha256).hexdigest()[:12]
+    assert first == again == "REDACTED:hmac:" + expected
+    assert rotated != first and other_key != first
+    assert hashlib.sha256(b"hunter2").hexdigest()[:12] not in first
+    # outside the context the markers are unkeyed again
+    assert redact_secret_object(doc)["stringData"]["password"] == unkeyed
+
+
+def test_each_repository_gets_its_own_marker_key(tmp_path: Path) -> None:
+    from_app = Settings(data_dir=tmp_path, github_private_key="-----BEGIN KEY-----\nabc\n")
+    a, b = from_app.marker_key("acme/fleet"), from_app.marker_key("acme/other")
+    assert a is not None and b is not None and a != b
+    assert from_app.marker_key("acme/fleet") == a
+    configured = Settings(
+        data_dir=tmp_path, github_private_key="-----BEGIN KEY-----\nabc\n", redaction_key="r1"
+    )
+    assert configured.marker_key("acme/fleet") not in (None, a)
+    rotated = Settings(data_dir=tmp_path, redaction_key="r2")
+    assert rotated.marker_key("acme/fleet") != configured.marker_key("acme/fleet")
+    assert Settings(data_dir=tmp_path).marker_key("acme/fleet") is None
 
 
 def _deployment(env_value: str, annotation: str) -> dict[str, Any]:

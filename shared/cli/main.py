@@ -11,6 +11,7 @@ Bad input never shows a traceback: fleet mistakes print `path:line: message` and
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 import time
@@ -26,6 +27,7 @@ from shared.engine import parallel, yamldoc
 from shared.engine.affected import affected_between
 from shared.engine.errors import FleetError, FleetErrors
 from shared.engine.fleet import Fleet
+from shared.engine.secrets.redact import keyed_markers
 from shared.engine.tree import GitError, WorkTree
 from shared.engine.validate import validate_fleet
 
@@ -199,10 +201,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def local_marker_key() -> bytes | None:
+    """Local renders key their secret markers with `ROLLWRIGHT_REDACTION_KEY` when it is set
+    (a team that checks in rendered trees shares it); otherwise they are unkeyed."""
+    text = os.environ.get("ROLLWRIGHT_REDACTION_KEY")
+    if not text:
+        return None
+    return hashlib.sha256(b"rollwright local redaction key\0" + text.encode()).digest()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        code: int = args.func(args)
+        with keyed_markers(local_marker_key()):
+            code: int = args.func(args)
     except FleetErrors as err:
         for problem in err.problems:
             print(problem, file=sys.stderr)

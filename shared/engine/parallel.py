@@ -46,6 +46,7 @@ from shared.engine import helm
 from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.fleet import Fleet
 from shared.engine.render import Render
+from shared.engine.secrets import redact
 from shared.engine.tree import GitError, WorkTree
 
 # Below this many roots per worker, starting processes (~0.3 s each: Python, the Go runtime,
@@ -101,7 +102,7 @@ def render_all(
     if not workers or not isinstance(fleet.tree, WorkTree):
         yield from fleet.render_all(roots)
         return
-    job = _Job()
+    job = _Job(marker_key=redact.marker_key())
     pool: _Pool | None = None
     try:
         pool = _Pool(fleet.tree.root, workers - 1, job, _Worker("", job, fleet))
@@ -134,7 +135,7 @@ def render_into(
     made_out = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".rollwright-render-", dir=out))
-    job = _Job(staging=str(staging), reveal=reveal)
+    job = _Job(staging=str(staging), reveal=reveal, marker_key=redact.marker_key())
     pool: _Pool | None = None
     try:
         pool = _Pool(fleet.tree.root, workers - 1, job, _Worker("", job, fleet))
@@ -169,6 +170,7 @@ class _Job:
 
     staging: str | None = None
     reveal: bool = False
+    marker_key: bytes | None = None  # the parent's secret-marker key (redact.keyed_markers)
 
 
 @dataclass(frozen=True)
@@ -244,12 +246,13 @@ def worker_main(fd: int) -> None:
     try:
         repo, job = conn.recv()
         worker = _Worker(repo, job)
-        while True:
-            message = conn.recv()
-            if message is None:
-                return
-            chunk, items = message
-            conn.send((chunk, worker.render_chunk(items)))
+        with redact.keyed_markers(job.marker_key):  # the parent's secret markers
+            while True:
+                message = conn.recv()
+                if message is None:
+                    return
+                chunk, items = message
+                conn.send((chunk, worker.render_chunk(items)))
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the parent is gone
 

@@ -124,6 +124,11 @@ def diff_renders(
             change: Change = "added" if a is None else "removed"
             out.files.append(FileDiff(path, change, _unified(path, a, b)))
             continue
+        old_digest, new_digest = before.digests.get(path), after.digests.get(path)
+        if old_digest is not None and old_digest == new_digest:
+            # The same plaintext: shown text can only differ by how it was redacted (markers
+            # keyed with a rotated key, or from before keyed markers), which is not a change.
+            continue
         hidden = _hidden_changes(before, after, path)
         if a == b and not hidden:
             continue

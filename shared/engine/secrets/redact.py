@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import math
 import re
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import yaml
@@ -38,6 +41,10 @@ from shared.engine.values import escape_pointer_token
 
 REDACTED = "REDACTED"
 SECRET_HASH_PREFIX = "REDACTED:sha256:"
+KEYED_HASH_PREFIX = "REDACTED:hmac:"
+# The key of the secret markers made in this context (the service: one per repository, see
+# docs/secrets.md); None: the unkeyed sha256 marker of local renders without a key.
+_MARKER_KEY: ContextVar[bytes | None] = ContextVar("rollwright_marker_key", default=None)
 
 Path = tuple[str | int, ...]
 
@@ -174,10 +181,30 @@ def is_secret_object(doc: Any) -> bool:
     )
 
 
+@contextmanager
+def keyed_markers(key: bytes | None) -> Iterator[None]:
+    """Secret markers made inside are `REDACTED:hmac:…` keyed with `key` (None: unkeyed)."""
+    token = _MARKER_KEY.set(key)
+    try:
+        yield
+    finally:
+        _MARKER_KEY.reset(token)
+
+
+def marker_key() -> bytes | None:
+    """The key of the markers made here (`keyed_markers`), for worker processes."""
+    return _MARKER_KEY.get()
+
+
 def secret_hash(value: Any) -> str:
-    """`REDACTED:sha256:<12 hex>` of a Secret value as rendered (non-strings: their JSON)."""
+    """The marker of a Secret value as rendered (non-strings: their JSON): 12 hex of its
+    HMAC-SHA256 with the context's key (`keyed_markers`), so a rotation shows but a guessed
+    value cannot be confirmed without the key; without a key, of its plain SHA-256."""
     text = value if isinstance(value, str) else canonical_json(value)
-    return SECRET_HASH_PREFIX + hashlib.sha256(text.encode()).hexdigest()[:12]
+    key = _MARKER_KEY.get()
+    if key is None:
+        return SECRET_HASH_PREFIX + hashlib.sha256(text.encode()).hexdigest()[:12]
+    return KEYED_HASH_PREFIX + hmac.new(key, text.encode(), hashlib.sha256).hexdigest()[:12]
 
 
 def redact_secret_object(doc: Mapping[str, Any]) -> dict[str, Any]:
