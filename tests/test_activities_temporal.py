@@ -211,12 +211,31 @@ def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
 
             (row,) = await eventually(recorded, "the deployment recorded in SQL")
             assert row.deployment_id == deployment_id and row.approved_by == "@octocat"
+            (audit,) = sql.audit_events(deployment_id)
+            assert (audit.action, audit.actor, audit.counted) == ("approve", "octocat", True)
             sql.close()
             # the checkout was made on this worker's disk and cleaned up afterwards
             checkouts = settings.git_dir / "checkouts"
             await eventually(
                 lambda: _async(not (checkouts / deployment_id).exists()), "checkout cleanup"
             )
+            # A push that breaks rollwright.yaml: its commit's `rollwright` check run says where.
+            write_files(fleet, {"rollwright.yaml": "layout: atlas\nlayuot: x\n"})
+            broken = commit_all(fleet, "a typo")
+            failed = await client.execute_workflow(
+                DISPATCH_WORKFLOW,
+                DispatchInput(repo=repo, before=after, after=broken, pusher="octocat"),
+                id=dispatch_workflow_id("acme/fleet", broken),
+                task_queue=settings.task_queue,
+                result_type=DispatchResult,
+            )
+            assert failed.roots == [] and "rollwright.yaml:2:" in (failed.error or "")
+            (unreadable,) = [
+                r for r in emulator.check_runs("acme", "fleet") if r.name == "rollwright"
+            ]
+            assert unreadable.conclusion == "failure"
+            assert unreadable.state["head_sha"] == broken
+            assert "rollwright.yaml:2:" in unreadable.output["summary"]
         finally:
             stop.set()
             await worker

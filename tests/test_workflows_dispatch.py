@@ -144,6 +144,33 @@ def test_check_suite_rerun_without_roots_is_a_rerun_of_the_affected_roots() -> N
     asyncio.run(asyncio.wait_for(scenario(), 60))
 
 
+def test_an_unreadable_fleet_fails_the_commits_check_run_naming_file_and_line() -> None:
+    problem = "rollwright.yaml:3: unknown key 'layuot' (did you mean 'layout'?)"
+
+    async def scenario() -> None:
+        world = World(fleet_errors={AFTER: problem})
+        async with harness(world) as h:
+            result = await h.client.execute_workflow(
+                DISPATCH_WORKFLOW,
+                DispatchInput(repo=REPO, before=BEFORE, after=AFTER),
+                id=dispatch_workflow_id(REPO.full_name, AFTER),
+                task_queue=TASK_QUEUE,
+                result_type=DispatchResult,
+            )
+            assert result.roots == [] and result.error == problem
+            assert world.signalled == []
+            (run_id,) = world.runs_for(AFTER)
+            run = world.last(run_id)
+            assert (run.name, run.conclusion, run.title) == (
+                "rollwright",
+                "failure",
+                "The fleet cannot be read",
+            )
+            assert f"`{problem}`" in run.summary
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
 def test_affected_roots_failure_fails_the_dispatch() -> None:
     async def scenario() -> None:
         world = World()  # no diff known: the double raises a non-retryable error

@@ -10,12 +10,13 @@ any nondeterminism; a deliberately changed workflow makes it fail (last test).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from temporalio import workflow
-from temporalio.client import WorkflowHistory
+from temporalio.client import WorkflowFailureError, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
@@ -35,6 +36,8 @@ from tests.support.deploy_versions import (
     DeploymentReviewOriginUnpatched,
     DeployRecordingUnpatched,
     DeploySignalsFirstUnpatched,
+    DispatchBeforeFleetReports,
+    DispatchFleetReportsUnpatched,
 )
 from tests.support.deploy_world import (
     REPO,
@@ -249,6 +252,37 @@ def test_a_deployment_that_took_any_click_replays() -> None:
 
     assert asyncio.run(replay(DeploymentWorkflow)) is None
     assert asyncio.run(replay(DeploymentReviewOriginUnpatched)) is not None
+
+
+def test_a_dispatch_that_failed_on_an_unreadable_fleet_replays() -> None:
+    """A dispatch that failed on a fleet error on the code before
+    "dispatch-reports-unreadable-fleet" replays on today's code; the same history fails
+    without the patch check."""
+    after = sha("f")
+
+    async def scenario() -> WorkflowHistory:
+        world = World(fleet_errors={after: "rollwright.yaml:1: broken"})
+        async with harness(world, workflows=[DispatchBeforeFleetReports]) as h:
+            handle = await h.client.start_workflow(
+                DISPATCH_WORKFLOW,
+                DispatchInput(repo=REPO, before=sha("e"), after=after),
+                id=dispatch_workflow_id(REPO.full_name, after),
+                task_queue=TASK_QUEUE,
+            )
+            with contextlib.suppress(WorkflowFailureError):
+                await handle.result()
+            assert world.check_runs == {}
+            return await handle.fetch_history()
+
+    history = asyncio.run(asyncio.wait_for(scenario(), 60))
+
+    async def replay(dispatch: type) -> Exception | None:
+        replayer = Replayer(workflows=[dispatch], data_converter=pydantic_data_converter)
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        return result.replay_failure
+
+    assert asyncio.run(replay(DispatchWorkflow)) is None
+    assert asyncio.run(replay(DispatchFleetReportsUnpatched)) is not None
 
 
 def _replay_failure(history: WorkflowHistory, deploy: type) -> Exception | None:

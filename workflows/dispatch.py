@@ -8,18 +8,22 @@ signal-with-started by another activity (workflows cannot signal-with-start dire
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from shared.contracts import checkrun
     from shared.contracts.deploy import (
         ACT_AFFECTED_ROOTS,
+        ACT_CHECK_RUN,
         ACT_SIGNAL_DEPLOYS,
+        ERR_FLEET,
         SA_REPO,
         SA_REVISION,
         SA_STATE,
         SA_TRIGGER,
         AffectedRequest,
         AffectedResult,
+        CheckRunRef,
         DispatchInput,
         DispatchResult,
         NewRevision,
@@ -37,6 +41,9 @@ with workflow.unsafe.imports_passed_through():
 # Pushes to the default branch start and feed PromotionWorkflows (issue 7); histories written
 # before this replay without it.
 PATCH_PROMOTIONS = "dispatch-promotions"
+# A push whose fleet cannot be read gets a failed `rollwright` check run on its commit (issue
+# 16); older histories failed the dispatch with the error in Temporal only.
+PATCH_FLEET_ERRORS = "dispatch-reports-unreadable-fleet"
 
 
 @workflow.defn(name="DispatchWorkflow")
@@ -53,14 +60,22 @@ class DispatchWorkflow:
         if inp.roots is not None:
             affected = AffectedResult(roots=sorted(set(inp.roots)), reason="requested")
         else:
-            affected = await calls.run(
-                ACT_AFFECTED_ROOTS,
-                AffectedRequest(
-                    repo=inp.repo, before=inp.before, after=inp.after, forced=inp.forced
-                ),
-                options=calls.AFFECTED,
-                result_type=AffectedResult,
-            )
+            try:
+                affected = await calls.run(
+                    ACT_AFFECTED_ROOTS,
+                    AffectedRequest(
+                        repo=inp.repo, before=inp.before, after=inp.after, forced=inp.forced
+                    ),
+                    options=calls.AFFECTED,
+                    result_type=AffectedResult,
+                )
+            except ActivityError as err:
+                message = _fleet_error(err)
+                if message is None or not self._reports_unreadable_fleet():
+                    raise
+                await _report_unreadable_fleet(inp, message)
+                searchattrs.upsert(state="failed", keys=(SA_STATE,))
+                return DispatchResult(roots=[], error=message)
         workflow.set_current_details(
             f"`{inp.after[:12]}`: {len(affected.roots)} affected root(s)"
             + (f" ({affected.reason})" if affected.reason else "")
@@ -86,6 +101,29 @@ class DispatchWorkflow:
             await _promotions(inp)
         searchattrs.upsert(state="dispatched", keys=(SA_STATE,))
         return DispatchResult(roots=affected.roots, all_roots=affected.all_roots)
+
+    def _reports_unreadable_fleet(self) -> bool:
+        return workflow.patched(PATCH_FLEET_ERRORS)
+
+
+def _fleet_error(err: ActivityError) -> str | None:
+    """The message of a fleet mistake (`path:line: message`), None for anything else."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.type == ERR_FLEET and cause.non_retryable:
+        return cause.message
+    return None
+
+
+async def _report_unreadable_fleet(inp: DispatchInput, message: str) -> None:
+    """The commit's `rollwright` check run says why nothing was deployed. When even that
+    cannot be written, the dispatch fails with the fleet error, as before."""
+    workflow.logger.warning("fleet unreadable at %s: %s", inp.after[:12], message)
+    await calls.run(
+        ACT_CHECK_RUN,
+        checkrun.unreadable_fleet(inp.repo, inp.after, message),
+        options=calls.GITHUB,
+        result_type=CheckRunRef,
+    )
 
 
 async def _promotions(inp: DispatchInput) -> None:

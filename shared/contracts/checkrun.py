@@ -27,6 +27,30 @@ def check_run_name(root: str) -> str:
     return f"rollwright/{root}"
 
 
+# The check run of a revision as a whole (not of one root): what a push did or could not do.
+REVISION_CHECK_NAME = "rollwright"
+
+
+def unreadable_fleet(repo: RepoRef, revision: str, message: str) -> CheckRunRequest:
+    """The failed `rollwright` check run of a pushed revision whose fleet cannot be read: no
+    root can be worked out or deployed until a fix is pushed."""
+    return CheckRunRequest(
+        repo=repo,
+        name=REVISION_CHECK_NAME,
+        head_sha=revision,
+        external_id=f"revision:{revision}",
+        status="completed",
+        conclusion="failure",
+        title="The fleet cannot be read",
+        summary=(
+            f"rollwright could not read the fleet at `{short(revision)}`, so it cannot tell "
+            "which roots this push changes, and deployed nothing. Fix the file below and "
+            "push again; `rollwright validate` shows the same problems locally.\n\n"
+            + "\n".join(f"- `{line}`" for line in message.splitlines() if line.strip())
+        ),
+    )
+
+
 # Check runs of this App that are not a root's: the pull request preview and the rollouts
 # of version patches (`rollwright/promote: <patch>`). A root cannot take these names over.
 NOT_ROOT_NAMES = frozenset({"rollwright/preview"})

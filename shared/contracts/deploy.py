@@ -146,6 +146,9 @@ class AffectedResult(Payload):
 class DispatchResult(Payload):
     roots: list[str]
     all_roots: bool = False
+    # The fleet could not be read at the pushed revision (`path:line: message`); the commit's
+    # `rollwright` check run says so and nothing was queued.
+    error: str | None = None
 
 
 # --- DeployWorkflow --------------------------------------------------------------------------

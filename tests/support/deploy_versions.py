@@ -16,9 +16,12 @@ with workflow.unsafe.imports_passed_through():
         DeploymentInput,
         DeploymentRecord,
         DeploymentResult,
+        DispatchInput,
+        DispatchResult,
     )
     from workflows.deploy import DeployWorkflow
     from workflows.deployment import DeploymentWorkflow
+    from workflows.dispatch import DispatchWorkflow
 
 
 @workflow.defn(name="DeployWorkflow")
@@ -106,4 +109,29 @@ class DeploymentReviewOriginUnpatched(DeploymentWorkflow):
         return await super().run(inp)
 
     def _checks_origin(self) -> bool:
+        return True
+
+
+@workflow.defn(name="DispatchWorkflow")
+class DispatchBeforeFleetReports(DispatchWorkflow):
+    """DispatchWorkflow before an unreadable fleet got a `rollwright` check run (patch
+    "dispatch-reports-unreadable-fleet"): the dispatch failed."""
+
+    @workflow.run
+    async def run(self, inp: DispatchInput) -> DispatchResult:
+        return await super().run(inp)
+
+    def _reports_unreadable_fleet(self) -> bool:
+        return False
+
+
+@workflow.defn(name="DispatchWorkflow")
+class DispatchFleetReportsUnpatched(DispatchWorkflow):
+    """The same change without its patch check."""
+
+    @workflow.run
+    async def run(self, inp: DispatchInput) -> DispatchResult:
+        return await super().run(inp)
+
+    def _reports_unreadable_fleet(self) -> bool:
         return True

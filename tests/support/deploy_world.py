@@ -138,6 +138,7 @@ class World:
     audits: list[AuditRecord] = field(default_factory=list)
     affected: dict[tuple[str, str], AffectedResult] = field(default_factory=dict)
     affected_calls: list[AffectedRequest] = field(default_factory=list)
+    fleet_errors: dict[str, str] = field(default_factory=dict)  # revision -> fleet error
     signalled: list[SignalDeploysRequest] = field(default_factory=list)
     pinned_calls: list[tuple[str, str]] = field(default_factory=list)  # (activity, task queue)
     cleaned: list[str] = field(default_factory=list)
@@ -234,6 +235,8 @@ class World:
     @activity.defn(name=ACT_AFFECTED_ROOTS)
     async def affected_roots(self, req: AffectedRequest) -> AffectedResult:
         self.affected_calls.append(req)
+        if req.after in self.fleet_errors:
+            raise ApplicationError(self.fleet_errors[req.after], type=ERR_FLEET, non_retryable=True)
         if (req.before, req.after) not in self.affected:
             raise ApplicationError(f"unexpected diff {req.before}..{req.after}", non_retryable=True)
         return self.affected[(req.before, req.after)]
