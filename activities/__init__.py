@@ -90,6 +90,7 @@ def build_activities(
         git.affected_roots,
         git.revision_relation,
         dispatch.signal_deploys,
+        dispatch.await_dispatch,
         QueueActivities(settings).worker_task_queue,
         store.load_latest,
         store.persist_latest,

@@ -5,13 +5,15 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.client import Client
 
-from activities.heartbeat import beat
+from activities.heartbeat import HEARTBEAT_SECONDS, beat
 from shared.contracts.deploy import (
+    ACT_AWAIT_DISPATCH,
     ACT_SIGNAL_DEPLOYS,
     ACT_WORKER_TASK_QUEUE,
+    AwaitDispatchRequest,
     SignalDeploysRequest,
 )
-from shared.contracts.queueing import queue_revision
+from shared.contracts.queueing import await_closed, queue_revision
 from shared.settings import Settings
 
 
@@ -21,6 +23,22 @@ class DispatchActivities:
     def __init__(self, client: Client, settings: Settings) -> None:
         self.client = client
         self.settings = settings
+
+    @activity.defn(name=ACT_AWAIT_DISPATCH)
+    async def await_dispatch(self, request: AwaitDispatchRequest) -> str:
+        """Wait for the repository's previous dispatch to finish (delivery order)."""
+        outcome = await await_closed(
+            self.client,
+            request.workflow_id,
+            request.timeout_seconds,
+            beat=beat,
+            every=HEARTBEAT_SECONDS,
+        )
+        activity.logger.info(
+            "previous dispatch awaited",
+            extra={"workflow": request.workflow_id, "outcome": outcome},
+        )
+        return outcome
 
     @activity.defn(name=ACT_SIGNAL_DEPLOYS)
     async def signal_deploys(self, request: SignalDeploysRequest) -> None:

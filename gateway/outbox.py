@@ -40,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import ValidationError
 
-from gateway.actions import ACTION, deliver
+from gateway.actions import ACTION, StartDispatch, deliver
 from gateway.dispatcher import Dispatcher, DispatchError
 from gateway.metrics import GatewayMetrics
 from shared.stores.sql import OutboxClaim, OutboxResult, SqlStore
@@ -223,6 +223,13 @@ class OutboxDrainer:
             self.metrics.outbox_performed.labels(outcome="failed").inc()
             return OutboxResult(row.id, "failed", error=_clip(f"unreadable action: {err}"))
         await self._give_way()
+        if isinstance(action, StartDispatch) and action.inp.after_dispatch is None:
+            # This repository's rows are performed one at a time in id order: the previous
+            # dispatch has been started (or refused) already. It queues its revisions first.
+            previous = await asyncio.to_thread(self.store.previous_dispatch, row.repo, row.id)
+            if previous is not None and previous != action.workflow_id:
+                inp = action.inp.model_copy(update={"after_dispatch": previous})
+                action = action.model_copy(update={"inp": inp})
         try:
             dispatched = await deliver(action, self.dispatcher)
         except DispatchError as err:

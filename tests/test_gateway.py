@@ -610,6 +610,24 @@ def test_push_to_default_branch_starts_dispatch(
     assert [r.outcome for r in deliveries(client, delivery)] == [f"started: {workflow_id}"]
 
 
+def test_each_push_dispatch_names_the_previous_delivery_of_its_repository(
+    client: TestClient, temporal: Temporal
+) -> None:
+    """The outbox performs a repository's rows in delivery order and hands each dispatch the
+    one before it, which it lets queue first (DispatchWorkflow `after_dispatch`)."""
+    first, _ = push_payload()
+    second = copy.deepcopy(first)
+    second["before"], second["after"] = first["after"], sha()
+    other, _ = push_payload()  # another repository: its own chain
+    ids = []
+    for payload in (first, other, second):
+        answer = post(client, "push", payload)
+        assert answer.status_code == 202, answer.text
+        ids.append(answer.json()["workflow_id"])
+    inputs = [temporal.seen(wid, DispatchSeen).input for wid in ids]
+    assert [i.after_dispatch for i in inputs] == [None, None, ids[0]]
+
+
 def test_push_of_a_dispatched_commit_under_a_new_delivery_is_already_started(
     client: TestClient, temporal: Temporal
 ) -> None:

@@ -190,3 +190,38 @@ def test_affected_roots_failure_fails_the_dispatch() -> None:
             assert world.signalled == []
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_revisions_are_queued_in_delivery_order_whichever_dispatch_is_faster() -> None:
+    """Three pushes delivered A, B, C: C's affected roots are known first, A's last. Each
+    dispatch waits for the previous delivery's before it queues, so the root's queue gets
+    A, B, C; a missing previous dispatch (never started) holds nothing up."""
+    a, b, c = sha("a"), sha("b"), sha("c")
+
+    async def scenario() -> None:
+        world = World(affected_holds={a: asyncio.Event(), b: asyncio.Event()})
+        for before, after in ((BEFORE, a), (a, b), (b, c)):
+            world.affected[(before, after)] = AffectedResult(roots=["prod/eu"])
+        async with harness(world) as h:
+            ids = [dispatch_workflow_id(REPO.full_name, rev) for rev in (a, b, c)]
+            inputs = [
+                DispatchInput(repo=REPO, before=BEFORE, after=a, after_dispatch="dispatch:gone"),
+                DispatchInput(repo=REPO, before=a, after=b, after_dispatch=ids[0]),
+                DispatchInput(repo=REPO, before=b, after=c, after_dispatch=ids[1]),
+            ]
+            handles = [
+                await h.client.start_workflow(DISPATCH_WORKFLOW, inp, id=wid, task_queue=TASK_QUEUE)
+                for wid, inp in zip(ids, inputs, strict=True)
+            ]
+            await until(lambda: len(world.affected_calls) == 3, "all three computing")
+            assert world.signalled == []  # C knows its roots but waits for B, B for A
+            world.affected_holds[b].set()
+            await asyncio.sleep(0.5)
+            assert world.signalled == []  # B knows too, and still waits for A
+            world.affected_holds[a].set()
+            for handle in handles:
+                await handle.result()
+            assert [r.revision.revision for r in world.signalled] == [a, b, c]
+            assert ("dispatch:gone", "not_found") in world.awaited
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))

@@ -36,7 +36,9 @@ from tests.support.deploy_versions import (
     DeploymentReviewOriginUnpatched,
     DeployRecordingUnpatched,
     DeploySignalsFirstUnpatched,
+    DispatchBeforeDeliveryOrder,
     DispatchBeforeFleetReports,
+    DispatchDeliveryOrderUnpatched,
     DispatchFleetReportsUnpatched,
 )
 from tests.support.deploy_world import (
@@ -283,6 +285,36 @@ def test_a_dispatch_that_failed_on_an_unreadable_fleet_replays() -> None:
 
     assert asyncio.run(replay(DispatchWorkflow)) is None
     assert asyncio.run(replay(DispatchFleetReportsUnpatched)) is not None
+
+
+def test_a_dispatch_that_did_not_wait_for_the_previous_one_replays() -> None:
+    """A dispatch given `after_dispatch` by a newer gateway but run by a worker from before
+    "dispatch-in-delivery-order" replays on today's code; it fails without the patch check."""
+    after = sha("f")
+
+    async def scenario() -> WorkflowHistory:
+        world = World()
+        world.affected[(sha("e"), after)] = AffectedResult(roots=["prod/eu"])
+        async with harness(world, workflows=[DispatchBeforeDeliveryOrder]) as h:
+            handle = await h.client.start_workflow(
+                DISPATCH_WORKFLOW,
+                DispatchInput(repo=REPO, before=sha("e"), after=after, after_dispatch="d:0"),
+                id=dispatch_workflow_id(REPO.full_name, after),
+                task_queue=TASK_QUEUE,
+            )
+            await handle.result()
+            assert world.awaited == [] and len(world.signalled) == 1
+            return await handle.fetch_history()
+
+    history = asyncio.run(asyncio.wait_for(scenario(), 60))
+
+    async def replay(dispatch: type) -> Exception | None:
+        replayer = Replayer(workflows=[dispatch], data_converter=pydantic_data_converter)
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        return result.replay_failure
+
+    assert asyncio.run(replay(DispatchWorkflow)) is None
+    assert asyncio.run(replay(DispatchDeliveryOrderUnpatched)) is not None
 
 
 def _replay_failure(history: WorkflowHistory, deploy: type) -> Exception | None:

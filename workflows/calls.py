@@ -64,6 +64,11 @@ PUBLISH = Options(timedelta(minutes=30), PUBLISH_RETRY, _BEAT)
 
 # Dispatch: which roots a push affects, then signalling their deploy queues.
 AFFECTED = Options(timedelta(minutes=15), RetryPolicy(maximum_interval=timedelta(minutes=1)), _BEAT)
+# Waiting for the repository's previous dispatch (delivery order): the activity gives up after
+# its own 15 minutes, so this timeout is only for a worker that died meanwhile.
+AWAIT_DISPATCH = Options(
+    timedelta(minutes=20), RetryPolicy(maximum_interval=timedelta(minutes=1)), _BEAT
+)
 SIGNAL_DEPLOYS = Options(
     timedelta(minutes=5), RetryPolicy(maximum_interval=timedelta(seconds=30)), _BEAT
 )

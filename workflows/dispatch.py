@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from shared.contracts import checkrun
     from shared.contracts.deploy import (
         ACT_AFFECTED_ROOTS,
+        ACT_AWAIT_DISPATCH,
         ACT_CHECK_RUN,
         ACT_SIGNAL_DEPLOYS,
         ERR_FLEET,
@@ -23,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         SA_TRIGGER,
         AffectedRequest,
         AffectedResult,
+        AwaitDispatchRequest,
         CheckRunRef,
         DispatchInput,
         DispatchResult,
@@ -44,6 +46,9 @@ PATCH_PROMOTIONS = "dispatch-promotions"
 # A push whose fleet cannot be read gets a failed `rollwright` check run on its commit (issue
 # 16); older histories failed the dispatch with the error in Temporal only.
 PATCH_FLEET_ERRORS = "dispatch-reports-unreadable-fleet"
+# Revisions are queued only after the repository's previous dispatch finished (issue 16);
+# older histories signalled as soon as their affected roots were known.
+PATCH_DELIVERY_ORDER = "dispatch-in-delivery-order"
 
 
 @workflow.defn(name="DispatchWorkflow")
@@ -82,6 +87,19 @@ class DispatchWorkflow:
             + "".join(f"\n- `{r}`" for r in affected.roots[:50])
         )
         if affected.roots:
+            if inp.after_dispatch and self._in_delivery_order():
+                # Queue the revisions only after the previous delivery's dispatch queued its
+                # own, whichever computed its affected roots first (issue 16).
+                outcome = await calls.run(
+                    ACT_AWAIT_DISPATCH,
+                    AwaitDispatchRequest(workflow_id=inp.after_dispatch),
+                    options=calls.AWAIT_DISPATCH,
+                    result_type=str,
+                )
+                if outcome == "timed_out":
+                    workflow.logger.warning(
+                        "previous dispatch %s still running: queueing anyway", inp.after_dispatch
+                    )
             await calls.run(
                 ACT_SIGNAL_DEPLOYS,
                 SignalDeploysRequest(
@@ -104,6 +122,9 @@ class DispatchWorkflow:
 
     def _reports_unreadable_fleet(self) -> bool:
         return workflow.patched(PATCH_FLEET_ERRORS)
+
+    def _in_delivery_order(self) -> bool:
+        return workflow.patched(PATCH_DELIVERY_ORDER)
 
 
 def _fleet_error(err: ActivityError) -> str | None:

@@ -36,6 +36,7 @@ QUERY_STATE = "state"
 # Activity names: workflows call activities by name, so workflow code imports no activity code.
 ACT_AFFECTED_ROOTS = "affected_roots"  # AffectedRequest -> AffectedResult
 ACT_SIGNAL_DEPLOYS = "signal_deploys"  # SignalDeploysRequest -> None (signal-with-start)
+ACT_AWAIT_DISPATCH = "await_dispatch"  # AwaitDispatchRequest -> str (how it ended)
 ACT_REVISION_RELATION = "revision_relation"  # RelationRequest -> Relation
 ACT_LOAD_LATEST = "load_latest"  # LoadLatestRequest -> LatestLookup
 ACT_PERSIST_LATEST = "persist_latest"  # PersistLatestRequest -> None
@@ -128,6 +129,15 @@ class DispatchInput(Payload):
     trigger: Trigger = "merge"
     # NewRevision.reason for every root; empty: "push" for merges, "rerequested" for manual.
     reason: str = ""
+    # The dispatch of the repository's previous delivery (the gateway's outbox order): this one
+    # queues its revisions only once that one has finished, so root queues see pushes in the
+    # order GitHub delivered them.
+    after_dispatch: str | None = None
+
+
+class AwaitDispatchRequest(Payload):
+    workflow_id: str
+    timeout_seconds: float = 15 * 60
 
 
 class AffectedRequest(Payload):

@@ -1,12 +1,16 @@
 """Queueing a revision on a root: the one signal-with-start of `DeployWorkflow`, used by the
-gateway (manual deployments and re-runs) and by the dispatch activity (merges)."""
+gateway (manual deployments and re-runs) and by the dispatch activity (merges); and waiting for
+a dispatch to finish, so one repository's revisions are queued in delivery order."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
 
 from shared.contracts.deploy import (
     DEPLOY_WORKFLOW,
@@ -51,3 +55,35 @@ async def queue_revision(
         rpc_timeout=rpc_timeout,
     )
     return workflow_id
+
+
+async def await_closed(
+    client: Client, workflow_id: str, timeout: float, *, beat: Callable[[], None], every: float
+) -> str:
+    """Wait until workflow `workflow_id` is closed: `completed` or `failed`, `not_found` when it
+    does not exist, or `timed_out` after `timeout` seconds; `beat()` every `every` seconds
+    meanwhile (an activity's heartbeat)."""
+    handle = client.get_workflow_handle(workflow_id)
+    result = asyncio.ensure_future(handle.result(follow_runs=True))
+    deadline = asyncio.get_running_loop().time() + timeout
+    try:
+        while True:
+            beat()
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return "timed_out"
+            done, _ = await asyncio.wait({result}, timeout=min(every, left))
+            if done:
+                break
+    finally:
+        if not result.done():
+            result.cancel()
+    try:
+        result.result()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return "not_found"
+        raise
+    except WorkflowFailureError:
+        return "failed"  # closed all the same: failed, cancelled, terminated or timed out
+    return "completed"

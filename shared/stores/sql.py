@@ -619,6 +619,22 @@ class SqlStore:
                 query = query.where(OutboxRow.delivery_id == delivery_id)
             return list(session.scalars(query))
 
+    def previous_dispatch(self, repo: str, before_id: int) -> str | None:
+        """The workflow id of the repository's last dispatch accepted before outbox row
+        `before_id` (delivery order), whatever became of it; None when there is none left."""
+        with self._sessions() as session:
+            found: str | None = session.scalar(
+                select(OutboxRow.target)
+                .where(
+                    OutboxRow.repo == repo,
+                    OutboxRow.kind == "start_dispatch",
+                    OutboxRow.id < before_id,
+                )
+                .order_by(OutboxRow.id.desc())
+                .limit(1)
+            )
+            return found
+
     def prune_outbox(self, older_than: timedelta) -> int:
         """Delete finished rows (done or failed) older than `older_than`; the delivery rows
         keep their outcome."""

@@ -135,3 +135,28 @@ class DispatchFleetReportsUnpatched(DispatchWorkflow):
 
     def _reports_unreadable_fleet(self) -> bool:
         return True
+
+
+@workflow.defn(name="DispatchWorkflow")
+class DispatchBeforeDeliveryOrder(DispatchWorkflow):
+    """DispatchWorkflow before it waited for the previous delivery's dispatch (patch
+    "dispatch-in-delivery-order")."""
+
+    @workflow.run
+    async def run(self, inp: DispatchInput) -> DispatchResult:
+        return await super().run(inp)
+
+    def _in_delivery_order(self) -> bool:
+        return False
+
+
+@workflow.defn(name="DispatchWorkflow")
+class DispatchDeliveryOrderUnpatched(DispatchWorkflow):
+    """The same change without its patch check."""
+
+    @workflow.run
+    async def run(self, inp: DispatchInput) -> DispatchResult:
+        return await super().run(inp)
+
+    def _in_delivery_order(self) -> bool:
+        return True

@@ -31,6 +31,7 @@ from temporalio.worker import Worker
 
 from shared.contracts.deploy import (
     ACT_AFFECTED_ROOTS,
+    ACT_AWAIT_DISPATCH,
     ACT_CHECK_RUN,
     ACT_CHECKOUT,
     ACT_CLEANUP_CHECKOUT,
@@ -56,6 +57,7 @@ from shared.contracts.deploy import (
     AffectedRequest,
     AffectedResult,
     AuditRecord,
+    AwaitDispatchRequest,
     CheckoutRequest,
     CheckoutResult,
     CheckRunRef,
@@ -92,6 +94,7 @@ from shared.contracts.promotion import (
     TouchedRequest,
     TouchedResult,
 )
+from shared.contracts.queueing import await_closed
 from tests.support import queries
 from workflows.deploy import DeployWorkflow
 from workflows.deployment import DeploymentWorkflow
@@ -139,6 +142,9 @@ class World:
     affected: dict[tuple[str, str], AffectedResult] = field(default_factory=dict)
     affected_calls: list[AffectedRequest] = field(default_factory=list)
     fleet_errors: dict[str, str] = field(default_factory=dict)  # revision -> fleet error
+    # revision -> event: its affected roots are known once the test sets it
+    affected_holds: dict[str, asyncio.Event] = field(default_factory=dict)
+    awaited: list[tuple[str, str]] = field(default_factory=list)  # (dispatch, how it ended)
     signalled: list[SignalDeploysRequest] = field(default_factory=list)
     pinned_calls: list[tuple[str, str]] = field(default_factory=list)  # (activity, task queue)
     cleaned: list[str] = field(default_factory=list)
@@ -235,11 +241,23 @@ class World:
     @activity.defn(name=ACT_AFFECTED_ROOTS)
     async def affected_roots(self, req: AffectedRequest) -> AffectedResult:
         self.affected_calls.append(req)
+        hold = self.affected_holds.get(req.after)
+        if hold is not None:
+            await hold.wait()
         if req.after in self.fleet_errors:
             raise ApplicationError(self.fleet_errors[req.after], type=ERR_FLEET, non_retryable=True)
         if (req.before, req.after) not in self.affected:
             raise ApplicationError(f"unexpected diff {req.before}..{req.after}", non_retryable=True)
         return self.affected[(req.before, req.after)]
+
+    @activity.defn(name=ACT_AWAIT_DISPATCH)
+    async def await_dispatch(self, req: AwaitDispatchRequest) -> str:
+        assert self.client is not None
+        outcome = await await_closed(
+            self.client, req.workflow_id, req.timeout_seconds, beat=activity.heartbeat, every=1
+        )
+        self.awaited.append((req.workflow_id, outcome))
+        return outcome
 
     @activity.defn(name=ACT_SIGNAL_DEPLOYS)
     async def signal_deploys(self, req: SignalDeploysRequest) -> None:
@@ -327,6 +345,7 @@ class World:
             self.worker_task_queue,
             self.affected_roots,
             self.signal_deploys,
+            self.await_dispatch,
             self.publish,
             self.promotion_touched,
             self.promotion_signal,
