@@ -24,6 +24,7 @@ from activities.store import load_render, save_render
 from shared.contracts.deploy import (
     ACT_DIFF_RENDER,
     ACT_RENDER_ROOT,
+    ERR_CHECKOUT_GONE,
     DiffRequest,
     DiffSummary,
     RenderRequest,
@@ -65,6 +66,14 @@ class RenderActivities:
     def _render(self, request: RenderRequest) -> RenderSummary:
         log = activity.logger
         repo = request.repo.full_name
+        if not Path(request.checkout_path).is_dir():
+            # This worker restarted since the checkout (its sweep removed it), or the task
+            # reached another worker: the deployment checks out again on a live one.
+            raise ApplicationError(
+                f"the checkout {request.checkout_path} is not on this worker",
+                type=ERR_CHECKOUT_GONE,
+                non_retryable=True,
+            )
         self.jobs.write(
             request.deployment_id, "render started", root=request.root, revision=request.revision
         )

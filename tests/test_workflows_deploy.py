@@ -30,6 +30,7 @@ from shared.contracts.deploy import (
     DeploymentRecord,
     UnlockSignal,
 )
+from tests.support.deploy_versions import DeploymentNoticingLossFast
 from tests.support.deploy_world import (
     REPO,
     Harness,
@@ -43,6 +44,8 @@ from tests.support.deploy_world import (
     until,
 )
 from workflows.calls import PUBLISH_RETRY
+from workflows.deploy import DeployWorkflow
+from workflows.dispatch import DispatchWorkflow
 from workflows.searchattrs import keyword
 
 ROOT = "staging/cluster-a"
@@ -697,3 +700,81 @@ async def test_github_and_git_errors_fail_one_item_not_the_queue() -> None:
             (B, "failed"),
             (C, "published"),
         ]
+
+
+# Real time on the dev server (the test server has no schedule-to-start timeouts), with a
+# deployment that calls a worker lost after 2 s instead of 30 s.
+FAST_LOSS = [DispatchWorkflow, DeployWorkflow, DeploymentNoticingLossFast]
+
+
+async def _deployment_of(h: Harness, revision: str) -> str:
+    """The id of the deployment of `revision` once it runs (its check run is in progress)."""
+
+    def running() -> str | None:
+        for run_id in h.world.runs_for(revision):
+            if any(r.status == "in_progress" for r in h.world.check_runs[run_id]):
+                return h.world.check_runs[run_id][0].external_id
+        return None
+
+    found: str = await until(running, f"{revision[:8]} running")
+    return found
+
+
+@scenario
+async def test_a_lost_worker_is_replaced_and_the_deployment_goes_on() -> None:
+    """The worker that took the deployment is gone before its checkout: once nobody has
+    taken the task for 30 s, the deployment asks for a live worker, checks out and renders
+    there, and its check run says so. (A worker killed mid-activity is first noticed by its
+    missing heartbeats; `make chaos` kills real workers.)"""
+    world = World(latest={ROOT: latest(L)}, pinned_queue="worker-2", queue_answers=["gone-1"])
+    async with harness(world, FAST_LOSS, dev_server=True) as h:
+        await h.push(ROOT, A)
+        deployment_id = await _deployment_of(h, A)
+        await h.awaiting_review(ROOT, A)
+        assert [q for name, q in world.pinned_calls if name != "cleanup_checkout"] == [
+            "worker-2"
+        ] * 3
+        (run_id,) = world.runs_for(A)
+        lost = [r for r in world.check_runs[run_id] if "was lost" in r.summary]
+        assert [r.title for r in lost] == ["Rendering (a worker was lost)"]
+        assert "(`gone-1`) was lost; rendering again on `worker-2` (attempt 2 of 4)" in (
+            lost[0].summary
+        )
+        result = await h.review(deployment_id, "approve")
+        assert result.state == "published"
+
+
+@scenario
+async def test_a_checkout_swept_by_a_restarted_worker_is_made_again() -> None:
+    world = World(latest={ROOT: latest(L)}, swept={"worker-1"})
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        deployment_id = await h.awaiting_review(ROOT, A)
+        assert [name for name, _ in world.pinned_calls if name != "cleanup_checkout"] == [
+            "checkout",
+            "render_root",
+            "checkout",
+            "render_root",
+            "diff_render",
+        ]
+        assert (await h.review(deployment_id, "approve")).state == "published"
+
+
+@scenario
+async def test_after_three_lost_workers_the_deployment_fails_visibly() -> None:
+    world = World(
+        latest={ROOT: latest(L)},
+        queue_answers=["dead-1", "dead-2", "dead-3", "dead-4"],  # nobody serves these
+    )
+    async with harness(world, FAST_LOSS, dev_server=True) as h:
+        await h.push(ROOT, A)
+        result = await h.outcome(await _deployment_of(h, A))
+        assert result.state == "failed"
+        (run_id,) = world.runs_for(A)
+        done = world.last(run_id)
+        assert done.conclusion == "failure" and done.title == "Deployment failed"
+        assert "schedule_to_start timeout" in done.summary
+        lost = [r for r in world.check_runs[run_id] if "was lost" in r.summary]
+        assert len(lost) == 3 and "(attempt 4 of 4)" in lost[-1].summary
+        assert world.persisted == [] and world.publish_attempts == []
+        await h.until_state(ROOT, "idle", lambda s: s.current is None)

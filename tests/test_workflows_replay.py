@@ -33,7 +33,9 @@ from tests.support.deploy_versions import (
     DeployBeforeRecordQueued,
     DeployBeforeSignalsFirst,
     DeploymentBeforeReviewOrigin,
+    DeploymentBeforeWorkerLoss,
     DeploymentReviewOriginUnpatched,
+    DeploymentWorkerLossUnpatched,
     DeployRecordingUnpatched,
     DeploySignalsFirstUnpatched,
     DispatchBeforeDeliveryOrder,
@@ -315,6 +317,40 @@ def test_a_dispatch_that_did_not_wait_for_the_previous_one_replays() -> None:
 
     assert asyncio.run(replay(DispatchWorkflow)) is None
     assert asyncio.run(replay(DispatchDeliveryOrderUnpatched)) is not None
+
+
+def test_deployments_from_before_worker_loss_handling_replay() -> None:
+    """A deployment that failed on a lost worker, and one that awaited its checkout removal,
+    on the code before "deployment-repins-lost-workers" and "cleanup-never-blocks", replay on
+    today's code; the first fails without the patch check."""
+
+    async def scenario() -> list[WorkflowHistory]:
+        world = World(queue_answers=["dead-1"])  # the first deployment's worker is gone
+        old = [DeployWorkflow, DeploymentBeforeWorkerLoss, DispatchWorkflow]
+        async with harness(world, old, dev_server=True) as h:
+            await h.push(ROOT, A)
+            lost = await until(lambda: [r for r in world.outcomes if r.revision == A], "A")
+            assert lost[0].state == "failed"
+            await h.push(ROOT, B)
+            deployment_id = await h.awaiting_review(ROOT, B)
+            assert (await h.review(deployment_id, "approve")).state == "published"
+            return [
+                await h.client.get_workflow_handle(r.deployment_id).fetch_history()
+                for r in world.outcomes
+            ]
+
+    histories = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert len(histories) == 2
+
+    async def replay(deployment: type, history: WorkflowHistory) -> Exception | None:
+        replayer = Replayer(workflows=[deployment], data_converter=pydantic_data_converter)
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        return result.replay_failure
+
+    for history in histories:
+        assert asyncio.run(replay(DeploymentWorkflow, history)) is None
+    # The lost worker: the old code failed where today's asks for another worker.
+    assert asyncio.run(replay(DeploymentWorkerLossUnpatched, histories[0])) is not None
 
 
 def _replay_failure(history: WorkflowHistory, deploy: type) -> Exception | None:

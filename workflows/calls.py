@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityCancellationType
 
 T = TypeVar("T")
 
@@ -31,7 +32,10 @@ class Options:
 
 
 _BEAT = timedelta(minutes=1)
-_PINNED_START = timedelta(minutes=2)
+# A pinned task nobody takes within this time means its worker is gone: the deployment then
+# redoes its work on another worker. Workers run a few activities at once, so a live worker
+# takes a task within seconds; a false alarm only costs a render.
+_PINNED_START = timedelta(seconds=30)
 _PINNED_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1), maximum_attempts=5)
 # A row or a notification for people: a few quick attempts, then the workflow goes on.
 _FEW_QUICK = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3)
@@ -88,6 +92,26 @@ PROMOTION_READ = Options(
 _PREVIEW_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1), maximum_attempts=3)
 PREVIEW_FETCH = Options(timedelta(minutes=20), _PREVIEW_RETRY, timedelta(seconds=30), _PINNED_START)
 PREVIEW_BUILD = Options(timedelta(minutes=30), _PREVIEW_RETRY, timedelta(seconds=30), _PINNED_START)
+
+
+def start(
+    name: str, *args: Any, options: Options, task_queue: str | None = None
+) -> workflow.ActivityHandle[Any]:
+    """Start activity `name` and do not wait for it (nor cancel it when the workflow ends):
+    for work nobody should wait on, such as removing a checkout."""
+    handle = workflow.start_activity(
+        name,
+        args=list(args),
+        task_queue=task_queue,
+        start_to_close_timeout=options.timeout,
+        schedule_to_start_timeout=options.schedule_to_start,
+        heartbeat_timeout=options.heartbeat,
+        retry_policy=options.retry,
+        cancellation_type=ActivityCancellationType.ABANDON,
+    )
+    # Its failure is only logged by the worker that ran it; nobody reads the result.
+    handle.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return handle
 
 
 async def run(

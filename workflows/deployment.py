@@ -9,6 +9,7 @@ The parent hears about every state change through `deployment_update` signals.
 from __future__ import annotations
 
 import builtins
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -28,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         ACT_RENDER_ROOT,
         ACT_WORKER_TASK_QUEUE,
         DEPLOYMENT_WORKFLOW,
+        ERR_CHECKOUT_GONE,
         ERR_FLEET,
         REVIEW_TIMEOUT_SECONDS,
         SA_STATE,
@@ -60,6 +62,14 @@ with workflow.unsafe.imports_passed_through():
 # A review click counts only when it was made on the deployment's own check run, and every
 # click is recorded (issue 16); older histories took any click that named the deployment.
 PATCH_REVIEW_ORIGIN = "review-checks-origin"
+# A pinned worker that is lost (no heartbeat, nobody takes its task, its checkout gone) gets the
+# checkout, render and diff redone on another worker, up to MAX_WORKER_LOSSES times (issue 16);
+# older histories failed the deployment.
+PATCH_REPIN = "deployment-repins-lost-workers"
+MAX_WORKER_LOSSES = 3
+# The checkout clean-up is started and not awaited (issue 16); older histories waited for it.
+PATCH_CLEANUP_BEHIND = "cleanup-never-blocks"
+CLEANUP_WAIT = timedelta(seconds=15)
 
 
 @workflow.defn(name=DEPLOYMENT_WORKFLOW)
@@ -131,26 +141,42 @@ class DeploymentWorkflow:
             ACT_WORKER_TASK_QUEUE, options=calls.WORKER_QUEUE, result_type=str
         )
         await self._set_state("rendering", status="in_progress", title="Rendering")
-        try:
-            checkout = await calls.run(
-                ACT_CHECKOUT,
-                CheckoutRequest(repo=inp.repo, revision=inp.revision),
-                options=calls.CHECKOUT,
-                result_type=CheckoutResult,
-                task_queue=self.task_queue,
-            )
-        except ActivityError as err:
-            title = "Checkout failed" if _is_fleet_error(err) else "Deployment failed"
-            return await self._finish("failed", "failure", title, _message(err))
-        # No `finally:` here: a workflow evicted from a worker's cache is closed with
-        # GeneratorExit, and a finally block would try to schedule an activity outside the
-        # workflow's event loop. The checkout is removed before the review gate: a review can
-        # take days, and the worker holding it may restart meanwhile (publish works from the
-        # stored render on any worker).
-        try:
-            rendered = await self._render_and_diff(checkout)
-        except ActivityError as err:
-            rendered = await self._finish("failed", "failure", "Deployment failed", _message(err))
+        losses = 0
+        while True:
+            try:
+                checkout = await calls.run(
+                    ACT_CHECKOUT,
+                    CheckoutRequest(repo=inp.repo, revision=inp.revision),
+                    options=self._pinned(calls.CHECKOUT),
+                    result_type=CheckoutResult,
+                    task_queue=self.task_queue,
+                )
+            except ActivityError as err:
+                if self._worker_lost(err, losses):
+                    losses += 1
+                    await self._repin(losses, "checking out")
+                    continue
+                title = "Checkout failed" if _is_fleet_error(err) else "Deployment failed"
+                return await self._finish("failed", "failure", title, _message(err))
+            # No `finally:` here: a workflow evicted from a worker's cache is closed with
+            # GeneratorExit, and a finally block would try to schedule an activity outside
+            # the workflow's event loop. The checkout is removed before the review gate: a
+            # review can take days, and the worker holding it may restart meanwhile (publish
+            # works from the stored render on any worker).
+            rendered: DeploymentResult | tuple[RenderSummary, DiffSummary]
+            try:
+                rendered = await self._render_and_diff(checkout)
+            except ActivityError as err:
+                if self._worker_lost(err, losses):
+                    # The render is deterministic: redo it all on a live worker. The lost
+                    # worker's checkout is left to its own sweep (it may never answer).
+                    losses += 1
+                    await self._repin(losses, "rendering")
+                    continue
+                rendered = await self._finish(
+                    "failed", "failure", _failed_title(err), _message(err)
+                )
+            break
         await self._cleanup(checkout)
         if isinstance(rendered, DeploymentResult):
             return rendered
@@ -159,27 +185,21 @@ class DeploymentWorkflow:
         except ActivityError as err:
             return await self._finish("failed", "failure", "Deployment failed", _message(err))
 
-    async def _render_and_diff(
-        self, checkout: CheckoutResult
-    ) -> DeploymentResult | tuple[RenderSummary, DiffSummary]:
+    async def _render_and_diff(self, checkout: CheckoutResult) -> tuple[RenderSummary, DiffSummary]:
         inp = self.inp
-        try:
-            render = await calls.run(
-                ACT_RENDER_ROOT,
-                RenderRequest(
-                    repo=inp.repo,
-                    root=inp.root,
-                    revision=inp.revision,
-                    checkout_path=checkout.path,
-                    deployment_id=inp.deployment_id,
-                ),
-                options=calls.RENDER,
-                result_type=RenderSummary,
-                task_queue=self.task_queue,
-            )
-        except ActivityError as err:
-            title = "Render failed" if _is_fleet_error(err) else "Deployment failed"
-            return await self._finish("failed", "failure", title, _message(err))
+        render = await calls.run(
+            ACT_RENDER_ROOT,
+            RenderRequest(
+                repo=inp.repo,
+                root=inp.root,
+                revision=inp.revision,
+                checkout_path=checkout.path,
+                deployment_id=inp.deployment_id,
+            ),
+            options=self._pinned(calls.RENDER),
+            result_type=RenderSummary,
+            task_queue=self.task_queue,
+        )
         self.digest = render.digest
         self.diff = diff = await calls.run(
             ACT_DIFF_RENDER,
@@ -190,7 +210,7 @@ class DeploymentWorkflow:
                 old_prefix=inp.latest.published_prefix if inp.latest else None,
                 deployment_id=inp.deployment_id,
             ),
-            options=calls.DIFF,
+            options=self._pinned(calls.DIFF),
             result_type=DiffSummary,
             task_queue=self.task_queue,
         )
@@ -508,7 +528,59 @@ class DeploymentWorkflow:
         except ActivityError as err:
             workflow.logger.warning("recording state %s failed: %s", state, err.cause)
 
+    def _pinned(self, options: calls.Options) -> calls.Options:
+        """Options of the activities pinned to the deployment's worker (a seam for tests)."""
+        return options
+
+    def _worker_lost(self, err: ActivityError, losses: int) -> bool:
+        """Whether a failed pinned activity means its worker went away (it stopped
+        heartbeating, nobody took the task, or the checkout it left is gone), and the work may
+        be redone on another worker: at most MAX_WORKER_LOSSES times, then it fails visibly."""
+        cause = err.cause
+        lost = isinstance(cause, TimeoutError) or (
+            isinstance(cause, ApplicationError) and cause.type == ERR_CHECKOUT_GONE
+        )
+        return lost and losses < MAX_WORKER_LOSSES and self._repins()
+
+    def _repins(self) -> bool:
+        return workflow.patched(PATCH_REPIN)
+
+    def _cleans_up_behind(self) -> bool:
+        return workflow.patched(PATCH_CLEANUP_BEHIND)
+
+    async def _repin(self, losses: int, doing: str) -> None:
+        """Ask the shared queue for a live worker and tell the check run why it starts over."""
+        lost = self.task_queue
+        self.task_queue = await calls.run(
+            ACT_WORKER_TASK_QUEUE, options=calls.WORKER_QUEUE, result_type=str
+        )
+        workflow.logger.warning(
+            "worker lost: rendering again",
+            extra={"lost": lost, "now": self.task_queue, "losses": losses},
+        )
+        await self._set_state(
+            "rendering",
+            status="in_progress",
+            title="Rendering (a worker was lost)",
+            message=(
+                f"The worker {doing} this deployment (`{lost}`) was lost; rendering again on "
+                f"`{self.task_queue}` (attempt {losses + 1} of {MAX_WORKER_LOSSES + 1})."
+            ),
+        )
+
     async def _cleanup(self, checkout: CheckoutResult) -> None:
+        if self._cleans_up_behind():
+            # A live worker removes it in a moment; one that died after the diff never answers,
+            # and its checkout must not hold the deployment (or the root's queue behind it).
+            removal = calls.start(
+                ACT_CLEANUP_CHECKOUT,
+                checkout,
+                options=self._pinned(calls.CLEANUP),
+                task_queue=self.task_queue,
+            )
+            with contextlib.suppress(builtins.TimeoutError):
+                await workflow.wait_condition(removal.done, timeout=CLEANUP_WAIT)
+            return
         try:
             await calls.run(
                 ACT_CLEANUP_CHECKOUT,
@@ -529,6 +601,10 @@ def _message(err: ActivityError) -> str:
         kind = cause.type.name.lower() if cause.type else "unknown"
         return f"the worker did not finish in time ({kind} timeout)"
     return str(cause or err)
+
+
+def _failed_title(err: ActivityError) -> str:
+    return "Render failed" if _is_fleet_error(err) else "Deployment failed"
 
 
 def _is_fleet_error(err: ActivityError) -> bool:

@@ -52,6 +52,9 @@ ACT_RECORD_AUDIT = "record_audit"  # AuditRecord -> None
 
 # ApplicationError types that activities raise for mistakes in the fleet repo (never retried).
 ERR_FLEET = "FleetError"
+# The pinned worker no longer has the deployment's checkout (it restarted and swept it): the
+# deployment redoes its work on a live worker, as when the worker is lost.
+ERR_CHECKOUT_GONE = "CheckoutGone"
 ERR_PUBLISH_TIMEOUT = "PublishTimeout"
 
 # Search attributes (Keyword), registered by the dev stack and documented for production.

@@ -4,6 +4,7 @@ change made without its `workflow.patched` check. Own module, imported like work
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 from temporalio import workflow
@@ -19,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
         DispatchInput,
         DispatchResult,
     )
+    from workflows import calls
     from workflows.deploy import DeployWorkflow
     from workflows.deployment import DeploymentWorkflow
     from workflows.dispatch import DispatchWorkflow
@@ -159,4 +161,48 @@ class DispatchDeliveryOrderUnpatched(DispatchWorkflow):
         return await super().run(inp)
 
     def _in_delivery_order(self) -> bool:
+        return True
+
+
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
+class DeploymentNoticingLossFast(DeploymentWorkflow):
+    """DeploymentWorkflow that takes a pinned task nobody starts within 2 s (not 30 s) for a
+    lost worker: worker-loss tests run on the dev server in real time."""
+
+    @workflow.run
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
+        return await super().run(inp)
+
+    def _pinned(self, options: calls.Options) -> calls.Options:
+        return dataclasses.replace(options, schedule_to_start=timedelta(seconds=2))
+
+
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
+class DeploymentBeforeWorkerLoss(DeploymentNoticingLossFast):
+    """DeploymentWorkflow before lost workers were replaced and the checkout removal stopped
+    holding the deployment (patches "deployment-repins-lost-workers", "cleanup-never-blocks")."""
+
+    @workflow.run
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
+        return await super().run(inp)
+
+    def _repins(self) -> bool:
+        return False
+
+    def _cleans_up_behind(self) -> bool:
+        return False
+
+
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
+class DeploymentWorkerLossUnpatched(DeploymentWorkflow):
+    """The same changes without their patch checks."""
+
+    @workflow.run
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
+        return await super().run(inp)
+
+    def _repins(self) -> bool:
+        return True
+
+    def _cleans_up_behind(self) -> bool:
         return True

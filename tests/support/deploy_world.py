@@ -10,6 +10,7 @@ a real worker's own queue. The real activities are tested elsewhere and end to e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import sysconfig
 import time
@@ -24,6 +25,7 @@ from temporalio import activity
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
@@ -46,6 +48,7 @@ from shared.contracts.deploy import (
     ACT_SIGNAL_DEPLOYS,
     ACT_WORKER_TASK_QUEUE,
     DEPLOY_WORKFLOW,
+    ERR_CHECKOUT_GONE,
     ERR_FLEET,
     QUERY_STATE,
     SEARCH_ATTRIBUTES,
@@ -95,6 +98,7 @@ from shared.contracts.promotion import (
     TouchedResult,
 )
 from shared.contracts.queueing import await_closed
+from shared.devstack.temporal import temporal_binary
 from tests.support import queries
 from workflows.deploy import DeployWorkflow
 from workflows.deployment import DeploymentWorkflow
@@ -127,6 +131,12 @@ class World:
     """What the activities see and do; every call leaves a trace the tests assert on."""
 
     pinned_queue: str = "worker-1"
+    # Worker loss: `worker_task_queue` answers these first, then `pinned_queue`; the queues in
+    # `spare_workers` get a worker too (the others are dead: nobody takes their tasks).
+    queue_answers: list[str] = field(default_factory=list)
+    spare_workers: list[str] = field(default_factory=list)
+    checkout_holds: dict[str, asyncio.Event] = field(default_factory=dict)  # queue -> event
+    swept: set[str] = field(default_factory=set)  # queues whose worker lost its checkouts once
     latest: dict[str, LatestDeployment] = field(default_factory=dict)  # root -> latest.json
     persisted: list[LatestDeployment] = field(default_factory=list)
     check_runs: dict[int, list[CheckRunRequest]] = field(default_factory=dict)
@@ -236,7 +246,7 @@ class World:
 
     @activity.defn(name=ACT_WORKER_TASK_QUEUE)
     async def worker_task_queue(self) -> str:
-        return self.pinned_queue
+        return self.queue_answers.pop(0) if self.queue_answers else self.pinned_queue
 
     @activity.defn(name=ACT_AFFECTED_ROOTS)
     async def affected_roots(self, req: AffectedRequest) -> AffectedResult:
@@ -288,6 +298,9 @@ class World:
     @activity.defn(name=ACT_CHECKOUT)
     async def checkout(self, req: CheckoutRequest) -> CheckoutResult:
         self._pinned()
+        hold = self.checkout_holds.get(activity.info().task_queue)
+        if hold is not None and not hold.is_set():
+            await hold.wait()
         return CheckoutResult(path=f"/checkouts/{req.revision}", revision=req.revision)
 
     @activity.defn(name=ACT_RENDER_ROOT)
@@ -297,6 +310,9 @@ class World:
             raise ApplicationError(
                 self.render_errors[req.revision], type=ERR_FLEET, non_retryable=True
             )
+        if activity.info().task_queue in self.swept:
+            self.swept.discard(activity.info().task_queue)
+            raise ApplicationError("checkout gone", type=ERR_CHECKOUT_GONE, non_retryable=True)
         return RenderSummary(
             digest=f"digest-{req.revision[:8]}",
             file_count=3,
@@ -384,10 +400,23 @@ async def start_deploy(
 class Harness:
     env: WorkflowEnvironment
     world: World
+    spares: dict[str, Worker] = field(default_factory=dict)
 
     @property
     def client(self) -> Client:
         return self.env.client
+
+    @asynccontextmanager
+    async def skipping_time(self) -> AsyncIterator[None]:
+        """Let the test server skip to its next timer whenever every workflow waits (only
+        while the test waits on a condition that needs time to pass)."""
+        async with cast(Any, self.env).time_skipping_unlocked():
+            yield
+
+    async def lose(self, queue: str) -> None:
+        """The worker polling `queue` dies: its running activities are cut off and nobody
+        takes that queue's tasks any more."""
+        await self.spares.pop(queue).shutdown()
 
     async def push(
         self,
@@ -474,6 +503,8 @@ class Harness:
         handle = self.client.get_workflow_handle(deployment_id, result_type=DeploymentResult)
         # Handles from start_workflow unlock time skipping while awaiting a result; this one
         # comes from get_workflow_handle, so unlock it the same way (time-skipping env only).
+        if not self.env.supports_time_skipping:
+            return await handle.result()
         async with cast(Any, self.env).time_skipping_unlocked():
             result: DeploymentResult = await handle.result()
         return result
@@ -531,18 +562,28 @@ async def register_search_attributes(client: Client) -> None:
 
 @asynccontextmanager
 async def harness(
-    world: World | None = None, workflows: Sequence[type] = WORKFLOWS
+    world: World | None = None, workflows: Sequence[type] = WORKFLOWS, *, dev_server: bool = False
 ) -> AsyncIterator[Harness]:
     """A fresh time-skipping server (about 0.1 s to start), search attributes registered,
     a worker on the shared queue and one on the pinned worker queue. `workflows`: another
-    version of the workflow code (replay tests of older histories)."""
+    version of the workflow code (replay tests of older histories). `dev_server`: the real
+    dev server instead, in real time (the test server has no schedule-to-start timeouts)."""
     world = world or World()
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=test_server_path(),
-        data_converter=pydantic_data_converter,
-    )
+    if dev_server:
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=str(temporal_binary()),
+            data_converter=pydantic_data_converter,
+            search_attributes=[SearchAttributeKey.for_keyword(n) for n in SEARCH_ATTRIBUTES],
+            dev_server_log_level="error",
+        )
+    else:
+        env = await WorkflowEnvironment.start_time_skipping(
+            test_server_existing_path=test_server_path(),
+            data_converter=pydantic_data_converter,
+        )
     try:
-        await register_search_attributes(env.client)
+        if not dev_server:
+            await register_search_attributes(env.client)
         world.client = env.client
         shared = Worker(
             env.client,
@@ -553,8 +594,19 @@ async def harness(
         pinned = Worker(
             env.client, task_queue=world.pinned_queue, activities=world.pinned_activities()
         )
-        async with shared, pinned:
-            yield Harness(env=env, world=world)
+        spares = {
+            queue: Worker(
+                env.client,
+                task_queue=queue,
+                activities=world.pinned_activities(),
+                graceful_shutdown_timeout=timedelta(0),
+            )
+            for queue in world.spare_workers
+        }
+        async with contextlib.AsyncExitStack() as stack:
+            for worker in (shared, pinned, *spares.values()):
+                await stack.enter_async_context(worker)
+            yield Harness(env=env, world=world, spares=spares)
     finally:
         await env.shutdown()
 
