@@ -85,6 +85,7 @@ def build_activities(
         git.cleanup_checkout,
     ]
     store = StoreActivities(blobs, sql)
+    checks = GitHubActivities(settings, github, jobs)
     dispatch = DispatchActivities(client, settings)
     shared: list[Callable[..., Any]] = [
         git.affected_roots,
@@ -96,9 +97,12 @@ def build_activities(
         store.persist_latest,
         store.record_deployment,
         store.record_audit,
+        store.record_deployments,
+        dispatch.deployment_status,
         previews.preview_comment,
         *_promotion_activities(mirror, blobs, github, client, settings),
-        GitHubActivities(settings, github, jobs).check_run,
+        checks.check_run,
+        checks.queue_check_runs,
     ]
     return Activities(
         all=shared + pinned,

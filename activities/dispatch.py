@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.heartbeat import HEARTBEAT_SECONDS, beat
 from shared.contracts.deploy import (
     ACT_AWAIT_DISPATCH,
+    ACT_DEPLOYMENT_STATUS,
     ACT_SIGNAL_DEPLOYS,
     ACT_WORKER_TASK_QUEUE,
     AwaitDispatchRequest,
+    DeploymentResult,
+    DeploymentStatus,
     SignalDeploysRequest,
 )
 from shared.contracts.queueing import await_closed, queue_revision
@@ -39,6 +43,23 @@ class DispatchActivities:
             extra={"workflow": request.workflow_id, "outcome": outcome},
         )
         return outcome
+
+    @activity.defn(name=ACT_DEPLOYMENT_STATUS)
+    async def deployment_status(self, workflow_id: str) -> DeploymentStatus:
+        """How a deployment workflow stands, with its result once it completed (a root's
+        queue asks about a deployment an earlier run of it started, which did not tell)."""
+        handle = self.client.get_workflow_handle(workflow_id, result_type=DeploymentResult)
+        try:
+            description = await handle.describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return DeploymentStatus(status="not_found")
+            raise
+        status = description.status.name.lower() if description.status else "running"
+        if status != "completed":
+            return DeploymentStatus(status=status)
+        result = await handle.result()
+        return DeploymentStatus(status=status, result=result)
 
     @activity.defn(name=ACT_SIGNAL_DEPLOYS)
     async def signal_deploys(self, request: SignalDeploysRequest) -> None:

@@ -26,7 +26,15 @@ from activities.errors import ERR_NOT_CONFIGURED, github_errors
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
 from shared.contracts.checkrun import root_from_check_run_name
-from shared.contracts.deploy import ACT_CHECK_RUN, CheckRunRef, CheckRunRequest, RepoRef
+from shared.contracts.deploy import (
+    ACT_CHECK_RUN,
+    ACT_QUEUE_CHECK_RUNS,
+    CheckRunBatch,
+    CheckRunRef,
+    CheckRunRefs,
+    CheckRunRequest,
+    RepoRef,
+)
 from shared.github.app import (
     CheckRunAction,
     CheckRunOutput,
@@ -153,12 +161,31 @@ class GitHubActivities:
         )
         return ref
 
+    @activity.defn(name=ACT_QUEUE_CHECK_RUNS)
+    async def queue_check_runs(self, batch: CheckRunBatch) -> CheckRunRefs:
+        """Several queued items' check runs in one activity: a long queue costs its workflow
+        one activity per batch, not one per item. Each answer is recorded in the heartbeat,
+        so a retry resumes after the last check run written instead of creating it again."""
+        done = activity.info().heartbeat_details
+        refs = [CheckRunRef.model_validate(ref) for ref in done[0]] if done else []
+        for request in batch.requests[len(refs) :]:
+            with github_errors():
+                refs.append(await blocking(self._check_run, request))
+            activity.heartbeat([ref.model_dump(mode="json") for ref in refs])
+        return CheckRunRefs(refs=refs)
+
     def _check_run(self, request: CheckRunRequest) -> CheckRunRef:
         app = self.github.app_for(request.repo)
         repo = request.repo.full_name
+        summary = request.summary
+        if request.root_page:
+            root = root_from_check_run_name(request.name) or ""
+            summary += (
+                f"\n\n[The root's queue and deployments]({self.settings.root_url(repo, root)})"
+            )
         output = CheckRunOutput(
             title=request.title[:1000] or request.status,
-            summary=_fit(request.summary) or request.title or request.status,
+            summary=_fit(summary) or request.title or request.status,
             text=_fit(request.text) or None,
         )
         actions = [

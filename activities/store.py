@@ -35,9 +35,11 @@ from shared.contracts.deploy import (
     ACT_PERSIST_LATEST,
     ACT_RECORD_AUDIT,
     ACT_RECORD_DEPLOYMENT,
+    ACT_RECORD_DEPLOYMENTS,
     TERMINAL_STATES,
     AuditRecord,
     DeploymentRecord,
+    DeploymentRecords,
     LatestDeployment,
     LatestLookup,
     LoadLatestRequest,
@@ -174,6 +176,12 @@ class StoreActivities:
                 source=record.source,
                 reason=record.reason or None,
             )
+
+    @activity.defn(name=ACT_RECORD_DEPLOYMENTS)
+    async def record_deployments(self, batch: DeploymentRecords) -> None:
+        """Several deployments' rows at once (a long queue's queued items); idempotent."""
+        for record in batch.records:
+            await blocking(self._record, record)
 
     @activity.defn(name=ACT_RECORD_DEPLOYMENT)
     async def record_deployment(self, record: DeploymentRecord) -> None:

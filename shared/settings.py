@@ -13,6 +13,7 @@ import os
 import socket
 from functools import cached_property
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -120,6 +121,9 @@ class Settings(BaseSettings):
         return bool(self.github_app_id) and (
             self.github_private_key is not None or self.github_private_key_file is not None
         )
+
+    def root_url(self, repo: str, root: str) -> str:
+        return f"{self.public_url.rstrip('/')}/roots/{quote(root)}?{urlencode({'repo': repo})}"
 
     def job_url(self, deployment_id: str) -> str:
         return f"{self.public_url.rstrip('/')}/jobs/{deployment_id}"

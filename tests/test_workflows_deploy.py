@@ -146,15 +146,15 @@ async def test_priority_manual_before_merge_fifo_within() -> None:
         assert len(state.queue_ages_seconds) == 3
         assert all(age >= 0 for age in state.queue_ages_seconds)
         assert state.current is not None and state.current.revision == A
-        # Queued items got their own queued check runs, showing the queue.
+        # Queued items got their own queued check runs, saying where they stand when they
+        # joined, with a link to the root's page for the live queue.
         for revision in (B, C, D):
             (run_id,) = await until(functools.partial(world.runs_for, revision), "check runs")
             assert world.last(run_id).status == "queued"
-        # Each queued run is refreshed by its own activity after the queue changes: wait for it.
-        await until(
-            lambda: "| 1 | `" + D[:12] in world.last(world.runs_for(B)[0]).summary,
-            "B's queued check run showing D first",
-        )
+            assert world.last(run_id).root_page
+        assert "position 1: it deploys next" in world.last(world.runs_for(D)[0]).summary
+        # where C stood when its check run was written (D may have come in before)
+        assert f"`{B[:12]}` (merge)" in world.last(world.runs_for(C)[0]).summary
 
         await h.review(first, "approve")
         manual = await published(h, D)  # the manual item jumps the merge queue

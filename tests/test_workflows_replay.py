@@ -30,12 +30,15 @@ from shared.contracts.deploy import (
     dispatch_workflow_id,
 )
 from tests.support.deploy_versions import (
+    DeployBeforeBounded,
     DeployBeforeRecordQueued,
     DeployBeforeSignalsFirst,
+    DeployBoundedUnpatched,
     DeploymentBeforeReviewOrigin,
     DeploymentBeforeWorkerLoss,
     DeploymentReviewOriginUnpatched,
     DeploymentWorkerLossUnpatched,
+    DeployNotDetaching,
     DeployRecordingUnpatched,
     DeploySignalsFirstUnpatched,
     DispatchBeforeDeliveryOrder,
@@ -45,8 +48,6 @@ from tests.support.deploy_versions import (
 )
 from tests.support.deploy_world import (
     REPO,
-    WORKFLOWS,
-    Harness,
     World,
     harness,
     latest,
@@ -61,29 +62,17 @@ ROOT = "prod/eu-west"
 A, B, C, D, L = sha("a"), sha("b"), sha("c"), sha("d"), sha("1")
 
 
-async def _run_chain(h: Harness, workflow_id: str, first_run_id: str) -> list[WorkflowHistory]:
-    """Every run of a workflow id, following continue-as-new."""
-    histories = []
-    run_id: str | None = first_run_id
-    while run_id:
-        handle = h.client.get_workflow_handle(workflow_id, run_id=run_id)
-        history = await handle.fetch_history()
-        histories.append(history)
-        last = history.events[-1]
-        attrs = last.workflow_execution_continued_as_new_event_attributes
-        run_id = (
-            attrs.new_execution_run_id
-            if last.HasField("workflow_execution_continued_as_new_event_attributes")
-            else None
-        )
-    return histories
+# The busy scenario needs the time-skipping server, so its queue does not continue as new
+# while a deployment runs (see DeployNotDetaching); test_workflows_deploy.py has that case on
+# the dev server, and replays it.
+BUSY_WORKFLOWS = [DeployNotDetaching, DeploymentWorkflow, DispatchWorkflow]
 
 
 async def _busy_scenario() -> list[WorkflowHistory]:
     world = World(latest={ROOT: latest(L, trigger="manual")}, empty_diffs={D})
     world.relations[(B, D)] = "diverged"
     world.affected[(L, D)] = AffectedResult(roots=[ROOT])
-    async with harness(world) as h:
+    async with harness(world, BUSY_WORKFLOWS) as h:
         # Waits read the doubles' records, not queries (see Harness.state).
         deploy = await h.push(ROOT, A, max_history_events=40)  # locked: A waits
         await until(lambda: _asks(world, A, "unlock"), "A blocked by the lock")
@@ -117,7 +106,7 @@ async def _busy_scenario() -> list[WorkflowHistory]:
         await h.review(d_id, "approve")
         await deploy.result()  # follows continue-as-new to the idle shutdown
 
-        histories = await _run_chain(h, deploy.id, deploy.result_run_id or "")
+        histories = await h.run_chain(deploy.id, deploy.result_run_id or "")
         assert len(histories) >= 2, "the scenario should have continued as new"
         for deployment_id in (manual, a_id, c_id, d_id):
             histories.append(await h.client.get_workflow_handle(deployment_id).fetch_history())
@@ -132,7 +121,7 @@ def histories() -> list[WorkflowHistory]:
 
 def test_histories_replay_deterministically(histories: list[WorkflowHistory]) -> None:
     async def replay() -> None:
-        replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+        replayer = Replayer(workflows=BUSY_WORKFLOWS, data_converter=pydantic_data_converter)
         for history in histories:
             result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
             assert result.replay_failure is None, f"{history.workflow_id}: {result.replay_failure}"
@@ -351,6 +340,33 @@ def test_deployments_from_before_worker_loss_handling_replay() -> None:
         assert asyncio.run(replay(DeploymentWorkflow, history)) is None
     # The lost worker: the old code failed where today's asks for another worker.
     assert asyncio.run(replay(DeploymentWorkerLossUnpatched, histories[0])) is not None
+
+
+def test_a_queue_from_before_bounded_histories_replays() -> None:
+    """A root's queue on the code before "deploy-bounded-queue" (every queued check run
+    rewritten with the whole queue, continue-as-new only between deployments) replays on
+    today's code, every run of it; the same histories fail without the patch check."""
+
+    async def scenario() -> list[WorkflowHistory]:
+        world = World()
+        old = [DeployBeforeBounded, DeploymentWorkflow, DispatchWorkflow]
+        async with harness(world, workflows=old) as h:
+            deploy = await h.push(ROOT, A, max_history_events=30)
+            first = await h.awaiting_review(ROOT, A)
+            for revision in (B, C):
+                await h.push(ROOT, revision)
+            await until(lambda: world.runs_for(B) and world.runs_for(C), "B and C queued")
+            await h.review(first, "approve")
+            second = await h.awaiting_review(ROOT, B)
+            await h.review(second, "approve")
+            await h.awaiting_review(ROOT, C)
+            assert not world.check_run_batches, "the old code wrote queued check runs singly"
+            return await h.run_chain(deploy.id, deploy.result_run_id or "")
+
+    histories = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert len(histories) > 1
+    assert [_replay_failure(h, DeployWorkflow) for h in histories] == [None] * len(histories)
+    assert _replay_failure(histories[0], DeployBoundedUnpatched) is not None
 
 
 def _replay_failure(history: WorkflowHistory, deploy: type) -> Exception | None:

@@ -42,6 +42,10 @@ _FEW_QUICK = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempt
 
 # GitHub and the stores: short, retried with backoff until they answer.
 GITHUB = STORE = Options(timedelta(minutes=2), RetryPolicy(maximum_interval=timedelta(minutes=1)))
+# Queued items' check runs, a batch per activity (each answer heartbeated, so a retry resumes).
+GITHUB_BATCH = Options(
+    timedelta(minutes=10), RetryPolicy(maximum_interval=timedelta(minutes=1)), _BEAT
+)
 # Recording a deployment's state or its queued row in SQL; notifying promotions.
 RECORD = Options(timedelta(seconds=30), _FEW_QUICK)
 NOTIFY = Options(timedelta(minutes=1), _FEW_QUICK)

@@ -11,19 +11,25 @@ reloads latest.json and rebuilds the lock from it.
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import cast
+import builtins
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import NoReturn, cast
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ChildWorkflowError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from shared.contracts import checkrun
     from shared.contracts.deploy import (
         ACT_CHECK_RUN,
+        ACT_DEPLOYMENT_STATUS,
         ACT_LOAD_LATEST,
         ACT_PERSIST_LATEST,
+        ACT_QUEUE_CHECK_RUNS,
         ACT_RECORD_DEPLOYMENT,
+        ACT_RECORD_DEPLOYMENTS,
         ACT_REVISION_RELATION,
         IDLE_TIMEOUT_SECONDS,
         QUERY_STATE,
@@ -33,12 +39,18 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_DEPLOYMENT_UPDATE,
         SIGNAL_NEW_REVISION,
         SIGNAL_UNLOCK,
+        TERMINAL_STATES,
+        CheckRunBatch,
         CheckRunRef,
+        CheckRunRefs,
+        CheckRunRequest,
         CurrentDeployment,
         DeployInput,
         DeploymentInput,
         DeploymentRecord,
+        DeploymentRecords,
         DeploymentState,
+        DeploymentStatus,
         DeploymentUpdate,
         DeployState,
         LatestDeployment,
@@ -51,6 +63,8 @@ with workflow.unsafe.imports_passed_through():
         Relation,
         RelationRequest,
         UnlockSignal,
+        pack_queue,
+        unpack_queue,
     )
     from shared.contracts.promotion import (
         ACT_NOTIFY_PROMOTIONS,
@@ -72,6 +86,14 @@ PATCH_RECORD_QUEUED = "record-queued"
 PATCH_SIGNALS_BEFORE_NEXT = "deploy-signals-before-next-item"
 # Long enough to keep a busy root's history readable, well under Temporal's limits.
 MAX_HISTORY_EVENTS = 10_000
+# A long queue keeps the history bounded (issue 16): queued items' check runs and rows are
+# written in batches and only when they change, continue-as-new is checked inside every long
+# loop, and a deployment running when the run continues as new runs on (abandoned, not
+# terminated) and reports its end by signal. Older histories did none of this.
+PATCH_BOUNDED = "deploy-bounded-queue"
+QUEUED_BATCH = 50  # queued check runs or rows per activity
+# A deployment an earlier run started: how often to ask whether it ended without telling.
+DETACHED_CHECK = timedelta(minutes=30)
 
 
 @workflow.defn(name="DeployWorkflow")
@@ -89,6 +111,11 @@ class DeployWorkflow:
         self.search_state = ""
         self.finished: DeploymentFinished | None = None  # the last item's outcome
         self.unrecorded: list[str] = []  # queued items whose SQL row is missing or stale
+        self.bounded = False  # PATCH_BOUNDED, decided once per run
+        self.changed: list[str] = []  # bounded: queued items whose check run must be written
+        self.detached: QueueItem | None = None  # bounded: running, started by an earlier run
+        self.ended: dict[str, DeploymentUpdate] = {}  # terminal updates, by deployment id
+        self.idle_since: datetime | None = None
 
     # --- signals and queries ---------------------------------------------------------------
 
@@ -115,9 +142,14 @@ class DeployWorkflow:
         self.lock = _lock_from(self.latest)
         self.unlock_unsaved = True
         self.dirty_check_runs = True
+        self._merge_items_changed()
 
     @workflow.signal(name=SIGNAL_DEPLOYMENT_UPDATE)
     def deployment_update(self, update: DeploymentUpdate) -> None:
+        if update.state in TERMINAL_STATES:
+            # A deployment an earlier run started tells its end only this way (it may come
+            # before run() knows it is waiting for one).
+            self.ended[update.deployment_id] = update
         if self.current and self.current.deployment_id == update.deployment_id:
             self.current.state = update.state
             if update.check_run_id:
@@ -142,9 +174,20 @@ class DeployWorkflow:
     @workflow.run
     async def run(self, inp: DeployInput) -> None:
         self.inp = inp
-        self.queue = list(inp.queue)
+        self.bounded = self._bounds_history()
+        self.queue = unpack_queue(inp.queue_packed) if inp.queue_packed else list(inp.queue)
         self.lock = inp.lock or LockState()
         self.latest = inp.latest
+        if inp.running is not None:
+            self.detached = inp.running
+            self.current = inp.current
+        # Queued items whose check run was not written yet when the last run ended.
+        self.changed = list(inp.changed)
+        self.unrecorded = list(inp.unrecorded)
+        self.unlock_unsaved = inp.unlock_unsaved
+        for queued in self.queue:
+            if queued.check_run_id is None:
+                self._item_changed(queued)
         self.max_history_events = inp.max_history_events or MAX_HISTORY_EVENTS
         searchattrs.upsert(repo=inp.repo.full_name, root=inp.root, keys=(SA_REPO, SA_ROOT))
         if not inp.loaded_latest:
@@ -159,12 +202,18 @@ class DeployWorkflow:
         self.started = True
         if self.early_unlock is not None:
             self.unlock(self.early_unlock)
-        idle_since = inp.last_activity_at or workflow.now()
+        self.idle_since = inp.last_activity_at or workflow.now()
         while True:
             await self._housekeeping()
+            if self.bounded and self._should_continue_as_new():
+                await self._continue_as_new(self.detached, self._detached_ended)
+                # Returned: the detached deployment's end came in; handled before anything.
+                if await self._wait_detached():
+                    await self._item_done()
+                continue
             if self._signals_came_in():
                 continue
-            if self._should_continue_as_new():
+            if not self.bounded and self._should_continue_as_new():
                 # Between deployments (a running child would be cut off), queue carried along.
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self._has_work():
@@ -176,18 +225,20 @@ class DeployWorkflow:
                             lock=self.lock,
                             latest=self.latest,
                             loaded_latest=True,
-                            last_activity_at=idle_since,
+                            last_activity_at=self.idle_since,
                             max_history_events=inp.max_history_events,
                         )
                     )
+                continue
+            if self.detached is not None:
+                if await self._wait_detached():
+                    await self._item_done()
                 continue
             item = self._next_item()
             if item is not None:
                 self.finished = None
                 await self._run_item(item)
-                if self.finished is not None and workflow.patched(PATCH_NOTIFY_PROMOTIONS):
-                    await self._notify_promotions(self.finished)
-                idle_since = workflow.now()
+                await self._item_done()
                 continue
             self._publish_state("locked" if self.queue else "idle")
             if self.queue:
@@ -195,7 +246,7 @@ class DeployWorkflow:
                 # wait; Unlock or a new signal wakes the loop.
                 await workflow.wait_condition(self._has_work)
                 continue
-            remaining = IDLE_TIMEOUT_SECONDS - (workflow.now() - idle_since).total_seconds()
+            remaining = IDLE_TIMEOUT_SECONDS - (workflow.now() - self.idle_since).total_seconds()
             try:
                 await workflow.wait_condition(
                     self._has_work,
@@ -211,9 +262,97 @@ class DeployWorkflow:
     def _has_work(self) -> bool:
         return (
             bool(self.pending_signals)
-            or self.dirty_check_runs
+            or (bool(self.changed) if self.bounded else self.dirty_check_runs)
             or (self.unlock_unsaved and self.current is None)
         )
+
+    def _bounds_history(self) -> bool:
+        return workflow.patched(PATCH_BOUNDED)
+
+    def _detached_ended(self) -> bool:
+        return self.detached is not None and self.detached.deployment_id in self.ended
+
+    def _detached_check(self) -> timedelta:
+        return DETACHED_CHECK
+
+    def _detaches(self) -> bool:
+        """Whether a running deployment may outlive this run (continue-as-new during it)."""
+        return self.bounded
+
+    async def _item_done(self) -> None:
+        if self.finished is not None and workflow.patched(PATCH_NOTIFY_PROMOTIONS):
+            await self._notify_promotions(self.finished)
+        self.idle_since = workflow.now()
+
+    async def _continue_as_new(
+        self, running: QueueItem | None, ended: Callable[[], bool] = lambda: False
+    ) -> None:
+        """Continue as new with the queue (packed), the lock, and `running`, a deployment that
+        runs on and tells the next run of its end. Returns only if that end came in meanwhile
+        (this run handles it, so it is not lost between two). Signals that arrived are queued
+        first, without their check runs and rows: the next run writes those."""
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        while self.pending_signals:
+            await self._enqueue(self.pending_signals.pop(0))
+        if not ended():
+            self._continue_with(running)
+
+    def _continue_with(self, running: QueueItem | None) -> NoReturn:
+        inp = self.inp
+        workflow.continue_as_new(
+            DeployInput(
+                repo=inp.repo,
+                root=inp.root,
+                queue_packed=pack_queue(self.queue),
+                lock=self.lock,
+                latest=self.latest,
+                loaded_latest=True,
+                last_activity_at=self.idle_since,
+                max_history_events=inp.max_history_events,
+                running=running,
+                current=self.current if running is not None else None,
+                changed=self.changed,
+                unrecorded=self.unrecorded,
+                unlock_unsaved=self.unlock_unsaved,
+            )
+        )
+
+    async def _wait_detached(self) -> bool:
+        """For a deployment an earlier run started: wait until it ends (True, with the outcome
+        handled like a child's), or until work comes in (False). Asks now and then whether it
+        ended without telling (it failed), so the queue cannot wait for ever."""
+        item = self.detached
+        assert item is not None
+        if item.deployment_id not in self.ended:
+            try:
+                await workflow.wait_condition(
+                    lambda: item.deployment_id in self.ended or self._has_work(),
+                    timeout=self._detached_check(),
+                    timeout_summary="deployment",
+                )
+            except builtins.TimeoutError:
+                found = await calls.run(
+                    ACT_DEPLOYMENT_STATUS,
+                    item.deployment_id,
+                    options=calls.STORE,
+                    result_type=DeploymentStatus,
+                )
+                if found.status == "running" or item.deployment_id in self.ended:
+                    return False
+                self.detached = None
+                if found.result is not None:
+                    done = found.result
+                    self._after_deployment(item, done.state, done.message, done.latest)
+                else:
+                    message = f"The deployment workflow ended ({found.status})."
+                    await self._deployment_failed(item, message)
+                return True
+            if item.deployment_id not in self.ended:
+                return False
+        update = self.ended.pop(item.deployment_id)
+        self.detached = None
+        self._after_deployment(item, update.state, update.message, update.latest)
+        return True
 
     def _signals_came_in(self) -> bool:
         """Signals arrived while housekeeping's last activity ran (an Unlock to persist, a
@@ -239,7 +378,9 @@ class DeployWorkflow:
             except ActivityError as err:
                 # Still unlocked in this run; only an idle restart would bring the lock back.
                 workflow.logger.warning("recording the Unlock failed: %s", err.cause)
-        if self.dirty_check_runs:
+        if self.bounded:
+            await self._write_changed_check_runs()
+        elif self.dirty_check_runs:
             await self._refresh_queued_check_runs()
         if self.unrecorded:
             # after the check runs: the row links the item's queued check run
@@ -261,9 +402,12 @@ class DeployWorkflow:
                     item.locks_queue = locks
                     self._sort_queue()
                     self.dirty_check_runs = True
+                    self._item_changed(item)
                     self.unrecorded.append(item.deployment_id)
                 return
         if self.current and self.current.revision == signal.revision:
+            return
+        if self.detached and self.detached.revision == signal.revision:
             return
         if (
             signal.reason == "rerequested"
@@ -282,9 +426,9 @@ class DeployWorkflow:
             enqueued_at=workflow.now(),
             locks_queue=locks,
         )
-        self.queue.append(item)
-        self._sort_queue()
+        self._insert(item)
         self.dirty_check_runs = True  # creates its check run and refreshes the others' tables
+        self._item_changed(item)
         self.unrecorded.append(item.deployment_id)
 
     async def _refuse_rerun(self, signal: NewRevision) -> None:
@@ -316,6 +460,14 @@ class DeployWorkflow:
     def _sort_queue(self) -> None:
         # Stable: manual before merge, FIFO within each priority.
         self.queue.sort(key=lambda i: 0 if i.trigger == "manual" else 1)
+
+    def _insert(self, item: QueueItem) -> None:
+        """Where _sort_queue would put a new item, without sorting a long queue again."""
+        if item.trigger != "manual":
+            self.queue.append(item)
+            return
+        at = next((n for n, other in enumerate(self.queue) if other.trigger != "manual"), None)
+        self.queue.insert(len(self.queue) if at is None else at, item)
 
     def _next_item(self) -> QueueItem | None:
         for item in self.queue:
@@ -382,41 +534,86 @@ class DeployWorkflow:
             static_summary=(
                 f"{item.trigger} deployment of {inp.root} at {checkrun.short(item.revision)}"
             ),
+            # Bounded: when this run continues as new, the deployment runs on.
+            parent_close_policy=(
+                ParentClosePolicy.ABANDON if self._detaches() else ParentClosePolicy.TERMINATE
+            ),
         )
         # The review gate can stay open for days: keep queueing, dropping duplicates and
         # unlocking meanwhile.
         while not child.done():
             await workflow.wait_condition(lambda: child.done() or self._has_work())
             await self._housekeeping()
+            if self._detaches() and not child.done() and self._should_continue_as_new():
+                await self._continue_as_new(item, child.done)  # it tells the next run its end
         try:
             result = await child
         except ChildWorkflowError as err:
             workflow.logger.error("deployment %s failed: %s", item.deployment_id, err)
-            if self.current and self.current.check_run_id:
-                item.check_run_id = self.current.check_run_id
-            message = f"The deployment workflow failed: {err.cause or err}"
-            await self._check_run(
-                item,
-                status="completed",
-                conclusion="failure",
-                title="Deployment failed",
-                message=message,
+            await self._deployment_failed(
+                item, f"The deployment workflow failed: {err.cause or err}"
             )
-            await self._record(item, "failed", message)
-            await self._reload_latest()  # it may have written latest.json before failing
-            self.current = None
-            self.dirty_check_runs = True
             return
-        self.finished = _finished(inp.root, item, result.state, result.message)
-        if result.latest is not None:
+        self.ended.pop(item.deployment_id, None)
+        self._after_deployment(item, result.state, result.message, result.latest)
+
+    def _after_deployment(
+        self,
+        item: QueueItem,
+        state: DeploymentState,
+        message: str,
+        latest: LatestDeployment | None,
+    ) -> None:
+        """A deployment ended with `state`: remember the outcome for the rollouts, and follow
+        the latest.json it wrote (the lock is a function of it)."""
+        self.finished = _finished(self.inp.root, item, state, message)
+        if latest is not None:
             # The child persisted latest.json (published, or a failed apply); the lock follows
             # it. An Unlock clicked during the run applied to the previous latest, and a new
             # locking deployment supersedes it.
-            self.latest = result.latest
+            before = self.lock
+            self.latest = latest
             self.lock = _lock_from(self.latest)
             self.unlock_unsaved = False
+            self._lock_moved(before)
         self.current = None
         self.dirty_check_runs = True
+
+    async def _deployment_failed(self, item: QueueItem, message: str) -> None:
+        """The deployment workflow itself failed (not the deployment it ran): say so on its
+        check run and in its history row; it may have written latest.json first."""
+        if self.current and self.current.check_run_id:
+            item.check_run_id = self.current.check_run_id
+        await self._check_run(
+            item,
+            status="completed",
+            conclusion="failure",
+            title="Deployment failed",
+            message=message,
+        )
+        await self._record(item, "failed", message)
+        before = self.lock
+        await self._reload_latest()
+        self._lock_moved(before)
+        self.current = None
+        self.dirty_check_runs = True
+
+    def _item_changed(self, item: QueueItem) -> None:
+        """Bounded: this queued item's check run must be written (new, or its state moved)."""
+        if item.deployment_id not in self.changed:
+            self.changed.append(item.deployment_id)
+
+    def _lock_moved(self, before: LockState) -> None:
+        # Waiting check runs name the locking deployment, so a new lock by another
+        # deployment rewrites them as much as a lock that came or went.
+        if (self.lock.locked, self.lock.by_deployment) != (before.locked, before.by_deployment):
+            self._merge_items_changed()
+
+    def _merge_items_changed(self) -> None:
+        """The lock came or went: merged items wait for an Unlock, or no longer."""
+        for item in self.queue:
+            if item.trigger == "merge":
+                self._item_changed(item)
 
     async def _reload_latest(self) -> None:
         try:
@@ -499,9 +696,29 @@ class DeployWorkflow:
     async def _record_queued(self) -> None:
         """Queued items as SQL rows in state "queued", with the trigger and requester only
         the queue knows: a job page or /roots shows a waiting manual deployment as one."""
-        pending, self.unrecorded = self.unrecorded, []
         if not workflow.patched(PATCH_RECORD_QUEUED):
+            self.unrecorded = []
             return
+        if self.bounded:
+            # a batch per activity; stops when the history should continue as new (the rest
+            # are carried)
+            while self.unrecorded and not self._continuing():
+                wanted = set(self.unrecorded[:QUEUED_BATCH])
+                self.unrecorded = self.unrecorded[QUEUED_BATCH:]
+                rows = [self._history(i, "queued") for i in self.queue if i.deployment_id in wanted]
+                if not rows:
+                    continue
+                try:
+                    await calls.run(
+                        ACT_RECORD_DEPLOYMENTS,
+                        DeploymentRecords(records=rows),
+                        options=calls.RECORD,
+                        result_type=type(None),
+                    )
+                except ActivityError as err:
+                    workflow.logger.warning("recording queued items failed: %s", err.cause)
+            return
+        pending, self.unrecorded = self.unrecorded, []
         for item in [i for i in self.queue if i.deployment_id in pending]:
             try:
                 await calls.run(
@@ -514,6 +731,58 @@ class DeployWorkflow:
                 workflow.logger.warning(
                     "recording queued %s failed: %s", item.deployment_id, err.cause
                 )
+
+    async def _write_changed_check_runs(self) -> None:
+        """Bounded: write the queued check runs that changed (new items, promoted ones, all
+        merged ones when the lock comes or goes), a batch per activity, front of the queue
+        first; stop early when the history should continue as new (the rest are carried)."""
+        while self.changed and not self._continuing():
+            wanted = set(self.changed[:QUEUED_BATCH])
+            self.changed = self.changed[QUEUED_BATCH:]
+            items = [i for i in self.queue if i.deployment_id in wanted]
+            if not items:
+                continue
+            requests = [self._queued_request(i) for i in items]
+            try:
+                written = await calls.run(
+                    ACT_QUEUE_CHECK_RUNS,
+                    CheckRunBatch(requests=requests),
+                    options=calls.GITHUB_BATCH,
+                    result_type=CheckRunRefs,
+                )
+            except ActivityError as err:
+                # Check runs only show the queue: never fail the root's queue for them.
+                workflow.logger.warning("queued check runs failed: %s", err.cause)
+                continue
+            for item, ref in zip(items, written.refs, strict=False):
+                item.check_run_id = ref.check_run_id
+
+    def _queued_request(self, item: QueueItem) -> CheckRunRequest:
+        """A queued item's check run: waiting for an Unlock, or queued with where it stands."""
+        waiting = item.trigger == "merge" and self.lock.locked
+        request = checkrun.request(
+            repo=self.inp.repo,
+            root=self.inp.root,
+            revision=item.revision,
+            deployment_id=item.deployment_id,
+            check_run_id=item.check_run_id,
+            status="completed" if waiting else "queued",
+            conclusion="action_required" if waiting else None,
+            title="Waiting: the queue is locked" if waiting else "Queued",
+            trigger=item.trigger,
+            requested_by=item.requested_by,
+            approved_by=None,
+            queue_markdown=(checkrun.lock_line(self.lock) + "\n\n" if waiting else "")
+            + checkrun.queued_summary(self.queue, item),
+            message=(
+                "A manual deployment locked this root's queue. Merged revisions wait until "
+                "someone clicks **Unlock**."
+                if waiting
+                else ""
+            ),
+            actions=[checkrun.UNLOCK] if waiting else [],
+        )
+        return request.model_copy(update={"root_page": True})
 
     async def _refresh_queued_check_runs(self) -> None:
         """Create missing queued check runs and bring every queued one's summary up to date."""
@@ -574,6 +843,11 @@ class DeployWorkflow:
 
     def _queue_markdown(self) -> str:
         return checkrun.queue_table(self.queue, workflow.now(), self.lock)
+
+    def _continuing(self) -> bool:
+        """Bounded: this run is about to continue as new, so writes stop and the next run
+        does the rest. Not while a deployment it cannot leave runs (it waits that out)."""
+        return self._should_continue_as_new() and (self.current is None or self._detaches())
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()

@@ -448,6 +448,8 @@ class DeploymentWorkflow:
                     message=message,
                     render_digest=self.digest,
                     approved_by=approved_by,
+                    # A parent that continued as new meanwhile learns the outcome this way.
+                    latest=self.persisted if state in TERMINAL_STATES else None,
                 ),
             )
         except FailureError:

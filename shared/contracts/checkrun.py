@@ -23,6 +23,9 @@ UNLOCK = CheckRunAction(
 )
 
 
+QUEUE_ROWS = 10  # rows of a root's queue shown on a check run (the root's page has them all)
+
+
 def check_run_name(root: str) -> str:
     return f"rollwright/{root}"
 
@@ -72,19 +75,38 @@ def queue_table(queue: list[QueueItem], now: datetime, lock: LockState | None) -
     """Markdown: the root's queue, manual items first, with ages."""
     lines = []
     if lock and lock.locked:
-        lines.append(
-            f"**Queue locked** by manual deployment `{lock.by_deployment}` of "
-            f"`{short(lock.revision or '')}`: merged revisions wait until someone clicks Unlock."
-        )
-        lines.append("")
+        lines += [lock_line(lock), ""]
     if not queue:
         lines.append("Queue: empty.")
         return "\n".join(lines)
     lines += ["| # | revision | trigger | waiting |", "|---|---|---|---|"]
-    for i, item in enumerate(queue, 1):
+    for i, item in enumerate(queue[:QUEUE_ROWS], 1):
         age = max(0, int((now - item.enqueued_at).total_seconds()))
         lines.append(f"| {i} | `{short(item.revision)}` | {item.trigger} | {_age(age)} |")
+    if len(queue) > QUEUE_ROWS:
+        lines += ["", f"… and {len(queue) - QUEUE_ROWS} more (the root's page lists them all)."]
     return "\n".join(lines)
+
+
+def lock_line(lock: LockState) -> str:
+    return (
+        f"**Queue locked** by manual deployment `{lock.by_deployment}` of "
+        f"`{short(lock.revision or '')}`: merged revisions wait until someone clicks Unlock."
+    )
+
+
+def queued_summary(queue: list[QueueItem], item: QueueItem) -> str:
+    """A queued item's short summary: where it stands and what goes before it. Written when
+    the item joins the queue (or changes), not at every move of the queue: the root's page
+    has the live queue."""
+    position = next((i for i, other in enumerate(queue) if other is item), len(queue))
+    ahead = queue[:position]
+    text = f"**Queued** at position {position + 1}"
+    if not ahead:
+        return text + ": it deploys next."
+    first = ", ".join(f"`{short(other.revision)}` ({other.trigger})" for other in ahead[:3])
+    more = f" and {len(ahead) - 3} more" if len(ahead) > 3 else ""
+    return f"{text}, behind {first}{more} (manual deployments go before merged revisions)."
 
 
 def _age(seconds: int) -> str:

@@ -12,6 +12,9 @@ the gateway can start and signal workflows without importing workflow code.
 
 from __future__ import annotations
 
+import base64
+import json
+import zlib
 from datetime import datetime
 from typing import Literal
 
@@ -49,6 +52,9 @@ ACT_DIFF_RENDER = "diff_render"  # DiffRequest -> DiffSummary
 ACT_PUBLISH = "publish"  # PublishRequest -> PublishResult
 ACT_CLEANUP_CHECKOUT = "cleanup_checkout"  # CheckoutResult -> None
 ACT_RECORD_AUDIT = "record_audit"  # AuditRecord -> None
+ACT_QUEUE_CHECK_RUNS = "queue_check_runs"  # CheckRunBatch -> CheckRunRefs (queued items, batched)
+ACT_RECORD_DEPLOYMENTS = "record_deployments"  # DeploymentRecords -> None (queued rows, batched)
+ACT_DEPLOYMENT_STATUS = "deployment_status"  # str (workflow id) -> DeploymentStatus
 
 # ApplicationError types that activities raise for mistakes in the fleet repo (never retried).
 ERR_FLEET = "FleetError"
@@ -254,6 +260,17 @@ class DeployInput(Payload):
     # Continue-as-new once the history has this many events (None: the workflow's default).
     # An operational knob, and how the tests make continue-as-new happen quickly.
     max_history_events: int | None = None
+    # Since bounded queues (issue 16): the queue packed (`pack_queue`; a long one is too big
+    # for a payload as JSON), and the deployment that was running when the previous run
+    # continued as new (it runs on, and reports its end by signal).
+    queue_packed: str | None = None
+    running: QueueItem | None = None
+    current: CurrentDeployment | None = None
+    # Queued items whose check run or SQL row was still to be written (deployment ids), and
+    # an Unlock not yet written to latest.json (carried in `latest`).
+    changed: list[str] = Field(default_factory=list)
+    unrecorded: list[str] = Field(default_factory=list)
+    unlock_unsaved: bool = False
 
 
 class DeployState(Payload):
@@ -277,6 +294,19 @@ class DeploymentUpdate(Payload):
     message: str = ""
     render_digest: str | None = None
     approved_by: str | None = None
+    # On the last update (a terminal state): the latest.json the deployment wrote, if any.
+    latest: LatestDeployment | None = None
+
+
+def pack_queue(queue: list[QueueItem]) -> str:
+    """A queue as compact text for continue-as-new: zlib-compressed JSON, base64."""
+    raw = json.dumps([item.model_dump(mode="json") for item in queue], separators=(",", ":"))
+    return base64.b64encode(zlib.compress(raw.encode(), 6)).decode()
+
+
+def unpack_queue(packed: str) -> list[QueueItem]:
+    raw = zlib.decompress(base64.b64decode(packed)).decode()
+    return [QueueItem.model_validate(item) for item in json.loads(raw)]
 
 
 # --- DeploymentWorkflow --------------------------------------------------------------------------
@@ -324,6 +354,13 @@ class DeploymentResult(Payload):
     published: bool = False
     # What the child persisted as latest.json (published or failed apply); None otherwise.
     latest: LatestDeployment | None = None
+
+
+class DeploymentStatus(Payload):
+    """How a deployment workflow stands, for a root's queue that did not hear its end."""
+
+    status: str  # running, completed, failed, canceled, terminated, timed_out, not_found
+    result: DeploymentResult | None = None  # when completed
 
 
 # --- activity payloads -----------------------------------------------------------------------
@@ -414,6 +451,20 @@ class CheckRunRequest(Payload):
     text: str = ""
     actions: list[CheckRunAction] = Field(default_factory=list)
     details_url: str | None = None
+    # Add a link to the root's page (its live queue) to the summary.
+    root_page: bool = False
+
+
+class CheckRunBatch(Payload):
+    requests: list[CheckRunRequest]
+
+
+class CheckRunRefs(Payload):
+    refs: list[CheckRunRef]
+
+
+class DeploymentRecords(Payload):
+    records: list[DeploymentRecord]
 
 
 class CheckRunRef(Payload):

@@ -206,3 +206,56 @@ class DeploymentWorkerLossUnpatched(DeploymentWorkflow):
 
     def _cleans_up_behind(self) -> bool:
         return True
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployNotDetaching(DeployWorkflow):
+    """DeployWorkflow that continues as new only between deployments, as before bounded
+    queues. For scenarios on the time-skipping test server, which stops skipping time once an
+    abandoned child of a closed run ends (the real server does not); the detaching itself is
+    tested on the dev server."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    def _detaches(self) -> bool:
+        return False
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployCheckingDetachedFast(DeployWorkflow):
+    """DeployWorkflow that asks after a deployment an earlier run started every 2 s (not every
+    30 minutes): the dev-server tests of a deployment that ends without telling."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    def _detached_check(self) -> timedelta:
+        return timedelta(seconds=2)
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployBeforeBounded(DeployWorkflow):
+    """DeployWorkflow before bounded histories (patch "deploy-bounded-queue"): every queued
+    check run rewritten with the whole queue, continue-as-new only between deployments."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    def _bounds_history(self) -> bool:
+        return False
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployBoundedUnpatched(DeployWorkflow):
+    """Bounded queues without the patch check: what "deploy-bounded-queue" guards against."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    def _bounds_history(self) -> bool:
+        return True

@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeVar, cast
 from temporalio import activity
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
@@ -37,12 +37,15 @@ from shared.contracts.deploy import (
     ACT_CHECK_RUN,
     ACT_CHECKOUT,
     ACT_CLEANUP_CHECKOUT,
+    ACT_DEPLOYMENT_STATUS,
     ACT_DIFF_RENDER,
     ACT_LOAD_LATEST,
     ACT_PERSIST_LATEST,
     ACT_PUBLISH,
+    ACT_QUEUE_CHECK_RUNS,
     ACT_RECORD_AUDIT,
     ACT_RECORD_DEPLOYMENT,
+    ACT_RECORD_DEPLOYMENTS,
     ACT_RENDER_ROOT,
     ACT_REVISION_RELATION,
     ACT_SIGNAL_DEPLOYS,
@@ -63,11 +66,15 @@ from shared.contracts.deploy import (
     AwaitDispatchRequest,
     CheckoutRequest,
     CheckoutResult,
+    CheckRunBatch,
     CheckRunRef,
+    CheckRunRefs,
     CheckRunRequest,
     DeployInput,
     DeploymentRecord,
+    DeploymentRecords,
     DeploymentResult,
+    DeploymentStatus,
     DeployState,
     DiffRequest,
     DiffSummary,
@@ -149,6 +156,7 @@ class World:
     publish_attempts: list[str] = field(default_factory=list)
     records: list[DeploymentRecord] = field(default_factory=list)
     audits: list[AuditRecord] = field(default_factory=list)
+    check_run_batches: list[int] = field(default_factory=list)  # sizes of batched writes
     affected: dict[tuple[str, str], AffectedResult] = field(default_factory=dict)
     affected_calls: list[AffectedRequest] = field(default_factory=list)
     fleet_errors: dict[str, str] = field(default_factory=dict)  # revision -> fleet error
@@ -209,6 +217,26 @@ class World:
 
     @activity.defn(name=ACT_CHECK_RUN)
     async def check_run(self, req: CheckRunRequest) -> CheckRunRef:
+        return self._write_check_run(req)
+
+    @activity.defn(name=ACT_QUEUE_CHECK_RUNS)
+    async def queue_check_runs(self, batch: CheckRunBatch) -> CheckRunRefs:
+        self.check_run_batches.append(len(batch.requests))
+        return CheckRunRefs(refs=[self._write_check_run(r) for r in batch.requests])
+
+    @activity.defn(name=ACT_DEPLOYMENT_STATUS)
+    async def deployment_status(self, workflow_id: str) -> DeploymentStatus:
+        # As activities/dispatch.py asks (not imported: workflow modules under test import
+        # this one inside the workflow sandbox).
+        assert self.client is not None
+        handle = self.client.get_workflow_handle(workflow_id, result_type=DeploymentResult)
+        description = await handle.describe()
+        status = description.status.name.lower() if description.status else "running"
+        if status != "completed":
+            return DeploymentStatus(status=status)
+        return DeploymentStatus(status=status, result=await handle.result())
+
+    def _write_check_run(self, req: CheckRunRequest) -> CheckRunRef:
         assert len(req.actions) <= 3
         if req.head_sha in self.check_run_errors:
             raise ApplicationError("422 Unprocessable Entity", non_retryable=True)
@@ -221,6 +249,11 @@ class World:
             assert self.check_runs[check_run_id][0].external_id == req.external_id
         self.check_runs[check_run_id].append(req)
         return CheckRunRef(check_run_id=check_run_id, html_url=f"https://gh/runs/{check_run_id}")
+
+    @activity.defn(name=ACT_RECORD_DEPLOYMENTS)
+    async def record_deployments(self, batch: DeploymentRecords) -> None:
+        for rec in batch.records:
+            await self.record_deployment(rec)
 
     @activity.defn(name=ACT_RECORD_DEPLOYMENT)
     async def record_deployment(self, rec: DeploymentRecord) -> None:
@@ -356,7 +389,10 @@ class World:
             self.persist_latest,
             self.check_run,
             self.record_deployment,
+            self.record_deployments,
             self.record_audit,
+            self.queue_check_runs,
+            self.deployment_status,
             self.revision_relation,
             self.worker_task_queue,
             self.affected_roots,
@@ -437,6 +473,22 @@ class Harness:
             deployment_id=deployment_id,
         )
         return await start_deploy(self.client, root, signal, max_history_events=max_history_events)
+
+    async def run_chain(self, workflow_id: str, first_run_id: str) -> list[WorkflowHistory]:
+        """Every run of a workflow id from `first_run_id` on, following continue-as-new."""
+        histories = []
+        run_id: str | None = first_run_id
+        while run_id:
+            handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
+            history = await handle.fetch_history()
+            histories.append(history)
+            last = history.events[-1]
+            run_id = (
+                last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+                if last.HasField("workflow_execution_continued_as_new_event_attributes")
+                else None
+            )
+        return histories
 
     def deploy(self, root: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(deploy_workflow_id(REPO.full_name, root))
