@@ -58,7 +58,7 @@ def test_values_of_the_overriding_cluster_deployment(capsys: pytest.CaptureFixtu
     assert values["env"]["PUBLIC_URL"] == "https://web.eu-1.example.com"  # template gotmpl
     assert values["env"]["STAGE"] == "prod"
     assert values["atlas"]["labels"]["instance"] == "shop"
-    assert values["atlas"]["cwd"] == "templates/web"
+    assert values["atlas"]["cwd"] == "."
 
 
 def test_values_without_release_lists_the_choices(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,11 +9,15 @@ file only.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
+import json
+import logging
 import os
 import re
 import tarfile
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,11 +27,38 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import helm_python as _helm
+from helm_python import _native
 
 from shared.engine.errors import FleetError
 
-# helm_python logs through its own logger; keep the Go side quiet unless asked.
-_helm.disable_logging()
+log = logging.getLogger("rollwright.helm")
+
+
+class _DebugOnly(logging.Filter):
+    """Helm's Go log lines (`WARN unable to find exact version ...`) are rollwright's debug
+    output, whatever level Helm gave them: they never reach a user's terminal raw."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
+log.addFilter(_DebugOnly())
+# Without a handler the Go side writes to the process's stderr; with one, every line comes
+# here. Helm's own debug chatter stays in the library (INFO and above cross over).
+_helm.enable_logging(logging.INFO, logger=log)
+
+
+class _Chart(_helm.Chart):
+    """helm_python's Chart, rendering with the options its `render` does not pass on (the
+    native call takes them: `kube_version`, `api_versions`, `strict`)."""
+
+    def render_with(self, values: dict[str, Any], options: dict[str, Any]) -> dict[str, str]:
+        out = _native.call_string(
+            "helm_render", self._raw(), json.dumps(values), json.dumps(options)
+        )
+        rendered: dict[str, str] = json.loads(out)
+        return rendered
 
 
 @dataclass(frozen=True)
@@ -123,12 +154,67 @@ def _load_chart_keyed(path: Path, source: str) -> tuple[str, Any]:
 
     def load() -> Any:
         try:
-            return _helm.Chart.load(str(path))
+            return _Chart.load(str(path))
         except _helm.HelmError as err:
             raise FleetError(f"loading chart: {_clean(str(err))}", path=source) from None
 
     key = _fingerprint(path)
     return key, _charts.get(key, load)
+
+
+def _load_without_schemas(path: Path, key: str, source: str) -> Any:
+    """The chart with every values.schema.json (its own and its subcharts') left out: how
+    `--skip-schema-validation` is had from a binding whose render always validates."""
+
+    def load() -> Any:
+        try:
+            return _Chart.load_archive(_archive_without_schemas(path))
+        except (_helm.HelmError, OSError, tarfile.TarError) as err:
+            raise FleetError(f"loading chart: {_clean(str(err))}", path=source) from None
+
+    return _charts.get(key + ":no-schema", load)
+
+
+def _archive_without_schemas(path: Path) -> bytes:
+    members: list[tuple[str, bytes]] = []
+    if path.is_dir():
+        base = path.name
+        for file in sorted(p for p in path.rglob("*") if p.is_file()):
+            rel = file.relative_to(path).as_posix()
+            members.append((f"{base}/{rel}", file.read_bytes()))
+    else:
+        with tarfile.open(path, "r:gz") as tf:
+            for member in tf.getmembers():
+                handle = tf.extractfile(member) if member.isfile() else None
+                if handle is not None:
+                    members.append((member.name, handle.read()))
+    kept: list[tuple[str, bytes]] = []
+    for name, data in members:
+        if name.rsplit("/", 1)[-1] == "values.schema.json":
+            continue
+        if name.endswith(".tgz") and "/charts/" in name:
+            # A vendored subchart archive: its schema goes too.
+            with tempfile.TemporaryDirectory() as tmp:
+                nested = Path(tmp) / "sub.tgz"
+                nested.write_bytes(data)
+                data = _archive_without_schemas(nested)
+        kept.append((name, data))
+    return tar_gz(kept)
+
+
+def tar_gz(members: list[tuple[str, bytes]]) -> bytes:
+    """A gzipped tar of `members` (name → bytes), byte-for-byte the same for the same input."""
+    buf = io.BytesIO()
+    with (
+        gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w") as tf,
+    ):
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def is_chart(path: Path) -> bool:
@@ -145,6 +231,41 @@ def chart_metadata(path: Path, source: str) -> dict[str, Any]:
     return meta
 
 
+def loaded_dependencies(path: Path, source: str) -> list[dict[str, Any]]:
+    """Metadata of the subcharts Helm loads from the chart's charts/ (by chart name)."""
+    deps: list[dict[str, Any]] = _load_chart(path, source).dependencies
+    return deps
+
+
+def parse_set(expression: str, *, string: bool) -> dict[str, Any]:
+    """helm's `--set` (or, with `string`, `--set-string`) parsing of `name=value`."""
+    try:
+        if string:
+            return _helm.parse_set_string_values(expression)
+        return _helm.parse_set_string(expression)
+    except _helm.HelmError as err:
+        raise FleetError(f"cannot parse {expression!r}: {_clean(str(err))}") from None
+
+
+def satisfies(constraint: str, version: str) -> bool:
+    """Whether `version` meets a semver constraint exactly as Helm checks one (Masterminds
+    semver through sprig's `semverCompare`, the library Helm's own checks use)."""
+    text = "{{ semverCompare .Values.c .Values.v }}"
+    try:
+        out = _template_chart(text, wrap=False).render_with(
+            {"c": constraint, "v": version}, {"name": "rollwright"}
+        )
+    except _helm.HelmError as err:
+        raise FleetError(f"version constraint {constraint!r}: {_clean(str(err))}") from None
+    return out.get(_TEMPLATE_NAME, "").strip() == "true"
+
+
+def default_kube_version() -> str:
+    """The Kubernetes version Helm assumes without `--kube-version`."""
+    text = "{{ .Capabilities.KubeVersion.Version }}"
+    return _template_chart(text, wrap=False).render_with({}, {"name": "rollwright"})[_TEMPLATE_NAME]
+
+
 def render_chart(
     path: Path,
     values: dict[str, Any],
@@ -153,18 +274,34 @@ def render_chart(
     namespace: str,
     source: str,
     include_crds: bool = True,
+    kube_version: str | None = None,
+    api_versions: tuple[str, ...] = (),
+    skip_schema_validation: bool = False,
+    files_root: Path | None = None,
 ) -> RenderedChart:
-    """Render the chart at `path` offline with `values` laid over its defaults.
+    """Render the chart at `path` offline with `values` laid over its defaults, as
+    `helm template --kube-version --api-versions [--skip-schema-validation]` would.
 
-    `source` is the repo-relative name used in error messages.
+    `source` is the repo-relative name used in error messages; `files_root` is the chart's
+    directory in the repo when `path` is a built archive of it (errors then name its files).
     """
     key, chart = _load_chart_keyed(path, source)
+    if skip_schema_validation:
+        chart = _load_without_schemas(path, key, source)
+    options: dict[str, Any] = {
+        "name": release,
+        "namespace": namespace,
+        "is_install": True,
+        "revision": 1,
+    }
+    if kube_version:
+        options["kube_version"] = kube_version
+    if api_versions:
+        options["api_versions"] = list(api_versions)
     try:
-        templates: dict[str, str] = chart.render(
-            values, name=release, namespace=namespace, is_install=True, revision=1
-        )
+        templates = chart.render_with(values, options)
     except _helm.HelmError as err:
-        raise _chart_error(str(err), path, source) from None
+        raise _chart_error(str(err), files_root or path, source) from None
     templates = {k: v for k, v in templates.items() if not k.endswith("NOTES.txt")}
     crds: dict[str, str] = {}
     if include_crds:
@@ -194,35 +331,54 @@ _TEMPLATE_NAME = "rollwright/templates/t"
 _CHART_YAML = b"apiVersion: v2\nname: rollwright\nversion: 0.0.0\n"
 
 
-def _template_chart(text: str) -> Any:
+_HELPERS_NAME = "rollwright/templates/_helpers.tpl"
+
+
+def _template_chart(
+    text: str, *, wrap: bool = True, helpers: str = "", files: tuple[tuple[str, bytes], ...] = ()
+) -> _Chart:
     # `.x` and `.Values.x` must both work: the body runs inside `with .Values`, and the values
-    # carry themselves again under `Values` (see render_template). `$` stays the Helm root.
-    body = "{{- with .Values }}" + text + "{{- end }}"
-    data = body.encode()
-    key = hashlib.sha256(data).hexdigest()
+    # carry themselves again under `Values` (see render_template), so the map is never empty
+    # and `with` always runs. `$` stays the Helm root. The closing `{{ end }}` trims nothing:
+    # a template's trailing newlines are its own.
+    body = ("{{- with .Values }}" + text + "{{ end }}") if wrap else text
+    members = [("rollwright/Chart.yaml", _CHART_YAML), (_TEMPLATE_NAME, body.encode())]
+    if helpers:
+        members.append((_HELPERS_NAME, helpers.encode()))
+    members += [(f"rollwright/{name}", data) for name, data in files]
+    digest = hashlib.sha256()
+    for name, data in members:
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
 
     def load() -> Any:
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-            for name, content in (("rollwright/Chart.yaml", _CHART_YAML), (_TEMPLATE_NAME, data)):
-                info = tarfile.TarInfo(name)
-                info.size = len(content)
-                tf.addfile(info, io.BytesIO(content))
-        return _helm.Chart.load_archive(buf.getvalue())
+        return _Chart.load_archive(tar_gz(members))
 
-    return _templates.get(key, load)
+    chart: _Chart = _templates.get(digest.hexdigest(), load)
+    return chart
 
 
-def render_template(text: str, values: dict[str, Any], *, source: str) -> str:
+def render_template(
+    text: str,
+    values: dict[str, Any],
+    *,
+    source: str,
+    helpers: str = "",
+    files: tuple[tuple[str, bytes], ...] = (),
+    strict: bool = False,
+) -> str:
     """Render a Go template with Helm's engine; `.Values.x` and `.x` both reach `values`.
 
-    Errors name `source` (repo-relative path) and the template line.
+    `helpers` are named templates (`define`) the text may `include`; `files` are reachable as
+    `$.Files.Get "<name>"`; `strict` is `missingkey=error` (helmfile's mode). The output is
+    the template's, byte for byte. Errors name `source` (repo-relative path) and its line.
     """
-    chart = _template_chart(text)
+    chart = _template_chart(text, helpers=helpers, files=files)
     context = dict(values)
     context["Values"] = values
+    options: dict[str, Any] = {"name": "rollwright", "namespace": "default", "strict": strict}
     try:
-        out: dict[str, str] = chart.render(context, name="rollwright", namespace="default")
+        out = chart.render_with(context, options)
     except _helm.HelmError as err:
         raise _template_error(str(err), source) from None
     return out.get(_TEMPLATE_NAME, "")

@@ -163,6 +163,7 @@ def render_release(
     if kind in ("chart", "remote-chart"):
         path = resolver.resolve(spec.source, tree, spec.origin)
         try:
+            check_chart(path, spec)
             rendered = helm.render_chart(
                 path,
                 spec.values,
@@ -172,6 +173,9 @@ def render_release(
                 # Always read the chart's crds/: even when they are not written out, their
                 # scope says which custom kinds are cluster-scoped.
                 include_crds=True,
+                kube_version=spec.kube_version,
+                api_versions=spec.api_versions,
+                skip_schema_validation=spec.skip_schema_validation,
             )
         except FleetError as err:
             context = f"release {spec.id!r}"
@@ -202,7 +206,7 @@ def render_release(
                 rel = f"{spec.source.path}/{file.relative_to(base).as_posix()}"
                 resources.extend(manifests.parse(file.read_text(encoding="utf-8"), rel))
 
-    keep_hooks = spec.hooks or config.render.hooks
+    keep_hooks = config.render.hooks if spec.hooks is None else spec.hooks
     keep_tests = spec.tests or config.render.tests
     kept: list[Resource] = []
     for res in resources:
@@ -226,6 +230,29 @@ def render_release(
         for res in kept:
             manifests.remove_labels(res, spec.remove_labels)
     return kept
+
+
+def check_chart(path: Path, spec: ReleaseSpec) -> None:
+    """What `helm template` refuses before rendering: a library chart (it renders nothing)
+    and a cluster outside the chart's `kubeVersion` constraint."""
+    source = spec.source.describe()
+    meta = helm.chart_metadata(path, source)
+    if meta.get("type") == "library":
+        raise FleetError(
+            f"chart {meta.get('name', source)!r} is a library chart: it renders nothing by "
+            "itself (helm refuses to install it); use it as a dependency of an application chart",
+            path=source,
+        )
+    constraint = str(meta.get("kubeVersion") or "").strip()
+    if constraint:
+        version = spec.kube_version or helm.default_kube_version()
+        if not helm.satisfies(constraint, version):
+            raise FleetError(
+                f"chart requires kubeVersion: {constraint} which is incompatible with "
+                f"Kubernetes {version} (set kubeVersion for this release, its template or "
+                "the cluster in rollwright.yaml atlas)",
+                path=source,
+            )
 
 
 def release_files(

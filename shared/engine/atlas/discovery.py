@@ -152,10 +152,14 @@ def clusters(tree: Tree) -> list[Cluster]:
     return [Cluster(leaf) for leaf in leaves]
 
 
-def deployment_defs(tree: Tree, cluster: Cluster) -> dict[str, DeploymentDef]:
-    """The deployments of a cluster; the most specific definition of a name wins wholesale."""
+def deployment_defs(
+    tree: Tree, cluster: Cluster, groups: tuple[str, ...] | None = None
+) -> dict[str, DeploymentDef]:
+    """The deployments of a cluster from the global level, `groups` (default: every group
+    above it) and its own; the most specific definition of a name wins wholesale."""
     found: dict[str, DeploymentDef] = {}
-    scopes = [("", "global")] + [(g, "group") for g in cluster.groups] + [(cluster.id, "cluster")]
+    inner = cluster.groups if groups is None else groups
+    scopes = [("", "global")] + [(g, "group") for g in inner] + [(cluster.id, "cluster")]
     for scope, level in scopes:
         apps = dpath(scope, APPS)
         for name in tree.listdir(apps):
