@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import sys
 import tarfile
 import tempfile
 import threading
@@ -44,9 +45,42 @@ class _DebugOnly(logging.Filter):
 
 
 log.addFilter(_DebugOnly())
-# Without a handler the Go side writes to the process's stderr; with one, every line comes
-# here. Helm's own debug chatter stays in the library (INFO and above cross over).
+# The binding's own log comes here (INFO and above cross over; its debug chatter stays in the
+# library). Helm itself logs with Go's default logger, straight to file descriptor 2: see
+# `_go_log_to_debug`.
 _helm.enable_logging(logging.INFO, logger=log)
+
+# `2026/11/25 20:35:41 WARN unable to find exact version requested; ...`
+_GO_LOG_LINE = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (?:DEBUG|INFO|WARN|ERROR) ")
+_stderr_lock = threading.Lock()
+
+
+@contextmanager
+def _go_log_to_debug() -> Iterator[None]:
+    """Around a Helm call that may log (pulls and repository lookups): descriptor 2 goes to
+    a file, Helm's lines go to rollwright's debug log, anything else written there meanwhile
+    (another thread's stderr) is written back. Renders are not wrapped: they do not log, and
+    they run in parallel."""
+    with _stderr_lock:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        with tempfile.TemporaryFile() as captured:
+            os.dup2(captured.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+                captured.seek(0)
+                text = captured.read().decode("utf-8", errors="replace")
+    others: list[str] = []
+    for line in text.splitlines():
+        if _GO_LOG_LINE.match(line):
+            log.debug("%s", line.split(" ", 2)[2])
+        elif line:
+            others.append(line)
+    if others:
+        os.write(2, ("\n".join(others) + "\n").encode())
 
 
 class _Chart(_helm.Chart):
@@ -128,6 +162,11 @@ def _fingerprint(path: Path) -> str:
     if found is None:
         found = memo[path] = _chart_fingerprint(path)
     return found
+
+
+def fingerprint(path: Path) -> str:
+    """Cheap identity of a chart on disk (see `charts_unchanged`)."""
+    return _fingerprint(path)
 
 
 def _chart_fingerprint(path: Path) -> str:
@@ -387,16 +426,49 @@ def render_template(
 _POSITION = re.compile(re.escape(_TEMPLATE_NAME) + r":(\d+)(?::(\d+))?")
 
 
+# What the user's file did not write: the wrapper chart's names, and the named templates a
+# rewritten helmfile function runs (shared.engine.gotmpl), down to the message they fail with.
+_NOISE = (
+    (re.compile(r' executing "rollwright/templates/t"'), ""),
+    (re.compile(r'<include "rollwright\.(\w+)"[^>]*>'), r"<\1>"),
+    (
+        re.compile(
+            r"error calling include: (?:template: )?rollwright/templates/_helpers\.tpl:\d+:\d+: "
+            r'executing "rollwright\.\w+" at <[^>]*>: error calling fail: '
+        ),
+        "",
+    ),
+)
+
+
 def _template_error(message: str, source: str) -> FleetError:
     match = _POSITION.search(message)
     line = int(match.group(1)) if match else None
     text = _POSITION.sub(lambda m: f"{source}:{m.group(1)}", _clean(message))
     text = text.replace("template: rollwright/templates/t", f"template {source}")
+    for pattern, replacement in _NOISE:
+        text = pattern.sub(replacement, text)
     return FleetError(f"template error: {text}", path=source, line=line)
 
 
 def _clean(message: str) -> str:
     return " ".join(message.split())
+
+
+class RepositoryUnreachable(FleetError):
+    """A chart repository or registry that did not answer (network, TLS, 5xx): not the
+    fleet's fault, so the activity retries it."""
+
+    retryable = True
+
+
+# Transport failures, as Go and Helm word them: the repository was not reached.
+_UNREACHABLE = re.compile(
+    r"dial tcp|connection refused|no such host|i/o timeout|TLS handshake|connection reset"
+    r"|context deadline exceeded|proxyconnect|server misbehaving|network is unreachable"
+    r"|x509: certificate|\b50[0234]\b|unexpected EOF",
+    re.I,
+)
 
 
 def pull_chart(
@@ -407,25 +479,40 @@ def pull_chart(
     destination: Path,
     source: str,
     display: str | None = None,
+    username: str | None = None,
+    password: str | None = None,
+    plain_http: bool = False,
 ) -> Path:
     """Download a chart archive (HTTP repository or `oci://`) into `destination`.
 
-    `display` names the chart in errors (default: name, version and repository).
-    Loopback `oci://` registries are spoken to over plain HTTP (test and dev registries).
+    `display` names the chart in errors (default: name, version and repository). Loopback
+    `oci://` registries are spoken to over plain HTTP (test and dev registries), others when
+    `plain_http`. A repository that cannot be reached raises `RepositoryUnreachable`.
     """
     destination.mkdir(parents=True, exist_ok=True)
-    plain_http = name.startswith("oci://") and _is_loopback_oci(name)
+    plain_http = name.startswith("oci://") and (plain_http or _is_loopback_oci(name))
     what = display or f"chart {name!r} version {version or 'latest'!r} from {repo_url or name}"
     try:
-        result = _helm.pull(
-            name,
-            destination=str(destination),
-            version=version,
-            repo_url=repo_url,
-            plain_http=plain_http,
-        )
+        with _go_log_to_debug():
+            result = _helm.pull(
+                name,
+                destination=str(destination),
+                version=version,
+                repo_url=repo_url,
+                plain_http=plain_http,
+                username=username,
+                password=password,
+            )
     except _helm.HelmError as err:
-        raise FleetError(f"pulling {what}: {_clean(str(err))}", path=source) from None
+        message = _clean(str(err))
+        if password:
+            message = message.replace(password, "***")
+        if _UNREACHABLE.search(message):
+            raise RepositoryUnreachable(
+                f"pulling {what}: repository unreachable (will be retried): {message}",
+                path=source,
+            ) from None
+        raise FleetError(f"pulling {what}: {message}", path=source) from None
     archives = sorted(destination.glob("*.tgz"))
     if not archives:
         raise FleetError(f"pulling {what}: no archive written ({result})", path=source)

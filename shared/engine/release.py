@@ -23,6 +23,7 @@ class ChartSource:
     ref: str = ""
     version: str | None = None
     repo_url: str | None = None
+    plain_http: bool = False  # an OCI registry spoken to over HTTP (helmfile's plainHttp)
 
     def describe(self) -> str:
         if self.kind == "remote-chart":

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from shared.engine import charts, helm, manifests, yamldoc
+from shared.engine import chart_deps, charts, helm, manifests, yamldoc
 from shared.engine import postrender as patching
 from shared.engine.errors import FleetError
 from shared.engine.fleetconfig import FleetConfig
@@ -161,7 +161,17 @@ def render_release(
     scope_only: list[Resource] = []  # CRDs not rendered, consulted for their kinds' scope
     kind = spec.source.kind
     if kind in ("chart", "remote-chart"):
-        path = resolver.resolve(spec.source, tree, spec.origin)
+        chart_dir = resolver.resolve(spec.source, tree, spec.origin)
+        local = kind == "chart" and chart_dir.is_dir()
+        path = chart_deps.prepare(
+            chart_dir,
+            source=spec.source.describe(),
+            origin=spec.origin,
+            tree=tree,
+            repo_path=spec.source.path if local else None,
+            repositories=spec.repositories,
+            refuse="it is not in charts/ and the release says skipDeps" if spec.skip_deps else None,
+        )
         try:
             check_chart(path, spec)
             rendered = helm.render_chart(
@@ -176,6 +186,7 @@ def render_release(
                 kube_version=spec.kube_version,
                 api_versions=spec.api_versions,
                 skip_schema_validation=spec.skip_schema_validation,
+                files_root=chart_dir if local else None,
             )
         except FleetError as err:
             context = f"release {spec.id!r}"

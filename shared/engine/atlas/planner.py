@@ -771,8 +771,10 @@ def chart_source(tree: Tree, hf: Helmfile, i: int, rel: HelmRelease) -> ChartSou
     if sep and first in repos and not chart.startswith("."):
         repo = repos[first]
         if repo.oci:
-            url = repo.url.removeprefix("oci://").rstrip("/")
-            return ChartSource("remote-chart", ref=f"oci://{url}/{rest}", version=rel.version)
+            ref = f"{oci_url(repo.url)}/{rest}"
+            return ChartSource(
+                "remote-chart", ref=ref, version=rel.version, plain_http=repo.plainHttp
+            )
         return ChartSource("remote-chart", ref=chart, version=rel.version, repo_url=repo.url)
     path = resolve_path(hf.dir, chart, what=f"{where}: chart", origin=hf.path, line=line)
     kind = local_kind(tree, path)
