@@ -86,7 +86,7 @@ def test_render_matches_golden(tmp_path: Path, capsys: pytest.CaptureFixture[str
 def test_golden_tree_shows_every_feature() -> None:
     golden = tree_of(GOLDEN)
     cert = "staging/cluster-a/cert-operator/cert-operator"
-    # a CRD in crds/ under _cluster, a hook kept with `hooks: true`, cluster-scoped RBAC
+    # a CRD in crds/ under _cluster, a hook (rendered by default), cluster-scoped RBAC
     assert (
         f"{cert}/_cluster/crds/CustomResourceDefinition.apiextensions.k8s.io_"
         "certificates.certs.example.com.yaml" in golden

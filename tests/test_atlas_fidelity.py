@@ -404,3 +404,22 @@ def test_helm_go_log_goes_to_the_debug_log_only(
     records = [r for r in caplog.records if r.name == "rollwright.helm"]
     assert any("unable to find exact version" in r.getMessage() for r in records)
     assert all(r.levelno == logging.DEBUG for r in records)
+
+
+# --- ATLAS's entry helmfile -----------------------------------------------------------------------
+
+
+def test_entry_helmfile_naming_other_directories_is_refused(tmp_path: Path) -> None:
+    entry = (
+        "helmfiles:\n  - path: git::https://github.com/max06/atlas.git@helmfile.yaml.gotmpl\n"
+        "    values:\n      - atlas:\n          appTemplates: app-templates\n"
+        "          deploymentDefinitions: deployments\n"
+        '          cwd: {{ exec "pwd" (list) }}\n'
+    )
+    base = fleet(tmp_path, release("hooked"), "hooked", **{"helmfile.yaml.gotmpl": entry})
+    with pytest.raises(FleetError) as caught:
+        layout(base).roots()
+    assert (caught.value.path, caught.value.line) == ("helmfile.yaml.gotmpl", 5)
+    assert "atlas.appTemplates is 'app-templates': rollwright reads templates/" in str(caught.value)
+    (base / "helmfile.yaml.gotmpl").write_text(entry.replace("app-templates", "templates"))
+    assert layout(base).roots() == [ROOT]

@@ -458,8 +458,7 @@ def validation_problems(err: ValidationError, *, text: str, source: str) -> list
         elif kind == "missing":
             message = f"missing required key {where!r}"
         else:
-            # A validator's own message reads as the reason, without pydantic's prefix.
-            message = f"{where}: {item['msg'].removeprefix('Value error, ')}"
+            message = f"{where}: {item['msg']}"
         problems.append(Problem(source, line, message))
     return problems
 

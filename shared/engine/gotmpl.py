@@ -368,8 +368,8 @@ class Host:
                 raise FleetError(f"{name} {arg!r}: no directory {path}", path=source)
             names = sorted(tree.listdir(path))
             keep = [n for n in names if name == "listDir" or not tree.is_dir(f"{path}/{n}")]
-            base = str(arg).rstrip("/")
-            return [posixpath.join(base, n) for n in keep]
+            # Go's filepath.Join cleans the joined path, as helmfile returns it.
+            return [posixpath.normpath(posixpath.join(str(arg), n)) for n in keep]
         try:
             return tree.read_text(path)
         except (FileNotFoundError, IsADirectoryError):

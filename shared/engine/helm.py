@@ -9,6 +9,7 @@ file only.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import io
@@ -286,6 +287,7 @@ def parse_set(expression: str, *, string: bool) -> dict[str, Any]:
         raise FleetError(f"cannot parse {expression!r}: {_clean(str(err))}") from None
 
 
+@functools.lru_cache(maxsize=4096)
 def satisfies(constraint: str, version: str) -> bool:
     """Whether `version` meets a semver constraint exactly as Helm checks one (Masterminds
     semver through sprig's `semverCompare`, the library Helm's own checks use)."""
@@ -299,6 +301,7 @@ def satisfies(constraint: str, version: str) -> bool:
     return out.get(_TEMPLATE_NAME, "").strip() == "true"
 
 
+@functools.cache
 def default_kube_version() -> str:
     """The Kubernetes version Helm assumes without `--kube-version`."""
     text = "{{ .Capabilities.KubeVersion.Version }}"

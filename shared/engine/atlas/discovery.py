@@ -10,9 +10,10 @@ computation surveys one cluster's subtree, not the whole fleet.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
-from shared.engine.atlas.files import APPS, DEPLOYMENTS, join
+from shared.engine.atlas.files import APPS, DEPLOYMENTS, TEMPLATES, join
 from shared.engine.errors import FleetError, Problem
 from shared.engine.tree import Tree
 
@@ -141,6 +142,31 @@ def duplicate_names(leaves: list[str]) -> list[Problem]:
         else:
             first[name] = leaf
     return problems
+
+
+# ATLAS's entry point names the two directories (`atlas.appTemplates`,
+# `atlas.deploymentDefinitions`); rollwright reads `templates/` and `deployments/`.
+ENTRY_HELMFILES = ("helmfile.yaml.gotmpl", "helmfile.yaml")
+_ENTRY_KEY = re.compile(r"^\s*(appTemplates|deploymentDefinitions):\s*['\"]?([^'\"\s#]+)", re.M)
+
+
+def check_entry_helmfile(tree: Tree) -> None:
+    """An ATLAS entry helmfile at the repository root that points ATLAS at other directories
+    than the ones rollwright reads is refused: rendering would silently read others."""
+    expected = {"appTemplates": TEMPLATES, "deploymentDefinitions": DEPLOYMENTS}
+    for name in ENTRY_HELMFILES:
+        if not tree.is_file(name):
+            continue
+        text = tree.read_text(name)
+        for match in _ENTRY_KEY.finditer(text):
+            key, value = match.group(1), match.group(2).strip("/")
+            if value != expected[key]:
+                raise FleetError(
+                    f"atlas.{key} is {value!r}: rollwright reads {expected[key]}/ (move the "
+                    "directory, or render with ATLAS itself)",
+                    path=name,
+                    line=text.count("\n", 0, match.start()) + 1,
+                )
 
 
 def clusters(tree: Tree) -> list[Cluster]:

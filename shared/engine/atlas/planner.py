@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from shared.engine import helm, render, template_memo, yamldoc
-from shared.engine.atlas.discovery import Cluster, DeploymentDef, clusters, deployment_defs, dpath
+from shared.engine.atlas.discovery import (
+    Cluster,
+    DeploymentDef,
+    check_entry_helmfile,
+    clusters,
+    deployment_defs,
+    dpath,
+)
 from shared.engine.atlas.files import (
     CLUSTER_STEM,
     DEPLOYMENT_FILE,
@@ -188,6 +195,7 @@ class Planner:
 
     def clusters(self) -> dict[str, Cluster]:
         if self._clusters is None:
+            check_entry_helmfile(self.tree)
             self._clusters = {c.id: c for c in clusters(self.tree)}
         return self._clusters
 
