@@ -423,3 +423,25 @@ def test_entry_helmfile_naming_other_directories_is_refused(tmp_path: Path) -> N
     assert "atlas.appTemplates is 'app-templates': rollwright reads templates/" in str(caught.value)
     (base / "helmfile.yaml.gotmpl").write_text(entry.replace("app-templates", "templates"))
     assert layout(base).roots() == [ROOT]
+
+
+def test_oci_registry_credentials_come_from_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, echo_archives: dict[str, Path]
+) -> None:
+    registry = OciRegistry(credentials=("robot", "oci-token-77"))
+    registry.add_chart(echo_archives["0.2.0"])
+    with registry:
+        helmfile = (
+            f"releases:\n  - name: r\n    chart: oci://{registry.host}/charts/echo\n"
+            "    version: 0.2.0\n"
+        )
+        base = fleet(tmp_path, helmfile)
+        with pytest.raises(FleetError):
+            render(base, ROOT)
+        monkeypatch.setenv(
+            chart_access.CREDENTIALS_ENV,
+            json.dumps(
+                {f"oci://{registry.host}": {"username": "robot", "password": "oci-token-77"}}
+            ),
+        )
+        assert list(render(base, ROOT)) == ["d/r/d/ConfigMap_r-values.yaml"]

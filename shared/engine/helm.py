@@ -96,6 +96,22 @@ class _Chart(_helm.Chart):
         return rendered
 
 
+class _Registry(_helm.RegistryClient):
+    """An OCI registry client holding credentials from the start (the native constructor
+    takes them; the binding's `login` would also write them to a credentials file)."""
+
+    def __init__(self, *, plain_http: bool, username: str, password: str, store: Path) -> None:
+        options = {
+            "plain_http": plain_http,
+            "username": username,
+            "password": password,
+            "credentials_file": str(store),  # private, never Helm's own configuration
+        }
+        _helm.NativeHandle.__init__(
+            self, _native.call_handle("helm_registry_client_new", json.dumps(options))
+        )
+
+
 @dataclass(frozen=True)
 class RenderedChart:
     """Templates (`chart/templates/x.yaml` → text) and CRD files, as Helm produced them."""
@@ -496,16 +512,27 @@ def pull_chart(
     plain_http = name.startswith("oci://") and (plain_http or _is_loopback_oci(name))
     what = display or f"chart {name!r} version {version or 'latest'!r} from {repo_url or name}"
     try:
-        with _go_log_to_debug():
-            result = _helm.pull(
-                name,
-                destination=str(destination),
-                version=version,
-                repo_url=repo_url,
-                plain_http=plain_http,
-                username=username,
-                password=password,
-            )
+        with _go_log_to_debug(), tempfile.TemporaryDirectory() as private:
+            client = None
+            if name.startswith("oci://") and username and password:
+                store = Path(private) / "registry.json"
+                client = _Registry(
+                    plain_http=plain_http, username=username, password=password, store=store
+                )
+            try:
+                result = _helm.pull(
+                    name,
+                    client=client,
+                    destination=str(destination),
+                    version=version,
+                    repo_url=repo_url,
+                    plain_http=plain_http,
+                    username=username,
+                    password=password,
+                )
+            finally:
+                if client is not None:
+                    client.close()
     except _helm.HelmError as err:
         message = _clean(str(err))
         if password:

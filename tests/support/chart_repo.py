@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import functools
 import shutil
+import ssl
 import sys
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -61,7 +62,13 @@ class ChartRepo(LoopbackServer):
 
     _server: _Server
 
-    def __init__(self, directory: Path, *, credentials: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        credentials: tuple[str, str] | None = None,
+        tls: tuple[Path, Path] | None = None,
+    ) -> None:
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
         handler = functools.partial(_Handler, directory=str(directory))
@@ -72,11 +79,17 @@ class ChartRepo(LoopbackServer):
         if credentials:
             token = base64.b64encode(":".join(credentials).encode()).decode()
             server.expected = f"Basic {token}"
+        self.scheme = "http"
+        if tls:  # (certificate, key): serve HTTPS
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(tls[0]), str(tls[1]))
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+            self.scheme = "https"
         super().__init__(server)
 
     @property
     def url(self) -> str:
-        return f"http://{self.address}"
+        return f"{self.scheme}://{self.address}"
 
     @property
     def requests(self) -> list[str]:
@@ -98,6 +111,7 @@ class ChartRepo(LoopbackServer):
         shutil.copyfile(archive, target)
         return target
 
-    def index(self) -> dict[str, Any]:
-        """(Re)write index.yaml for every archive in the directory, with absolute URLs."""
-        return helm_python.repo_index_generate(self.directory, base_url=self.url)
+    def index(self, base_url: str | None = None) -> dict[str, Any]:
+        """(Re)write index.yaml for every archive in the directory, with absolute URLs (under
+        `base_url`, default this server's)."""
+        return helm_python.repo_index_generate(self.directory, base_url=base_url or self.url)
