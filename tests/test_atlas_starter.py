@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,23 +21,15 @@ from shared.cli import main as cli
 from shared.engine import chart_access
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
+from tests.atlas_support import assert_matches_golden, tree_of
 from tests.conftest import FIXTURES
 from tests.support.chart_repo import ChartRepo
 
 FLEET = FIXTURES / "atlas-starter"
 CHARTS = FIXTURES / "starter-charts"
 GOLDEN = Path(__file__).parent / "golden" / "atlas-starter"
-UPDATE = os.environ.get("ROLLWRIGHT_UPDATE_GOLDEN") == "1"
 ARGO = "https://argoproj.github.io/argo-helm"
 TRAEFIK = "https://traefik.github.io/charts"
-
-
-def tree_of(directory: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(directory).as_posix(): p.read_bytes()
-        for p in sorted(directory.rglob("*"))
-        if p.is_file()
-    }
 
 
 @pytest.fixture
@@ -74,14 +64,7 @@ def test_starter_fleet_renders_unchanged_against_golden(
     captured = capsys.readouterr()
     assert captured.err == ""  # nothing from Helm's Go side on the terminal
     assert fingerprint(FLEET) == before  # rendered with no change to the fleet
-    rendered = tree_of(out)
-    if UPDATE:
-        shutil.rmtree(GOLDEN, ignore_errors=True)
-        shutil.copytree(out, GOLDEN)
-    golden = tree_of(GOLDEN)
-    assert sorted(rendered) == sorted(golden)
-    for path, data in rendered.items():
-        assert data == golden[path], f"{path} differs from the golden file"
+    assert_matches_golden(out, GOLDEN)
 
 
 def test_golden_tree_shows_what_the_starter_relies_on() -> None:

@@ -64,7 +64,8 @@ class RenderSettings(_Strict):
 
 
 class Capabilities(_Strict):
-    """What `.Capabilities` tells charts: the cluster's Kubernetes version and extra APIs."""
+    """What `.Capabilities` tells charts: the cluster's Kubernetes version and extra APIs.
+    Also the `kubeVersion` / `apiVersions` keys of atlas helmfiles and their releases."""
 
     kube_version: str | None = Field(
         default=None,
@@ -82,6 +83,7 @@ class Capabilities(_Strict):
     @field_validator("kube_version", mode="before")
     @classmethod
     def _version(cls, value: Any) -> Any:
+        # `kubeVersion: 1.30` is a float in YAML; a version is text.
         return (
             str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
         )

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from shared.engine.fleetconfig import Capabilities
+
 DEPLOYMENTS = "deployments"
 TEMPLATES = "templates"
 APPS = "apps"
@@ -236,20 +238,6 @@ class SetValue(_Strict):
     file: str | None = Field(
         default=None, description="`--set-file`: the content of a file relative to the template."
     )
-
-
-class Capabilities(_Strict):
-    kubeVersion: str | None = Field(
-        default=None, description="Kubernetes version for `.Capabilities` and chart checks."
-    )
-    apiVersions: list[str] | None = Field(
-        default=None, description="API versions `.Capabilities.APIVersions.Has` finds."
-    )
-
-    @field_validator("kubeVersion", mode="before")
-    @classmethod
-    def _kube_version(cls, value: Any) -> Any:
-        return _stringify(value)
 
 
 class DeployTime(_Strict):

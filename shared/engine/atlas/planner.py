@@ -58,7 +58,7 @@ from shared.engine.atlas.values import (
     with_atlas,
 )
 from shared.engine.errors import FleetError, FleetErrors, Problem
-from shared.engine.fleetconfig import FleetConfig, parse_model
+from shared.engine.fleetconfig import Capabilities, FleetConfig, parse_model
 from shared.engine.release import ChartSource, ReleaseSpec, Repository, SourceKind
 from shared.engine.tree import GitError, Tree
 from shared.engine.values import deep_merge
@@ -670,23 +670,14 @@ class Planner:
         matching the root, then rollwright.yaml's `atlas.capabilities`. Each key is taken
         whole from the first level that sets it (a list is replaced, not merged)."""
         root = plan.instance.cluster.id
-        levels: list[Any] = [plan.release, plan.instance.helmfile.model]
-        levels += [
-            c.model_dump(by_alias=True)
-            for c in reversed(self.config.atlas.clusters)
-            if any(fnmatch.fnmatchcase(root, glob) for glob in c.roots)
-        ][:1]
-        levels.append(self.config.atlas.capabilities.model_dump(by_alias=True))
-
-        def first(key: str) -> Any:
-            for level in levels:
-                found = level.get(key) if isinstance(level, dict) else getattr(level, key)
-                if found is not None:
-                    return found
-            return None
-
-        apis = first("apiVersions")
-        return first("kubeVersion"), tuple(apis or ())
+        atlas = self.config.atlas
+        clusters = [c for c in atlas.clusters if any(fnmatch.fnmatchcase(root, g) for g in c.roots)]
+        levels: list[Capabilities] = [plan.release, plan.instance.helmfile.model]
+        levels += clusters[-1:]
+        levels.append(atlas.capabilities)
+        kube = next((c.kube_version for c in levels if c.kube_version is not None), None)
+        apis = next((c.api_versions for c in levels if c.api_versions is not None), None)
+        return kube, tuple(apis or ())
 
     def spec(self, root: str, plan: ReleasePlan, values: dict[str, Any]) -> ReleaseSpec:
         rel = plan.release
