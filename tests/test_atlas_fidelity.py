@@ -445,3 +445,17 @@ def test_oci_registry_credentials_come_from_the_worker(
             ),
         )
         assert list(render(base, ROOT)) == ["d/r/d/ConfigMap_r-values.yaml"]
+
+
+def test_templated_deployment_yaml_is_refused_not_read_as_text(tmp_path: Path) -> None:
+    templated = (
+        "# {{ comments may say anything }}\napps:\n  - template: t\n"
+        '    namespace: "{{ .Values.ns }}"\n'
+    )
+    base = fleet(tmp_path, release("hooked"), "hooked", **{f"{DEP}/deployment.yaml": templated})
+    with pytest.raises(FleetError) as caught:
+        layout(base).releases(ROOT)
+    assert (caught.value.path, caught.value.line) == (f"{DEP}/deployment.yaml", 4)
+    assert "read as plain YAML: Go templates in it are not supported" in str(caught.value)
+    (base / DEP / "deployment.yaml").write_text(templated.replace('"{{ .Values.ns }}"', "ns"))
+    assert layout(base).releases(ROOT)[0].namespace == "ns"

@@ -217,16 +217,25 @@ class Planner:
                 path=defn.dir,
             )
         text = self.files.text(path)
-        if "{{" in text:
+        data = yamldoc.loads(text, path)
+        if "{{" in text and any(
+            isinstance(leaf, str) and "{{" in leaf for _, leaf in yamldoc.walk_leaves(data)
+        ):
             # ATLAS renders deployment.yaml as a Go template; rollwright reads it as data, so
             # `"{{ ... }}"` would silently stay literal text.
             raise FleetError(
                 "deployment.yaml is read as plain YAML: Go templates in it are not supported "
                 "(put computed values in values.yaml.gotmpl)",
                 path=path,
-                line=next(i for i, ln in enumerate(text.splitlines(), 1) if "{{" in ln),
+                line=next(
+                    (
+                        i
+                        for i, ln in enumerate(text.splitlines(), 1)
+                        if "{{" in ln and not ln.lstrip().startswith("#")
+                    ),
+                    None,
+                ),
             )
-        data = yamldoc.loads(text, path)
         if not isinstance(data, dict):
             raise FleetError(
                 f"expected a mapping at the top level, found {yamldoc.type_name(data)}",
