@@ -459,3 +459,18 @@ def test_templated_deployment_yaml_is_refused_not_read_as_text(tmp_path: Path) -
     assert "read as plain YAML: Go templates in it are not supported" in str(caught.value)
     (base / DEP / "deployment.yaml").write_text(templated.replace('"{{ .Values.ns }}"', "ns"))
     assert layout(base).releases(ROOT)[0].namespace == "ns"
+
+
+def test_helmignore_is_honoured_when_the_chart_is_repacked(tmp_path: Path) -> None:
+    # Skipping schema validation repacks the chart: as Helm packages it, .helmignore applied.
+    ignored = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ignored\n"
+    base = fleet(
+        tmp_path,
+        release("hooked"),
+        "hooked",
+        **{
+            "charts/hooked/.helmignore": "templates/ignored.yaml\n",
+            "charts/hooked/templates/ignored.yaml": ignored,
+        },
+    )
+    assert not any("ignored" in p for p in render(base, ROOT))

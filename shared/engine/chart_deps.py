@@ -190,19 +190,7 @@ def _local(repository: str, constraint: str, chart_dir: Path, repo_path: str, tr
         refuse="a file:// dependency's own dependencies must be in its charts/ "
         "(helm dependency build does not fetch them)",
     )
-    data = _archive(nested)
-    return _store(data)
-
-
-def _archive(path: Path) -> bytes:
-    if path.is_file():
-        return path.read_bytes()
-    members = [
-        (f"{path.name}/{f.relative_to(path).as_posix()}", f.read_bytes())
-        for f in sorted(path.rglob("*"))
-        if f.is_file()
-    ]
-    return helm.tar_gz(members)
+    return _store(helm.chart_archive(nested, rel))
 
 
 def _build(path: Path, fetched: dict[str, bytes], replaced: set[str], source: str) -> Path:
@@ -216,19 +204,20 @@ def _build(path: Path, fetched: dict[str, bytes], replaced: set[str], source: st
         found = _built.get(key)
     if found is not None and found.is_file():
         return found
-    base = path.name
-    members: list[tuple[str, bytes]] = []
     stale = {
         str(d.get("name")): d
         for d in helm.loaded_dependencies(path, source)
         if str(d.get("name")) in replaced
     }
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        rel = file.relative_to(path).as_posix()
-        parts = rel.split("/")
-        if parts[0] == "charts" and len(parts) >= 2 and _stale(parts[1], stale):
+    members: list[tuple[str, bytes]] = []
+    base = ""
+    # The chart as Helm packages it (.helmignore applied), without the stale copies.
+    for name, data in helm.archive_members(helm.chart_archive(path, source)):
+        parts = name.split("/")
+        base = parts[0]
+        if len(parts) >= 3 and parts[1] == "charts" and _stale(parts[2], stale):
             continue
-        members.append((f"{base}/{rel}", file.read_bytes()))
+        members.append((name, data))
     members += [(f"{base}/{name}", data) for name, data in sorted(fetched.items())]
     built = _store(helm.tar_gz(members))
     leftovers = {

@@ -224,37 +224,45 @@ def _load_without_schemas(path: Path, key: str, source: str) -> Any:
 
     def load() -> Any:
         try:
-            return _Chart.load_archive(_archive_without_schemas(path))
+            return _Chart.load_archive(_without_schemas(chart_archive(path, source)))
         except (_helm.HelmError, OSError, tarfile.TarError) as err:
             raise FleetError(f"loading chart: {_clean(str(err))}", path=source) from None
 
     return _charts.get(key + ":no-schema", load)
 
 
-def _archive_without_schemas(path: Path) -> bytes:
+def chart_archive(path: Path, source: str) -> bytes:
+    """The chart as Helm packages it (`.helmignore` applied): an archive's bytes, or the
+    loaded directory saved by Helm."""
+    if path.is_file():
+        return path.read_bytes()
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            saved = _load_chart(path, source).save(tmp)
+        except _helm.HelmError as err:
+            raise FleetError(f"packaging chart: {_clean(str(err))}", path=source) from None
+        return Path(saved).read_bytes()
+
+
+def archive_members(data: bytes) -> list[tuple[str, bytes]]:
+    """The files of a chart archive, in order."""
     members: list[tuple[str, bytes]] = []
-    if path.is_dir():
-        base = path.name
-        for file in sorted(p for p in path.rglob("*") if p.is_file()):
-            rel = file.relative_to(path).as_posix()
-            members.append((f"{base}/{rel}", file.read_bytes()))
-    else:
-        with tarfile.open(path, "r:gz") as tf:
-            for member in tf.getmembers():
-                handle = tf.extractfile(member) if member.isfile() else None
-                if handle is not None:
-                    members.append((member.name, handle.read()))
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tf:
+        for member in tf.getmembers():
+            handle = tf.extractfile(member) if member.isfile() else None
+            if handle is not None:
+                members.append((member.name, handle.read()))
+    return members
+
+
+def _without_schemas(data: bytes) -> bytes:
     kept: list[tuple[str, bytes]] = []
-    for name, data in members:
+    for name, content in archive_members(data):
         if name.rsplit("/", 1)[-1] == "values.schema.json":
             continue
         if name.endswith(".tgz") and "/charts/" in name:
-            # A vendored subchart archive: its schema goes too.
-            with tempfile.TemporaryDirectory() as tmp:
-                nested = Path(tmp) / "sub.tgz"
-                nested.write_bytes(data)
-                data = _archive_without_schemas(nested)
-        kept.append((name, data))
+            content = _without_schemas(content)  # a vendored subchart archive: its schema too
+        kept.append((name, content))
     return tar_gz(kept)
 
 
