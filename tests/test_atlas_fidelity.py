@@ -474,3 +474,21 @@ def test_helmignore_is_honoured_when_the_chart_is_repacked(tmp_path: Path) -> No
         },
     )
     assert not any("ignored" in p for p in render(base, ROOT))
+
+
+def test_chart_lock_out_of_sync_is_refused(tmp_path: Path) -> None:
+    lock = {
+        "dependencies": [
+            {"name": "sidecar", "repository": "file://../sidecar", "version": "0.3.0"},
+            {"name": "cache-lite", "repository": STABLE, "version": "1.3.0"},  # not ~1.2.0
+        ]
+    }
+    base = fleet(
+        tmp_path, release("umbrella"), "umbrella", "sidecar", **{"charts/umbrella/Chart.lock": lock}
+    )
+    with pytest.raises(FleetError) as caught:
+        render(base, ROOT)
+    assert caught.value.path == "charts/umbrella/Chart.lock"
+    assert "Chart.lock is out of sync with Chart.yaml for dependency 'cache-lite'" in str(
+        caught.value
+    )

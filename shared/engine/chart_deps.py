@@ -69,6 +69,12 @@ def prepare(
         name = str(dep.get("name") or "")
         constraint = str(dep.get("version") or "").strip()
         pin = locked.get((name, str(dep.get("repository") or "")))
+        if locked and (pin is None or (constraint and not helm.satisfies(constraint, pin))):
+            raise FleetError(
+                f"chart {source!r}: Chart.lock is out of sync with Chart.yaml for dependency "
+                f"{name!r} (helm dependency build refuses it too): run helm dependency update",
+                path=f"{repo_path}/Chart.lock" if repo_path else origin,
+            )
         if not any(_matches(have, name, pin, constraint) for have in present):
             missing.append((dep, pin))
     if not missing:
