@@ -4,6 +4,7 @@ file functions confined to the repository, `exec` refused, errors naming file an
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,12 @@ import pytest
 
 from shared.engine import gotmpl
 from shared.engine.errors import FleetError
+from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from tests.atlas_support import echo, make_fleet, one_app
 from tests.conftest import write_files
+from tests.secrets_support import age_key  # noqa: F401
+from tests.support.age import AgeKey, encrypt_yaml
 
 CONTEXT: dict[str, Any] = {
     "ageSecretKey": "AGE-SECRET-KEY-1",
@@ -153,3 +157,50 @@ def test_a_fleet_uses_helmfile_functions_in_every_kind_of_template(tmp_path: Pat
     assert values["region"] == values["fromHelmfile"] == "eu-west-1"
     assert values["motd"] == "hello\n"
     assert values["fallback"] == "No key specified"
+
+
+def test_fetch_secret_value_reads_sops_files_and_stays_redacted(
+    tmp_path: Path,
+    age_key: AgeKey,  # noqa: F811
+) -> None:
+    dep = "deployments/g/c/apps/d"
+    base = make_fleet(
+        tmp_path,
+        {
+            f"{dep}/deployment.yaml": one_app(),
+            "templates/echo/creds.sops.yaml": encrypt_yaml(
+                {"db": {"password": "fetched-secret-4471"}}, [age_key.recipient]
+            ),
+            "templates/echo/helmfile.yaml.gotmpl": (
+                "releases:\n  - name: echo\n    chart: ./chart\n    values: [v.yaml.gotmpl]\n"
+            ),
+            "templates/echo/v.yaml.gotmpl": (
+                'password: {{ fetchSecretValue "ref+sops://templates/echo/creds.sops.yaml#/db/password"'
+                " | quote }}\n"
+            ),
+        },
+    )
+    fleet = Fleet.open(WorkTree(base))
+    assert fleet.values("g/c", reveal=True)["password"] == "fetched-secret-4471"
+    # what is shown never holds it: the perturbed run sees fetchSecretValue's origin too
+    assert "fetched-secret-4471" not in json.dumps(fleet.values("g/c"))
+    assert not any(b"fetched-secret-4471" in data for data in fleet.render("g/c").files.values())
+
+
+def test_fetch_secret_value_in_an_app_template_is_refused(
+    tmp_path: Path,
+    age_key: AgeKey,  # noqa: F811
+) -> None:
+    base = make_fleet(
+        tmp_path,
+        {
+            "deployments/g/c/apps/d/deployment.yaml": one_app(),
+            "templates/echo/creds.sops.yaml": encrypt_yaml({"k": "v-9911"}, [age_key.recipient]),
+            "templates/echo/helmfile.yaml.gotmpl": (
+                "releases:\n  - name: echo\n    chart: ./chart\n    values:\n"
+                '      - k: {{ fetchSecretValue "ref+sops://templates/echo/creds.sops.yaml#/k" }}\n'
+            ),
+        },
+    )
+    with pytest.raises(FleetError, match="fetchSecretValue in an app template is not supported"):
+        Fleet.open(WorkTree(base)).releases("g/c")

@@ -349,6 +349,7 @@ class Host:
     tree: Tree
     env: Mapping[str, str] = field(default_factory=dict)
     decrypt: Decrypt | None = None
+    secret_reads: int = 0  # how many answers came from SOPS files (callers redact them)
 
     def answer(self, name: str, arg: Any, source: str) -> Any:
         if name in ("env", "requiredEnv"):
@@ -427,6 +428,7 @@ class Host:
         target = target.split("?", 1)[0]
         path = self._path("fetchSecretValue", target, source)
         data: Any = self.decrypt(self.tree, path)
+        self.secret_reads += 1
         if not fragment.strip("/"):
             return yamldoc.dumps(data) if isinstance(data, dict) else data
         for key in fragment.strip("/").split("/"):

@@ -402,9 +402,16 @@ class Planner:
         if not path.endswith(".gotmpl"):
             return self.parse_helmfile(template, path, source, source)
         # Cached by the values the template reads: instances often render it alike.
-        text = template_memo.render(
-            source, with_atlas(env, atlas), source=path, host=self.files.host(default_decrypt)
-        )
+        host = self.files.host(default_decrypt)
+        text = template_memo.render(source, with_atlas(env, atlas), source=path, host=host)
+        if host.secret_reads:
+            # As in ATLAS, whose app templates are rendered without secrets: what a helmfile
+            # derives from one would leave the values that redaction follows.
+            raise FleetError(
+                "fetchSecretValue in an app template is not supported: read secrets in a "
+                "values file (secrets:, or a values template), whose values are redacted",
+                path=path,
+            )
         return self.parse_helmfile(template, path, source, text)
 
     def parse_helmfile(self, template: str, path: str, source: str, text: str) -> Helmfile:

@@ -268,17 +268,24 @@ class ValueFiles:
         through `decrypt`, its SOPS files (`fetchSecretValue`)."""
         return gotmpl.Host(self.tree, self.env, decrypt)
 
-    def rendered(self, rel: str, context: dict[str, Any], decrypt: Decrypt) -> dict[str, Any]:
-        text = gotmpl.render(self.text(rel), context, source=rel, host=self.host(decrypt))
+    def rendered(
+        self, rel: str, context: dict[str, Any], decrypt: Decrypt
+    ) -> tuple[dict[str, Any], bool]:
+        """A values template's data, and whether it read secrets (`fetchSecretValue`)."""
+        host = self.host(decrypt)
+        text = gotmpl.render(self.text(rel), context, source=rel, host=host)
         data: dict[str, Any] = jsonable(check_mapping(yamldoc.loads(text, rel), rel))
-        return data
+        return data, host.secret_reads > 0
 
     def load(
         self, rel: str, level: str, decrypt: Decrypt, base: dict[str, Any], atlas: dict[str, Any]
     ) -> Layer:
         """One values file as a layer; a Go template sees `base` plus `atlas`."""
         if rel.endswith(".gotmpl"):
-            layer = Layer(rel, level, self.rendered(rel, with_atlas(base, atlas), decrypt))
+            # A template that fetched secrets is secret as a whole: what it derived from them
+            # cannot be told apart from the rest (redaction over-covers, never leaks).
+            data, secret = self.rendered(rel, with_atlas(base, atlas), decrypt)
+            layer = Layer(rel, level, data, secret=secret)
         elif is_secret_file(rel):
             layer = Layer(rel, level, self.secret(rel, decrypt), secret=True)
         else:
