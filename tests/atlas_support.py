@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -48,3 +49,24 @@ def echo(base: Path, root: str, suffix: str = "") -> dict[str, Any]:
 def one_app(template: str = "echo", **instance: Any) -> dict[str, Any]:
     """A deployment.yaml with one instance."""
     return {"apps": [{"template": template, **instance}]}
+
+
+def tree_of(directory: Path) -> dict[str, bytes]:
+    """Every file below `directory`: relative POSIX path → bytes."""
+    return {
+        p.relative_to(directory).as_posix(): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def assert_matches_golden(out: Path, golden: Path) -> None:
+    """The rendered tree `out` equals the golden tree byte for byte; with
+    ROLLWRIGHT_UPDATE_GOLDEN=1 the golden tree is replaced by `out` first."""
+    if os.environ.get("ROLLWRIGHT_UPDATE_GOLDEN") == "1":
+        shutil.rmtree(golden, ignore_errors=True)
+        shutil.copytree(out, golden)
+    rendered, expected = tree_of(out), tree_of(golden)
+    assert sorted(rendered) == sorted(expected)
+    for path, data in rendered.items():
+        assert data == expected[path], f"{path} differs from the golden file"

@@ -96,21 +96,32 @@ def test_most_specific_deployment_wins_wholesale(tmp_path: Path) -> None:
     assert "fromGlobalDir" not in seen["g/c"] and "fromGlobalDir" not in seen["g/other"]
     assert seen["solo"]["fromGlobalDir"] is True
     assert lay.releases("g/c")[0].labels["variant"] == "cluster"
-    assert seen["g/c"]["atlas"]["deployment"]["path"] == "deployments/g/c/apps/d"
+    assert seen["g/c"]["atlas"]["deployment"]["deploymentPath"] == f"{DEP}/deployment.yaml"
 
 
-def test_nested_groups_apply_outer_then_inner(tmp_path: Path) -> None:
-    base = make_fleet(
-        tmp_path,
-        {
-            "deployments/eu/group.values.yaml": {"who": "outer", "outerOnly": 1},
-            "deployments/eu/prod/group.values.yaml": {"who": "inner"},
-            "deployments/eu/prod/p1/apps/d/deployment.yaml": one_app(),
-        },
-    )
+NESTED = {
+    "deployments/eu/group.values.yaml": {"who": "outer", "outerOnly": 1},
+    "deployments/eu/apps/outer/deployment.yaml": one_app(),
+    "deployments/eu/prod/group.values.yaml": {"who": "inner"},
+    "deployments/eu/prod/p1/apps/d/deployment.yaml": one_app(),
+}
+
+
+def test_nested_groups_read_the_parent_directory_only_as_atlas_does(tmp_path: Path) -> None:
+    # ATLAS's group is `dir cluster`: eu/prod's values and apps, not eu's.
+    base = make_fleet(tmp_path, NESTED)
     values = echo(base, "eu/prod/p1")
-    assert (values["who"], values["outerOnly"]) == ("inner", 1)
+    assert values["who"] == "inner" and "outerOnly" not in values
+    assert [r.id for r in layout(base).releases("eu/prod/p1")] == ["d/echo"]
+    assert values["atlas"]["deployment"]["clusterGroup"] == "eu/prod"
     assert values["atlas"]["cluster"] == {"id": "eu/prod/p1", "name": "p1", "group": "eu/prod"}
+
+
+def test_nested_groups_all_levels_when_rollwright_yaml_asks(tmp_path: Path) -> None:
+    base = make_fleet(tmp_path, {**NESTED, "rollwright.yaml": {"atlas": {"groupValues": "all"}}})
+    values = echo(base, "eu/prod/p1", "d/ConfigMap_echo-values.yaml")
+    assert (values["who"], values["outerOnly"]) == ("inner", 1)
+    assert [r.id for r in layout(base).releases("eu/prod/p1")] == ["d/echo", "outer/echo"]
 
 
 # --- the ten levels ----------------------------------------------------------------------------
@@ -250,15 +261,17 @@ def test_gotmpl_sees_earlier_values_as_dot_values_and_bare(tmp_path: Path) -> No
             "deployments/global.values.yaml": {"fromGlobal": "gl"},
             "deployments/g/group.values.yaml": {"fromGroup": "gr"},
             "deployments/g/c/cluster.values.yaml.gotmpl": (
-                'seen: "{{ .Values.fromGlobal }}/{{ .fromGroup }}/{{ .Values.chartDefault }}"\n'
+                'seen: "{{ .Values.fromGlobal }}/{{ .fromGroup }}"\n'
+                'chart: {{ hasKey .Values "chartDefault" }}\n'
                 'cwd: "{{ .atlas.cwd }}"\n'
             ),
         },
     )
     values = echo(base, ROOT)
-    # final pass: a hierarchy gotmpl sees the release's values so far, chart defaults included
-    assert values["seen"] == "gl/gr/from-chart"
-    assert values["cwd"] == "deployments/g/c"
+    # as in ATLAS, a hierarchy gotmpl sees the hierarchy before it, not the chart's defaults
+    assert values["seen"] == "gl/gr"
+    assert values["chart"] is False
+    assert values["cwd"] == "."
 
 
 def test_template_values_list_is_progressive_and_sees_the_environment(tmp_path: Path) -> None:
@@ -294,38 +307,59 @@ def test_template_values_list_is_progressive_and_sees_the_environment(tmp_path: 
     assert values["y"] == "b-1"  # b saw a
     assert values["w"] == "3-b-1"  # c saw the inline map and b
     assert values["host"] == "api.example.com"  # template gotmpl sees the environment
-    assert values["cwd"] == "templates/echo"
+    assert values["cwd"] == "."
 
 
-def test_hierarchy_gotmpl_sees_template_values_in_the_final_pass(tmp_path: Path) -> None:
-    helmfile = {"releases": [{"name": "echo", "chart": "./chart", "values": ["v.yaml"]}]}
+def test_template_gotmpl_sees_instance_values_under_the_hierarchy(tmp_path: Path) -> None:
+    # ATLAS's loader: hierarchy < template values so far < instance inline values < hierarchy.
+    helmfile = {"releases": [{"name": "echo", "chart": "./chart", "values": ["v.yaml.gotmpl"]}]}
+    base = make_fleet(
+        tmp_path,
+        {
+            f"{DEP}/deployment.yaml": one_app(values={"fromInstance": "i", "port": 1}),
+            "templates/echo/helmfile.yaml.gotmpl": helmfile,
+            "templates/echo/v.yaml.gotmpl": (
+                'combined: "{{ .fromInstance }}-{{ .Values.port }}"\n'
+                'sawChart: {{ hasKey .Values "chartDefault" }}\n'
+            ),
+            "deployments/g/c/cluster.values.yaml": {"port": 2},
+        },
+    )
+    values = echo(base, ROOT)
+    assert values["combined"] == "i-2"
+    assert values["sawChart"] is False
+
+
+def test_hierarchy_gotmpl_does_not_see_release_values(tmp_path: Path) -> None:
+    # helmfile's missingkey=error: a key the file cannot see is an error, not "".
     base = make_fleet(
         tmp_path,
         {
             f"{DEP}/deployment.yaml": one_app(values={"fromInstance": "i"}),
-            "templates/echo/helmfile.yaml.gotmpl": helmfile,
-            "templates/echo/v.yaml": {"fromTemplate": "t"},
-            f"{DEP}/values.yaml.gotmpl": (
-                'combined: "{{ .Values.fromTemplate }}-{{ .fromInstance }}"\n'
-            ),
+            f"{DEP}/values.yaml.gotmpl": 'x: "{{ .fromInstance }}"\n',
         },
     )
-    assert echo(base, ROOT)["combined"] == "t-i"
+    with pytest.raises(FleetError) as caught:
+        echo(base, ROOT)
+    assert caught.value.path == f"{DEP}/values.yaml.gotmpl"
+    assert caught.value.line == 1
+    assert 'map has no entry for key "fromInstance"' in str(caught.value)
 
 
 def test_helmfile_is_rendered_with_the_environment_and_atlas(tmp_path: Path) -> None:
     helmfile = """releases:
   - name: {{ .Values.releaseName }}
     chart: ./chart
-    namespace: {{ .atlas.cluster.name }}-{{ .Values.suffix }}
+    namespace: {{ .atlas.deployment.clusterName }}-{{ .Values.suffix }}
     values:
       - fromHelmfile: {{ .Values.suffix | upper }}
         helmfileCwd: {{ .atlas.cwd }}
+        fromInstance: {{ .Values.instanceOnly }}
 """
     base = make_fleet(
         tmp_path,
         {
-            f"{DEP}/deployment.yaml": one_app(),
+            f"{DEP}/deployment.yaml": one_app(values={"instanceOnly": "inst"}),
             "templates/echo/helmfile.yaml.gotmpl": helmfile,
             "deployments/global.values.yaml": {"releaseName": "named-by-env"},
             "deployments/g/c/cluster.values.yaml.gotmpl": "suffix: sfx-{{ .Values.releaseName }}\n",
@@ -336,23 +370,35 @@ def test_helmfile_is_rendered_with_the_environment_and_atlas(tmp_path: Path) -> 
     assert (info.id, info.namespace) == ("d/named-by-env", "c-sfx-named-by-env")
     values = echo(base, ROOT)
     assert values["fromHelmfile"] == "SFX-NAMED-BY-ENV"
-    assert values["helmfileCwd"] == "templates/echo"
+    assert values["helmfileCwd"] == "."
+    assert values["fromInstance"] == "inst"  # ATLAS renders templates with inline values too
 
 
-def test_atlas_key_is_always_present_and_not_overridable(tmp_path: Path) -> None:
+def test_atlas_key_is_atlas_s_and_user_keys_merge_beside_it(tmp_path: Path) -> None:
     base = make_fleet(
         tmp_path,
         {
             f"{DEP}/deployment.yaml": one_app(name="blue", namespace="ns1", variant="v2"),
-            f"{DEP}/values.yaml": {"atlas": {"cwd": "/evil", "injected": True}},
-            "deployments/g/c/cluster.values.yaml": {"atlas": "not even a mapping"},
+            "deployments/global.values.yaml": {"atlas": {"repoURL": "https://git.example/x"}},
+            f"{DEP}/values.yaml": {"atlas": {"revision": "main", "deployment": {"extra": 1}}},
         },
     )
     values = echo(base, ROOT)
     assert values["atlas"] == {
-        "cwd": "templates/echo",
+        "repoURL": "https://git.example/x",
+        "revision": "main",
+        "cwd": ".",
+        "appTemplates": "templates",
+        "deploymentDefinitions": "deployments",
+        "deployment": {
+            "extra": 1,
+            "cluster": "g/c",
+            "clusterName": "c",
+            "clusterGroup": "g",
+            "deploymentName": "d",
+            "deploymentPath": f"{DEP}/deployment.yaml",
+        },
         "cluster": {"id": "g/c", "name": "c", "group": "g"},
-        "deployment": {"name": "d", "path": DEP},
         "instance": {"name": "blue", "template": "echo", "variant": "v2", "namespace": "ns1"},
         "labels": {
             "cluster": "g/c",
@@ -365,6 +411,35 @@ def test_atlas_key_is_always_present_and_not_overridable(tmp_path: Path) -> None
         },
     }
     assert layout(base).values(ROOT, None)["atlas"] == values["atlas"]
+
+
+@pytest.mark.parametrize(
+    ("file", "data", "message"),
+    [
+        ("deployments/global.values.yaml", {"atlas": {"cwd": "/evil"}}, "atlas.cwd is set by"),
+        (
+            f"{DEP}/values.yaml",
+            {"atlas": {"deployment": {"clusterName": "x"}}},
+            "atlas.deployment.clusterName is set by",
+        ),
+        ("deployments/g/c/cluster.values.yaml", {"atlas": "text"}, "`atlas` must be a mapping"),
+    ],
+)
+def test_atlas_metadata_cannot_be_overridden(
+    tmp_path: Path, file: str, data: dict[str, Any], message: str
+) -> None:
+    base = make_fleet(tmp_path, {f"{DEP}/deployment.yaml": one_app(), file: data})
+    with pytest.raises(FleetError) as caught:
+        layout(base).values(ROOT, None)
+    assert caught.value.path == file
+    assert message in str(caught.value)
+
+
+def test_standalone_cluster_has_no_cluster_group_key(tmp_path: Path) -> None:
+    base = make_fleet(tmp_path, {"deployments/solo/apps/d/deployment.yaml": one_app()})
+    deployment = echo(base, "solo")["atlas"]["deployment"]
+    assert "clusterGroup" not in deployment
+    assert deployment["cluster"] == "solo"
 
 
 def test_lists_are_replaced_and_maps_merged(tmp_path: Path) -> None:
@@ -487,18 +562,21 @@ def test_labels_on_every_release(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("release_ns", "instance_ns", "deployment_ns", "expected"),
     [
-        ("from-release", "from-instance", "from-deployment", "from-release"),
-        (None, "from-instance", "from-deployment", "from-instance"),
-        (None, None, "from-deployment", "from-deployment"),
+        # ATLAS: apps[].namespace, then settings.namespace, then the template release's
+        ("from-release", "from-instance", "from-deployment", "from-instance"),
+        ("from-release", None, "from-deployment", "from-deployment"),
+        ("from-release", None, None, "from-release"),
         (None, None, None, "d"),
     ],
 )
+@pytest.mark.parametrize("spelling", ["settings", "namespace"])
 def test_namespace_precedence(
     tmp_path: Path,
     release_ns: str | None,
     instance_ns: str | None,
     deployment_ns: str | None,
     expected: str,
+    spelling: str,
 ) -> None:
     release: dict[str, Any] = {"name": "echo", "chart": "./chart"}
     if release_ns:
@@ -507,8 +585,10 @@ def test_namespace_precedence(
     if instance_ns:
         instance["namespace"] = instance_ns
     deployment: dict[str, Any] = {"apps": [instance]}
-    if deployment_ns:
-        deployment["namespace"] = deployment_ns
+    if deployment_ns and spelling == "settings":
+        deployment["settings"] = {"namespace": deployment_ns, "autosync": "false"}
+    elif deployment_ns:
+        deployment["namespace"] = deployment_ns  # rollwright's spelling of the same
     base = make_fleet(
         tmp_path,
         {
@@ -520,6 +600,29 @@ def test_namespace_precedence(
     assert info.namespace == expected
     [path] = layout(base).render_files(ROOT)
     assert path == f"d/echo/{expected}/ConfigMap_echo-values.yaml"
+
+
+def test_template_first_namespaces_when_rollwright_yaml_asks(tmp_path: Path) -> None:
+    base = make_fleet(
+        tmp_path,
+        {
+            "rollwright.yaml": {"atlas": {"namespaces": "template-first"}},
+            f"{DEP}/deployment.yaml": one_app(namespace="from-instance"),
+            "templates/echo/helmfile.yaml.gotmpl": {
+                "releases": [{"name": "echo", "chart": "./chart", "namespace": "pinned"}]
+            },
+        },
+    )
+    assert layout(base).releases(ROOT)[0].namespace == "pinned"
+
+
+def test_settings_and_namespace_may_not_disagree(tmp_path: Path) -> None:
+    base = make_fleet(
+        tmp_path,
+        {f"{DEP}/deployment.yaml": {**one_app(), "namespace": "a", "settings": {"namespace": "b"}}},
+    )
+    with pytest.raises(FleetError, match="are the same setting"):
+        layout(base).releases(ROOT)
 
 
 def test_disabled_instances_are_skipped(tmp_path: Path) -> None:

@@ -117,6 +117,46 @@ def test_template_with_dynamic_reference_is_affected_by_anything(tmp_path: Path)
     assert affected(repo) == set(ROOTS)  # web is a global app
 
 
+def test_template_reading_files_is_affected_by_anything(tmp_path: Path) -> None:
+    files = {
+        "templates/web/values.yaml.gotmpl": 'motd: {{ readFile "lib/motd.txt" | quote }}\n',
+        "templates/web/helmfile.yaml.gotmpl": (
+            "releases:\n  - name: web\n    chart: ../../charts/echo2\n"
+            "    values: [values.yaml.gotmpl]\n"
+        ),
+        "lib/motd.txt": "hello\n",
+    }
+    repo = build(tmp_path / "fleet", files)
+    change(repo, {"lib/motd.txt": "changed\n"})
+    assert affected(repo) == set(ROOTS)
+
+
+def test_hierarchy_template_reading_files_is_affected_by_changes_outside(tmp_path: Path) -> None:
+    files = {
+        "deployments/g2/c3/cluster.values.yaml.gotmpl": 'ca: {{ readFile "lib/ca.pem" | quote }}\n',
+        "lib/ca.pem": "x\n",
+    }
+    repo = build(tmp_path / "fleet", files)
+    change(repo, {"lib/ca.pem": "y\n"})
+    assert affected(repo) == {"g2/c3"}
+
+
+def test_file_dependency_of_a_chart_is_followed(tmp_path: Path) -> None:
+    chart = (
+        "apiVersion: v2\nname: echo2\nversion: 0.1.0\ndependencies:\n"
+        "  - name: sub\n    version: 0.1.0\n    repository: file://../../lib/sub\n"
+    )
+    repo = build(
+        tmp_path / "fleet",
+        {
+            "charts/echo2/Chart.yaml": chart,
+            "lib/sub/Chart.yaml": "apiVersion: v2\nname: sub\nversion: 0.1.0\n",
+        },
+    )
+    change(repo, {"lib/sub/values.yaml": {"x": 1}})
+    assert affected(repo) == set(ROOTS)  # web (global) reaches lib/ through charts/echo2
+
+
 def test_a_cluster_edit_reads_nothing_but_that_cluster(tmp_path: Path) -> None:
     """A broken deployment.yaml elsewhere is not read when only one cluster changed."""
     repo = build(

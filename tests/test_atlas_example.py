@@ -6,8 +6,6 @@ Regenerate the golden tree after an intended change with
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,11 +14,11 @@ import yaml
 from shared.cli import main as cli
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
+from tests.atlas_support import assert_matches_golden, tree_of
 from tests.conftest import EXAMPLES, copy_example
 
 EXAMPLE = EXAMPLES / "atlas-fleet"
 GOLDEN = Path(__file__).parent / "golden" / "atlas-fleet"
-UPDATE = os.environ.get("ROLLWRIGHT_UPDATE_GOLDEN") == "1"
 ROOTS = ["prod/eu-1", "staging/cluster-a", "staging/cluster-b", "standalone"]
 
 
@@ -28,14 +26,6 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def tree_of(directory: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(directory).as_posix(): p.read_bytes()
-        for p in sorted(directory.rglob("*"))
-        if p.is_file()
-    }
 
 
 def test_roots(capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,7 +48,7 @@ def test_values_of_the_overriding_cluster_deployment(capsys: pytest.CaptureFixtu
     assert values["env"]["PUBLIC_URL"] == "https://web.eu-1.example.com"  # template gotmpl
     assert values["env"]["STAGE"] == "prod"
     assert values["atlas"]["labels"]["instance"] == "shop"
-    assert values["atlas"]["cwd"] == "templates/web"
+    assert values["atlas"]["cwd"] == "."
 
 
 def test_values_without_release_lists_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
@@ -73,20 +63,13 @@ def test_values_without_release_lists_the_choices(capsys: pytest.CaptureFixture[
 def test_render_matches_golden(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     assert run(capsys, "render", "--repo", str(EXAMPLE), "--out", str(out)) == (0, "", "")
-    rendered = tree_of(out)
-    if UPDATE:
-        shutil.rmtree(GOLDEN, ignore_errors=True)
-        shutil.copytree(out, GOLDEN)
-    golden = tree_of(GOLDEN)
-    assert sorted(rendered) == sorted(golden)
-    for path, data in rendered.items():
-        assert data == golden[path], f"{path} differs from the golden file"
+    assert_matches_golden(out, GOLDEN)
 
 
 def test_golden_tree_shows_every_feature() -> None:
     golden = tree_of(GOLDEN)
     cert = "staging/cluster-a/cert-operator/cert-operator"
-    # a CRD in crds/ under _cluster, a hook kept with `hooks: true`, cluster-scoped RBAC
+    # a CRD in crds/ under _cluster, a hook (rendered by default), cluster-scoped RBAC
     assert (
         f"{cert}/_cluster/crds/CustomResourceDefinition.apiextensions.k8s.io_"
         "certificates.certs.example.com.yaml" in golden

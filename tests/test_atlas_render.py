@@ -129,7 +129,7 @@ def test_layout_reads_a_git_revision_in_place(tmp_path: Path) -> None:
         {
             f"{DEP}/deployment.yaml": one_app(),
             "deployments/g/c/cluster.values.yaml": {"level": "committed"},
-            "deployments/g/c/cluster.values.yaml.gotmpl": "seen: {{ .Values.chartDefault }}\n",
+            "deployments/g/c/cluster.values.yaml.gotmpl": "seen: {{ .Values.level }}\n",
         },
     )
     commit_all(repo)
@@ -137,8 +137,9 @@ def test_layout_reads_a_git_revision_in_place(tmp_path: Path) -> None:
     lay = AtlasLayout(GitTree(repo, "HEAD"), FleetConfig())
     assert lay.roots() == ["g/c"]
     values = lay.values("g/c", None)
-    # chart defaults read from the revision's chart, without a checkout
-    assert (values["level"], values["seen"]) == ("committed", "from-chart")
+    # the revision's files, without a checkout (chart defaults too)
+    assert (values["level"], values["seen"]) == ("committed", "committed")
+    assert values["chartDefault"] == "from-chart"
     assert lay.affected({"deployments/g/c/cluster.values.yaml"}) == {"g/c"}
 
 

@@ -83,6 +83,7 @@ def test_local_helm_chart_renders_one_file_per_resource(fleet: Path) -> None:
         "shop/shop/apps/Gadget.example.com_shop-gadget.yaml",
         "shop/shop/apps/Service_shop.yaml",
         "shop/shop/apps/Thing.example.com_shop-thing.yaml",
+        "shop/shop/apps/hooks/Job.batch_shop-migrate.yaml",
         "shop/shop/other/ConfigMap_shop-elsewhere.yaml",
     ]
     deployment = doc(files, "shop/shop/apps/Deployment.apps_shop.yaml")
@@ -316,23 +317,24 @@ def test_crds_rendered_by_default_and_can_be_turned_off(fleet: Path) -> None:
     assert not any("/crds/" in n for n in render(spec(chart()), fleet, config))
 
 
-def test_hooks_and_tests_dropped_unless_enabled(fleet: Path) -> None:
+def test_hooks_rendered_by_default_and_tests_dropped_unless_enabled(fleet: Path) -> None:
+    # As `helm template`, helmfile and Argo CD: hooks are kept (under hooks/).
     default = render(spec(chart()), fleet)
-    assert not any("/hooks/" in n or "/tests/" in n or "migrate" in n for n in default)
+    assert "shop/shop/apps/hooks/Job.batch_shop-migrate.yaml" in default
+    assert not any("/tests/" in n for n in default)
 
-    hooks = render(spec(chart(), hooks=True), fleet)
-    assert "shop/shop/apps/hooks/Job.batch_shop-migrate.yaml" in hooks
-    assert not any("/tests/" in n for n in hooks)
+    dropped = render(spec(chart(), hooks=False), fleet)
+    assert not any("/hooks/" in n or "migrate" in n for n in dropped)
 
     tests = render(spec(chart(), tests=True), fleet)
     assert "shop/shop/apps/tests/Pod_shop-test.yaml" in tests
-    assert not any("/hooks/" in n for n in tests)
 
-    config = FleetConfig(render=RenderSettings(hooks=True, tests=True))
-    both = render(spec(chart()), fleet, config)
-    assert set(both) == set(default) | {
-        "shop/shop/apps/hooks/Job.batch_shop-migrate.yaml",
-        "shop/shop/apps/tests/Pod_shop-test.yaml",
+    config = FleetConfig(render=RenderSettings(hooks=False, tests=True))
+    fleet_off = render(spec(chart()), fleet, config)
+    assert set(fleet_off) == set(dropped) | {"shop/shop/apps/tests/Pod_shop-test.yaml"}
+    # a release's own `hooks: true` wins over the fleet's `render.hooks: false`
+    assert set(render(spec(chart(), hooks=True), fleet, config)) == set(default) | {
+        "shop/shop/apps/tests/Pod_shop-test.yaml"
     }
 
 

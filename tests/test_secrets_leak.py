@@ -174,11 +174,14 @@ data:
             ]
         },
         "deployments/g/c/apps/app/secrets.sops.yaml": enc(
-            {"instanceSecret": values["instanceSecret"]}
+            {
+                "instanceSecret": values["instanceSecret"],
+                "user": f"u-{values['templateSecret']}-{values['instanceSecret']}",
+            }
         ),
-        # the final pass: a deployment gotmpl sees the template secrets
+        # a deployment gotmpl sees the hierarchy's secrets before it (as in ATLAS)
         "deployments/g/c/apps/app/values.yaml.gotmpl": (
-            'user: "u-{{ .Values.templateSecret }}-{{ .Values.instanceSecret }}"\n'
+            'note: "n-{{ .Values.deploymentSecret }}-{{ .Values.clusterSecret }}"\n'
         ),
         "deployments/g/c/apps/app/values.sops.yaml": enc(
             {"deploymentSecret": values["deploymentSecret"]}

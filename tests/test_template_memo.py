@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.engine import helm, template_memo
+from shared.engine import gotmpl, template_memo
 from shared.engine.errors import FleetError
 
 
@@ -73,24 +73,25 @@ def test_same_read_values_share_one_render_and_others_do_not(
 ) -> None:
     text = "ns: {{ .atlas.instance.name }}\n"
     calls = 0
-    real = helm.render_template
+    real = gotmpl.render
 
-    def counting(t: str, values: dict[str, Any], *, source: str) -> str:
+    def counting(t: str, values: dict[str, Any], *, source: str, host: Any) -> str:
         nonlocal calls
         calls += 1
-        return real(t, values, source=source)
+        return real(t, values, source=source, host=host)
 
-    monkeypatch.setattr(helm, "render_template", counting)
+    monkeypatch.setattr(gotmpl, "render", counting)
     outs = [
         template_memo.render(
             text,
             {"cluster": c, "atlas": {"instance": {"name": name}, "cluster": {"id": c}}},
             source="t",
+            host=None,
         )
         for c in ("a", "b", "c")
         for name in ("web", "api")
     ]
-    assert outs == ["ns: web", "ns: api"] * 3  # the engine's trim of the last newline
+    assert outs == ["ns: web\n", "ns: api\n"] * 3  # byte for byte, final newline kept
     assert calls == 2
 
 
@@ -98,8 +99,8 @@ def test_errors_are_not_cached() -> None:
     text = '{{ required "need .a" .a }}'
     for _ in range(2):
         with pytest.raises(FleetError, match=r"need \.a"):
-            template_memo.render(text, {}, source="t.gotmpl")
-    assert template_memo.render(text, {"a": "x"}, source="t.gotmpl") == "x"
+            template_memo.render(text, {"a": None}, source="t.gotmpl", host=None)
+    assert template_memo.render(text, {"a": "x"}, source="t.gotmpl", host=None) == "x"
 
 
 # Templates mixing chains, `with`/`range` (which move the dot into a read value), missing
@@ -127,14 +128,14 @@ contexts = st.dictionaries(keys, trees, max_size=6)
 
 def engine(text: str, context: dict[str, Any]) -> str | type[FleetError]:
     try:
-        return helm.render_template(text, context, source="t")
+        return gotmpl.render(text, context, source="t", host=None)
     except FleetError:
         return FleetError
 
 
 def memo(text: str, context: dict[str, Any]) -> str | type[FleetError]:
     try:
-        return template_memo.render(text, context, source="t")
+        return template_memo.render(text, context, source="t", host=None)
     except FleetError:
         return FleetError
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.engine import helm, yamldoc
+from shared.engine import chart_access, helm, yamldoc
 from shared.engine.errors import FleetError
 from shared.engine.release import ChartSource
 
@@ -72,6 +72,7 @@ class RemoteChart:
     repo_url: str | None  # HTTP repository, normalized without a trailing slash
     version: str | None  # None: the newest version
     pinned: bool  # an exact version or digest: immutable, cached forever
+    plain_http: bool = False
 
     @property
     def where(self) -> str:
@@ -108,8 +109,8 @@ def parse_source(source: ChartSource, origin: str) -> RemoteChart:
             name, _, tag = last.partition(":")
             ref_no_tag = ref[: len(ref) - len(last)] + name
             pinned = bool(_EXACT.match(tag))
-            return RemoteChart(ref, ref_no_tag, None, tag, pinned)
-        return RemoteChart(ref, ref, None, version, pinned)
+            return RemoteChart(ref, ref_no_tag, None, tag, pinned, source.plain_http)
+        return RemoteChart(ref, ref, None, version, pinned, source.plain_http)
 
     repo_url = (source.repo_url or "").strip().rstrip("/") or None
     chart = ref.split("/", 1)[1] if "/" in ref else ref
@@ -225,13 +226,24 @@ def _pull(root: Path, chart: RemoteChart, origin: str) -> tuple[Path, str]:
     tmp_root.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="pull-", dir=tmp_root))
     try:
+        # Mirrors and credentials are the worker's (chart_access); the cache keys stay the
+        # canonical URLs.
+        if chart.repo_url:
+            where = chart_access.route(chart.repo_url)
+            name, repo_url = chart.pull_name, where.url
+        else:
+            where = chart_access.route(chart.pull_name)
+            name, repo_url = where.url, None
         archive = helm.pull_chart(
-            chart.pull_name,
+            name,
             version=chart.version,
-            repo_url=chart.repo_url,
+            repo_url=repo_url,
             destination=workdir,
             source=origin,
             display=chart.describe(),
+            username=where.username,
+            password=where.password,
+            plain_http=chart.plain_http,
         )
         data = archive.read_bytes()
         hexdigest = hashlib.sha256(data).hexdigest()

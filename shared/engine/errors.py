@@ -28,6 +28,10 @@ class FleetError(Exception):
     It never carries secret values: callers build messages from paths and keys only.
     """
 
+    # True when the failure is not the repo's fault (a repository that did not answer, sops
+    # timing out): the worker retries it. `within` keeps it.
+    retryable: bool = False
+
     def __init__(self, message: str, *, path: str = "", line: int | None = None) -> None:
         self.problem = Problem(path, line, message)
         super().__init__(str(self.problem))
@@ -44,6 +48,7 @@ class FleetError(Exception):
         """The same error, prefixed with what was being done (`rendering root "x"`)."""
         err = FleetError(f"{context}: {self.problem.message}", path=self.path, line=self.line)
         err.__cause__ = self
+        err.retryable = self.retryable
         return err
 
 

@@ -50,12 +50,80 @@ class OutputSettings(_Strict):
 
 class RenderSettings(_Strict):
     crds: bool = Field(default=True, description="Render CRDs from charts' crds/ folders.")
-    hooks: bool = Field(default=False, description="Keep Helm hook resources (hooks/).")
+    hooks: bool = Field(
+        default=True,
+        description="Render Helm hook resources under hooks/ (as `helm template` and Argo CD "
+        "do); false drops them unless a release says `hooks: true`.",
+    )
     tests: bool = Field(default=False, description="Keep Helm test resources (tests/).")
     cluster_scoped_kinds: list[str] = Field(
         default_factory=list,
         alias="clusterScopedKinds",
         description="Extra cluster-scoped kinds (beyond Kubernetes' own and CRDs in the render).",
+    )
+
+
+class Capabilities(_Strict):
+    """What `.Capabilities` tells charts: the cluster's Kubernetes version and extra APIs.
+    Also the `kubeVersion` / `apiVersions` keys of atlas helmfiles and their releases."""
+
+    kube_version: str | None = Field(
+        default=None,
+        alias="kubeVersion",
+        description="Kubernetes version of the cluster (`v1.31.2`), as `helm template "
+        "--kube-version`. Also checked against a chart's `kubeVersion` constraint.",
+    )
+    api_versions: list[str] | None = Field(
+        default=None,
+        alias="apiVersions",
+        description="Extra API versions (`monitoring.coreos.com/v1`, or "
+        "`monitoring.coreos.com/v1/ServiceMonitor`), as `helm template --api-versions`.",
+    )
+
+    @field_validator("kube_version", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> Any:
+        # `kubeVersion: 1.30` is a float in YAML; a version is text.
+        return (
+            str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+        )
+
+
+class ClusterCapabilities(Capabilities):
+    roots: list[str] = Field(
+        description="Globs of root ids (`prod/*`) these capabilities apply to; the last "
+        "matching entry wins."
+    )
+
+
+class AtlasSettings(_Strict):
+    """How the atlas layout reads a fleet (docs/formats/atlas.md)."""
+
+    namespaces: Literal["atlas", "template-first"] = Field(
+        default="atlas",
+        description="`atlas`: a release's namespace is `apps[].namespace`, else the "
+        "deployment's `settings.namespace`, else the template release's `namespace:`, else "
+        "the deployment name (ATLAS). `template-first`: the template release's `namespace:` "
+        "wins over the deployment's (rollwright's earlier rule).",
+    )
+    group_values: Literal["innermost", "all"] = Field(
+        default="innermost",
+        alias="groupValues",
+        description="`innermost`: a cluster reads the group.values.* and apps/ of its parent "
+        "directory only (ATLAS). `all`: of every group directory above it, outermost first.",
+    )
+    capabilities: Capabilities = Field(
+        default_factory=Capabilities,
+        description="Fleet-wide `.Capabilities` (below a template's and a release's own).",
+    )
+    clusters: list[ClusterCapabilities] = Field(
+        default_factory=list,
+        description="Per-cluster `.Capabilities`, over the fleet-wide ones.",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="The environment Go templates see through `env` and `requiredEnv`: "
+        "renders never read the worker's own environment.",
     )
 
 
@@ -356,6 +424,7 @@ class FleetConfig(_Strict):
     )
     output: OutputSettings = Field(default_factory=OutputSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
+    atlas: AtlasSettings = Field(default_factory=AtlasSettings)
     affected: AffectedSettings = Field(default_factory=AffectedSettings)
     publish: PublishSettings = Field(default_factory=PublishSettings)
     preview: PreviewSettings = Field(default_factory=PreviewSettings)

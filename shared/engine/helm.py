@@ -9,11 +9,17 @@ file only.
 
 from __future__ import annotations
 
+import functools
+import gzip
 import hashlib
 import io
+import json
+import logging
 import os
 import re
+import sys
 import tarfile
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,11 +29,87 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import helm_python as _helm
+from helm_python import _native
 
 from shared.engine.errors import FleetError
 
-# helm_python logs through its own logger; keep the Go side quiet unless asked.
-_helm.disable_logging()
+log = logging.getLogger("rollwright.helm")
+
+
+class _DebugOnly(logging.Filter):
+    """Helm's Go log lines (`WARN unable to find exact version ...`) are rollwright's debug
+    output, whatever level Helm gave them: they never reach a user's terminal raw."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
+log.addFilter(_DebugOnly())
+# The binding's own log comes here (INFO and above cross over; its debug chatter stays in the
+# library). Helm itself logs with Go's default logger, straight to file descriptor 2: see
+# `_go_log_to_debug`.
+_helm.enable_logging(logging.INFO, logger=log)
+
+# `2026/11/25 20:35:41 WARN unable to find exact version requested; ...`
+_GO_LOG_LINE = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (?:DEBUG|INFO|WARN|ERROR) ")
+_stderr_lock = threading.Lock()
+
+
+@contextmanager
+def _go_log_to_debug() -> Iterator[None]:
+    """Around a Helm call that may log (pulls and repository lookups): descriptor 2 goes to
+    a file, Helm's lines go to rollwright's debug log, anything else written there meanwhile
+    (another thread's stderr) is written back. Renders are not wrapped: they do not log, and
+    they run in parallel."""
+    with _stderr_lock:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        with tempfile.TemporaryFile() as captured:
+            os.dup2(captured.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+                captured.seek(0)
+                text = captured.read().decode("utf-8", errors="replace")
+    others: list[str] = []
+    for line in text.splitlines():
+        if _GO_LOG_LINE.match(line):
+            log.debug("%s", line.split(" ", 2)[2])
+        elif line:
+            others.append(line)
+    if others:
+        os.write(2, ("\n".join(others) + "\n").encode())
+
+
+class _Chart(_helm.Chart):
+    """helm_python's Chart, rendering with the options its `render` does not pass on (the
+    native call takes them: `kube_version`, `api_versions`, `strict`)."""
+
+    def render_with(self, values: dict[str, Any], options: dict[str, Any]) -> dict[str, str]:
+        out = _native.call_string(
+            "helm_render", self._raw(), json.dumps(values), json.dumps(options)
+        )
+        rendered: dict[str, str] = json.loads(out)
+        return rendered
+
+
+class _Registry(_helm.RegistryClient):
+    """An OCI registry client holding credentials from the start (the native constructor
+    takes them; the binding's `login` would also write them to a credentials file)."""
+
+    def __init__(self, *, plain_http: bool, username: str, password: str, store: Path) -> None:
+        options = {
+            "plain_http": plain_http,
+            "username": username,
+            "password": password,
+            "credentials_file": str(store),  # private, never Helm's own configuration
+        }
+        _helm.NativeHandle.__init__(
+            self, _native.call_handle("helm_registry_client_new", json.dumps(options))
+        )
 
 
 @dataclass(frozen=True)
@@ -99,6 +181,11 @@ def _fingerprint(path: Path) -> str:
     return found
 
 
+def fingerprint(path: Path) -> str:
+    """Cheap identity of a chart on disk (see `charts_unchanged`)."""
+    return _fingerprint(path)
+
+
 def _chart_fingerprint(path: Path) -> str:
     """Cheap identity of a chart on disk: names, sizes and mtimes of its files."""
     digest = hashlib.sha256(str(path.resolve()).encode())
@@ -123,12 +210,75 @@ def _load_chart_keyed(path: Path, source: str) -> tuple[str, Any]:
 
     def load() -> Any:
         try:
-            return _helm.Chart.load(str(path))
+            return _Chart.load(str(path))
         except _helm.HelmError as err:
             raise FleetError(f"loading chart: {_clean(str(err))}", path=source) from None
 
     key = _fingerprint(path)
     return key, _charts.get(key, load)
+
+
+def _load_without_schemas(path: Path, key: str, source: str) -> Any:
+    """The chart with every values.schema.json (its own and its subcharts') left out: how
+    `--skip-schema-validation` is had from a binding whose render always validates."""
+
+    def load() -> Any:
+        try:
+            return _Chart.load_archive(_without_schemas(chart_archive(path, source)))
+        except (_helm.HelmError, OSError, tarfile.TarError) as err:
+            raise FleetError(f"loading chart: {_clean(str(err))}", path=source) from None
+
+    return _charts.get(key + ":no-schema", load)
+
+
+def chart_archive(path: Path, source: str) -> bytes:
+    """The chart as Helm packages it (`.helmignore` applied): an archive's bytes, or the
+    loaded directory saved by Helm."""
+    if path.is_file():
+        return path.read_bytes()
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            saved = _load_chart(path, source).save(tmp)
+        except _helm.HelmError as err:
+            raise FleetError(f"packaging chart: {_clean(str(err))}", path=source) from None
+        return Path(saved).read_bytes()
+
+
+def archive_members(data: bytes) -> list[tuple[str, bytes]]:
+    """The files of a chart archive, in order."""
+    members: list[tuple[str, bytes]] = []
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tf:
+        for member in tf.getmembers():
+            handle = tf.extractfile(member) if member.isfile() else None
+            if handle is not None:
+                members.append((member.name, handle.read()))
+    return members
+
+
+def _without_schemas(data: bytes) -> bytes:
+    kept: list[tuple[str, bytes]] = []
+    for name, content in archive_members(data):
+        if name.rsplit("/", 1)[-1] == "values.schema.json":
+            continue
+        if name.endswith(".tgz") and "/charts/" in name:
+            content = _without_schemas(content)  # a vendored subchart archive: its schema too
+        kept.append((name, content))
+    return tar_gz(kept)
+
+
+def tar_gz(members: list[tuple[str, bytes]]) -> bytes:
+    """A gzipped tar of `members` (name → bytes), byte-for-byte the same for the same input."""
+    buf = io.BytesIO()
+    with (
+        gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w") as tf,
+    ):
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def is_chart(path: Path) -> bool:
@@ -145,6 +295,43 @@ def chart_metadata(path: Path, source: str) -> dict[str, Any]:
     return meta
 
 
+def loaded_dependencies(path: Path, source: str) -> list[dict[str, Any]]:
+    """Metadata of the subcharts Helm loads from the chart's charts/ (by chart name)."""
+    deps: list[dict[str, Any]] = _load_chart(path, source).dependencies
+    return deps
+
+
+def parse_set(expression: str, *, string: bool) -> dict[str, Any]:
+    """helm's `--set` (or, with `string`, `--set-string`) parsing of `name=value`."""
+    try:
+        if string:
+            return _helm.parse_set_string_values(expression)
+        return _helm.parse_set_string(expression)
+    except _helm.HelmError as err:
+        raise FleetError(f"cannot parse {expression!r}: {_clean(str(err))}") from None
+
+
+@functools.lru_cache(maxsize=4096)
+def satisfies(constraint: str, version: str) -> bool:
+    """Whether `version` meets a semver constraint exactly as Helm checks one (Masterminds
+    semver through sprig's `semverCompare`, the library Helm's own checks use)."""
+    text = "{{ semverCompare .Values.c .Values.v }}"
+    try:
+        out = _template_chart(text, wrap=False).render_with(
+            {"c": constraint, "v": version}, {"name": "rollwright"}
+        )
+    except _helm.HelmError as err:
+        raise FleetError(f"version constraint {constraint!r}: {_clean(str(err))}") from None
+    return out.get(_TEMPLATE_NAME, "").strip() == "true"
+
+
+@functools.cache
+def default_kube_version() -> str:
+    """The Kubernetes version Helm assumes without `--kube-version`."""
+    text = "{{ .Capabilities.KubeVersion.Version }}"
+    return _template_chart(text, wrap=False).render_with({}, {"name": "rollwright"})[_TEMPLATE_NAME]
+
+
 def render_chart(
     path: Path,
     values: dict[str, Any],
@@ -153,18 +340,34 @@ def render_chart(
     namespace: str,
     source: str,
     include_crds: bool = True,
+    kube_version: str | None = None,
+    api_versions: tuple[str, ...] = (),
+    skip_schema_validation: bool = False,
+    files_root: Path | None = None,
 ) -> RenderedChart:
-    """Render the chart at `path` offline with `values` laid over its defaults.
+    """Render the chart at `path` offline with `values` laid over its defaults, as
+    `helm template --kube-version --api-versions [--skip-schema-validation]` would.
 
-    `source` is the repo-relative name used in error messages.
+    `source` is the repo-relative name used in error messages; `files_root` is the chart's
+    directory in the repo when `path` is a built archive of it (errors then name its files).
     """
     key, chart = _load_chart_keyed(path, source)
+    if skip_schema_validation:
+        chart = _load_without_schemas(path, key, source)
+    options: dict[str, Any] = {
+        "name": release,
+        "namespace": namespace,
+        "is_install": True,
+        "revision": 1,
+    }
+    if kube_version:
+        options["kube_version"] = kube_version
+    if api_versions:
+        options["api_versions"] = list(api_versions)
     try:
-        templates: dict[str, str] = chart.render(
-            values, name=release, namespace=namespace, is_install=True, revision=1
-        )
+        templates = chart.render_with(values, options)
     except _helm.HelmError as err:
-        raise _chart_error(str(err), path, source) from None
+        raise _chart_error(str(err), files_root or path, source) from None
     templates = {k: v for k, v in templates.items() if not k.endswith("NOTES.txt")}
     crds: dict[str, str] = {}
     if include_crds:
@@ -194,35 +397,54 @@ _TEMPLATE_NAME = "rollwright/templates/t"
 _CHART_YAML = b"apiVersion: v2\nname: rollwright\nversion: 0.0.0\n"
 
 
-def _template_chart(text: str) -> Any:
+_HELPERS_NAME = "rollwright/templates/_helpers.tpl"
+
+
+def _template_chart(
+    text: str, *, wrap: bool = True, helpers: str = "", files: tuple[tuple[str, bytes], ...] = ()
+) -> _Chart:
     # `.x` and `.Values.x` must both work: the body runs inside `with .Values`, and the values
-    # carry themselves again under `Values` (see render_template). `$` stays the Helm root.
-    body = "{{- with .Values }}" + text + "{{- end }}"
-    data = body.encode()
-    key = hashlib.sha256(data).hexdigest()
+    # carry themselves again under `Values` (see render_template), so the map is never empty
+    # and `with` always runs. `$` stays the Helm root. The closing `{{ end }}` trims nothing:
+    # a template's trailing newlines are its own.
+    body = ("{{- with .Values }}" + text + "{{ end }}") if wrap else text
+    members = [("rollwright/Chart.yaml", _CHART_YAML), (_TEMPLATE_NAME, body.encode())]
+    if helpers:
+        members.append((_HELPERS_NAME, helpers.encode()))
+    members += [(f"rollwright/{name}", data) for name, data in files]
+    digest = hashlib.sha256()
+    for name, data in members:
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
 
     def load() -> Any:
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-            for name, content in (("rollwright/Chart.yaml", _CHART_YAML), (_TEMPLATE_NAME, data)):
-                info = tarfile.TarInfo(name)
-                info.size = len(content)
-                tf.addfile(info, io.BytesIO(content))
-        return _helm.Chart.load_archive(buf.getvalue())
+        return _Chart.load_archive(tar_gz(members))
 
-    return _templates.get(key, load)
+    chart: _Chart = _templates.get(digest.hexdigest(), load)
+    return chart
 
 
-def render_template(text: str, values: dict[str, Any], *, source: str) -> str:
+def render_template(
+    text: str,
+    values: dict[str, Any],
+    *,
+    source: str,
+    helpers: str = "",
+    files: tuple[tuple[str, bytes], ...] = (),
+    strict: bool = False,
+) -> str:
     """Render a Go template with Helm's engine; `.Values.x` and `.x` both reach `values`.
 
-    Errors name `source` (repo-relative path) and the template line.
+    `helpers` are named templates (`define`) the text may `include`; `files` are reachable as
+    `$.Files.Get "<name>"`; `strict` is `missingkey=error` (helmfile's mode). The output is
+    the template's, byte for byte. Errors name `source` (repo-relative path) and its line.
     """
-    chart = _template_chart(text)
+    chart = _template_chart(text, helpers=helpers, files=files)
     context = dict(values)
     context["Values"] = values
+    options: dict[str, Any] = {"name": "rollwright", "namespace": "default", "strict": strict}
     try:
-        out: dict[str, str] = chart.render(context, name="rollwright", namespace="default")
+        out = chart.render_with(context, options)
     except _helm.HelmError as err:
         raise _template_error(str(err), source) from None
     return out.get(_TEMPLATE_NAME, "")
@@ -231,16 +453,49 @@ def render_template(text: str, values: dict[str, Any], *, source: str) -> str:
 _POSITION = re.compile(re.escape(_TEMPLATE_NAME) + r":(\d+)(?::(\d+))?")
 
 
+# What the user's file did not write: the wrapper chart's names, and the named templates a
+# rewritten helmfile function runs (shared.engine.gotmpl), down to the message they fail with.
+_NOISE = (
+    (re.compile(r' executing "rollwright/templates/t"'), ""),
+    (re.compile(r'<include "rollwright\.(\w+)"[^>]*>'), r"<\1>"),
+    (
+        re.compile(
+            r"error calling include: (?:template: )?rollwright/templates/_helpers\.tpl:\d+:\d+: "
+            r'executing "rollwright\.\w+" at <[^>]*>: error calling fail: '
+        ),
+        "",
+    ),
+)
+
+
 def _template_error(message: str, source: str) -> FleetError:
     match = _POSITION.search(message)
     line = int(match.group(1)) if match else None
     text = _POSITION.sub(lambda m: f"{source}:{m.group(1)}", _clean(message))
     text = text.replace("template: rollwright/templates/t", f"template {source}")
+    for pattern, replacement in _NOISE:
+        text = pattern.sub(replacement, text)
     return FleetError(f"template error: {text}", path=source, line=line)
 
 
 def _clean(message: str) -> str:
     return " ".join(message.split())
+
+
+class RepositoryUnreachable(FleetError):
+    """A chart repository or registry that did not answer (network, TLS, 5xx): not the
+    fleet's fault, so the activity retries it."""
+
+    retryable = True
+
+
+# Transport failures, as Go and Helm word them: the repository was not reached.
+_UNREACHABLE = re.compile(
+    r"dial tcp|connection refused|no such host|i/o timeout|TLS handshake|connection reset"
+    r"|context deadline exceeded|proxyconnect|server misbehaving|network is unreachable"
+    r"|x509: certificate|\b50[0234]\b|unexpected EOF",
+    re.I,
+)
 
 
 def pull_chart(
@@ -251,25 +506,51 @@ def pull_chart(
     destination: Path,
     source: str,
     display: str | None = None,
+    username: str | None = None,
+    password: str | None = None,
+    plain_http: bool = False,
 ) -> Path:
     """Download a chart archive (HTTP repository or `oci://`) into `destination`.
 
-    `display` names the chart in errors (default: name, version and repository).
-    Loopback `oci://` registries are spoken to over plain HTTP (test and dev registries).
+    `display` names the chart in errors (default: name, version and repository). Loopback
+    `oci://` registries are spoken to over plain HTTP (test and dev registries), others when
+    `plain_http`. A repository that cannot be reached raises `RepositoryUnreachable`.
     """
     destination.mkdir(parents=True, exist_ok=True)
-    plain_http = name.startswith("oci://") and _is_loopback_oci(name)
+    plain_http = name.startswith("oci://") and (plain_http or _is_loopback_oci(name))
     what = display or f"chart {name!r} version {version or 'latest'!r} from {repo_url or name}"
     try:
-        result = _helm.pull(
-            name,
-            destination=str(destination),
-            version=version,
-            repo_url=repo_url,
-            plain_http=plain_http,
-        )
+        with _go_log_to_debug(), tempfile.TemporaryDirectory() as private:
+            client = None
+            if name.startswith("oci://") and username and password:
+                store = Path(private) / "registry.json"
+                client = _Registry(
+                    plain_http=plain_http, username=username, password=password, store=store
+                )
+            try:
+                result = _helm.pull(
+                    name,
+                    client=client,
+                    destination=str(destination),
+                    version=version,
+                    repo_url=repo_url,
+                    plain_http=plain_http,
+                    username=username,
+                    password=password,
+                )
+            finally:
+                if client is not None:
+                    client.close()
     except _helm.HelmError as err:
-        raise FleetError(f"pulling {what}: {_clean(str(err))}", path=source) from None
+        message = _clean(str(err))
+        if password:
+            message = message.replace(password, "***")
+        if _UNREACHABLE.search(message):
+            raise RepositoryUnreachable(
+                f"pulling {what}: repository unreachable (will be retried): {message}",
+                path=source,
+            ) from None
+        raise FleetError(f"pulling {what}: {message}", path=source) from None
     archives = sorted(destination.glob("*.tgz"))
     if not archives:
         raise FleetError(f"pulling {what}: no archive written ({result})", path=source)

@@ -23,11 +23,21 @@ class ChartSource:
     ref: str = ""
     version: str | None = None
     repo_url: str | None = None
+    plain_http: bool = False  # an OCI registry spoken to over HTTP (helmfile's plainHttp)
 
     def describe(self) -> str:
         if self.kind == "remote-chart":
             return f"{self.ref}@{self.version or 'latest'}"
         return self.path
+
+
+@dataclass(frozen=True)
+class Repository:
+    """A named chart repository (a helmfile `repositories:` entry)."""
+
+    name: str
+    url: str  # https://… for HTTP repositories, oci://… for registries
+    plain_http: bool = False
 
 
 @dataclass
@@ -46,8 +56,14 @@ class ReleaseSpec:
     strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)
     remove_labels: list[str] = field(default_factory=list)
     crds: bool = True
-    hooks: bool = False
+    hooks: bool | None = None  # None: the fleet's render.hooks
     tests: bool = False
+    kube_version: str | None = None  # `.Capabilities.KubeVersion`; None: Helm's default
+    api_versions: tuple[str, ...] = ()  # extra `.Capabilities.APIVersions`
+    skip_schema_validation: bool = False
+    skip_deps: bool = False  # Chart.yaml dependencies missing from charts/ are not fetched
+    # Chart repositories the release's helmfile names: `@name` / `alias:name` dependencies
+    repositories: tuple[Repository, ...] = ()
 
     @property
     def id(self) -> str:

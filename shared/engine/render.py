@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from shared.engine import charts, helm, manifests, yamldoc
+from shared.engine import chart_deps, charts, helm, manifests, yamldoc
 from shared.engine import postrender as patching
 from shared.engine.errors import FleetError
 from shared.engine.fleetconfig import FleetConfig
@@ -161,8 +161,19 @@ def render_release(
     scope_only: list[Resource] = []  # CRDs not rendered, consulted for their kinds' scope
     kind = spec.source.kind
     if kind in ("chart", "remote-chart"):
-        path = resolver.resolve(spec.source, tree, spec.origin)
+        chart_dir = resolver.resolve(spec.source, tree, spec.origin)
+        local = kind == "chart" and chart_dir.is_dir()
+        path = chart_deps.prepare(
+            chart_dir,
+            source=spec.source.describe(),
+            origin=spec.origin,
+            tree=tree,
+            repo_path=spec.source.path if local else None,
+            repositories=spec.repositories,
+            refuse="it is not in charts/ and the release says skipDeps" if spec.skip_deps else None,
+        )
         try:
+            check_chart(path, spec)
             rendered = helm.render_chart(
                 path,
                 spec.values,
@@ -172,6 +183,10 @@ def render_release(
                 # Always read the chart's crds/: even when they are not written out, their
                 # scope says which custom kinds are cluster-scoped.
                 include_crds=True,
+                kube_version=spec.kube_version,
+                api_versions=spec.api_versions,
+                skip_schema_validation=spec.skip_schema_validation,
+                files_root=chart_dir if local else None,
             )
         except FleetError as err:
             context = f"release {spec.id!r}"
@@ -202,7 +217,7 @@ def render_release(
                 rel = f"{spec.source.path}/{file.relative_to(base).as_posix()}"
                 resources.extend(manifests.parse(file.read_text(encoding="utf-8"), rel))
 
-    keep_hooks = spec.hooks or config.render.hooks
+    keep_hooks = config.render.hooks if spec.hooks is None else spec.hooks
     keep_tests = spec.tests or config.render.tests
     kept: list[Resource] = []
     for res in resources:
@@ -226,6 +241,29 @@ def render_release(
         for res in kept:
             manifests.remove_labels(res, spec.remove_labels)
     return kept
+
+
+def check_chart(path: Path, spec: ReleaseSpec) -> None:
+    """What `helm template` refuses before rendering: a library chart (it renders nothing)
+    and a cluster outside the chart's `kubeVersion` constraint."""
+    source = spec.source.describe()
+    meta = helm.chart_metadata(path, source)
+    if meta.get("type") == "library":
+        raise FleetError(
+            f"chart {meta.get('name', source)!r} is a library chart: it renders nothing by "
+            "itself (helm refuses to install it); use it as a dependency of an application chart",
+            path=source,
+        )
+    constraint = str(meta.get("kubeVersion") or "").strip()
+    if constraint:
+        version = spec.kube_version or helm.default_kube_version()
+        if not helm.satisfies(constraint, version):
+            raise FleetError(
+                f"chart requires kubeVersion: {constraint} which is incompatible with "
+                f"Kubernetes {version} (set kubeVersion for this release, its template or "
+                "the cluster in rollwright.yaml atlas)",
+                path=source,
+            )
 
 
 def release_files(

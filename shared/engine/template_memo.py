@@ -18,10 +18,9 @@ JSON means equal input to the engine. Errors are not cached.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-from shared.engine import helm
+from shared.engine import gotmpl
 
 # Pure functions (Go text/template builtins and Sprig) a cached template may call. Left out
 # on purpose: anything reading the clock, randomness, the environment, files, the cluster
@@ -40,28 +39,11 @@ PURE_FUNCTIONS = frozenset([
     "concat", "append", "prepend", "reverse", "kebabcase", "snakecase", "camelcase", "sha256sum",
     "sha1sum", "adler32sum", "regexMatch", "regexReplaceAll", "regexReplaceAllLiteral",
     "regexFind", "regexFindAll", "regexSplit", "semver", "semverCompare", "typeOf", "kindOf",
-    "kindIs", "typeIs", "deepEqual", "plural", "wrap", "wrapWith",
+    "kindIs", "typeIs", "deepEqual", "plural", "wrap", "wrapWith", "getOrNil",
 ])
 # fmt: on
 KEYWORDS = frozenset({"if", "else", "end", "with", "range", "break", "continue"})
 LITERALS = frozenset({"true", "false", "nil"})
-
-_TOKEN = re.compile(
-    r"""
-      (?P<space>\s+)
-    | (?P<comment>/\*.*?\*/)
-    | (?P<string>"(?:[^"\\\n]|\\.)*")
-    | (?P<raw>`[^`]*`)
-    | (?P<char>'(?:[^'\\\n]|\\.)+')
-    | (?P<number>[+-]?(?:0[xX][0-9a-fA-F_]+|\d[\d_]*(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+))
-    | (?P<fields>(?:\.[A-Za-z_][A-Za-z0-9_]*)+)
-    | (?P<dot>\.)
-    | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-    | (?P<punct>[|()])
-    | (?P<close>-?\}\})
-    """,
-    re.X | re.S,
-)
 
 Paths = tuple[tuple[str, ...], ...]
 
@@ -93,8 +75,8 @@ def _analyse(text: str) -> Paths | None:
         if text.startswith("-", pos) and pos + 1 < len(text) and text[pos + 1].isspace():
             pos += 1
         while True:
-            match = _TOKEN.match(text, pos)
-            if match is None:
+            match = gotmpl.TOKEN.match(text, pos)
+            if match is None or match.lastgroup in ("var", "decl", "comma"):
                 return None  # `$`, `:=`, `,`, or anything this reader does not know
             pos = match.end()
             kind = match.lastgroup
@@ -137,18 +119,18 @@ def _key(paths: Paths, context: dict[str, Any]) -> str:
     return json.dumps(parts, sort_keys=True, separators=(",", ":"))
 
 
-def render(text: str, context: dict[str, Any], *, source: str) -> str:
-    """`helm.render_template(text, context, source=source)`, cached when `text` allows."""
+def render(text: str, context: dict[str, Any], *, source: str, host: gotmpl.Host | None) -> str:
+    """`gotmpl.render(text, context, ...)`, cached when `text` allows."""
     paths = read_paths(text)
     if paths is None:
-        return helm.render_template(text, context, source=source)
+        return gotmpl.render(text, context, source=source, host=host)
     try:
         key = (text, _key(paths, context))
     except (TypeError, ValueError):  # not JSON: let the engine decide
-        return helm.render_template(text, context, source=source)
+        return gotmpl.render(text, context, source=source, host=host)
     out = _rendered.get(key)
     if out is None:
-        out = helm.render_template(text, context, source=source)
+        out = gotmpl.render(text, context, source=source, host=host)
         if len(_rendered) >= _LIMIT:
             _rendered.clear()
         _rendered[key] = out

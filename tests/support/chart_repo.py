@@ -7,8 +7,10 @@ recorded so tests can assert that a cached render did not touch the network.
 
 from __future__ import annotations
 
+import base64
 import functools
 import shutil
+import ssl
 import sys
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,6 +26,15 @@ class _Handler(SimpleHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.server.requests.append(self.path)
+        given = self.headers.get("Authorization")
+        if given:
+            self.server.authorizations.append(given)
+        if self.server.expected and given != self.server.expected:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="charts"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         super().do_GET()
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet test output
@@ -41,29 +52,54 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
     requests: list[str]
+    authorizations: list[str]
+    expected: str | None
 
 
 class ChartRepo(LoopbackServer):
-    """Serve `directory` over HTTP. Use `add(chart_dir, version=...)` then `index()`."""
+    """Serve `directory` over HTTP. Use `add(chart_dir, version=...)` then `index()`.
+    With `credentials` (user, password) every request needs that HTTP basic auth."""
 
     _server: _Server
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        credentials: tuple[str, str] | None = None,
+        tls: tuple[Path, Path] | None = None,
+    ) -> None:
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
         handler = functools.partial(_Handler, directory=str(directory))
         server = _Server(("127.0.0.1", 0), handler)
         server.requests = []
+        server.authorizations = []
+        server.expected = None
+        if credentials:
+            token = base64.b64encode(":".join(credentials).encode()).decode()
+            server.expected = f"Basic {token}"
+        self.scheme = "http"
+        if tls:  # (certificate, key): serve HTTPS
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(tls[0]), str(tls[1]))
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+            self.scheme = "https"
         super().__init__(server)
 
     @property
     def url(self) -> str:
-        return f"http://{self.address}"
+        return f"{self.scheme}://{self.address}"
 
     @property
     def requests(self) -> list[str]:
         """Paths requested so far (index.yaml, archives)."""
         return self._server.requests
+
+    @property
+    def authorizations(self) -> list[str]:
+        """`Authorization` headers received so far."""
+        return self._server.authorizations
 
     def add(self, chart_dir: Path, *, version: str | None = None) -> Path:
         """Package `chart_dir` (optionally overriding its version) into the repository."""
@@ -75,6 +111,7 @@ class ChartRepo(LoopbackServer):
         shutil.copyfile(archive, target)
         return target
 
-    def index(self) -> dict[str, Any]:
-        """(Re)write index.yaml for every archive in the directory, with absolute URLs."""
-        return helm_python.repo_index_generate(self.directory, base_url=self.url)
+    def index(self, base_url: str | None = None) -> dict[str, Any]:
+        """(Re)write index.yaml for every archive in the directory, with absolute URLs (under
+        `base_url`, default this server's)."""
+        return helm_python.repo_index_generate(self.directory, base_url=base_url or self.url)

@@ -9,6 +9,7 @@ Helm itself or added directly with `add_chart`, which builds the manifest Helm w
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -53,6 +54,7 @@ class _Repository:
 class _State:
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.expected: str | None = None  # the `Authorization` every request needs, if any
         self.repos: dict[str, _Repository] = {}
         self.uploads: dict[str, bytearray] = {}
         self.requests: list[tuple[str, str]] = []
@@ -100,6 +102,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self) -> tuple[str, dict[str, str], dict[str, list[str]]]:
         parts = urlsplit(self.path)
         self.server.state.requests.append((self.command, parts.path))
+        expected = self.server.state.expected
+        if expected and self.headers.get("Authorization") != expected:
+            return "unauthorized", {}, {}
         if parts.path in ("/v2", "/v2/"):
             return "base", {}, {}
         for kind, pattern in _ROUTES:
@@ -119,6 +124,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _read(self, head: bool) -> None:
         kind, args, _query = self._route()
         state = self.server.state
+        if kind == "unauthorized":
+            self._send(
+                401, b"{}", headers={"WWW-Authenticate": 'Basic realm="registry"'}, head=head
+            )
+            return
         with state.lock:
             repo = state.repos.get(args.get("name", ""))
             if kind == "base":
@@ -235,9 +245,12 @@ class OciRegistry(LoopbackServer):
 
     _server: _Server
 
-    def __init__(self) -> None:
+    def __init__(self, *, credentials: tuple[str, str] | None = None) -> None:
         server = _Server(("127.0.0.1", 0), _Handler)
         server.state = _State()
+        if credentials:
+            token = base64.b64encode(":".join(credentials).encode()).decode()
+            server.state.expected = f"Basic {token}"  # reads need it (pushes: tests add charts)
         super().__init__(server)
 
     @property

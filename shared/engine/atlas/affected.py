@@ -7,10 +7,13 @@ The rules, per changed path (docs/formats/atlas.md, "Affected roots"):
   roots at or below `<dir>`, or the leaf cluster containing `<dir>` when there is none (a root
   turning into a group, or back, is reported on both sides by `shared.engine.affected`);
 - `templates/<t>/**` → the roots instantiating template `t`;
-- a template whose helmfile or kustomizations reference paths outside its directory (`../`)
-  is also affected by changes there: under the other template's directory, or under the
-  top-level directory reached (`charts/`), followed transitively through the kustomizations
-  found there; by any change at all when a reference cannot be resolved statically;
+- a template whose helmfile, kustomizations or charts' `file://` dependencies reference paths
+  outside its directory (`../`) is also affected by changes there: under the other
+  template's directory, or under the top-level directory reached (`charts/`), followed
+  transitively through what is found there; by any change at all when a reference cannot be
+  resolved statically or one of its Go templates calls a file function (`readFile`, ...);
+- a values template under deployments/ that calls a file function makes its roots affected
+  by every change outside deployments/;
 - anything else → no root: the engine never reads it. Instance `secrets:` stay inside their
   deployment directory and templates may not read `deployments/`, which is what makes the
   rules above complete.
@@ -28,6 +31,7 @@ from shared.engine import yamldoc
 from shared.engine.atlas.discovery import (
     Cluster,
     deployment_defs,
+    dpath,
     has_apps,
     has_cluster_below,
     survey,
@@ -67,6 +71,33 @@ def affected_roots(tree: Tree, files: ValueFiles, changed: set[str]) -> set[str]
         templates = touched_templates(tree, elsewhere)
         if templates:
             out |= roots_using(tree, files, templates)
+        # A hierarchy values template that reads files (readFile, ...) may read any of them.
+        for scope in file_reading_scopes(tree):
+            if scope == "":
+                return set(survey(tree).leaves)
+            out |= roots_at(tree, scope)
+    return out
+
+
+# helmfile's file functions (shared.engine.gotmpl): a template using them may read any file.
+FILE_FUNCTIONS = re.compile(r"\b(?:readFile|isFile|isDir|readDir|listDir)\b")
+
+
+def file_reading_scopes(tree: Tree) -> set[str]:
+    """Deployments-relative directories whose values templates (`*.gotmpl` of the directory
+    itself or of its deployments) call a file function."""
+    out: set[str] = set()
+    for here in survey(tree).dirs:
+        base = dpath(here)
+        dirs = [base]
+        apps = join(base, APPS)
+        if tree.is_dir(apps):
+            dirs += [join(apps, n) for n in tree.listdir(apps) if tree.is_dir(join(apps, n))]
+        for directory in dirs:
+            for name in tree.listdir(directory):
+                path = join(directory, name)
+                if name.endswith(".gotmpl") and FILE_FUNCTIONS.search(tree.read_text(path)):
+                    out.add(here)
     return out
 
 
@@ -146,9 +177,10 @@ def prefetch(tree: Tree, rel: str) -> None:
         load(rel)
 
 
-def _texts(tree: Tree, directory: str) -> list[tuple[str, str]]:
+def _texts(tree: Tree, directory: str) -> list[tuple[str, str]] | None:
     """(directory, text) of the files below `directory` that may reference other paths:
-    helmfiles and kustomizations."""
+    helmfiles, kustomizations and Chart.yaml (`file://../x` dependencies). None when a Go
+    template there calls a file function: it may read anything."""
     out = []
     prefetch(tree, directory)
     pending = [directory]
@@ -160,6 +192,10 @@ def _texts(tree: Tree, directory: str) -> list[tuple[str, str]]:
                 pending.append(path)
             elif name in KUSTOMIZATIONS or name in HELMFILES:
                 out.append((here, tree.read_text(path)))
+            elif name == "Chart.yaml":
+                out.append((here, tree.read_text(path).replace("file://", " ")))
+            if name.endswith(".gotmpl") and FILE_FUNCTIONS.search(tree.read_text(path)):
+                return None
     return out
 
 
@@ -172,7 +208,10 @@ def template_inputs(tree: Tree, template: str) -> set[str]:
     pending = [own]
     while pending:
         directory = pending.pop()
-        for here, text in _texts(tree, directory):
+        texts = _texts(tree, directory)
+        if texts is None:
+            return {ANYWHERE}
+        for here, text in texts:
             for prefix in escape_prefixes(text, here, directory) - reached:
                 if prefix == ANYWHERE:
                     return {ANYWHERE}

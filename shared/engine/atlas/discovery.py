@@ -10,9 +10,10 @@ computation surveys one cluster's subtree, not the whole fleet.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
-from shared.engine.atlas.files import APPS, DEPLOYMENTS, join
+from shared.engine.atlas.files import APPS, DEPLOYMENTS, TEMPLATES, join
 from shared.engine.errors import FleetError, Problem
 from shared.engine.tree import Tree
 
@@ -143,6 +144,31 @@ def duplicate_names(leaves: list[str]) -> list[Problem]:
     return problems
 
 
+# ATLAS's entry point names the two directories (`atlas.appTemplates`,
+# `atlas.deploymentDefinitions`); rollwright reads `templates/` and `deployments/`.
+ENTRY_HELMFILES = ("helmfile.yaml.gotmpl", "helmfile.yaml")
+_ENTRY_KEY = re.compile(r"^\s*(appTemplates|deploymentDefinitions):\s*['\"]?([^'\"\s#]+)", re.M)
+
+
+def check_entry_helmfile(tree: Tree) -> None:
+    """An ATLAS entry helmfile at the repository root that points ATLAS at other directories
+    than the ones rollwright reads is refused: rendering would silently read others."""
+    expected = {"appTemplates": TEMPLATES, "deploymentDefinitions": DEPLOYMENTS}
+    for name in ENTRY_HELMFILES:
+        if not tree.is_file(name):
+            continue
+        text = tree.read_text(name)
+        for match in _ENTRY_KEY.finditer(text):
+            key, value = match.group(1), match.group(2).strip("/")
+            if value != expected[key]:
+                raise FleetError(
+                    f"atlas.{key} is {value!r}: rollwright reads {expected[key]}/ (move the "
+                    "directory, or render with ATLAS itself)",
+                    path=name,
+                    line=text.count("\n", 0, match.start()) + 1,
+                )
+
+
 def clusters(tree: Tree) -> list[Cluster]:
     """Every leaf cluster, sorted by id; duplicate leaf names are an error."""
     leaves = survey(tree).leaves
@@ -152,10 +178,14 @@ def clusters(tree: Tree) -> list[Cluster]:
     return [Cluster(leaf) for leaf in leaves]
 
 
-def deployment_defs(tree: Tree, cluster: Cluster) -> dict[str, DeploymentDef]:
-    """The deployments of a cluster; the most specific definition of a name wins wholesale."""
+def deployment_defs(
+    tree: Tree, cluster: Cluster, groups: tuple[str, ...] | None = None
+) -> dict[str, DeploymentDef]:
+    """The deployments of a cluster from the global level, `groups` (default: every group
+    above it) and its own; the most specific definition of a name wins wholesale."""
     found: dict[str, DeploymentDef] = {}
-    scopes = [("", "global")] + [(g, "group") for g in cluster.groups] + [(cluster.id, "cluster")]
+    inner = cluster.groups if groups is None else groups
+    scopes = [("", "global")] + [(g, "group") for g in inner] + [(cluster.id, "cluster")]
     for scope, level in scopes:
         apps = dpath(scope, APPS)
         for name in tree.listdir(apps):

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from shared.engine.fleetconfig import Capabilities
+
 DEPLOYMENTS = "deployments"
 TEMPLATES = "templates"
 APPS = "apps"
@@ -88,7 +90,8 @@ class AppInstance(_Strict):
     )
     labels: dict[str, str] = Field(
         default_factory=dict,
-        description="Extra release labels (the common atlas labels win over them).",
+        description="Extra release labels, any scalar read as text (`bootstrap: true`); the "
+        "common atlas labels win over them.",
     )
     jsonPatches: list[dict[str, Any]] = Field(
         default_factory=list,
@@ -101,6 +104,11 @@ class AppInstance(_Strict):
         "of all the instance's releases; each must match at least one object.",
     )
     disabled: bool = Field(default=False, description="Skip this instance entirely.")
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _label_values(cls, value: Any) -> Any:
+        return _labels(value)
 
     @property
     def instance_name(self) -> str:
@@ -115,19 +123,20 @@ class DeploymentFile(_Strict):
     )
     namespace: str | None = Field(
         default=None,
-        description="Default namespace of every instance (default: the deployment name).",
+        description="rollwright's spelling of `settings.namespace` (the two may not differ).",
     )
     apps: list[AppInstance] = Field(description="App template instances of this deployment.")
     settings: dict[str, Any] = Field(
         default_factory=dict,
-        description="Free-form metadata for deployment automation (ATLAS); not used to render.",
+        description="Metadata for deployment automation (ATLAS): free-form, except "
+        "`namespace`, the deployment-wide namespace default.",
     )
 
-
-class HelmRepository(_Strict):
-    name: str
-    url: str
-    oci: bool = Field(default=False, description="An OCI registry: `name/chart` → oci://url/chart.")
+    @property
+    def settings_namespace(self) -> str | None:
+        """The deployment-wide namespace: `settings.namespace` (ATLAS) or `namespace`."""
+        found = self.settings.get("namespace")
+        return str(found) if found not in (None, "") else self.namespace
 
 
 def _stringify(value: Any) -> Any:
@@ -135,8 +144,160 @@ def _stringify(value: Any) -> Any:
     return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 
-class HelmRelease(_Strict):
-    """One release of a template's helmfile (helmfile release syntax, rendering subset)."""
+def label_text(value: Any) -> str:
+    """A label value as helmfile reads it into a string map: `true` → "true", `3` → "3"."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def _labels(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): label_text(v) for k, v in value.items()}
+    return value
+
+
+def refuse(message: str) -> Any:
+    """A validator for a helmfile key rollwright cannot honour: set at all, it is an error
+    (with `message`), never silently ignored."""
+
+    def check(value: Any) -> Any:
+        if value is not None:
+            raise ValueError(message)
+        return value
+
+    return check
+
+
+def refuse_true(message: str) -> Any:
+    """Like `refuse`, for a switch: `false` (helmfile's default) is accepted."""
+
+    def check(value: Any) -> Any:
+        if value:
+            raise ValueError(message)
+        return value
+
+    return check
+
+
+POST_RENDERER = (
+    "postRenderer is refused, as ATLAS refuses it: the post-render slot belongs to secret "
+    "redaction (helm 4 cannot chain post-renderers), and a render runs no commands; use "
+    "jsonPatches or strategicMergePatches"
+)
+NO_VERIFY = "chart signature verification is not supported (pinned versions are cached by digest)"
+NO_DEVEL = "devel (pre-release versions in ranges) is not supported: pin the version you mean"
+CREDENTIALS = (
+    "credentials never come from the fleet repository: give them to the worker in "
+    "ROLLWRIGHT_CHART_CREDENTIALS (docs/formats/atlas.md, Chart repositories)"
+)
+TLS_FILES = (
+    "TLS files never come from the fleet repository: the worker's CA bundle (SSL_CERT_FILE) "
+    "serves every repository"
+)
+
+
+class HelmRepository(_Strict):
+    """An entry of a helmfile's `repositories:` (helmfile's fields)."""
+
+    name: str
+    url: str
+    oci: bool = Field(default=False, description="An OCI registry: `name/chart` → oci://url/chart.")
+    plainHttp: bool = Field(
+        default=False, description="Talk plain HTTP to this OCI registry (helmfile's key)."
+    )
+    passCredentials: bool | None = Field(
+        default=None, description="Accepted: credentials come from the worker's environment."
+    )
+    managed: str | None = Field(default=None, description="Accepted, no effect (helmfile's).")
+    username: Any = None
+    password: Any = None
+    certFile: Any = None
+    keyFile: Any = None
+    caFile: Any = None
+    insecureSkipTLSVerify: Any = None
+    skipTLSVerify: Any = None
+    verify: Any = None
+    keyring: Any = None
+
+    _no_credentials = field_validator("username", "password")(refuse(CREDENTIALS))
+    _no_tls_files = field_validator("certFile", "keyFile", "caFile")(refuse(TLS_FILES))
+    _tls = field_validator("insecureSkipTLSVerify", "skipTLSVerify")(
+        refuse_true("skipping TLS verification is not supported: trust the CA instead")
+    )
+    _verify = field_validator("verify")(refuse_true(NO_VERIFY))
+    _keyring = field_validator("keyring")(refuse(NO_VERIFY))
+
+
+class SetValue(_Strict):
+    """An entry of `set:` / `setString:` (helm's `--set name=value`, `--set-file`)."""
+
+    name: str = Field(description="A `--set` path: `image.tag`, `args[0]`, `a\\.b`.")
+    value: Any = Field(default=None, description="The value, as helm parses `--set` text.")
+    values: list[Any] | None = Field(default=None, description="A list value: `name={a,b}`.")
+    file: str | None = Field(
+        default=None, description="`--set-file`: the content of a file relative to the template."
+    )
+
+
+class DeployTime(_Strict):
+    """helmfile keys that matter only when helmfile installs releases: accepted, no effect
+    on the rendered manifests (Argo CD / Flux do the applying)."""
+
+    createNamespace: bool | None = None
+    needs: list[str] | None = None
+    wait: bool | None = None
+    waitForJobs: bool | None = None
+    waitRetries: int | None = None
+    timeout: int | None = None
+    atomic: bool | None = None
+    cleanupOnFail: bool | None = None
+    recreatePods: bool | None = None
+    force: bool | None = None
+    historyMax: int | None = None
+    disableValidation: bool | None = None
+    disableOpenAPIValidation: bool | None = None
+    kubeContext: str | None = None
+    reuseValues: bool | None = None
+    deleteWait: bool | None = None
+    deleteTimeout: int | None = None
+
+
+class Rendering(DeployTime):
+    """Keys a release shares with `helmDefaults`."""
+
+    skipSchemaValidation: bool | None = Field(
+        default=None,
+        description="Skip the chart's values.schema.json. ATLAS's default is true (it injects "
+        "`atlas` and the hierarchy into every release); an explicit false validates.",
+    )
+    skipDeps: bool | None = Field(
+        default=None,
+        description="Do not fetch Chart.yaml dependencies missing from charts/ (they are then "
+        "an error, as in Helm).",
+    )
+    postRenderer: Any = None
+    postRendererArgs: Any = None
+    verify: bool | None = None
+    keyring: Any = None
+    devel: bool | None = None
+    enableDNS: bool | None = None
+
+    _post = field_validator("postRenderer", "postRendererArgs")(refuse(POST_RENDERER))
+    _verify = field_validator("verify")(refuse_true(NO_VERIFY))
+    _keyring = field_validator("keyring")(refuse(NO_VERIFY))
+    _devel = field_validator("devel")(refuse_true(NO_DEVEL))
+    _dns = field_validator("enableDNS")(
+        refuse_true("enableDNS is refused: renders look nothing up on the network")
+    )
+
+
+class HelmDefaults(Rendering):
+    """`helmDefaults:` of a template: defaults of every release in it."""
+
+
+class HelmRelease(Rendering, Capabilities):
+    """One release of a template's helmfile (helmfile release syntax)."""
 
     name: str = Field(pattern=_NAME)
     chart: str = Field(
@@ -153,7 +314,15 @@ class HelmRelease(_Strict):
     secrets: list[str] = Field(
         default_factory=list, description="SOPS files relative to the template directory."
     )
-    labels: dict[str, str] = Field(default_factory=dict)
+    set: list[SetValue] = Field(
+        default_factory=list, description="helm `--set` values, over every values level."
+    )
+    setString: list[SetValue] = Field(
+        default_factory=list, description="helm `--set-string` values (always strings)."
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Release labels; any scalar, read as text."
+    )
     jsonPatches: list[dict[str, Any] | str] = Field(
         default_factory=list, description="RFC 6902 patches, inline or as files."
     )
@@ -164,29 +333,80 @@ class HelmRelease(_Strict):
         default_factory=list, description="Label keys removed from every rendered object."
     )
     crds: bool = Field(default=True, description="Render the chart's crds/ folder.")
-    hooks: bool = Field(default=False, description="Keep Helm hook resources.")
+    hooks: bool | None = Field(
+        default=None,
+        description="Helm hook resources, written under hooks/: rendered unless false "
+        "(default: rollwright.yaml render.hooks, itself true).",
+    )
     tests: bool = Field(default=False, description="Keep Helm test resources.")
-    # Deploy-time helmfile settings: accepted so existing templates validate, no effect on
-    # the rendered manifests (Argo CD / Flux do the applying).
-    createNamespace: bool | None = None
-    needs: list[str] | None = None
-    wait: bool | None = None
-    waitForJobs: bool | None = None
-    timeout: int | None = None
-    atomic: bool | None = None
-    skipSchemaValidation: bool | None = None
+    installed: Any = None
+    condition: Any = None
+    transformers: Any = None
+    forceNamespace: Any = None
+    valuesTemplate: Any = None
+    setTemplate: Any = None
+    missingFileHandler: Any = None
+
+    _switches = field_validator("installed", "condition")(
+        refuse(
+            "ATLAS strips installed/condition (a deployment.yaml entry is the intent to "
+            "deploy); rollwright refuses them so nothing is silently skipped or kept: use "
+            "apps[].disabled"
+        )
+    )
+    _transformers = field_validator("transformers")(
+        refuse("kustomize transformers are not supported: use jsonPatches or strategicMergePatches")
+    )
+    _force_namespace = field_validator("forceNamespace")(
+        refuse("forceNamespace is not supported: set the release namespace")
+    )
+    _templates = field_validator("valuesTemplate", "setTemplate")(
+        refuse("valuesTemplate/setTemplate are not supported: use values and set")
+    )
+    _missing = field_validator("missingFileHandler")(
+        refuse("missingFileHandler is not supported: a missing values file is always an error")
+    )
 
     @field_validator("version", mode="before")
     @classmethod
     def _version(cls, value: Any) -> Any:
         return _stringify(value)
 
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _label_values(cls, value: Any) -> Any:
+        return _labels(value)
 
-class HelmfileTemplate(_Strict):
-    """`templates/<template>/helmfile.yaml.gotmpl` after Go template rendering."""
+    @field_validator("hooks", mode="before")
+    @classmethod
+    def _hooks(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            raise ValueError(
+                "helmfile lifecycle hooks (events and commands) are not supported: a render "
+                "runs no commands (`hooks: true|false` keeps or drops the chart's Helm hooks)"
+            )
+        return value
+
+
+class HelmfileTemplate(Capabilities):
+    """`templates/<template>/helmfile.yaml.gotmpl` after Go template rendering. Its own
+    `kubeVersion` / `apiVersions` are the defaults of its releases (helmfile's)."""
 
     repositories: list[HelmRepository] = Field(default_factory=list)
     releases: list[HelmRelease] = Field(default_factory=list)
+    helmDefaults: HelmDefaults = Field(default_factory=HelmDefaults)
+    commonLabels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels of every release of this template (below the release's own).",
+    )
+    templates: dict[str, Any] | None = Field(
+        default=None, description="Accepted: a place for YAML anchors (helmfile's)."
+    )
+
+    @field_validator("commonLabels", mode="before")
+    @classmethod
+    def _label_values(cls, value: Any) -> Any:
+        return _labels(value)
 
 
 VALUES_SCHEMA: dict[str, Any] = {

@@ -10,6 +10,7 @@ layout, secrets, validation and affected-roots modules all plan through one `Pla
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from shared.engine import helm, render, template_memo, yamldoc
-from shared.engine.atlas.discovery import Cluster, DeploymentDef, clusters, deployment_defs, dpath
+from shared.engine.atlas.discovery import (
+    Cluster,
+    DeploymentDef,
+    check_entry_helmfile,
+    clusters,
+    deployment_defs,
+    dpath,
+)
 from shared.engine.atlas.files import (
     CLUSTER_STEM,
     DEPLOYMENT_FILE,
@@ -32,7 +40,9 @@ from shared.engine.atlas.files import (
     DeploymentFile,
     HelmfileTemplate,
     HelmRelease,
+    SetValue,
     join,
+    label_text,
 )
 from shared.engine.atlas.values import (
     Decrypt,
@@ -44,12 +54,14 @@ from shared.engine.atlas.values import (
     environment,
     final_layers,
     jsonable,
+    merge_into,
     with_atlas,
 )
 from shared.engine.errors import FleetError, FleetErrors, Problem
-from shared.engine.fleetconfig import FleetConfig, parse_model
-from shared.engine.release import ChartSource, ReleaseSpec, SourceKind
+from shared.engine.fleetconfig import Capabilities, FleetConfig, parse_model
+from shared.engine.release import ChartSource, ReleaseSpec, Repository, SourceKind
 from shared.engine.tree import GitError, Tree
+from shared.engine.values import deep_merge
 
 
 @dataclass(frozen=True)
@@ -96,8 +108,8 @@ class InstancePlan:
     deployment: LoadedDeployment
     index: int
     instance: AppInstance
-    namespace: str
-    atlas: dict[str, Any]  # the atlas context without `cwd`
+    namespace: str | None  # `apps[].namespace`, else the deployment's `settings.namespace`
+    atlas: dict[str, Any]  # the atlas metadata (docs/formats/atlas.md)
     levels: list[LevelSource]
     env: dict[str, Any]
     env_layers: list[Layer]
@@ -118,6 +130,7 @@ class ReleaseParts:
     template_secrets: list[str] = field(default_factory=list)
     json_patches: list[dict[str, Any]] = field(default_factory=list)
     strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)
+    overrides: list[Layer] = field(default_factory=list)  # `set:` / `setString:`
 
 
 @dataclass
@@ -136,6 +149,7 @@ class ReleasePlan:
     template_secrets: list[str] = field(default_factory=list)
     json_patches: list[dict[str, Any]] = field(default_factory=list)
     strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)
+    overrides: list[Layer] = field(default_factory=list)
 
     @property
     def deployment(self) -> str:
@@ -169,7 +183,7 @@ class Planner:
         # Nothing is read here: `roots --changed` must stay cheap on a 10,000-root fleet.
         self.tree = tree
         self.config = config
-        self.files = ValueFiles(tree)
+        self.files = ValueFiles(tree, config.atlas.env)
         self.resolver = _LocalCharts()
         self._clusters: dict[str, Cluster] | None = None
         self._deployments: dict[str, LoadedDeployment] = {}
@@ -181,6 +195,7 @@ class Planner:
 
     def clusters(self) -> dict[str, Cluster]:
         if self._clusters is None:
+            check_entry_helmfile(self.tree)
             self._clusters = {c.id: c for c in clusters(self.tree)}
         return self._clusters
 
@@ -203,6 +218,24 @@ class Planner:
             )
         text = self.files.text(path)
         data = yamldoc.loads(text, path)
+        if "{{" in text and any(
+            isinstance(leaf, str) and "{{" in leaf for _, leaf in yamldoc.walk_leaves(data)
+        ):
+            # ATLAS renders deployment.yaml as a Go template; rollwright reads it as data, so
+            # `"{{ ... }}"` would silently stay literal text.
+            raise FleetError(
+                "deployment.yaml is read as plain YAML: Go templates in it are not supported "
+                "(put computed values in values.yaml.gotmpl)",
+                path=path,
+                line=next(
+                    (
+                        i
+                        for i, ln in enumerate(text.splitlines(), 1)
+                        if "{{" in ln and not ln.lstrip().startswith("#")
+                    ),
+                    None,
+                ),
+            )
         if not isinstance(data, dict):
             raise FleetError(
                 f"expected a mapping at the top level, found {yamldoc.type_name(data)}",
@@ -210,6 +243,14 @@ class Planner:
                 line=1,
             )
         model = parse_model(DeploymentFile, jsonable(data), text=text, source=path)
+        given = model.settings.get("namespace")
+        if model.namespace and given not in (None, "") and str(given) != model.namespace:
+            raise FleetError(
+                f"namespace {model.namespace!r} and settings.namespace {given!r} differ: they "
+                "are the same setting (ATLAS spells it settings.namespace)",
+                path=path,
+                line=yamldoc.key_line(text, ("namespace",)),
+            )
         return LoadedDeployment(defn, path, text, model)
 
     def _deployment_problems(self, loaded: LoadedDeployment) -> list[Problem]:
@@ -290,8 +331,15 @@ class Planner:
                 return join(directory, name)
         return None
 
+    def groups(self, cluster: Cluster) -> tuple[str, ...]:
+        """The group directories whose group.values.* and apps/ a cluster reads: its parent
+        directory (ATLAS), or every directory above it (`atlas.groupValues: all`)."""
+        if self.config.atlas.group_values == "all" or not cluster.group:
+            return cluster.groups
+        return (cluster.group,)
+
     def _instances(self, cluster: Cluster) -> Iterator[InstancePlan]:
-        for defn in deployment_defs(self.tree, cluster).values():
+        for defn in deployment_defs(self.tree, cluster, self.groups(cluster)).values():
             loaded = self.deployment(defn)
             for index, inst in enumerate(loaded.model.apps):
                 if not inst.disabled:
@@ -300,7 +348,7 @@ class Planner:
     def _levels(self, cluster: Cluster, defn: DeploymentDef) -> list[LevelSource]:
         files = self.files
         levels = [LevelSource("global", files.level_files(DEPLOYMENTS, GLOBAL_STEM))]
-        for group in cluster.groups:
+        for group in self.groups(cluster):
             levels.append(LevelSource("group", files.level_files(dpath(group), GROUP_STEM)))
         levels.append(LevelSource("cluster", files.level_files(cluster.dir, CLUSTER_STEM)))
         levels.append(LevelSource("deployment", files.level_files(defn.dir, DEPLOYMENT_STEM)))
@@ -309,31 +357,12 @@ class Planner:
     def _instance(
         self, cluster: Cluster, loaded: LoadedDeployment, index: int, inst: AppInstance
     ) -> InstancePlan:
-        model = loaded.model
-        namespace = inst.namespace or model.namespace or loaded.defn.name
-        labels = {"cluster": cluster.id, "clusterName": cluster.name}
-        if cluster.group:
-            labels["clusterGroup"] = cluster.group
-        labels |= {
-            "deploymentName": loaded.defn.name,
-            "template": inst.template,
-            "instance": inst.instance_name,
-            "variant": inst.variant,
-        }
-        atlas = {
-            "cluster": {"id": cluster.id, "name": cluster.name, "group": cluster.group},
-            "deployment": {"name": loaded.defn.name, "path": loaded.defn.dir},
-            "instance": {
-                "name": inst.instance_name,
-                "template": inst.template,
-                "variant": inst.variant,
-                "namespace": namespace,
-            },
-            "labels": labels,
-        }
+        namespace = inst.namespace or loaded.model.settings_namespace
+        atlas = atlas_metadata(cluster, loaded, inst, namespace)
         levels = self._levels(cluster, loaded.defn)
         env, env_layers = self._environment(levels, atlas)
-        helmfile = self._helmfile(inst.template, env, atlas, loaded, index)
+        context = helmfile_context(inst, env)
+        helmfile = self._helmfile(inst.template, context, atlas, loaded, index)
         return InstancePlan(
             cluster, loaded, index, inst, namespace, atlas, levels, env, env_layers, helmfile
         )
@@ -373,9 +402,16 @@ class Planner:
         if not path.endswith(".gotmpl"):
             return self.parse_helmfile(template, path, source, source)
         # Cached by the values the template reads: instances often render it alike.
-        text = template_memo.render(
-            source, with_atlas(env, atlas, posixpath.dirname(path)), source=path
-        )
+        host = self.files.host(default_decrypt)
+        text = template_memo.render(source, with_atlas(env, atlas), source=path, host=host)
+        if host.secret_reads:
+            # As in ATLAS, whose app templates are rendered without secrets: what a helmfile
+            # derives from one would leave the values that redaction follows.
+            raise FleetError(
+                "fetchSecretValue in an app template is not supported: read secrets in a "
+                "values file (secrets:, or a values template), whose values are redacted",
+                path=path,
+            )
         return self.parse_helmfile(template, path, source, text)
 
     def parse_helmfile(self, template: str, path: str, source: str, text: str) -> Helmfile:
@@ -428,12 +464,17 @@ class Planner:
         style = inst.instance.nameStyle or inst.deployment.model.nameStyle
         for i, rel in enumerate(hf.model.releases):
             name = release_name(inst.instance, style, rel.name)
-            labels = {**rel.labels, **inst.instance.labels, **inst.atlas["labels"]}
+            labels = {
+                **hf.model.commonLabels,
+                **rel.labels,
+                **inst.instance.labels,
+                **inst.atlas["labels"],
+            }
             parts = self.release_parts(hf, i)
             yield ReleasePlan(
                 id=f"{inst.deployment.defn.name}/{name}",
                 name=name,
-                namespace=rel.namespace or inst.namespace,
+                namespace=self.namespace(inst, rel),
                 labels=labels,
                 source=parts.source,
                 index=i,
@@ -443,7 +484,18 @@ class Planner:
                 template_secrets=parts.template_secrets,
                 json_patches=parts.json_patches,
                 strategic_merge_patches=parts.strategic_merge_patches,
+                overrides=parts.overrides,
             )
+
+    def namespace(self, inst: InstancePlan, rel: HelmRelease) -> str:
+        """`apps[].namespace`, else `settings.namespace`, else the template release's, else
+        the deployment name (where ATLAS's ApplicationSet sends objects without one); with
+        `atlas.namespaces: template-first` the template release's comes first."""
+        if self.config.atlas.namespaces == "template-first":
+            found = rel.namespace or inst.namespace
+        else:
+            found = inst.namespace or rel.namespace
+        return found or inst.deployment.defn.name
 
     def release_parts(self, hf: Helmfile, i: int) -> ReleaseParts:
         """What release `i` of a rendered helmfile reads, whichever instance rendered it
@@ -473,6 +525,9 @@ class Planner:
         parts.strategic_merge_patches.extend(
             self._patches(hf, i, "strategicMergePatches", rel.strategicMergePatches)
         )
+        for kind in ("set", "setString"):
+            for j, entry in enumerate(getattr(rel, kind)):
+                parts.overrides.append(self._set_layer(hf, i, kind, j, entry))
         if len(self._parts) > 4096:
             self._parts.clear()
         self._parts[key] = parts
@@ -488,6 +543,44 @@ class Planner:
                 f"{where}: {what} {entry!r} not found ({path})", path=hf.path, line=line
             )
         return path
+
+    def _set_layer(self, hf: Helmfile, i: int, kind: str, j: int, entry: SetValue) -> Layer:
+        """One `set:` / `setString:` entry as helm parses `--set name=value` (or
+        `--set-string`, `--set-file`): a layer over every values level."""
+        where = f"releases[{i}].{kind}[{j}]"
+        line = hf.line(("releases", i, kind, j))
+        given = [key for key in ("value", "values", "file") if getattr(entry, key) is not None]
+        if len(given) != 1:
+            got = ", ".join(given) or "none"
+            raise FleetError(
+                f"{where}: needs exactly one of value, values, file (got {got})",
+                path=hf.path,
+                line=line,
+            )
+        if entry.file is not None:
+            keys = ("releases", i, kind, j, "file")
+            path = self._template_file(hf, entry.file, keys, where, "file")
+            # --set-file takes the file's text as it is: parse the path, then put the text in.
+            data = set_leaf(
+                self._parse_set(hf, where, line, entry.name, "x", True), self.files.text(path)
+            )
+        else:
+            text = (
+                "{" + ",".join(set_text(v) for v in entry.values) + "}"
+                if entry.values is not None
+                else set_text(entry.value)
+            )
+            data = self._parse_set(hf, where, line, entry.name, text, kind == "setString")
+        return Layer(f"{hf.path}#{where}", "set", jsonable(data))
+
+    @staticmethod
+    def _parse_set(
+        hf: Helmfile, where: str, line: int | None, name: str, text: str, string: bool
+    ) -> dict[str, Any]:
+        try:
+            return helm.parse_set(f"{name}={text}", string=string)
+        except FleetError as err:
+            raise FleetError(f"{where}: {err.problem.message}", path=hf.path, line=line) from None
 
     def _patches(
         self, hf: Helmfile, i: int, kind: str, entries: list[dict[str, Any] | str]
@@ -556,8 +649,8 @@ class Planner:
             ],
             env=env,
             env_layers=env_layers,
+            overrides=plan.overrides,
             atlas=inst.atlas,
-            cwd=inst.helmfile.dir,
             decrypt=decrypt or default_decrypt,
         )
 
@@ -587,8 +680,29 @@ class Planner:
         except FleetError as err:
             raise err.within(f'release "{plan.id}"') from None
 
+    def capabilities(self, plan: ReleasePlan) -> tuple[str | None, tuple[str, ...]]:
+        """`.Capabilities` of a release, most specific first: the release's `kubeVersion` /
+        `apiVersions`, its template's (helmfile's top level), the last `atlas.clusters` entry
+        matching the root, then rollwright.yaml's `atlas.capabilities`. Each key is taken
+        whole from the first level that sets it (a list is replaced, not merged)."""
+        root = plan.instance.cluster.id
+        atlas = self.config.atlas
+        clusters = [c for c in atlas.clusters if any(fnmatch.fnmatchcase(root, g) for g in c.roots)]
+        levels: list[Capabilities] = [plan.release, plan.instance.helmfile.model]
+        levels += clusters[-1:]
+        levels.append(atlas.capabilities)
+        kube = next((c.kube_version for c in levels if c.kube_version is not None), None)
+        apis = next((c.api_versions for c in levels if c.api_versions is not None), None)
+        return kube, tuple(apis or ())
+
     def spec(self, root: str, plan: ReleasePlan, values: dict[str, Any]) -> ReleaseSpec:
         rel = plan.release
+        model = plan.instance.helmfile.model
+        defaults = model.helmDefaults
+        kube_version, api_versions = self.capabilities(plan)
+        skip_schema = rel.skipSchemaValidation
+        if skip_schema is None:
+            skip_schema = defaults.skipSchemaValidation
         return ReleaseSpec(
             root=root,
             deployment=plan.deployment,
@@ -604,6 +718,16 @@ class Planner:
             crds=rel.crds,
             hooks=rel.hooks,
             tests=rel.tests,
+            kube_version=kube_version,
+            api_versions=api_versions,
+            # ATLAS defaults it to true: it injects `atlas` and the hierarchy into every
+            # release, which strict chart schemas reject. An explicit false validates.
+            skip_schema_validation=True if skip_schema is None else skip_schema,
+            skip_deps=bool(rel.skipDeps if rel.skipDeps is not None else defaults.skipDeps),
+            repositories=tuple(
+                Repository(r.name, oci_url(r.url) if r.oci else r.url, r.plainHttp)
+                for r in model.repositories
+            ),
         )
 
 
@@ -662,8 +786,10 @@ def chart_source(tree: Tree, hf: Helmfile, i: int, rel: HelmRelease) -> ChartSou
     if sep and first in repos and not chart.startswith("."):
         repo = repos[first]
         if repo.oci:
-            url = repo.url.removeprefix("oci://").rstrip("/")
-            return ChartSource("remote-chart", ref=f"oci://{url}/{rest}", version=rel.version)
+            ref = f"{oci_url(repo.url)}/{rest}"
+            return ChartSource(
+                "remote-chart", ref=ref, version=rel.version, plain_http=repo.plainHttp
+            )
         return ChartSource("remote-chart", ref=chart, version=rel.version, repo_url=repo.url)
     path = resolve_path(hf.dir, chart, what=f"{where}: chart", origin=hf.path, line=line)
     kind = local_kind(tree, path)
@@ -705,3 +831,76 @@ def patch_shape_problem(entry: dict[str, Any], *, strategic: bool) -> str | None
     if not isinstance(entry.get("target"), dict) or not isinstance(entry.get("patch"), list):
         return "a JSON patch needs a 'target' mapping and a 'patch' list"
     return None
+
+
+def atlas_metadata(
+    cluster: Cluster, loaded: LoadedDeployment, inst: AppInstance, namespace: str | None
+) -> dict[str, Any]:
+    """The `atlas` keys rollwright sets: ATLAS's own, exactly as ATLAS documents them
+    (`cwd`, `appTemplates`, `deploymentDefinitions`, `deployment.*`, `instance.{template,
+    name}`), and rollwright's beside them (`cluster`, `labels`, `instance.variant`,
+    `instance.namespace`). Paths are repository-relative, `cwd` is `.` (docs/decisions.md)."""
+    deployment = {"cluster": cluster.id, "clusterName": cluster.name}
+    if cluster.group:  # ATLAS leaves the key out for standalone clusters
+        deployment["clusterGroup"] = cluster.group
+    deployment["deploymentName"] = loaded.defn.name
+    deployment["deploymentPath"] = loaded.path
+    labels: dict[str, str] = {
+        key: deployment[key]
+        for key in ("cluster", "clusterName", "clusterGroup")
+        if key in deployment
+    }
+    labels |= {
+        "deploymentName": loaded.defn.name,
+        "template": inst.template,
+        "instance": inst.instance_name,
+        "variant": inst.variant,
+    }
+    instance = {"template": inst.template, "name": inst.instance_name, "variant": inst.variant}
+    if namespace:
+        instance["namespace"] = namespace
+    return {
+        "cwd": ".",
+        "appTemplates": TEMPLATES,
+        "deploymentDefinitions": DEPLOYMENTS,
+        "deployment": deployment,
+        "instance": instance,
+        "cluster": {"id": cluster.id, "name": cluster.name, "group": cluster.group},
+        "labels": labels,
+    }
+
+
+def oci_url(url: str) -> str:
+    return "oci://" + url.removeprefix("oci://").rstrip("/")
+
+
+def set_text(value: Any) -> str:
+    """A `set:` value as helmfile passes it to `--set`: its text, with the characters
+    `--set` splits on escaped."""
+    text = label_text(value)
+    for char in ("\\", ",", "{", "}"):
+        text = text.replace(char, "\\" + char)
+    return text
+
+
+def set_leaf(tree: Any, value: str) -> Any:
+    """`tree` (one `--set` path) with its single leaf replaced by `value`."""
+    if isinstance(tree, dict):
+        return {k: set_leaf(v, value) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [None if v is None else set_leaf(v, value) for v in tree]
+    return value
+
+
+def helmfile_context(inst: AppInstance, env: dict[str, Any]) -> dict[str, Any]:
+    """What an app template is rendered with (besides `atlas`): as in ATLAS, the hierarchy
+    with the instance's inline values under it (the hierarchy wins)."""
+    listed = inst.values if isinstance(inst.values, list) else [inst.values]
+    inline = [data for data in listed if data]
+    if not inline:
+        return env
+    context = deep_merge(env, {})
+    for data in inline:
+        merge_into(context, jsonable(data))
+    merge_into(context, env)
+    return context

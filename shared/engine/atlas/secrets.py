@@ -18,9 +18,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from shared.engine import helm, render
+from shared.engine import gotmpl, render
 from shared.engine.atlas.instance_patches import apply_instance_patches
-from shared.engine.atlas.planner import Planner, ReleasePlan
+from shared.engine.atlas.planner import Planner, ReleasePlan, helmfile_context
 from shared.engine.atlas.values import Layer, default_decrypt, environment, with_atlas
 from shared.engine.errors import FleetError
 from shared.engine.manifests import Resource
@@ -117,7 +117,12 @@ def _taint_plan(planner: Planner, plan: ReleasePlan) -> ReleasePlan:
     if not hf.path.endswith(".gotmpl") or not has_secrets(inst.env_layers):
         return plan
     env, _ = environment(planner.files, inst.levels, inst.atlas, taint_decrypt)
-    text = helm.render_template(hf.source_text, with_atlas(env, inst.atlas, hf.dir), source=hf.path)
+    text = gotmpl.render(
+        hf.source_text,
+        with_atlas(helmfile_context(inst.instance, env), inst.atlas),
+        source=hf.path,
+        host=planner.files.host(taint_decrypt),
+    )
     if text == hf.text:
         return plan
     fake_hf = planner.parse_helmfile(hf.template, hf.path, hf.source_text, text)
@@ -128,7 +133,7 @@ def _taint_plan(planner: Planner, plan: ReleasePlan) -> ReleasePlan:
     if (
         parts.source != plan.source
         or release.name != plan.release.name
-        or (release.namespace or inst.namespace) != plan.namespace
+        or planner.namespace(inst, release) != plan.namespace
     ):
         raise origin.ShapeDiffers
     return dataclasses.replace(
@@ -139,6 +144,7 @@ def _taint_plan(planner: Planner, plan: ReleasePlan) -> ReleasePlan:
         template_secrets=parts.template_secrets,
         json_patches=parts.json_patches,
         strategic_merge_patches=parts.strategic_merge_patches,
+        overrides=parts.overrides,
     )
 
 

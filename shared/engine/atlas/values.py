@@ -1,4 +1,4 @@
-"""Atlas values: the ten precedence levels, three file kinds per level, and their layers.
+"""Atlas values: the precedence levels, three file kinds per level, and their layers.
 
 Lowest precedence first:
 
@@ -8,20 +8,24 @@ Lowest precedence first:
      4 template-secrets   the template release's `secrets:`
      5 instance-secrets   `apps[].secrets`
      6 global       deployments/global.values.*
-     7 group        <group>/group.values.*, outer group first
+     7 group        group.values.* of the parent directory (atlas.groupValues: all: of
+                    every group directory above, outermost first)
      8 cluster      <cluster>/cluster.values.*
      9 deployment   values.* in the winning deployment directory
-    10 atlas        the `atlas` key, always set last and never overridable
+    10 set          the template release's `set:` / `setString:` (helm `--set`, over the files)
+    11 atlas        the `atlas` metadata, set last; values may add keys under `atlas`, never
+                    set the metadata ones
 
 Per level `.sops.yaml` < `.yaml` < `.yaml.gotmpl`; maps deep-merge, lists are replaced.
 
-Two passes: the *environment* (levels 6–9 alone) is computed first, because the template's
-helmfile.yaml.gotmpl is rendered with it; then the *final* values in the order above. Go
-templates see everything loaded before them, as `.Values.x` and `.x`, plus `atlas`:
-- in the environment pass, a level 6–9 gotmpl sees the environment so far;
-- in the final pass, a level 2–5 gotmpl sees the values so far merged with the environment
-  (helmfile users expect environment values in release value templates; the environment wins
-  at the end anyway), and a level 6–9 gotmpl sees the values so far.
+Two passes, as ATLAS's values loader makes them: the *environment* (levels 6–9 alone) first,
+then the *final* values in the order above. Go templates see, as `.Values.x` and `.x`, plus
+`atlas` (with the users' keys under it):
+- a level 6–9 gotmpl: the hierarchy before it (rendered once, in the environment pass);
+- the template's helmfile.yaml.gotmpl: the environment < the instance's inline values < the
+  environment again;
+- a level 2 gotmpl: the environment < the template values before it (not the chart's
+  defaults) < the instance's inline values < the environment again.
 
 Every file read and every decrypted secret is kept as a `Layer`, so callers can tell which
 leaves came from a secret (redaction by origin).
@@ -32,12 +36,11 @@ from __future__ import annotations
 import base64
 import copy
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from posixpath import dirname
 from typing import Any
 
-from shared.engine import helm, yamldoc
+from shared.engine import gotmpl, yamldoc
 from shared.engine.atlas.files import VALUE_SUFFIXES, join
 from shared.engine.errors import FleetError
 from shared.engine.secrets import sops
@@ -54,6 +57,7 @@ LEVELS = (
     "group",
     "cluster",
     "deployment",
+    "set",
     "atlas",
 )
 
@@ -80,11 +84,57 @@ def is_secret_file(rel: str) -> bool:
     return rel.endswith(".sops.yaml")
 
 
-def with_atlas(values: dict[str, Any], atlas: dict[str, Any], cwd: str) -> dict[str, Any]:
-    """A template context: `values` plus the `atlas` key for a file in directory `cwd`."""
+def with_atlas(values: dict[str, Any], atlas: dict[str, Any]) -> dict[str, Any]:
+    """A template context: `values` with the `atlas` metadata laid over whatever users put
+    under `atlas` (ATLAS seeds its values with the atlas object and merges values over it;
+    only the metadata keys are rollwright's, see `check_atlas_keys`)."""
     context = dict(values)
-    context["atlas"] = {"cwd": cwd, **atlas}
+    context["atlas"] = atlas_values(values.get("atlas"), atlas)
     return context
+
+
+def atlas_values(users: Any, atlas: dict[str, Any]) -> dict[str, Any]:
+    """The `atlas` key: the users' keys (`repoURL`, ...) merged with the metadata."""
+    merged: dict[str, Any] = clone(users) if isinstance(users, dict) else {}
+    merge_into(merged, atlas)
+    return merged
+
+
+def metadata_paths(atlas: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Leaf paths of the atlas metadata (`("deployment", "cluster")`, ...)."""
+    out: list[tuple[str, ...]] = []
+    for key, value in atlas.items():
+        if isinstance(value, dict):
+            out.extend(metadata_paths(value, (*prefix, key)))
+        else:
+            out.append((*prefix, key))
+    return out
+
+
+def check_atlas_keys(layer: Layer, atlas: dict[str, Any]) -> None:
+    """A values file may add keys under `atlas` but not set the metadata: rollwright derives
+    it from the layout, and a silent override would render another cluster's names."""
+    users = layer.data.get("atlas")
+    if "atlas" in layer.data and not isinstance(users, dict):
+        raise FleetError(
+            f"`atlas` must be a mapping (found {yamldoc.type_name(users)}): rollwright sets "
+            "its metadata keys and merges yours beside them",
+            path=layer.source,
+        )
+    if not users:
+        return
+    for path in metadata_paths(atlas):
+        node: Any = users
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                break
+            node = node[key]
+        else:
+            raise FleetError(
+                f"atlas.{'.'.join(path)} is set by rollwright from the fleet's layout (ATLAS "
+                "metadata) and cannot be overridden; put your own keys beside it",
+                path=layer.source,
+            )
 
 
 def merge_into(target: dict[str, Any], override: dict[str, Any]) -> None:
@@ -148,8 +198,9 @@ class ValueFiles:
     """Reads the values files of one tree: listings, texts and parsed YAML cached, so a file
     shared by many releases (global, group) is read and parsed once."""
 
-    def __init__(self, tree: Tree) -> None:
+    def __init__(self, tree: Tree, env: Mapping[str, str] | None = None) -> None:
         self.tree = tree
+        self.env = dict(env or {})  # what `env` / `requiredEnv` see (rollwright.yaml atlas.env)
         self._listing: dict[str, frozenset[str]] = {}
         self._levels: dict[tuple[str, str], tuple[str, ...]] = {}
         self._text: dict[str, str] = {}
@@ -212,20 +263,35 @@ class ValueFiles:
         """Every SOPS file decrypted so far with `decrypt`."""
         return [data for (key, _), data in self._secret.items() if key == id(decrypt)]
 
-    def rendered(self, rel: str, context: dict[str, Any]) -> dict[str, Any]:
-        text = helm.render_template(self.text(rel), context, source=rel)
+    def host(self, decrypt: Decrypt) -> gotmpl.Host:
+        """What Go templates of this tree may read: its files, the declared environment and,
+        through `decrypt`, its SOPS files (`fetchSecretValue`)."""
+        return gotmpl.Host(self.tree, self.env, decrypt)
+
+    def rendered(
+        self, rel: str, context: dict[str, Any], decrypt: Decrypt
+    ) -> tuple[dict[str, Any], bool]:
+        """A values template's data, and whether it read secrets (`fetchSecretValue`)."""
+        host = self.host(decrypt)
+        text = gotmpl.render(self.text(rel), context, source=rel, host=host)
         data: dict[str, Any] = jsonable(check_mapping(yamldoc.loads(text, rel), rel))
-        return data
+        return data, host.secret_reads > 0
 
     def load(
         self, rel: str, level: str, decrypt: Decrypt, base: dict[str, Any], atlas: dict[str, Any]
     ) -> Layer:
         """One values file as a layer; a Go template sees `base` plus `atlas`."""
         if rel.endswith(".gotmpl"):
-            return Layer(rel, level, self.rendered(rel, with_atlas(base, atlas, dirname(rel))))
-        if is_secret_file(rel):
-            return Layer(rel, level, self.secret(rel, decrypt), secret=True)
-        return Layer(rel, level, self.plain(rel))
+            # A template that fetched secrets is secret as a whole: what it derived from them
+            # cannot be told apart from the rest (redaction over-covers, never leaks).
+            data, secret = self.rendered(rel, with_atlas(base, atlas), decrypt)
+            layer = Layer(rel, level, data, secret=secret)
+        elif is_secret_file(rel):
+            layer = Layer(rel, level, self.secret(rel, decrypt), secret=True)
+        else:
+            layer = Layer(rel, level, self.plain(rel))
+        check_atlas_keys(layer, atlas)
+        return layer
 
 
 @dataclass(frozen=True)
@@ -269,8 +335,8 @@ def final_layers(
     instance_secrets: list[str],
     env: dict[str, Any],
     env_layers: list[Layer],
+    overrides: list[Layer],
     atlas: dict[str, Any],
-    cwd: str,
     decrypt: Decrypt,
 ) -> tuple[list[Layer], dict[str, Any]]:
     """Pass (b): every layer of one release, lowest precedence first, `atlas` last, and the
@@ -279,18 +345,30 @@ def final_layers(
     merged: dict[str, Any] = {}
 
     def add(layer: Layer) -> None:
+        if layer.level != "chart":
+            check_atlas_keys(layer, atlas)
         layers.append(layer)
         merge_into(merged, layer.data)
 
     if chart:
         add(Layer(chart_source, "chart", chart))
+    # What a template values file sees, as ATLAS's loader builds it: the hierarchy, the
+    # template values so far (not the chart's defaults: Helm adds those later), the
+    # instance's inline values, and the hierarchy again, which wins.
+    so_far: dict[str, Any] = {}
+    inline: dict[str, Any] = {}
+    for _, data in instance_values:
+        merge_into(inline, data)
     for entry in template_values:
         if entry.data is not None:
-            add(Layer(entry.source, "template", entry.data))
+            layer = Layer(entry.source, "template", entry.data)
         else:
-            gotmpl = entry.source.endswith(".gotmpl")
-            base = deep_merge(merged, env) if gotmpl else merged
-            add(files.load(entry.source, "template", decrypt, base, atlas))
+            base = so_far
+            if entry.source.endswith(".gotmpl"):
+                base = deep_merge(deep_merge(deep_merge(env, so_far), inline), env)
+            layer = files.load(entry.source, "template", decrypt, base, atlas)
+        add(layer)
+        merge_into(so_far, layer.data)
     for source, data in instance_values:
         add(Layer(source, "instance", data))
     for rel in template_secrets:
@@ -298,23 +376,23 @@ def final_layers(
     for rel in instance_secrets:
         add(Layer(rel, "instance-secrets", files.secret(rel, decrypt), secret=True))
     for layer in env_layers:
-        if layer.source.endswith(".gotmpl"):
-            # Rendered again: here it sees the release's values so far, not the environment.
-            add(files.load(layer.source, layer.level, decrypt, merged, atlas))
-        else:
-            add(layer)
-    final = {"cwd": cwd, **atlas}
-    layers.append(Layer("(atlas)", "atlas", {"atlas": final}))
-    merged["atlas"] = clone(final)
+        # As in ATLAS, a hierarchy file sees the hierarchy before it (and `atlas`) only: the
+        # environment pass already rendered it.
+        add(layer)
+    for layer in overrides:
+        add(layer)
+    layers.append(Layer("(atlas)", "atlas", {"atlas": atlas}))
+    merged["atlas"] = atlas_values(merged.get("atlas"), atlas)
     return layers, merged
 
 
 def merge_layers(layers: list[Layer]) -> dict[str, Any]:
-    """The final values: layers deep-merged in order; the `atlas` key replaced, not merged."""
+    """The final values: layers deep-merged in order, the `atlas` metadata last (users' keys
+    under `atlas` stay beside it)."""
     merged: dict[str, Any] = {}
     for layer in layers:
         if layer.level == "atlas":
-            merged["atlas"] = clone(layer.data["atlas"])
+            merged["atlas"] = atlas_values(merged.get("atlas"), layer.data["atlas"])
         else:
             merge_into(merged, layer.data)
     return merged
