@@ -38,7 +38,7 @@ from shared.engine.dimensions import patches
 from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.dimensions.merge import touches_secret
 from shared.engine.dimensions.models import CONFIG_FILE, DEFAULTS_FILES, VALUES_FILE, Section
-from shared.engine.errors import FleetError
+from shared.engine.errors import FleetError, Problem
 from shared.engine.fleetconfig import FleetConfig, RolloutSettings, duration_seconds
 from shared.engine.layout import detect_layout
 from shared.engine.tree import GitTree, Tree, join
@@ -104,6 +104,10 @@ class PatchRollout:
     description: str = ""
     copies: list[str] = field(default_factory=list)  # copy files, in sequence order
     skipped_nodes: list[str] = field(default_factory=list)  # gaps left by forced steps
+    # "<node>: <values file>:<line>: …" for each pin the patch overrides from that
+    # node (shared.engine.dimensions.shadows); at the next node, what promoting would override
+    shadowed_pins: list[str] = field(default_factory=list)
+    next_shadowed_pins: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -434,12 +438,14 @@ def _status(fleet: _Fleet, found: _Found) -> PatchRollout:
     conflicts = _conflicts(fleet.layout, found.patch_id, active_roots)
     unmet: list[str] = []
     next_step: Node | None = None
+    next_shadows: list[str] = []
     if nxt is not None:
         next_step = fleet.step(nxt, covered)
         simulated = _simulate(fleet, found, nxt)
         roots = fleet.roots(found.ctype, nxt)
         unmet = _unmet(simulated, found.patch_id, roots)
         conflicts += [c for c in _conflicts(simulated, found.patch_id, roots) if c not in conflicts]
+        next_shadows = _shadows(simulated, found.patch_id, roots)
     patch = fleet.layout.load_patch(fleet.source(found))
     return PatchRollout(
         patch_id=found.patch_id,
@@ -455,7 +461,24 @@ def _status(fleet: _Fleet, found: _Found) -> PatchRollout:
         description=str(patch.content.get("metadata", {}).get("description") or ""),
         copies=[found.copies[p] for p in order],
         skipped_nodes=skipped,
+        shadowed_pins=_shadows(fleet.layout, found.patch_id, active_roots),
+        next_shadowed_pins=next_shadows,
     )
+
+
+def _shadows(layout: DimensionsLayout, patch_id: str, roots: list[str]) -> list[str]:
+    """The pins the patch overrides at `roots`, as `validate` warns of them, each after the
+    node of the copy that overrides it."""
+    grouped: dict[tuple[str, str, int | None, str], list[str]] = defaultdict(list)
+    for root in roots:
+        for shadow in layout.shadowed_pins(root):
+            if shadow.patch_id == patch_id:
+                key = (shadow.node, shadow.values_path, shadow.values_line, shadow.message())
+                grouped[key].append(root)
+    return [
+        f"{node}: {Problem(path, line, f'{message} {_list(where)}')}"
+        for (node, path, line, message), where in grouped.items()
+    ]
 
 
 def _current(fleet: _Fleet, found: _Found) -> Node | None:
