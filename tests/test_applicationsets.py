@@ -125,12 +125,14 @@ def test_defaults_overrides_and_patches(capsys: pytest.CaptureFixture[str]) -> N
     # the patch active under staging
     assert staging["template"]["spec"]["source"]["targetRevision"] == "v2"
     assert production["template"]["spec"]["source"]["targetRevision"] == "main"
-    code, out, _ = run(capsys, "values", PROD_EU, "--repo", str(FLEET))
+    code, out, err = run(capsys, "values", PROD_EU, "--repo", str(FLEET))
+    assert code == 0, err
     assert list(yaml.safe_load(out)) == ["cluster", "applications", "applicationsets"]
     # a type without ApplicationSets keeps the output it always had
-    code, out, _ = run(
+    code, out, err = run(
         capsys, "values", "management-cluster/staging/us-east1", "--repo", str(FLEET)
     )
+    assert code == 0, err
     assert list(yaml.safe_load(out)) == ["cluster", "applications"]
 
 

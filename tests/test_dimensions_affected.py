@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from shared.cli import main as cli
 from shared.engine.affected import affected_between
-from shared.engine.errors import FleetError
 from shared.engine.dimensions.layout import DimensionsLayout
+from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.fleetconfig import FleetConfig
 from shared.engine.tree import GitTree, WorkTree
