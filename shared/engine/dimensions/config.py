@@ -20,6 +20,7 @@ messages and what `rollout.step` may name.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from shared.engine import yamldoc
 from shared.engine.dimensions.models import (
     CONFIG_FILE,
     DEFAULT_DIMENSIONS,
+    DIMENSION_NAME,
     NODE_KEYS,
     PATCHES_DIR,
     DimensionsConfig,
@@ -143,7 +145,12 @@ def parse(data: dict[str, Any], text: str) -> tuple[DimensionsConfig, Sequence]:
 
 
 def _is_names(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+    """Dimension names the sequence can be checked against (else the model reports them)."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, str) and re.match(DIMENSION_NAME, v) for v in value)
+    )
 
 
 def _check_dimensions(dims: list[str], text: str) -> list[Problem]:

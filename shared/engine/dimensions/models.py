@@ -47,10 +47,11 @@ Name = Annotated[
 ]
 # A dimension name is a key of config.yaml and (singular) of `.Values.cluster`, so templates
 # can write `.Values.cluster.zone`: an identifier.
+DIMENSION_NAME = r"^[a-z][a-z0-9_]*$"
 DimensionName = Annotated[
     str,
     Field(
-        pattern=r"^[a-z][a-z0-9_]*$",
+        pattern=DIMENSION_NAME,
         description="A level of the sequence, plural by convention (environments, regions, "
         "zones); lowercase letters, digits and '_'.",
     ),

@@ -20,7 +20,7 @@ from typing import Any
 
 from shared.engine import yamldoc
 from shared.engine.dimensions.merge import Merger, nodes_above, patch_node
-from shared.engine.values import get_pointer, parse_pointer
+from shared.engine.values import escape_pointer_token, get_pointer, parse_pointer
 
 _ABSENT = object()
 
@@ -34,6 +34,7 @@ class Shadow:
     patch_path: str
     patch_line: int | None
     pointer: str  # what the patch writes, from the components (/app/source/targetRevision)
+    pinned: str  # what the values file sets: the same path, or one above it (/app/source)
     values_path: str
     values_line: int | None
 
@@ -44,8 +45,9 @@ class Shadow:
 
     def message(self) -> str:
         where = f"{self.patch_path}:{self.patch_line}" if self.patch_line else self.patch_path
+        writes = "" if self.pinned == self.pointer else f" (it writes {self.pointer})"
         return (
-            f"{self.pointer} set here is overridden by patch {self.patch_id!r} ({where}), "
+            f"{self.pinned} set here is overridden by patch {self.patch_id!r} ({where}){writes}, "
             "which applies after every values file, at"
         )
 
@@ -71,12 +73,14 @@ def shadowed_pins(merger: Merger, root: str) -> Iterator[Shadow]:
                     if found is None:
                         continue
                     text = merger.files.text(rel)
+                    pinned = "".join(f"/{escape_pointer_token(k)}" for k in (comp.name, *found))
                     yield Shadow(
                         root=root,
                         patch_id=patch.id,
                         patch_path=patch.path,
                         patch_line=patch.line(("patch", *parse_pointer(pointer))),
                         pointer=pointer,
+                        pinned=pinned,
                         values_path=rel,
                         values_line=yamldoc.key_line(text, (comp.section, comp.name, *found)),
                     )
