@@ -5,7 +5,6 @@ applications, and the schema of their fields."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,17 +13,16 @@ import pytest
 import yaml
 
 from shared.cli import main as cli
-from shared.engine import helm
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from shared.engine.validate import validate_fleet
+from tests.dimensions_support import second_pass
+from tests.golden_support import assert_golden
 from tests.secrets_support import age_key  # noqa: F401
 from tests.support.age import AgeKey, encrypt_yaml
 
 FLEET = Path(__file__).parent / "fixtures" / "fleets" / "bootstrap-fleet"
-GOLDEN = Path(__file__).parent / "golden" / "bootstrap-fleet"
 GOLDEN_ROOTS = ["infra-cluster/production/europe-west1", "infra-cluster/staging/us-east1"]
-UPDATE = os.environ.get("ROLLWRIGHT_UPDATE_GOLDEN") == "1"
 SET = "config/infra-cluster/management-cluster-root"
 PROD_EU = "infra-cluster/production/europe-west1"
 
@@ -33,14 +31,6 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def tree_of(base: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(base).as_posix(): p.read_bytes()
-        for p in sorted(base.rglob("*"))
-        if p.is_file()
-    }
 
 
 def copy_fleet(tmp_path: Path) -> Path:
@@ -52,33 +42,18 @@ def test_render_matches_golden(tmp_path: Path, capsys: pytest.CaptureFixture[str
     for root in GOLDEN_ROOTS:
         argv += ["--root", root]
     assert run(capsys, *argv) == (0, "", "")
-    if UPDATE:
-        for root in GOLDEN_ROOTS:
-            shutil.rmtree(GOLDEN / root, ignore_errors=True)
-            shutil.copytree(tmp_path / root, GOLDEN / root)
-    got, want = tree_of(tmp_path), tree_of(GOLDEN)
-    assert sorted(got) == sorted(want)
-    for rel in want:
-        assert got[rel] == want[rel], f"{rel} differs from tests/golden/bootstrap-fleet/{rel}"
+    assert_golden(tmp_path, "bootstrap-fleet", GOLDEN_ROOTS)
 
 
 def test_the_published_chart_resolves_for_a_cluster(tmp_path: Path) -> None:
     """Argo CD renders the published chart with the infra cluster's values (the second Helm
     pass): the escaped templating resolves to that cluster, the ApplicationSet controller's
     own templating is left for it, and what rollwright resolved stays."""
-    chart = tmp_path / PROD_EU
-    for rel, data in Fleet.open(WorkTree(FLEET)).render(PROD_EU).files.items():
-        (chart / rel).parent.mkdir(parents=True, exist_ok=True)
-        (chart / rel).write_bytes(data)
-    rendered = helm.render_chart(
-        chart,
-        {"cluster": {"name": "infra-eu-1", "region": "europe-west1"}},
-        release="infra-eu-1",
-        namespace="argocd",
-        source="published",
-    )
+    files = Fleet.open(WorkTree(FLEET)).render(PROD_EU).files
+    cluster = {"name": "infra-eu-1", "region": "europe-west1"}
+    templates = second_pass(files, tmp_path / PROD_EU, cluster)
     prefix = "infra-cluster-production-europe-west1/templates"
-    appset = yaml.safe_load(rendered.templates[f"{prefix}/management-cluster-root.yaml"])
+    appset = yaml.safe_load(templates[f"{prefix}/management-cluster-root.yaml"])
     assert appset["kind"] == "ApplicationSet"
     selector = appset["spec"]["generators"][0]["clusters"]["selector"]["matchLabels"]
     assert selector == {
@@ -99,10 +74,10 @@ def test_the_published_chart_resolves_for_a_cluster(tmp_path: Path) -> None:
     assert appset["spec"]["syncPolicy"] == {"preserveResourcesOnDeletion": True}  # defaults
     assert "{{" not in "".join(
         line
-        for line in rendered.templates[f"{prefix}/management-cluster-root.yaml"].splitlines()
+        for line in templates[f"{prefix}/management-cluster-root.yaml"].splitlines()
         if "Values" in line
     )
-    argocd = yaml.safe_load(rendered.templates[f"{prefix}/argocd.yaml"])
+    argocd = yaml.safe_load(templates[f"{prefix}/argocd.yaml"])
     assert argocd["kind"] == "Application"
 
 

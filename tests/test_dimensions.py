@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.engine import helm
 from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
@@ -18,7 +17,14 @@ from shared.engine.fleetconfig import FleetConfig
 from shared.engine.tree import GitTree, WorkTree
 from shared.engine.validate import validate_fleet
 from tests.conftest import commit_all, init_repo, write_files
-from tests.dimensions_support import ROOTS, app_values, base_files, layout_of, patch_doc
+from tests.dimensions_support import (
+    ROOTS,
+    app_values,
+    base_files,
+    layout_of,
+    patch_doc,
+    second_pass,
+)
 
 
 def app(layout: DimensionsLayout, root: str, name: str = "a") -> dict[str, Any]:
@@ -561,18 +567,9 @@ def test_escaped_cluster_templating_survives_one_level(tmp_path: Path) -> None:
     assert "region: '{{ .Values.cluster.region }}'" in published
     assert "renderedFor: 'e1'" in published
 
-    chart = tmp_path / "published"
-    for rel, data in out.items():
-        (chart / rel).parent.mkdir(parents=True, exist_ok=True)
-        (chart / rel).write_bytes(data)
-    rendered = helm.render_chart(
-        chart,
-        {"cluster": {"region": "us-east1", "name": "mc-1"}},
-        release="mc-1-apps",
-        namespace="argocd",
-        source="published",
-    )
-    application = yaml.safe_load(rendered.templates["mc-e1-s1-r1/templates/a.yaml"])
+    cluster = {"region": "us-east1", "name": "mc-1"}
+    templates = second_pass(out, tmp_path / "published", cluster)
+    application = yaml.safe_load(templates["mc-e1-s1-r1/templates/a.yaml"])
     helm_values = application["spec"]["source"]["helm"]["valuesObject"]
     assert helm_values == {
         "region": "us-east1",

@@ -22,14 +22,11 @@ from activities.promotion import evaluate
 from shared.cli import main as cli
 from shared.contracts.promotion import (
     ACT_PROMOTION_COMMIT,
-    ACT_PROMOTION_DEPLOYMENTS,
     ACT_PROMOTION_EVALUATE,
     ACT_PROMOTION_GRADUATE,
     SIGNAL_PROMOTE,
     CommitRequest,
     CommitResult,
-    DeploymentsRequest,
-    DeploymentsResult,
     EvaluateRequest,
     Evaluation,
     GraduateRequest,
@@ -378,26 +375,8 @@ class GitFleet(promotion_world.Fleet):
         self.evaluations.append(req)
         return evaluate(GitTree(self.repo, req.revision), req.patch_id, req.now)
 
-    @activity.defn(name=ACT_PROMOTION_DEPLOYMENTS)
-    async def deployments(self, req: DeploymentsRequest) -> DeploymentsResult:
-        reported = {r.root: r for r in req.reported}
-        out = []
-        for root in req.roots:
-            found = reported.get(root)
-            if found is None:
-                out.append(self.latest.get(root) or RootDeployment(root=root))
-                continue
-            tree = GitTree(self.repo, found.revision)
-            out.append(
-                RootDeployment(
-                    root=root,
-                    revision=found.revision,
-                    deployment_id=found.deployment_id,
-                    state=found.state,
-                    contains_patch=patch_active_at_root(tree, req.patch_id, root),
-                )
-            )
-        return DeploymentsResult(deployments=out)
+    def contains_patch(self, root: str, revision: str) -> bool:
+        return patch_active_at_root(GitTree(self.repo, revision), promotion_world.PATCH, root)
 
     @activity.defn(name=ACT_PROMOTION_COMMIT)
     async def commit(self, req: CommitRequest) -> CommitResult:
