@@ -78,14 +78,14 @@ class FleetFiles:
             text = self.text(rel)
             return text, yamldoc.loads(text, rel)
 
-        result: tuple[str, Any] = self.cached("yaml", rel, load)
+        result: tuple[str, Any] = self._cached("yaml", rel, load)
         return result
 
     def mapping(self, rel: str) -> tuple[str, dict[str, Any]]:
         text, data = self.read(rel)
         return text, require_mapping(data, rel)
 
-    def cached(self, kind: str, key: str, load: Callable[[], Any]) -> Any:
+    def _cached(self, kind: str, key: str, load: Callable[[], Any]) -> Any:
         hit = self._cache.get((kind, key), _MISS)
         if hit is _MISS:
             hit = load()
@@ -105,7 +105,7 @@ class FleetFiles:
             parse_model(DEFAULTS_MODELS[section], data, text=text, source=rel)
             return data.get("defaults") or {}
 
-        result: dict[str, Any] = self.cached("defaults", rel, load)
+        result: dict[str, Any] = self._cached("defaults", rel, load)
         return result
 
     def level_files(self, comp: Component, node: tuple[str, ...]) -> list[str]:
@@ -125,7 +125,7 @@ class FleetFiles:
             return merge_all(layers) if len(layers) > 1 else (layers[0] if layers else {})
 
         kind = "level~" if taint else "level"
-        result: dict[str, Any] = self.cached(kind, join(comp.dir, *node), load)
+        result: dict[str, Any] = self._cached(kind, join(comp.dir, *node), load)
         return result
 
     def values_file(self, rel: str, comp: Component, taint: bool = False) -> dict[str, Any]:
@@ -163,7 +163,7 @@ class FleetFiles:
             return (data.get(comp.section) or {}).get(comp.name) or {}
 
         kind = "values~" if taint and secret else "values"
-        result: dict[str, Any] = self.cached(kind, rel, load)
+        result: dict[str, Any] = self._cached(kind, rel, load)
         return result
 
     # --- patches ---------------------------------------------------------------------------
@@ -211,5 +211,5 @@ class FleetFiles:
                 raise FleetErrors(problems)
             return patch
 
-        result: patches.Patch = self.cached("patch", rel, load)
+        result: patches.Patch = self._cached("patch", rel, load)
         return result

@@ -254,10 +254,6 @@ class ApplicationSet(_Strict):
 
 
 Section = Literal["applications", "applicationsets"]
-FIELD_MODELS: dict[Section, type[BaseModel]] = {
-    "applications": Application,
-    "applicationsets": ApplicationSet,
-}
 # Per-type defaults laid under every application / ApplicationSet.
 DEFAULTS_FILES: dict[Section, str] = {
     "applications": "application-defaults.yaml",
