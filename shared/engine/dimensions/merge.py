@@ -86,7 +86,8 @@ class Merger:
         return self.types[ctype].components()
 
     def component(self, ctype: str, name: str) -> Component:
-        for comp in self.components(ctype):
+        spec = self.types.get(ctype)
+        for comp in spec.components() if spec is not None else []:
             if comp.name == name:
                 return comp
         raise FleetError(f"{name!r} is not an application or ApplicationSet of {ctype!r}")

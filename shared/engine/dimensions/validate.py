@@ -26,7 +26,6 @@ from shared.engine.dimensions.merge import Merger, patch_node, touches_secret
 from shared.engine.dimensions.models import (
     CONFIG_FILE,
     DEFAULTS_FILES,
-    LEVEL_FILES,
     METADATA_FILE,
     OWNERS_FILE,
     PATCHES_DIR,
@@ -64,12 +63,15 @@ class Validator:
         self.tree = merger.files.tree
         self.sequence = merger.sequence
         self._structure: list[Finding] | None = None
+        # Encrypted values files and the roots under them: decrypted only for `validate` and
+        # for the renders they touch (each sops run takes a while).
+        self._encrypted: list[tuple[str, Component, frozenset[str]]] = []
 
     # --- what the layout asks ------------------------------------------------------------
 
     def problems(self) -> list[Problem]:
         """Every problem of the fleet (content and hygiene), as `validate` prints them."""
-        found = [f.problem for f in self.structure()]
+        found = [f.problem for f in self.structure() + self._decrypted(None)]
         found += self._grouped(self.merger.roots)
         return sorted(set(found))
 
@@ -77,7 +79,7 @@ class Validator:
         """The content problems that touch `root`: its render must refuse with them."""
         out = [
             f.problem
-            for f in self.structure()
+            for f in self.structure() + self._decrypted(root)
             if not f.problem.hygiene and (f.roots is None or root in f.roots)
         ]
         if out:
@@ -109,6 +111,15 @@ class Validator:
             self._graduation(findings, staged, copies)
             self._structure = findings
         return self._structure
+
+    def _decrypted(self, root: str | None) -> list[Finding]:
+        """Problems of the encrypted values files over `root` (None: all of them)."""
+        self.structure()  # lists them
+        findings: list[Finding] = []
+        for rel, comp, roots in self._encrypted:
+            if root is None or root in roots:
+                self._collect(findings, roots, partial(self.files.values_file, rel, comp))
+        return findings
 
     def _under(self, ctype: str, node: tuple[str, ...] = ()) -> frozenset[str]:
         return frozenset(self.merger.roots_under(ctype, node))
@@ -202,7 +213,9 @@ class Validator:
                 else:
                     message = f"unexpected directory below {self.sequence.dimension(len(node)).a}"
                 findings.append(Finding(Problem(rel, None, message), roots))
-            elif entry in LEVEL_FILES:
+            elif entry == SOPS_VALUES_FILE:
+                self._encrypted.append((rel, comp, roots))
+            elif entry == VALUES_FILE:
                 self._collect(findings, roots, partial(self.files.values_file, rel, comp))
             elif is_yaml(entry) and not (not node and entry == METADATA_FILE):
                 expected = f"{VALUES_FILE}, {SOPS_VALUES_FILE}, {PATCHES_DIR}/"
