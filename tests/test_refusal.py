@@ -136,6 +136,11 @@ CASES: dict[str, Case] = {
         ZONE_C,
         ZONE_B,
     ),
+    "an encrypted values file that is not encrypted": Case(
+        write(f"{HS}/production/values.sops.yaml", "applications:\n  hypershift: {project: x}\n"),
+        ZONE_C,
+        INT_A,
+    ),
     "unknown key in a patch copy": Case(
         replace(COPY, "  dependencies:", "  dependancies: []\n  dependencies:"),
         INT_A,
