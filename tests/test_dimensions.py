@@ -645,6 +645,8 @@ E1 = {"mc/e1/s1/r1", "mc/e1/s1/r2", "mc/e1/s2/r1"}
         ("config/mc/defaults.yaml", set(ROOTS)),
         ("config/rc/a/values.yaml", set(ROOTS)),  # rc is not a cluster type
         ("config/mc/README.md", set()),
+        ("config/README.md", set()),
+        ("config/application-defaults.yaml", set(ROOTS)),  # never read: every root refuses
         ("docs/x.md", set()),
         ("config", set()),
     ],

@@ -168,6 +168,9 @@ CASES: dict[str, Case] = {
         INT_A,
         ZONE_C,
     ),
+    "the design document's global application-defaults.yaml": Case(
+        write("config/application-defaults.yaml", "defaults:\n  project: platform\n"), ZONE_C
+    ),
     "directory that is not a cluster type": Case(
         write(
             "config/workload-cluster/agent/values.yaml",

@@ -152,7 +152,11 @@ class DimensionsLayout:
             if path == CONFIG_FILE:
                 return set(self.merger.roots)
             parts = path.split("/")
-            if len(parts) < 3 or parts[0] != "config":
+            if parts[0] != "config" or len(parts) < 2:
+                continue
+            if len(parts) == 2:
+                if is_yaml(parts[1]):  # a file never read: a problem of every root
+                    return set(self.merger.roots)
                 continue
             if parts[1] not in self.types:
                 return set(self.merger.roots)  # not a cluster type: a problem of every root

@@ -135,12 +135,20 @@ class Validator:
     def _tree(self, findings: list[Finding]) -> None:
         types = self.merger.types
         for entry in self.tree.listdir("config"):
-            if self.tree.is_dir(join("config", entry)) and entry not in types:
+            rel = join("config", entry)
+            if self.tree.is_dir(rel) and entry not in types:
                 message = (
                     f"directory {entry!r} is not a cluster type listed in {CONFIG_FILE} "
                     "cluster_types"
                 )
-                findings.append(Finding(Problem(join("config", entry), None, message), EVERY_ROOT))
+                findings.append(Finding(Problem(rel, None, message), EVERY_ROOT))
+            elif is_yaml(entry) and rel != CONFIG_FILE and self.tree.is_file(rel):
+                # The design document's tree shows a config/application-defaults.yaml.
+                message = (
+                    f"unexpected file (only {CONFIG_FILE} is read here; defaults are per "
+                    f"cluster type: config/<type>/{DEFAULTS_FILES['applications']})"
+                )
+                findings.append(Finding(Problem(rel, None, message), EVERY_ROOT))
         for ti, spec in enumerate(types.values()):
             roots = self._under(spec.name)
             names = {c.name for c in spec.components()}
