@@ -21,12 +21,7 @@ from shared.engine.dimensions.chart import chart_files
 from shared.engine.dimensions.config import Node
 from shared.engine.dimensions.files import FleetFiles, is_yaml
 from shared.engine.dimensions.merge import Merger, RootState, narrow
-from shared.engine.dimensions.models import (
-    CONFIG_FILE,
-    LEVEL_FILES,
-    METADATA_FILE,
-    PATCHES_DIR,
-)
+from shared.engine.dimensions.models import CONFIG_FILE, PATCHES_DIR
 from shared.engine.dimensions.shadows import Shadow, shadowed_pins
 from shared.engine.dimensions.validate import Validator
 from shared.engine.errors import FleetError, Problem
@@ -176,12 +171,8 @@ class DimensionsLayout:
         node: tuple[str, ...] = ()
         while True:
             head, rest = rest[0], rest[1:]
-            if not rest:  # a file of this level
-                if head in LEVEL_FILES or (not node and head == METADATA_FILE):
-                    return self.merger.roots_under(ctype, node)
-                if is_yaml(head):  # never read: a problem of the roots under the node
-                    return self.merger.roots_under(ctype, node)
-                return set()  # OWNERS, READMEs
+            if not rest:  # a file of this level: values, metadata, or never read (a problem)
+                return self.merger.roots_under(ctype, node) if is_yaml(head) else set()
             if head == PATCHES_DIR:
                 return self.merger.roots_under(ctype, node)
             if not self.sequence.is_node((*node, head)):
