@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from shared.engine import helm
 from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.fleetconfig import FleetConfig
 from shared.engine.tree import WorkTree
@@ -86,3 +88,15 @@ def patch_doc(
 def layout_of(path: Path, files: dict[str, Any]) -> DimensionsLayout:
     write_files(path, files)
     return DimensionsLayout(WorkTree(path), FleetConfig())
+
+
+def second_pass(files: Mapping[str, bytes], chart: Path, cluster: dict[str, str]) -> dict[str, str]:
+    """A root's published chart (`files`, written to `chart`) rendered again the way the
+    ApplicationSet's Helm pass does, with one cluster's values: template path → text."""
+    for rel, data in files.items():
+        (chart / rel).parent.mkdir(parents=True, exist_ok=True)
+        (chart / rel).write_bytes(data)
+    rendered = helm.render_chart(
+        chart, {"cluster": cluster}, release=cluster["name"], namespace="argocd", source="published"
+    )
+    return rendered.templates

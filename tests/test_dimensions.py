@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.engine import helm
 from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
@@ -18,7 +17,14 @@ from shared.engine.fleetconfig import FleetConfig
 from shared.engine.tree import GitTree, WorkTree
 from shared.engine.validate import validate_fleet
 from tests.conftest import commit_all, init_repo, write_files
-from tests.dimensions_support import ROOTS, app_values, base_files, layout_of, patch_doc
+from tests.dimensions_support import (
+    ROOTS,
+    app_values,
+    base_files,
+    layout_of,
+    patch_doc,
+    second_pass,
+)
 
 
 def app(layout: DimensionsLayout, root: str, name: str = "a") -> dict[str, Any]:
@@ -342,15 +348,15 @@ CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
     ),
     "OWNERS that does not parse": (
         {"config/mc/a/OWNERS": "approvers:\n  - x\n reviewers: [\n"},
-        ["config/mc/a/OWNERS:3: YAML syntax error"],
+        ["config/mc/a/OWNERS:3: warning: YAML syntax error"],
     ),
     "OWNERS with an unknown key": (
         {"config/mc/b/OWNERS": "approvers: [x]\napprover: [y]\n"},
-        ["config/mc/b/OWNERS:2: unknown key 'approver'"],
+        ["config/mc/b/OWNERS:2: warning: unknown key 'approver'"],
     ),
     "metadata name mismatch": (
         {"config/mc/a/metadata.yaml": "name: b\n"},
-        ["config/mc/a/metadata.yaml:1: name 'b' does not match the directory 'a'"],
+        ["config/mc/a/metadata.yaml:1: warning: name 'b' does not match the directory 'a'"],
     ),
     "unknown key in patch": (
         {
@@ -387,7 +393,7 @@ def test_missing_metadata_is_a_problem(tmp_path: Path) -> None:
     files = base_files()
     del files["config/mc/b/metadata.yaml"]
     assert problems_of(tmp_path, files) == [
-        "config/mc/b/metadata.yaml: missing: every application needs metadata.yaml"
+        "config/mc/b/metadata.yaml: warning: missing: every application needs metadata.yaml"
     ]
 
 
@@ -413,8 +419,8 @@ def test_a_patch_active_everywhere_must_graduate(tmp_path: Path) -> None:
     files["config/mc/a/e1/patches/p.yaml"] = doc
     files["config/mc/a/e2/s3/patches/p.yaml"] = doc
     assert problems_of(tmp_path, files) == [
-        "config/mc/a/patches/p.yaml:2: patch 'everywhere' is active on every root of cluster "
-        "type 'mc' and must graduate: fold it into values.yaml and delete its copies "
+        "config/mc/a/patches/p.yaml:2: warning: patch 'everywhere' is active on every root of "
+        "cluster type 'mc' and must graduate: fold it into values.yaml and delete its copies "
         "(config/mc/a/e1/patches/p.yaml, config/mc/a/e2/s3/patches/p.yaml)"
     ]
     # one region short of everywhere is fine
@@ -494,7 +500,7 @@ def test_rendered_chart_layout(tmp_path: Path) -> None:
     assert yaml.safe_load(out["Chart.yaml"]) == {
         "apiVersion": "v2",
         "name": "mc-e1-s1-r2",
-        "description": "Argo CD applications of mc in e1/s1/r2",
+        "description": "ArgoCD applications for mc in e1/s1/r2",
         "type": "application",
         "version": "0.1.0",
     }
@@ -561,18 +567,9 @@ def test_escaped_cluster_templating_survives_one_level(tmp_path: Path) -> None:
     assert "region: '{{ .Values.cluster.region }}'" in published
     assert "renderedFor: 'e1'" in published
 
-    chart = tmp_path / "published"
-    for rel, data in out.items():
-        (chart / rel).parent.mkdir(parents=True, exist_ok=True)
-        (chart / rel).write_bytes(data)
-    rendered = helm.render_chart(
-        chart,
-        {"cluster": {"region": "us-east1", "name": "mc-1"}},
-        release="mc-1-apps",
-        namespace="argocd",
-        source="published",
-    )
-    application = yaml.safe_load(rendered.templates["mc-e1-s1-r1/templates/a.yaml"])
+    cluster = {"region": "us-east1", "name": "mc-1"}
+    templates = second_pass(out, tmp_path / "published", cluster)
+    application = yaml.safe_load(templates["mc-e1-s1-r1/templates/a.yaml"])
     helm_values = application["spec"]["source"]["helm"]["valuesObject"]
     assert helm_values == {
         "region": "us-east1",
@@ -639,11 +636,17 @@ E1 = {"mc/e1/s1/r1", "mc/e1/s1/r2", "mc/e1/s2/r1"}
         ("config/mc/a/OWNERS", set()),
         ("config/mc/a/README.md", set()),
         ("config/mc/a/e1/s1/README.md", set()),
-        ("config/mc/a/e3/values.yaml", set()),  # not an environment: never read
-        ("config/mc/a/e1/s3/values.yaml", set()),  # s3 belongs to e2
-        ("config/mc/zz/values.yaml", set()),  # not an application of mc
-        ("config/rc/a/values.yaml", set()),
+        # Files never read are problems of the roots they would reach: a change there can
+        # make their renders refuse, or stop refusing.
+        ("config/mc/a/e3/values.yaml", set(ROOTS)),  # not an environment
+        ("config/mc/a/e1/s3/values.yaml", E1),  # s3 belongs to e2
+        ("config/mc/a/e1/override.yaml", E1),
+        ("config/mc/zz/values.yaml", set(ROOTS)),  # not an application of mc
+        ("config/mc/defaults.yaml", set(ROOTS)),
+        ("config/rc/a/values.yaml", set(ROOTS)),  # rc is not a cluster type
         ("config/mc/README.md", set()),
+        ("config/README.md", set()),
+        ("config/application-defaults.yaml", set(ROOTS)),  # never read: every root refuses
         ("docs/x.md", set()),
         ("config", set()),
     ],

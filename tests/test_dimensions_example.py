@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -13,14 +12,13 @@ from shared.cli import main as cli
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from tests.conftest import EXAMPLES
+from tests.golden_support import assert_golden
 
 EXAMPLE = EXAMPLES / "dimensions-fleet"
-GOLDEN = Path(__file__).parent / "golden" / "dimensions-fleet"
 GOLDEN_ROOTS = [
     "management-cluster/integration/int-sector-1/us-central1",
     "regional-cluster/stage/stage-sector-1/europe-west1",
 ]
-UPDATE = os.environ.get("ROLLWRIGHT_UPDATE_GOLDEN") == "1"
 
 PLACES = [
     "integration/int-sector-1/europe-west1",
@@ -91,15 +89,7 @@ def test_render_matches_golden(tmp_path: Path, capsys: pytest.CaptureFixture[str
     for root in GOLDEN_ROOTS:
         argv += ["--root", root]
     assert run(capsys, *argv) == (0, "", "")
-    if UPDATE:
-        for root in GOLDEN_ROOTS:
-            shutil.rmtree(GOLDEN / root, ignore_errors=True)
-            shutil.copytree(tmp_path / root, GOLDEN / root)
-    got = tree_of(tmp_path)
-    want = tree_of(GOLDEN)
-    assert sorted(got) == sorted(want)
-    for rel in want:
-        assert got[rel] == want[rel], f"{rel} differs from tests/golden/dimensions-fleet/{rel}"
+    assert_golden(tmp_path, "dimensions-fleet", GOLDEN_ROOTS)
 
 
 def test_render_all_roots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -145,11 +135,3 @@ def test_validate_reports_a_broken_copy(tmp_path: Path, capsys: pytest.CaptureFi
         "management-cluster/integration/int-sector-2/us-central1",
     ]
     assert err == "2 problem(s) found\n"
-
-
-def tree_of(base: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(base).as_posix(): p.read_bytes()
-        for p in sorted(base.rglob("*"))
-        if p.is_file()
-    }

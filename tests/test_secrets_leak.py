@@ -261,7 +261,7 @@ def test_dimensions_fleet_leaks_nothing(
         "needs-tier", "a", {"project": "patched"}, deps=[{"/a/source/helm/valuesObject/tier": "x"}]
     )
     files["config/mc/a/patches/p.yaml"] = doc
-    files["config/mc/a/e1/patches/p.yaml"] = doc
+    files["config/mc/a/e1/s2/patches/p.yaml"] = doc  # unmet there: that render refuses
     repo = tmp_path / "fleet"
     write_files(repo, files)
 
@@ -269,6 +269,7 @@ def test_dimensions_fleet_leaks_nothing(
     fleet = Fleet.open(WorkTree(repo))
     codes = collect_fleet(emitted, fleet, repo, tmp_path / "out", capsys)
     assert codes["render mc/e1/s1/r1"] == 0 and codes["render mc/e2/s3/r3"] == 1
+    assert codes["render mc/e1/s2/r1"] == 1
     assert codes["validate"] == 1
     joined = "\n".join(str(b) for _, b in emitted.blobs)
     assert "no REDACTED" in joined

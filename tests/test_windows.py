@@ -250,7 +250,8 @@ def test_rollout_section_parses(tmp_path: Path) -> None:
             "rollout:\n  soak: 2 hours\n",
             "rollwright.yaml:2: rollout/soak: String should match pattern",
         ),
-        ("rollout:\n  step: cluster\n", "rollwright.yaml:2: rollout/step: Input should be"),
+        # a dimension of config/config.yaml; which one, the promotion engine checks
+        ("rollout:\n  step: Region\n", "rollwright.yaml:2: rollout/step: String should match"),
         ("rollout:\n  windos: []\n", "rollwright.yaml:2: unknown key 'rollout/windos'"),
     ],
 )

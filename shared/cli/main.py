@@ -3,7 +3,7 @@
     rollwright roots [--repo DIR] [--changed BASE..HEAD]
     rollwright values ROOT [--repo DIR] [--release DEPLOYMENT/RELEASE] [--reveal[=force]]
     rollwright render [--repo DIR] --out OUT [--root ROOT ...] [--jobs N] [--reveal[=force]]
-    rollwright validate [--repo DIR]
+    rollwright validate [--repo DIR] [--strict]
 
 Bad input never shows a traceback: fleet mistakes print `path:line: message` and exit 1.
 """
@@ -134,10 +134,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     problems = validate_fleet(WorkTree(Path(args.repo)))
     for problem in problems:
         print(problem)
-    if problems:
-        print(f"{len(problems)} problem(s) found", file=sys.stderr)
-        return 1
-    return 0
+    errors = sum(1 for p in problems if not p.hygiene)
+    warnings = len(problems) - errors
+    found = [f"{errors} problem(s)"] if errors else []
+    found += [f"{warnings} warning(s)"] if warnings else []
+    if found:
+        print(f"{' and '.join(found)} found", file=sys.stderr)
+    return 1 if errors or (warnings and args.strict) else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -187,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check the fleet repo; one path:line: message per problem")
     repo_arg(p)
+    p.add_argument(
+        "--strict", action="store_true", help="warnings fail too (exit 1), not only problems"
+    )
     p.set_defaults(func=cmd_validate)
 
     devstack_commands.add_parsers(sub)

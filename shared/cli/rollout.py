@@ -192,12 +192,16 @@ def _text(r: Any, window: Any) -> str:
 
     row("staged", r.staged_path or "(no staged file; copies only)")
     row("active on", ", ".join(r.active_nodes) or "nothing yet (staged only)")
+    for warning in r.shadowed_pins:
+        row("warning", warning)
     if r.skipped_nodes:
         row("skipped", ", ".join(r.skipped_nodes) + " (forced past)")
     if r.current_node is not None:
         row("current", f"{r.current_node.path} (soak {duration_text(r.current_node.soak_seconds)})")
     if r.next_node is not None:
         row("next", f"{r.next_node.path} (gate {r.next_node.gate})")
+        for warning in r.next_shadowed_pins:
+            row("would warn", warning)
         if window is not None:
             row("window", window.reason)
         row(

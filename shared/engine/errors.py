@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True, order=True)
 class Problem:
-    """One thing wrong with a fleet repo. `path` is relative to the repo root."""
+    """One thing wrong with a fleet repo. `path` is relative to the repo root.
+
+    A *content* problem (the default) means a render would drop, ignore or change something
+    the fleet asked for: renders of the roots it touches refuse. A *hygiene* problem
+    (`hygiene=True`, e.g. a patch that should graduate) changes no render: a warning.
+    The classification is docs/formats/problems.md.
+    """
 
     path: str
     line: int | None
     message: str
+    hygiene: bool = False
 
     def __str__(self) -> str:
+        text = f"warning: {self.message}" if self.hygiene else self.message
         if self.line is not None:
-            return f"{self.path}:{self.line}: {self.message}"
+            return f"{self.path}:{self.line}: {text}"
         if self.path:
-            return f"{self.path}: {self.message}"
-        return self.message
+            return f"{self.path}: {text}"
+        return text
+
+    def with_message(self, message: str) -> Problem:
+        """The same problem (place and kind) with another message (e.g. redacted)."""
+        return replace(self, message=message)
 
 
 class FleetError(Exception):

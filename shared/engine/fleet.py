@@ -66,6 +66,7 @@ class Fleet:
         self.check_root(root)
 
         def compute() -> dict[str, Any]:
+            self._refuse(root)
             if reveal:
                 return self.layout.values(root, release)
             return self.layout.redacted_values(root, release)
@@ -77,6 +78,7 @@ class Fleet:
         self.check_root(root)
 
         def compute() -> Render:
+            self._refuse(root)
             try:
                 plain, redacted = self.layout.render_redacted(root)
             except FleetErrors:
@@ -86,6 +88,13 @@ class Fleet:
             return Render.of(root, plain, redacted)
 
         return self._guarded(compute)
+
+    def _refuse(self, root: str) -> None:
+        """A render or the values of a root that would drop, ignore or change something the
+        fleet asked for fail with the problems `validate` prints, never succeed partially."""
+        problems = self.layout.refusals(root)
+        if problems:
+            raise FleetErrors(problems)
 
     def _guarded(self, compute: Callable[[], T]) -> T:
         """`compute()`, with every secret value (4+ characters) cut out of the messages of
@@ -106,9 +115,7 @@ class Fleet:
             return err
         redactor = Redactor(secrets)
         if isinstance(err, FleetErrors):
-            problems = [
-                Problem(p.path, p.line, redactor.redact_text(p.message)) for p in err.problems
-            ]
+            problems = [p.with_message(redactor.redact_text(p.message)) for p in err.problems]
             return err if problems == err.problems else FleetErrors(problems)
         message = redactor.redact_text(err.problem.message)
         if message == err.problem.message:
@@ -137,7 +144,7 @@ class Fleet:
         secrets = self.layout.secret_values()
         if secrets:
             redactor = Redactor(secrets)
-            problems = [Problem(p.path, p.line, redactor.redact_text(p.message)) for p in problems]
+            problems = [p.with_message(redactor.redact_text(p.message)) for p in problems]
         return sorted(set(problems))
 
 

@@ -388,10 +388,13 @@ class PromotionWindow(_Strict):
 class RolloutSettings(_Strict):
     """Patch promotion (docs/promotion.md): step size, default soak, promotion windows."""
 
-    step: Literal["environment", "sector", "region"] = Field(
-        default="region",
-        description="How far one promotion moves a patch by default: a whole environment, a "
-        "sector, or one region (the finest). `rollwright promote --to` may name any node.",
+    step: str | None = Field(
+        default=None,
+        pattern=r"^[a-z][a-z0-9_]*$",
+        description="How far one promotion moves a patch by default: a dimension of "
+        "config/config.yaml, singular or as written (environment, sector, region, or any "
+        "other). Default: the last dimension, one place at a time (the finest). `rollwright "
+        "promote --to` may name any node.",
     )
     soak: str = Field(
         default="0",

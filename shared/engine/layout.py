@@ -60,7 +60,15 @@ class Layout(Protocol):
         """Roots (of this tree) whose render may change when `changed` paths change."""
         ...
 
-    def validate(self) -> list[Problem]: ...
+    def validate(self) -> list[Problem]:
+        """Every problem, content and hygiene (`Problem.hygiene`)."""
+        ...
+
+    def refusals(self, root: str) -> list[Problem]:
+        """The content problems that touch `root`: its render and values refuse with them
+        rather than drop, ignore or change what the fleet asked for
+        (docs/formats/problems.md)."""
+        ...
 
 
 def detect_layout(tree: Tree, config: FleetConfig) -> str:

@@ -2,7 +2,8 @@
 
 Structural checks come from the layout (schemas, references, names, patches); then each root
 is rendered so template and chart errors surface too. Problems are collected, not raised, so
-one run shows everything that needs fixing.
+one run shows everything that needs fixing. Content problems are errors, hygiene problems
+warnings (`Problem.hygiene`; docs/formats/problems.md).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ def validate_fleet(tree: Tree, *, render: bool = True) -> list[Problem]:
     except FleetError as err:
         return [err.problem]
     problems = set(fleet.validate())
-    if render and not problems:
-        # Rendering a fleet with structural problems would repeat them once per root.
+    if render and not any(not p.hygiene for p in problems):
+        # Rendering a fleet with content problems would repeat them once per root.
         for root in fleet.roots():
             try:
                 fleet.render(root)

@@ -35,13 +35,10 @@ from typing import Any, Literal
 
 from shared.engine import fleetconfig, yamldoc
 from shared.engine.dimensions import patches
-from shared.engine.dimensions.layout import (
-    CONFIG_FILE,
-    DEFAULTS_FILE,
-    VALUES_FILE,
-    DimensionsLayout,
-)
-from shared.engine.errors import FleetError
+from shared.engine.dimensions.layout import DimensionsLayout
+from shared.engine.dimensions.merge import touches_secret
+from shared.engine.dimensions.models import CONFIG_FILE, DEFAULTS_FILES, VALUES_FILE, Section
+from shared.engine.errors import FleetError, Problem
 from shared.engine.fleetconfig import FleetConfig, RolloutSettings, duration_seconds
 from shared.engine.layout import detect_layout
 from shared.engine.tree import GitTree, Tree, join
@@ -50,7 +47,6 @@ from shared.engine.windows import window_state
 from shared.promotion import yamledit
 
 Gate = Literal["automated", "manual"]
-STEP_DEPTH = {"environment": 1, "sector": 2, "region": 3}
 TRAILER_PATCH = "Rollwright-Patch"
 TRAILER_NODE = "Rollwright-Node"
 TRAILER_BY = "Rollwright-Promoted-By"
@@ -108,6 +104,10 @@ class PatchRollout:
     description: str = ""
     copies: list[str] = field(default_factory=list)  # copy files, in sequence order
     skipped_nodes: list[str] = field(default_factory=list)  # gaps left by forced steps
+    # "<node>: <values file>:<line>: …" for each pin the patch overrides from that
+    # node (shared.engine.dimensions.shadows); at the next node, what promoting would override
+    shadowed_pins: list[str] = field(default_factory=list)
+    next_shadowed_pins: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -142,11 +142,13 @@ class _SeqNode:
 
 @dataclass(frozen=True)
 class _Found:
-    """A patch's files: (cluster type, application), the staged file, copies by node."""
+    """A patch's files: (cluster type, application or ApplicationSet), the staged file,
+    copies by node."""
 
     patch_id: str
     ctype: str
     app: str
+    section: Section
     staged: str | None
     copies: dict[str, str]  # node path → file
 
@@ -174,39 +176,60 @@ class _Fleet:
             soak = duration_seconds(n.soak) if n.soak else default_soak
             self.nodes.append(_SeqNode(n.id, n.promotion, soak, min(covered), max(covered) + 1))
         self.by_path = {n.path: n for n in self.nodes}
+        self.step_depth = self._step_depth(tree)
         self._found: dict[str, _Found] | None = None
+
+    def _step_depth(self, tree: Tree) -> int:
+        """The depth `rollout.step` names (a dimension, singular or as written); the finest
+        by default."""
+        step = self.settings.step
+        sequence = self.layout.sequence
+        if step is None:
+            return sequence.depth
+        depth = sequence.level_depth(step)
+        if depth is None:
+            names = ", ".join(d.key for d in sequence.dimensions)
+            text = tree.read_text(fleetconfig.CONFIG_FILE)
+            raise FleetError(
+                f"rollout.step {step!r} is not a dimension of {CONFIG_FILE} ({names})",
+                path=fleetconfig.CONFIG_FILE,
+                line=yamldoc.key_line(text, ("rollout", "step")),
+            )
+        return depth
 
     # patches ------------------------------------------------------------------------------
 
     def found(self) -> dict[str, _Found]:
         if self._found is None:
-            staged: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
-            copies: dict[tuple[str, str, str], dict[str, str]] = defaultdict(dict)
+            staged: dict[str, list[tuple[str, str, Section, str]]] = defaultdict(list)
+            copies: dict[tuple[str, str, str, Section], dict[str, str]] = defaultdict(dict)
             for spec in self.layout.spec.cluster_types:
-                for app in spec.applications:
+                for comp in spec.components():
+                    app, section = comp.name, comp.section
                     for rel in self.layout.patch_paths(spec.name, app):
                         pid = self.layout.load_patch(rel).id
-                        staged[pid].append((spec.name, app, rel))
+                        staged[pid].append((spec.name, app, section, rel))
                     for node in self.nodes:
                         for rel in self.layout.patch_paths(
                             spec.name, app, tuple(node.path.split("/"))
                         ):
                             pid = self.layout.load_patch(rel).id
-                            copies[(pid, spec.name, app)].setdefault(node.path, rel)
+                            copies[(pid, spec.name, app, section)].setdefault(node.path, rel)
             out: dict[str, _Found] = {}
             for pid, places in staged.items():
                 if len(places) > 1:
                     raise FleetError(
                         f"patch id {pid!r} is staged more than once: "
-                        + ", ".join(rel for _, _, rel in places)
+                        + ", ".join(rel for *_, rel in places)
                         + " (ids are unique in the fleet)",
-                        path=places[1][2],
+                        path=places[1][3],
                     )
-                ctype, app, rel = places[0]
-                out[pid] = _Found(pid, ctype, app, rel, copies.pop((pid, ctype, app), {}))
-            for (pid, ctype, app), by_node in sorted(copies.items()):
+                ctype, app, section, rel = places[0]
+                by_node = copies.pop((pid, ctype, app, section), {})
+                out[pid] = _Found(pid, ctype, app, section, rel, by_node)
+            for (pid, ctype, app, section), by_node in sorted(copies.items()):
                 if pid not in out:  # copies whose staged original is gone
-                    out[pid] = _Found(pid, ctype, app, None, by_node)
+                    out[pid] = _Found(pid, ctype, app, section, None, by_node)
             self._found = out
         return self._found
 
@@ -265,7 +288,7 @@ class _Fleet:
         if first is None:
             return None
         fresh = [n for n in self.nodes if n.lo == first and not covered & set(range(n.lo, n.hi))]
-        depth = max(STEP_DEPTH[self.settings.step], min(_depth(n) for n in fresh))
+        depth = max(self.step_depth, min(_depth(n) for n in fresh))
         return next(n for n in fresh if _depth(n) == depth)
 
 
@@ -325,10 +348,6 @@ class _Overlay:
 # --- dependencies and conflicts ------------------------------------------------------------
 
 
-def _touches(paths: set[tuple[str | int, ...]], keys: tuple[str | int, ...]) -> bool:
-    return any(p[: len(keys)] == keys or keys[: len(p)] == p for p in paths)
-
-
 def _unmet(layout: DimensionsLayout, patch_id: str, roots: list[str]) -> list[str]:
     """Unmet dependencies of the patch at `roots` of `layout`, grouped by what was found."""
     grouped: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -339,12 +358,11 @@ def _unmet(layout: DimensionsLayout, patch_id: str, roots: list[str]) -> list[st
             if outcome.patch.id != patch_id:
                 continue
             for dep, found in outcome.unmet:
-                keys = ("applications", *parse_pointer(dep.pointer))
                 if secret is None:
                     # Leaves derived from a secret, and whatever an encrypted file sets
                     # (booleans and short numbers included): never quoted.
                     secret = layout.secret_paths(root, None) | layout.encrypted_paths(root)
-                if _touches(secret, keys):
+                if touches_secret(secret, dep.pointer):
                     found = "found a value that comes from an encrypted file (not shown)"
                 grouped[(dep.describe(), found)].append(root)
     return [
@@ -420,12 +438,14 @@ def _status(fleet: _Fleet, found: _Found) -> PatchRollout:
     conflicts = _conflicts(fleet.layout, found.patch_id, active_roots)
     unmet: list[str] = []
     next_step: Node | None = None
+    next_shadows: list[str] = []
     if nxt is not None:
         next_step = fleet.step(nxt, covered)
         simulated = _simulate(fleet, found, nxt)
         roots = fleet.roots(found.ctype, nxt)
         unmet = _unmet(simulated, found.patch_id, roots)
         conflicts += [c for c in _conflicts(simulated, found.patch_id, roots) if c not in conflicts]
+        next_shadows = _shadows(simulated, found.patch_id, roots)
     patch = fleet.layout.load_patch(fleet.source(found))
     return PatchRollout(
         patch_id=found.patch_id,
@@ -441,7 +461,24 @@ def _status(fleet: _Fleet, found: _Found) -> PatchRollout:
         description=str(patch.content.get("metadata", {}).get("description") or ""),
         copies=[found.copies[p] for p in order],
         skipped_nodes=skipped,
+        shadowed_pins=_shadows(fleet.layout, found.patch_id, active_roots),
+        next_shadowed_pins=next_shadows,
     )
+
+
+def _shadows(layout: DimensionsLayout, patch_id: str, roots: list[str]) -> list[str]:
+    """The pins the patch overrides at `roots`, as `validate` warns of them, each after the
+    node of the copy that overrides it."""
+    grouped: dict[tuple[str, str, int | None, str], list[str]] = defaultdict(list)
+    for root in roots:
+        for shadow in layout.shadowed_pins(root):
+            if shadow.patch_id == patch_id:
+                key = (shadow.node, shadow.values_path, shadow.values_line, shadow.message())
+                grouped[key].append(root)
+    return [
+        f"{node}: {Problem(path, line, f'{message} {_list(where)}')}"
+        for (node, path, line, message), where in grouped.items()
+    ]
 
 
 def _current(fleet: _Fleet, found: _Found) -> Node | None:
@@ -611,30 +648,29 @@ def plan_graduation(tree: Tree, patch_id: str) -> FileChange:
         )
     patch = fleet.layout.load_patch(fleet.source(found))
     adir = join("config", found.ctype, found.app)
-    defaults = _defaults(tree, found.ctype)
+    section = found.section
+    defaults = _defaults(tree, found.ctype, section)
     writes: dict[str, bytes] = {}
     base_rel = join(adir, VALUES_FILE)
     base_text, base = _load(tree, base_rel)
-    under = {found.app: _merge_under(defaults, _app_of(base, found.app))}
-    base_app = _fold(_app_of(base, found.app), patch, found.app, lower=under, everywhere=True)
-    writes[base_rel] = _dump(base_text, base_rel, base, found.app, base_app)
+    base_values = _app_of(base, section, found.app)
+    under = {found.app: _merge_under(defaults, base_values)}
+    base_app = _fold(base_values, patch, found.app, lower=under, everywhere=True)
+    writes[base_rel] = _dump(base_text, base_rel, base, section, found.app, base_app)
     for n in fleet.nodes:
         rel = join(adir, n.path, VALUES_FILE)
         if not tree.is_file(rel):
             continue
         text, data = _load(tree, rel)
-        app_values = _app_of(data, found.app)
+        app_values = _app_of(data, section, found.app)
         folded = _fold(app_values, patch, found.app, lower={}, everywhere=False)
         if folded != app_values:
-            writes[rel] = _dump(text, rel, data, found.app, folded)
+            writes[rel] = _dump(text, rel, data, section, found.app, folded)
     deletes = sorted({*found.copies.values(), *([found.staged] if found.staged else [])})
     roots = sorted(f"{found.ctype}/{'/'.join(p)}" for p in fleet.places)
     after = DimensionsLayout(_Overlay(tree, writes, deletes), fleet.config)
     changed = [
-        root
-        for root in roots
-        if fleet.layout.state(root).values["applications"]
-        != after.state(root).values["applications"]
+        root for root in roots if fleet.layout.state(root).values != after.state(root).values
     ]
     description = str(patch.content.get("metadata", {}).get("description") or "")
     lines = [
@@ -659,8 +695,8 @@ def plan_graduation(tree: Tree, patch_id: str) -> FileChange:
     return FileChange(writes, deletes, "\n".join(lines) + "\n")
 
 
-def _defaults(tree: Tree, ctype: str) -> dict[str, Any]:
-    rel = join("config", ctype, DEFAULTS_FILE)
+def _defaults(tree: Tree, ctype: str, section: Section) -> dict[str, Any]:
+    rel = join("config", ctype, DEFAULTS_FILES[section])
     if not tree.is_file(rel):
         return {}
     data = yamldoc.loads(tree.read_text(rel), rel) or {}
@@ -675,19 +711,21 @@ def _load(tree: Tree, rel: str) -> tuple[str | None, Any]:
     return text, yamldoc.loads(text, rel)
 
 
-def _app_of(data: Any, app: str) -> dict[str, Any]:
-    apps = (data.get("applications") if isinstance(data, dict) else None) or {}
+def _app_of(data: Any, section: Section, app: str) -> dict[str, Any]:
+    apps = (data.get(section) if isinstance(data, dict) else None) or {}
     return dict(apps.get(app) or {})
 
 
-def _dump(text: str | None, rel: str, data: Any, app: str, values: dict[str, Any]) -> bytes:
+def _dump(
+    text: str | None, rel: str, data: Any, section: Section, app: str, values: dict[str, Any]
+) -> bytes:
     """The file with the application's values set to `values`: edited in place, comments and
     layout kept (shared/promotion/yamledit.py), or written in full when it cannot be (no file yet,
     duplicate or merge keys; the file then means exactly the same)."""
     out = dict(data) if isinstance(data, dict) else {}
-    apps = dict(out.get("applications") or {})
+    apps = dict(out.get(section) or {})
     apps[app] = values
-    out["applications"] = apps
+    out[section] = apps
     if text is not None:
         edited = yamledit.edit(text, rel, data, out)
         if edited is not None:

@@ -155,10 +155,14 @@ class Fleet:
                     deployment_id=found.deployment_id,
                     state=found.state,
                     message=found.message,
-                    contains_patch=self.active.get(found.revision, 0) > self.node_of(root),
+                    contains_patch=self.contains_patch(root, found.revision),
                 )
             )
         return DeploymentsResult(deployments=out)
+
+    def contains_patch(self, root: str, revision: str) -> bool:
+        """Whether `revision` has the patch active at `root`."""
+        return self.active.get(revision, 0) > self.node_of(root)
 
     @activity.defn(name=ACT_PROMOTION_COMMIT)
     async def commit(self, req: CommitRequest) -> CommitResult:

@@ -39,6 +39,7 @@ class AtlasLayout:
 
     def __init__(self, tree: Tree, config: FleetConfig) -> None:
         self.planner = Planner(tree, config)
+        self._structure: list[Problem] | None = None
 
     @property
     def tree(self) -> Tree:
@@ -168,3 +169,11 @@ class AtlasLayout:
 
     def validate(self) -> list[Problem]:
         return validate.validate(self.planner)
+
+    def refusals(self, root: str) -> list[Problem]:
+        """The structure problems that touch `root`; all are content (a file never read, a
+        definition that cannot be read), docs/formats/problems.md. Planning and values errors
+        fail the render by themselves."""
+        if self._structure is None:
+            self._structure = validate.structure(self.planner)
+        return [p for p in self._structure if validate.touches(self.tree, p, root)]

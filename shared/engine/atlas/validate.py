@@ -24,6 +24,7 @@ from shared.engine.atlas.files import (
 )
 from shared.engine.atlas.planner import Planner
 from shared.engine.errors import FleetError, FleetErrors, Problem
+from shared.engine.tree import Tree
 
 
 def _problems_of(err: FleetError) -> list[Problem]:
@@ -100,6 +101,25 @@ def structure(planner: Planner) -> list[Problem]:
             except FleetError as err:
                 problems.extend(_problems_of(err))
     return problems
+
+
+def touches(tree: Tree, problem: Problem, root: str) -> bool:
+    """Whether a `structure` problem concerns `root`: it lies in the root's directory or a
+    directory above it, or outside deployments/ (a template: any root may use it)."""
+    if not problem.path.startswith(DEPLOYMENTS + "/"):
+        return True
+    parts = problem.path.split("/")[1:]
+    if APPS in parts:
+        parts = parts[: parts.index(APPS)]
+    elif tree.is_file(problem.path):
+        parts = parts[:-1]
+    where = "/".join(parts)
+    return (
+        not where
+        or root == where
+        or f"{root}/".startswith(f"{where}/")
+        or where.startswith(f"{root}/")
+    )
 
 
 def _yaml_problems(planner: Planner, rel: str) -> list[Problem]:

@@ -1,0 +1,116 @@
+"""config/config.yaml with dimensions of any names and depth: the sequence must nest by
+those names, and every mistake is a `path:line: message`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shared.engine.dimensions.config import singular
+from shared.engine.tree import WorkTree
+from shared.engine.validate import validate_fleet
+
+TWO = "dimensions: [environments, regions]\nsequence:\n  environments:\n"
+
+CASES: dict[str, tuple[str, list[str]]] = {
+    "a child list under another dimension's name": (
+        TWO + "    - name: e1\n      sectors: [{name: s1}]\n",
+        [
+            "config/config.yaml:4: missing required key 'sequence/environments/0/regions'",
+            "config/config.yaml:5: unknown key 'sequence/environments/0/sectors'",
+        ],
+    ),
+    "a node with no children": (
+        TWO + "    - name: e1\n      regions: [{name: r1}]\n    - name: e2\n      regions: []\n",
+        ["config/config.yaml:7: sequence/environments/1/regions: needs at least one region"],
+    ),
+    "children below the last dimension": (
+        TWO + "    - name: e1\n      regions:\n        - name: r1\n          zones: [{name: z}]\n",
+        ["config/config.yaml:7: unknown key 'sequence/environments/0/regions/0/zones'"],
+    ),
+    "the sequence under another name": (
+        "dimensions: [environments, regions]\nsequence:\n  regions: [{name: r}]\n",
+        [
+            "config/config.yaml:2: missing required key 'sequence/environments'",
+            "config/config.yaml:3: unknown key 'sequence/regions'",
+        ],
+    ),
+    "a node key as a dimension": (
+        "dimensions: [regions, name]\nsequence: {regions: [{name: r}]}\n",
+        ["config/config.yaml:1: dimension name 'name' is reserved (a node key)"],
+    ),
+    "two names for one cluster value": (
+        "dimensions: [region, regions]\nsequence: {region: [{name: r, regions: [{name: x}]}]}\n",
+        [
+            "config/config.yaml:1: dimension 'regions' repeats 'region' (both are "
+            ".Values.cluster.region)"
+        ],
+    ),
+    "the cluster type's key": (
+        "dimensions: [types]\nsequence: {types: [{name: r}]}\n",
+        [
+            "config/config.yaml:1: dimension name 'types' is reserved: .Values.cluster.type is "
+            "the cluster type"
+        ],
+    ),
+    "a name that is no identifier": (
+        "dimensions: [availability-zones]\nsequence: {}\n",
+        ["config/config.yaml:1: dimensions/0: String should match pattern"],
+    ),
+    "a duplicate zone": (
+        "dimensions: [zones]\nsequence:\n  zones:\n    - name: a\n    - name: a\n",
+        ["config/config.yaml:5: duplicate zone 'a'"],
+    ),
+    "a node named patches": (
+        "dimensions: [zones]\nsequence:\n  zones:\n    - name: patches\n",
+        ["config/config.yaml:4: zone name 'patches' is reserved"],
+    ),
+    "an empty dimensions list": (
+        "dimensions: []\nsequence: {}\n",
+        ["config/config.yaml:1: dimensions: List should have at least 1 item"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_config_mistakes(tmp_path: Path, case: str) -> None:
+    text, wanted = CASES[case]
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text(text)
+    got = [str(p) for p in validate_fleet(WorkTree(tmp_path))]
+    assert len(got) == len(wanted), got
+    for line, prefix in zip(got, wanted, strict=True):
+        assert line.startswith(prefix), got
+
+
+def test_any_names_at_any_depth(tmp_path: Path) -> None:
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text(
+        "dimensions: [tiers, cells]\n"
+        "sequence:\n"
+        "  tiers:\n"
+        "    - name: canary\n"
+        "      cells: [{name: c1}]\n"
+        "    - name: general\n"
+        "      promotion: manual\n"
+        "      cells: [{name: c2}, {name: c3}]\n"
+        "cluster_types:\n"
+        "  - name: edge\n"
+    )
+    assert validate_fleet(WorkTree(tmp_path)) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("environments", "environment"),
+        ("regions", "region"),
+        ("availabilities", "availability"),
+        ("tier", "tier"),
+        ("classes", "classe"),  # the simple rule: write singular names to choose the key
+        ("access", "access"),
+    ],
+)
+def test_cluster_value_keys(name: str, key: str) -> None:
+    assert singular(name) == key
