@@ -12,6 +12,7 @@ reloads latest.json and rebuilds the lock from it.
 from __future__ import annotations
 
 import builtins
+import itertools
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import NoReturn, cast
@@ -32,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ACT_RECORD_DEPLOYMENTS,
         ACT_REVISION_RELATION,
         IDLE_TIMEOUT_SECONDS,
+        QUERY_HOLDING,
         QUERY_STATE,
         SA_REPO,
         SA_ROOT,
@@ -39,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_DEPLOYMENT_UPDATE,
         SIGNAL_NEW_REVISION,
         SIGNAL_UNLOCK,
+        STATE_QUEUE_ITEMS,
         TERMINAL_STATES,
         CheckRunBatch,
         CheckRunRef,
@@ -112,7 +115,9 @@ class DeployWorkflow:
         self.finished: DeploymentFinished | None = None  # the last item's outcome
         self.unrecorded: list[str] = []  # queued items whose SQL row is missing or stale
         self.bounded = False  # PATCH_BOUNDED, decided once per run
-        self.changed: list[str] = []  # bounded: queued items whose check run must be written
+        # bounded: queued items whose check run must be written (an ordered set of ids)
+        self.changed: dict[str, None] = {}
+        self.by_revision: dict[str, QueueItem] = {}  # the queue by revision: finds duplicates
         self.detached: QueueItem | None = None  # bounded: running, started by an earlier run
         self.ended: dict[str, DeploymentUpdate] = {}  # terminal updates, by deployment id
         self.idle_since: datetime | None = None
@@ -159,15 +164,25 @@ class DeployWorkflow:
     @workflow.query(name=QUERY_STATE)
     def state(self) -> DeployState:
         now = workflow.now()
+        front = self.queue[:STATE_QUEUE_ITEMS]
         return DeployState(
             repo=self.inp.repo.full_name,
             root=self.inp.root,
-            queue=self.queue,
-            queue_ages_seconds=[(now - i.enqueued_at).total_seconds() for i in self.queue],
+            queue=front,
+            queue_ages_seconds=[(now - i.enqueued_at).total_seconds() for i in front],
             lock=self.lock,
             current=self.current,
             latest=self.latest,
+            queue_length=len(self.queue),
         )
+
+    @workflow.query(name=QUERY_HOLDING)
+    def holding(self, revision: str) -> str | None:
+        for running in (self.current, self.detached):
+            if running is not None and running.revision == revision:
+                return running.deployment_id
+        queued = self.by_revision.get(revision)
+        return queued.deployment_id if queued is not None else None
 
     # --- main loop -------------------------------------------------------------------------
 
@@ -176,13 +191,14 @@ class DeployWorkflow:
         self.inp = inp
         self.bounded = self._bounds_history()
         self.queue = unpack_queue(inp.queue_packed) if inp.queue_packed else list(inp.queue)
+        self.by_revision = {item.revision: item for item in self.queue}
         self.lock = inp.lock or LockState()
         self.latest = inp.latest
         if inp.running is not None:
             self.detached = inp.running
             self.current = inp.current
         # Queued items whose check run was not written yet when the last run ended.
-        self.changed = list(inp.changed)
+        self.changed = dict.fromkeys(inp.changed)
         self.unrecorded = list(inp.unrecorded)
         self.unlock_unsaved = inp.unlock_unsaved
         for queued in self.queue:
@@ -311,7 +327,7 @@ class DeployWorkflow:
                 max_history_events=inp.max_history_events,
                 running=running,
                 current=self.current if running is not None else None,
-                changed=self.changed,
+                changed=list(self.changed),
                 unrecorded=self.unrecorded,
                 unlock_unsaved=self.unlock_unsaved,
             )
@@ -392,19 +408,19 @@ class DeployWorkflow:
             # (the API, a rollback) locks the queue.
             signal.reason != "rerequested" or (self.latest is not None and _locks(self.latest))
         )
-        for item in self.queue:
-            if item.revision == signal.revision:
-                if signal.trigger == "manual" and item.trigger == "merge":
-                    # A manual request for a queued merge revision promotes it.
-                    item.trigger = "manual"
-                    item.requested_by = signal.requested_by
-                    item.reason = signal.reason
-                    item.locks_queue = locks
-                    self._sort_queue()
-                    self.dirty_check_runs = True
-                    self._item_changed(item)
-                    self.unrecorded.append(item.deployment_id)
-                return
+        queued = self.by_revision.get(signal.revision)
+        if queued is not None:
+            if signal.trigger == "manual" and queued.trigger == "merge":
+                # A manual request for a queued merge revision promotes it.
+                queued.trigger = "manual"
+                queued.requested_by = signal.requested_by
+                queued.reason = signal.reason
+                queued.locks_queue = locks
+                self._sort_queue()
+                self.dirty_check_runs = True
+                self._item_changed(queued)
+                self.unrecorded.append(queued.deployment_id)
+            return
         if self.current and self.current.revision == signal.revision:
             return
         if self.detached and self.detached.revision == signal.revision:
@@ -463,6 +479,7 @@ class DeployWorkflow:
 
     def _insert(self, item: QueueItem) -> None:
         """Where _sort_queue would put a new item, without sorting a long queue again."""
+        self.by_revision[item.revision] = item
         if item.trigger != "manual":
             self.queue.append(item)
             return
@@ -473,6 +490,7 @@ class DeployWorkflow:
         for item in self.queue:
             if item.trigger == "manual" or not self.lock.locked:
                 self.queue.remove(item)
+                del self.by_revision[item.revision]
                 return item
         return None
 
@@ -600,8 +618,7 @@ class DeployWorkflow:
 
     def _item_changed(self, item: QueueItem) -> None:
         """Bounded: this queued item's check run must be written (new, or its state moved)."""
-        if item.deployment_id not in self.changed:
-            self.changed.append(item.deployment_id)
+        self.changed[item.deployment_id] = None
 
     def _lock_moved(self, before: LockState) -> None:
         # Waiting check runs name the locking deployment, so a new lock by another
@@ -737,8 +754,9 @@ class DeployWorkflow:
         merged ones when the lock comes or goes), a batch per activity, front of the queue
         first; stop early when the history should continue as new (the rest are carried)."""
         while self.changed and not self._continuing():
-            wanted = set(self.changed[:QUEUED_BATCH])
-            self.changed = self.changed[QUEUED_BATCH:]
+            wanted = set(itertools.islice(self.changed, QUEUED_BATCH))
+            for deployment_id in wanted:
+                del self.changed[deployment_id]
             items = [i for i in self.queue if i.deployment_id in wanted]
             if not items:
                 continue

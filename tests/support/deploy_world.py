@@ -157,6 +157,8 @@ class World:
     records: list[DeploymentRecord] = field(default_factory=list)
     audits: list[AuditRecord] = field(default_factory=list)
     check_run_batches: list[int] = field(default_factory=list)  # sizes of batched writes
+    # check-run ids by head commit: waits over thousands of queued revisions stay cheap
+    runs_by_revision: dict[str, list[int]] = field(default_factory=dict)
     affected: dict[tuple[str, str], AffectedResult] = field(default_factory=dict)
     affected_calls: list[AffectedRequest] = field(default_factory=list)
     fleet_errors: dict[str, str] = field(default_factory=dict)  # revision -> fleet error
@@ -187,9 +189,8 @@ class World:
         """Check-run ids created for a revision (of one root), oldest first."""
         return [
             i
-            for i, reqs in self.check_runs.items()
-            if reqs[0].head_sha == revision
-            and root in (None, reqs[0].name.removeprefix("rollwright/"))
+            for i in self.runs_by_revision.get(revision, [])
+            if root in (None, self.check_runs[i][0].name.removeprefix("rollwright/"))
         ]
 
     def check_run_of(self, deployment_id: str) -> int:
@@ -243,6 +244,7 @@ class World:
         if req.check_run_id is None:
             check_run_id = len(self.check_runs) + 1
             self.check_runs[check_run_id] = []
+            self.runs_by_revision.setdefault(req.head_sha, []).append(check_run_id)
         else:
             check_run_id = req.check_run_id
             assert check_run_id in self.check_runs, f"update of unknown check run {req}"
