@@ -45,6 +45,7 @@ from tests.support.deploy_versions import (
     DispatchBeforeFleetReports,
     DispatchDeliveryOrderUnpatched,
     DispatchFleetReportsUnpatched,
+    DispatchWaitingOnSharedQueue,
 )
 from tests.support.deploy_world import (
     REPO,
@@ -306,6 +307,43 @@ def test_a_dispatch_that_did_not_wait_for_the_previous_one_replays() -> None:
 
     assert asyncio.run(replay(DispatchWorkflow)) is None
     assert asyncio.run(replay(DispatchDeliveryOrderUnpatched)) is not None
+
+
+def test_a_dispatch_that_waited_on_the_shared_queue_replays() -> None:
+    """A dispatch that awaited the previous one on the shared queue (before the waits queue)
+    replays on today's code, which schedules that wait on the waits queue."""
+    before, after = sha("e"), sha("f")
+
+    async def scenario() -> WorkflowHistory:
+        world = World()
+        world.affected[(before, after)] = AffectedResult(roots=["prod/eu"])
+        async with harness(world, workflows=[DispatchWaitingOnSharedQueue]) as h:
+            handle = await h.client.start_workflow(
+                DISPATCH_WORKFLOW,
+                DispatchInput(repo=REPO, before=before, after=after, after_dispatch="d:0"),
+                id=dispatch_workflow_id(REPO.full_name, after),
+                task_queue=TASK_QUEUE,
+            )
+            await handle.result()
+            assert world.awaited == [("d:0", "not_found")]
+            return await handle.fetch_history()
+
+    history = asyncio.run(asyncio.wait_for(scenario(), 60))
+    scheduled = [
+        e.activity_task_scheduled_event_attributes
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    assert TASK_QUEUE in [
+        a.task_queue.name for a in scheduled if a.activity_type.name == "await_dispatch"
+    ]
+
+    async def replay() -> Exception | None:
+        replayer = Replayer(workflows=[DispatchWorkflow], data_converter=pydantic_data_converter)
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        return result.replay_failure
+
+    assert asyncio.run(replay()) is None
 
 
 def test_deployments_from_before_worker_loss_handling_replay() -> None:

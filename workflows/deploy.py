@@ -373,6 +373,10 @@ class DeployWorkflow:
     def _signals_came_in(self) -> bool:
         """Signals arrived while housekeeping's last activity ran (an Unlock to persist, a
         manual revision that goes first): another round before the next item is picked."""
+        if self.bounded:
+            # Queued check runs still to write do not hold the next item: they are written
+            # while it runs (an Unlock of 10,000 waiting revisions rewrites 10,000).
+            return bool(self.pending_signals) or (self.unlock_unsaved and self.current is None)
         return self._has_work() and workflow.patched(PATCH_SIGNALS_BEFORE_NEXT)
 
     async def _housekeeping(self) -> None:
@@ -394,13 +398,16 @@ class DeployWorkflow:
             except ActivityError as err:
                 # Still unlocked in this run; only an idle restart would bring the lock back.
                 workflow.logger.warning("recording the Unlock failed: %s", err.cause)
+        # With a deployment ready to start, one batch of each: the rest is written while it
+        # runs, so a long queue's writes never hold it up.
+        batches = 1 if self.bounded and self._item_ready() else None
         if self.bounded:
-            await self._write_changed_check_runs()
+            await self._write_changed_check_runs(batches)
         elif self.dirty_check_runs:
             await self._refresh_queued_check_runs()
         if self.unrecorded:
             # after the check runs: the row links the item's queued check run
-            await self._record_queued()
+            await self._record_queued(batches)
 
     async def _enqueue(self, signal: NewRevision) -> None:
         locks = signal.trigger == "manual" and (
@@ -485,6 +492,15 @@ class DeployWorkflow:
             return
         at = next((n for n, other in enumerate(self.queue) if other.trigger != "manual"), None)
         self.queue.insert(len(self.queue) if at is None else at, item)
+
+    def _item_ready(self) -> bool:
+        """Nothing runs and the front of the queue may start (manual items come first)."""
+        return (
+            self.current is None
+            and self.detached is None
+            and bool(self.queue)
+            and (self.queue[0].trigger == "manual" or not self.lock.locked)
+        )
 
     def _next_item(self) -> QueueItem | None:
         for item in self.queue:
@@ -710,7 +726,7 @@ class DeployWorkflow:
             at=workflow.now(),
         )
 
-    async def _record_queued(self) -> None:
+    async def _record_queued(self, batches: int | None = None) -> None:
         """Queued items as SQL rows in state "queued", with the trigger and requester only
         the queue knows: a job page or /roots shows a waiting manual deployment as one."""
         if not workflow.patched(PATCH_RECORD_QUEUED):
@@ -719,7 +735,8 @@ class DeployWorkflow:
         if self.bounded:
             # a batch per activity; stops when the history should continue as new (the rest
             # are carried)
-            while self.unrecorded and not self._continuing():
+            while self.unrecorded and not self._continuing() and batches != 0:
+                batches = None if batches is None else batches - 1
                 wanted = set(self.unrecorded[:QUEUED_BATCH])
                 self.unrecorded = self.unrecorded[QUEUED_BATCH:]
                 rows = [self._history(i, "queued") for i in self.queue if i.deployment_id in wanted]
@@ -749,11 +766,13 @@ class DeployWorkflow:
                     "recording queued %s failed: %s", item.deployment_id, err.cause
                 )
 
-    async def _write_changed_check_runs(self) -> None:
+    async def _write_changed_check_runs(self, batches: int | None = None) -> None:
         """Bounded: write the queued check runs that changed (new items, promoted ones, all
-        merged ones when the lock comes or goes), a batch per activity, front of the queue
-        first; stop early when the history should continue as new (the rest are carried)."""
-        while self.changed and not self._continuing():
+        merged ones when the lock comes or goes), a batch per activity in the order they
+        changed, at most `batches` batches; stop early when the history should continue as new
+        (the rest are carried)."""
+        while self.changed and not self._continuing() and batches != 0:
+            batches = None if batches is None else batches - 1
             wanted = set(itertools.islice(self.changed, QUEUED_BATCH))
             for deployment_id in wanted:
                 del self.changed[deployment_id]

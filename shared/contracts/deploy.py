@@ -24,6 +24,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 TASK_QUEUE = "rollwright"  # the shared queue; each worker also polls its own (see activities)
 
+
+def waits_task_queue(task_queue: str) -> str:
+    """Where activities that only wait on another workflow run (await_dispatch), beside the
+    shared queue: each worker serves it with many slots, so waiters never take the shared
+    queue's slots from the work they wait for."""
+    return f"{task_queue}#waits"
+
+
 DISPATCH_WORKFLOW = "DispatchWorkflow"
 DEPLOY_WORKFLOW = "DeployWorkflow"
 # One deployment of one root to one revision. Registered as "RenderWorkflow", its name before

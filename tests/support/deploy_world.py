@@ -94,6 +94,7 @@ from shared.contracts.deploy import (
     SignalDeploysRequest,
     Trigger,
     deploy_workflow_id,
+    waits_task_queue,
 )
 from shared.contracts.promotion import (
     ACT_NOTIFY_PROMOTIONS,
@@ -164,6 +165,7 @@ class World:
     fleet_errors: dict[str, str] = field(default_factory=dict)  # revision -> fleet error
     # revision -> event: its affected roots are known once the test sets it
     affected_holds: dict[str, asyncio.Event] = field(default_factory=dict)
+    awaiting: list[str] = field(default_factory=list)  # dispatches waited on, as asked
     awaited: list[tuple[str, str]] = field(default_factory=list)  # (dispatch, how it ended)
     signalled: list[SignalDeploysRequest] = field(default_factory=list)
     pinned_calls: list[tuple[str, str]] = field(default_factory=list)  # (activity, task queue)
@@ -298,6 +300,7 @@ class World:
     @activity.defn(name=ACT_AWAIT_DISPATCH)
     async def await_dispatch(self, req: AwaitDispatchRequest) -> str:
         assert self.client is not None
+        self.awaiting.append(req.workflow_id)
         outcome = await await_closed(
             self.client, req.workflow_id, req.timeout_seconds, beat=activity.heartbeat, every=1
         )
@@ -616,12 +619,17 @@ async def register_search_attributes(client: Client) -> None:
 
 @asynccontextmanager
 async def harness(
-    world: World | None = None, workflows: Sequence[type] = WORKFLOWS, *, dev_server: bool = False
+    world: World | None = None,
+    workflows: Sequence[type] = WORKFLOWS,
+    *,
+    dev_server: bool = False,
+    shared_slots: int | None = None,
 ) -> AsyncIterator[Harness]:
     """A fresh time-skipping server (about 0.1 s to start), search attributes registered,
     a worker on the shared queue and one on the pinned worker queue. `workflows`: another
     version of the workflow code (replay tests of older histories). `dev_server`: the real
-    dev server instead, in real time (the test server has no schedule-to-start timeouts)."""
+    dev server instead, in real time (the test server has no schedule-to-start timeouts).
+    `shared_slots`: activities the shared-queue worker runs at once (the SDK's default: 100)."""
     world = world or World()
     if dev_server:
         env = await WorkflowEnvironment.start_local(
@@ -644,6 +652,7 @@ async def harness(
             task_queue=TASK_QUEUE,
             workflows=workflows,
             activities=world.shared_activities(),
+            max_concurrent_activities=shared_slots,
         )
         pinned = Worker(
             env.client, task_queue=world.pinned_queue, activities=world.pinned_activities()
@@ -657,8 +666,11 @@ async def harness(
             )
             for queue in world.spare_workers
         }
+        waits = Worker(
+            env.client, task_queue=waits_task_queue(TASK_QUEUE), activities=[world.await_dispatch]
+        )
         async with contextlib.AsyncExitStack() as stack:
-            for worker in (shared, pinned, *spares.values()):
+            for worker in (shared, pinned, waits, *spares.values()):
                 await stack.enter_async_context(worker)
             yield Harness(env=env, world=world, spares=spares)
     finally:
