@@ -23,19 +23,17 @@ import secrets
 import statistics
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from shared.devstack import fleetrepo
-from shared.devstack.emulator.model import CheckRunRecord
-from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack, StackOptions
 from shared.github.app import webhook_signature
 from tests.bench import fleetgen
 from tests.bench.common import machine
-from tests.support.stack import inherited_env, wait_on
+from tests.support.fleet import FleetDriver
+from tests.support.stack import inherited_env
 
 MARKER = "## Deploy service (issue 4)"
 OWNER, NAME = "bench", "fleet"
@@ -47,7 +45,6 @@ LIGHT_REQUESTS = 500
 CONNECTIONS = 64
 SAMPLES = 5
 STEP_TIMEOUT = 60.0
-T = TypeVar("T")
 
 
 def _quiet(line: str) -> None:
@@ -181,67 +178,6 @@ async def _load(
 # --------------------------------------------------------------------------- push → check run
 
 
-class _Fleet:
-    def __init__(self, stack: DevStack, repo: Path) -> None:
-        self.stack = stack
-        self.repo = repo
-        assert stack.emulator is not None
-        self.emulator: GitHubEmulator = stack.emulator
-        self.edits = 0
-
-    def wait(self, what: str, probe: Callable[[], T | None], poll: float = 0.02) -> T:
-        return wait_on(self.stack, what, probe, timeout=STEP_TIMEOUT, poll=poll)
-
-    def push_change(self, root: str) -> tuple[str, float]:
-        """Commit a change to `root`'s cluster values and send the push; (sha, sent at)."""
-        self.edits += 1
-        before = fleetrepo.head(self.repo)
-        after = fleetrepo.set_value(
-            self.repo,
-            f"deployments/{root}/cluster.values.yaml",
-            "env.BENCH_EDIT",
-            str(self.edits),
-            f"{root}: edit {self.edits}",
-        )
-        sent = time.perf_counter()
-        delivery = self.emulator.send_push(OWNER, NAME, before, after)
-        if delivery.status != 202:
-            raise RuntimeError(f"push answered {delivery.status}: {delivery.response}")
-        return after, sent
-
-    def review(self, root: str, head: str) -> CheckRunRecord:
-        def probe() -> CheckRunRecord | None:
-            for run in reversed(self.emulator.check_runs(OWNER, NAME)):
-                if (
-                    run.name == f"rollwright/{root}"
-                    and run.state["head_sha"] == head
-                    and run.conclusion == "action_required"
-                    and (run.output.get("text") or "").strip()
-                ):
-                    return run
-            return None
-
-        return self.wait(f"review of {root}@{head[:12]}", probe)
-
-    def approve(self, run: CheckRunRecord) -> None:
-        deployment_id = run.state["external_id"]
-        self.emulator.click_action(run.id, "approve", "bench")
-
-        def published() -> bool | None:
-            runs = [
-                r
-                for r in self.emulator.check_runs(OWNER, NAME)
-                if r.state.get("external_id") == deployment_id
-            ]
-            if runs and runs[-1].conclusion == "success":
-                return True
-            if runs and runs[-1].conclusion in ("failure", "cancelled"):
-                raise RuntimeError(f"deployment {deployment_id}: {runs[-1].output}")
-            return None
-
-        self.wait(f"published {deployment_id}", published, poll=0.05)
-
-
 def fleet_and_stack(
     work: Path, name: str, *, groups: int, clusters_per_group: int
 ) -> tuple[Path, int, DevStack]:
@@ -265,7 +201,7 @@ def bench_push_to_check_run(work: Path) -> dict[str, float]:
     changed: list[float] = []
     try:
         stack.add_repository(OWNER, NAME, repo)
-        fleet = _Fleet(stack, repo)
+        fleet = FleetDriver(stack, OWNER, NAME, repo, timeout=STEP_TIMEOUT)
         # warm-up: the worker's first mirror clone and first render happen here
         head, _ = fleet.push_change("g009/c009-009")
         fleet.approve(fleet.review("g009/c009-009", head))
