@@ -5,7 +5,9 @@ their buttons. Used by the benchmarks (`tests/bench/`) and the fault-injection s
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -74,6 +76,23 @@ class FleetDriver:
         sent = time.perf_counter()
         self.push(before, after)
         return after, sent
+
+    def api_deploy(self, root: str, revision: str, requested_by: str) -> str:
+        """A manual deployment through `POST /api/deploy`; its deployment id."""
+        body = {"repo": self.full_name, "root": root, "revision": revision}
+        request = urllib.request.Request(
+            f"{self.stack.urls.gateway}/api/deploy",
+            data=json.dumps(body | {"requested_by": requested_by}).encode(),
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {self.stack.api_token}",
+            },
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            if response.status != 202:
+                raise RuntimeError(f"/api/deploy answered {response.status}")
+            return str(json.loads(response.read())["deployment_id"])
 
     def click(self, run: CheckRunRecord, identifier: str, who: str) -> WebhookDelivery:
         delivery = self.emulator.click_action(run.id, identifier, who)

@@ -1,0 +1,263 @@
+"""The fault-injection suite's world: the embedded stack with two workers, fleets to drive, and
+the ways to look at Temporal, SQL and processes from outside.
+
+Everything is a real process on 127.0.0.1 (`DevStack`: the Temporal dev server with its state in
+a SQLite file, `python -m gateway`, and here two `python -m worker` processes with their own
+`ROLLWRIGHT_WORKER_ID`s and git caches), the GitHub emulator in this process (a thread, driven
+through its public methods), and real git repositories. Faults are what an operator meets:
+SIGKILL of a process group, a restart on the same state, load and hostile requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription
+from temporalio.service import RPCError, RPCStatusCode
+
+from shared.contracts.deploy import QUERY_STATE, DeployState, deploy_workflow_id
+from shared.devstack import fleetrepo, temporal
+from shared.devstack.processes import Child
+from shared.devstack.stack import DevStack, StackOptions
+from shared.engine import yamldoc
+from shared.stores.sql import SqlStore
+from tests.bench import fleetgen
+from tests.support.fleet import FleetDriver
+from tests.support.stack import inherited_env
+
+T = TypeVar("T")
+OWNER = "chaos"
+WORKERS = ("w1", "w2")
+
+
+def _quiet(line: str) -> None:
+    return None
+
+
+class TemporalView:
+    """A Temporal client on an event loop in a thread of its own, so the synchronous harness
+    can query and describe workflows between its steps. The client reconnects by itself after
+    the server was restarted."""
+
+    def __init__(self, address: str, namespace: str) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.client: Client = self.run(temporal.connect(address, namespace))
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+    def describe(self, workflow_id: str) -> WorkflowExecutionDescription | None:
+        async def describe() -> WorkflowExecutionDescription | None:
+            try:
+                return await self.client.get_workflow_handle(workflow_id).describe()
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    return None
+                raise
+
+        return self.run(describe())
+
+    def deploy_state(self, repo: str, root: str) -> DeployState | None:
+        """The root's queue, lock and current deployment (None: no such workflow running)."""
+
+        async def query() -> DeployState | None:
+            handle = self.client.get_workflow_handle(deploy_workflow_id(repo, root))
+            try:
+                state: DeployState = await handle.query(QUERY_STATE, result_type=DeployState)
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    return None
+                raise
+            return state
+
+        return self.run(query())
+
+    def query(self, workflow_id: str, name: str) -> str | None:
+        async def query() -> str | None:
+            try:
+                answer: str = await self.client.get_workflow_handle(workflow_id).query(
+                    name, result_type=str
+                )
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    return None
+                raise
+            return answer
+
+        return self.run(query())
+
+    def running_activity(self, workflow_id: str, activity: str) -> str | None:
+        """The identity of the worker running `activity` of the workflow right now (its
+        attempt started and not finished), or None."""
+        description = self.describe(workflow_id)
+        if description is None:
+            return None
+        for pending in description.raw_description.pending_activities:
+            if pending.activity_type.name == activity and pending.last_worker_identity:
+                started = pending.last_started_time.ToSeconds() > 0
+                if started and pending.state == 2:  # PENDING_ACTIVITY_STATE_STARTED
+                    return str(pending.last_worker_identity)
+        return None
+
+    def activity_identities(self, workflow_id: str, activity: str) -> list[str]:
+        """The identity of the worker that started each attempt of `activity` (history)."""
+
+        async def history() -> list[str]:
+            handle = self.client.get_workflow_handle(workflow_id)
+            found: dict[int, str] = {}
+            identities: list[str] = []
+            async for event in handle.fetch_history_events():
+                if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    attributes = event.activity_task_scheduled_event_attributes
+                    found[event.event_id] = attributes.activity_type.name
+                elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                    attributes_started = event.activity_task_started_event_attributes
+                    if found.get(attributes_started.scheduled_event_id) == activity:
+                        identities.append(attributes_started.identity)
+            return identities
+
+        return self.run(history())
+
+    def executions(self, query: str) -> list[WorkflowExecution]:
+        async def listing() -> list[WorkflowExecution]:
+            return [w async for w in self.client.list_workflows(query)]
+
+        return self.run(listing(), timeout=120)
+
+
+class Fleet(FleetDriver):
+    """One case's fleet repository (`chaos/<name>`), generated, committed and served."""
+
+    def __init__(self, chaos: Chaos, name: str, repo: Path, roots: list[str], timeout: float):
+        super().__init__(chaos.stack, OWNER, name, repo, timeout=timeout)
+        self.chaos = chaos
+        self.roots = roots
+
+    def deploy_state(self, root: str) -> DeployState | None:
+        return self.chaos.temporal.deploy_state(self.full_name, root)
+
+
+class Chaos:
+    """The stack with two workers. `start()`, then `fleet()` per case; `stop()` always."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        options = StackOptions(
+            data_dir=work / "stack", worker=False, headless_ui=True, env=inherited_env()
+        )
+        self.stack = DevStack(options.with_free_ports(), out=_quiet)
+        self.workers: dict[str, Child] = {}
+        self._temporal: TemporalView | None = None
+        self._sql: SqlStore | None = None
+        self.started_workers = 0
+
+    # --- lifecycle
+
+    def start(self) -> None:
+        try:
+            self.stack.start()
+            for worker_id in WORKERS:
+                self.start_worker(worker_id)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Every process goes, whatever state it is in (children are process groups)."""
+        if self._temporal is not None:
+            self._temporal.close()
+            self._temporal = None
+        if self._sql is not None:
+            self._sql.close()
+            self._sql = None
+        self.stack.stop()
+        self.workers.clear()
+
+    @property
+    def temporal(self) -> TemporalView:
+        if self._temporal is None:
+            self._temporal = TemporalView(
+                self.stack.urls.temporal_address, self.stack.options.namespace
+            )
+        return self._temporal
+
+    # --- processes
+
+    def start_worker(self, worker_id: str) -> Child:
+        self.workers[worker_id] = child = self.stack.start_worker(worker_id)
+        self.started_workers += 1
+        return child
+
+    def kill_worker(self, worker_id: str) -> None:
+        """SIGKILL the worker's process group (the worker and its git, helm children)."""
+        self.stack.supervisor.kill(self.workers.pop(worker_id))
+
+    def worker_of(self, identity: str) -> str | None:
+        """Which of our workers has the Temporal identity `identity` (`<pid>@<host>`)."""
+        pid = identity.partition("@")[0]
+        for worker_id, child in self.workers.items():
+            if str(child.pid) == pid:
+                return worker_id
+        return None
+
+    def fresh_worker_id(self) -> str:
+        return f"w{self.started_workers + 1}"
+
+    def kill_temporal(self) -> None:
+        self.stack.supervisor.kill(self.stack.supervisor.child("temporal"))
+
+    def restart_temporal(self) -> None:
+        self.stack.start_temporal()
+
+    @property
+    def gateway_pid(self) -> int:
+        return self.stack.supervisor.child("gateway").pid
+
+    # --- state outside Temporal
+
+    @property
+    def sql(self) -> SqlStore:
+        """The service's database (opened once: opening checks the schema's revision)."""
+        if self._sql is None:
+            url = self.stack.env.get("ROLLWRIGHT_DATABASE_URL")
+            self._sql = SqlStore(url or f"sqlite:///{self.stack.data_dir / 'rollwright.db'}")
+        return self._sql
+
+    # --- fleets
+
+    def fleet(
+        self,
+        name: str,
+        *,
+        groups: int = 1,
+        clusters_per_group: int = 2,
+        releases: int = 1,
+        settings: dict[str, Any] | None = None,
+        timeout: float = 120.0,
+    ) -> Fleet:
+        """A generated atlas fleet (`fleetgen`) with `settings` as its rollwright.yaml,
+        committed on `main` and installed in the emulator as `chaos/<name>`."""
+        repo = self.work / name
+        fleetgen.generate(
+            repo, groups=groups, clusters_per_group=clusters_per_group, releases=releases
+        )
+        if settings:
+            (repo / "rollwright.yaml").write_text(yamldoc.dumps(settings))
+        fleetrepo.git(repo, "init", "-q", "-b", "main")
+        fleetrepo.commit_all(repo, "fleet")
+        self.stack.add_repository(OWNER, name, repo)
+        roots = [
+            f"g{g:03d}/c{g:03d}-{c:03d}" for g in range(groups) for c in range(clusters_per_group)
+        ]
+        return Fleet(self, name, repo, roots, timeout)
