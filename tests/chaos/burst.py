@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from temporalio.api.enums.v1 import PendingActivityState
+
 from shared.contracts.checkrun import check_run_name
 from shared.contracts.deploy import dispatch_workflow_id
 from shared.devstack import fleetrepo
@@ -13,7 +15,7 @@ from shared.stores.sql import OutboxRow
 from tests.bench.service import send_open_loop, signed_requests
 from tests.chaos import gitrepo
 from tests.chaos.harness import OWNER, Chaos, Fleet
-from tests.chaos.report import CaseResult
+from tests.chaos.report import CaseFailed, CaseResult
 
 NUMBER = 3
 KEY = "burst"
@@ -23,6 +25,7 @@ PUSHES = 400  # two seconds of it
 GROUPS, CLUSTERS = 4, 10  # 40 roots, 10 pushes each
 CONNECTIONS = 16
 DRAIN_LIMIT = 300.0  # s for every dispatch to finish and every revision to be queued
+STALL_LIMIT = 60.0  # s without a dispatch finishing: stuck, say why instead of waiting on
 SETUP = f"""
 A linear history of {PUSHES} commits, each changing one of {GROUPS * CLUSTERS} roots (round
 robin), and GitHub's `push` webhook for each commit (`before` = its parent), signed; sent
@@ -38,8 +41,9 @@ check run per root and revision.
 
 def run(chaos: Chaos, result: CaseResult) -> None:
     fleet = chaos.fleet("burst", groups=GROUPS, clusters_per_group=CLUSTERS)
+    base = fleetrepo.head(fleet.repo)
     shas, root_of = _history(fleet)
-    before = [fleetrepo.head(fleet.repo), *shas[:-1]]  # each push's `before`: its parent
+    before = [base, *shas[:-1]]  # each push's `before`: its parent
     payloads = [
         fleet.emulator.push_payload(OWNER, fleet.name, b, a)
         for b, a in zip(before, shas, strict=True)
@@ -82,14 +86,31 @@ def run(chaos: Chaos, result: CaseResult) -> None:
     )
     # delivery order: the order the gateway accepted them (outbox ids), each naming its commit
     order = [row.target.rpartition(":")[2] for row in rows]
-    moved = sum(1 for a, b in zip(order, shas, strict=False) if a != b)
-    result.note("pushes accepted in another order than sent (requests in flight at once)", moved)
+    sent_index = {sha: i for i, sha in enumerate(shas)}
+    overtaken = 0
+    latest = -1
+    for sha in order:
+        overtaken += sent_index[sha] < latest
+        latest = max(latest, sent_index[sha])
+    result.note(
+        "pushes accepted after one sent later than them (requests in flight at once)", overtaken
+    )
 
     query = f'WorkflowType="DispatchWorkflow" AND RollwrightRepo="{fleet.full_name}"'
+    progress = [-1, time.monotonic()]  # dispatches finished, when that last grew
 
     def dispatched() -> dict[str, int] | None:
         runs = chaos.temporal.executions(query)
-        if len(runs) < PUSHES or any(r.status is None or r.status.name == "RUNNING" for r in runs):
+        finished = sum(1 for r in runs if r.status and r.status.name != "RUNNING")
+        if finished > progress[0]:
+            progress[:] = [finished, time.monotonic()]
+        elif time.monotonic() - progress[1] > STALL_LIMIT:
+            raise CaseFailed(
+                f"the dispatches stalled: {finished} of {PUSHES} finished, none in the last "
+                f"{STALL_LIMIT:.0f} s; activities of the running ones (type, state: count): "
+                f"{_pending_activities(chaos, query)}"
+            )
+        if len(runs) < PUSHES or finished < len(runs):
             return None
         counts: dict[str, int] = {}
         for execution in runs:
@@ -173,3 +194,18 @@ def _history(fleet: Fleet) -> tuple[list[str], dict[str, str]]:
 def _positions(seen: list[str], expected: list[str]) -> list[int]:
     """Where each revision a root has sits in the delivery order of the root's pushes."""
     return [expected.index(sha) if sha in expected else -1 for sha in seen]
+
+
+def _pending_activities(chaos: Chaos, query: str) -> dict[str, int]:
+    """What the running workflows of `query` wait for: their pending activities by type and
+    state (scheduled: no worker has taken it; started: a worker runs it)."""
+    found: dict[str, int] = {}
+    for execution in chaos.temporal.executions(f"{query} AND ExecutionStatus='Running'"):
+        described = chaos.temporal.describe(execution.id)
+        if described is None:
+            continue
+        for pending in described.raw_description.pending_activities:
+            state = PendingActivityState.Name(pending.state).removeprefix("PENDING_ACTIVITY_STATE_")
+            key = f"{pending.activity_type.name} {state.lower()}"
+            found[key] = found.get(key, 0) + 1
+    return found

@@ -16,7 +16,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -106,7 +106,7 @@ class TemporalView:
         for pending in description.raw_description.pending_activities:
             if pending.activity_type.name == activity and pending.last_worker_identity:
                 started = pending.last_started_time.ToSeconds() > 0
-                if started and pending.state == 2:  # PENDING_ACTIVITY_STATE_STARTED
+                if started and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
                     return str(pending.last_worker_identity)
         return None
 
@@ -181,6 +181,8 @@ class Chaos:
         if self._sql is not None:
             self._sql.close()
             self._sql = None
+        # a short grace: a worker waits for its running activities, which only slows this
+        self.stack.supervisor.stop(timeout=5)
         self.stack.stop()
         self.workers.clear()
 
