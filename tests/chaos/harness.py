@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from temporalio.api.enums.v1 import EventType, PendingActivityState
+from temporalio.api.enums.v1 import EventType, PendingActivityState, TimeoutType
+from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -37,6 +39,25 @@ WORKERS = ("w1", "w2")
 
 def _quiet(line: str) -> None:
     return None
+
+
+@dataclass
+class ActivityRun:
+    """One scheduling of an activity, as the workflow's history tells it."""
+
+    task_queue: str
+    attempt: int = 0  # of the last attempt started (0: none was)
+    identity: str = ""  # the worker that started it
+    earlier: str = ""  # why the attempt before it ended
+    outcome: str = "pending"
+
+
+def _failure(failure: Failure) -> str:
+    """A history failure in a few words: the timeout's kind, or the message."""
+    if failure.HasField("timeout_failure_info"):
+        kind = TimeoutType.Name(failure.timeout_failure_info.timeout_type)
+        return "timed out: " + kind.removeprefix("TIMEOUT_TYPE_").lower().replace("_", "-")
+    return failure.message
 
 
 class TemporalView:
@@ -110,22 +131,38 @@ class TemporalView:
                     return str(pending.last_worker_identity)
         return None
 
-    def activity_identities(self, workflow_id: str, activity: str) -> list[str]:
-        """The identity of the worker that started each attempt of `activity` (history)."""
+    def activity_runs(self, workflow_id: str, activity: str) -> list[ActivityRun]:
+        """Each scheduling of `activity` by the workflow, from its history. Temporal records
+        only the last attempt of a scheduling (its worker, and why the one before it ended),
+        so attempts lost before it show in `attempt` and `earlier` only."""
 
-        async def history() -> list[str]:
+        async def history() -> list[ActivityRun]:
             handle = self.client.get_workflow_handle(workflow_id)
-            found: dict[int, str] = {}
-            identities: list[str] = []
+            runs: dict[int, ActivityRun] = {}
             async for event in handle.fetch_history_events():
-                if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-                    attributes = event.activity_task_scheduled_event_attributes
-                    found[event.event_id] = attributes.activity_type.name
-                elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-                    attributes_started = event.activity_task_started_event_attributes
-                    if found.get(attributes_started.scheduled_event_id) == activity:
-                        identities.append(attributes_started.identity)
-            return identities
+                kind = event.event_type
+                if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    scheduled = event.activity_task_scheduled_event_attributes
+                    if scheduled.activity_type.name == activity:
+                        runs[event.event_id] = ActivityRun(scheduled.task_queue.name)
+                elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                    started = event.activity_task_started_event_attributes
+                    if (run := runs.get(started.scheduled_event_id)) is not None:
+                        run.attempt, run.identity = started.attempt, started.identity
+                        run.earlier = _failure(started.last_failure)
+                elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                    completed = event.activity_task_completed_event_attributes
+                    if (run := runs.get(completed.scheduled_event_id)) is not None:
+                        run.outcome = "completed"
+                elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+                    failed = event.activity_task_failed_event_attributes
+                    if (run := runs.get(failed.scheduled_event_id)) is not None:
+                        run.outcome = f"failed ({_failure(failed.failure)})"
+                elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+                    timed_out = event.activity_task_timed_out_event_attributes
+                    if (run := runs.get(timed_out.scheduled_event_id)) is not None:
+                        run.outcome = _failure(timed_out.failure)
+            return list(runs.values())
 
         return self.run(history())
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from shared.contracts.deploy import ACT_PUBLISH
 from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
 from tests.chaos import gitrepo
@@ -56,8 +57,8 @@ def run(chaos: Chaos, result: CaseResult) -> None:
         published += ids
         workers_used = set()
         for deployment in ids:
-            for identity in chaos.temporal.activity_identities(deployment, "publish"):
-                workers_used.add(chaos.worker_of(identity) or identity)
+            for publish in chaos.temporal.activity_runs(deployment, ACT_PUBLISH):
+                workers_used.add(chaos.worker_of(publish.identity) or publish.identity)
         result.note(f"round {round_}: workers that ran the two publishes", sorted(workers_used))
         if len(workers_used) > 1:
             break

@@ -114,11 +114,15 @@ def run(chaos: Chaos, result: CaseResult) -> None:
     for revision in (rev1, rev2, rev4):
         fleet.approve(fleet.review(locked, revision), "alice")
         order.append(revision)
-    state = fleet.deploy_state(locked)
-    latest = state.latest.revision if state and state.latest else None
+
+    def latest() -> str | None:  # the deployment's end reaches the queue a moment later
+        state = fleet.deploy_state(locked)
+        return state.latest.revision if state and state.latest else None
+
+    final = fleet.wait("A's latest deployment", lambda: latest() if latest() == rev4 else None)
     result.check(
         "Unlock on A → its queued revisions reviewed and published in order; A's latest",
-        f"{len(order)} published; latest is the last: {latest == rev4}",
+        f"{len(order)} published; latest is the last: {final == rev4}",
         "3; yes",
-        latest == rev4,
+        final == rev4,
     )

@@ -8,7 +8,7 @@ from shared.contracts.deploy import ACT_PUBLISH, ACT_RENDER_ROOT
 from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
 from tests.chaos import gitrepo
-from tests.chaos.harness import Chaos
+from tests.chaos.harness import ActivityRun, Chaos
 from tests.chaos.report import CaseResult
 
 NUMBER = 1
@@ -73,15 +73,16 @@ def run(chaos: Chaos, result: CaseResult) -> None:
         f"≤ {RECOVERY_LIMIT:.0f} s, every resource in the diff ({2 * RELEASES} added)",
         recovered <= RECOVERY_LIMIT and f"{2 * RELEASES} added" in str(review.output.get("title")),
     )
-    renders = [
-        chaos.worker_of(i) or i
-        for i in chaos.temporal.activity_identities(deployment, ACT_RENDER_ROOT)
-    ]
+    renders = chaos.temporal.activity_runs(deployment, ACT_RENDER_ROOT)
     result.check(
-        "  workers that started the render, in order",
-        renders,
-        f"{victim} first, the other worker last",
-        len(renders) >= 2 and renders[0] == victim and renders[-1] not in (victim, None),
+        "  the render's schedulings (task queue: outcome, last attempt)",
+        "; ".join(_described(chaos, r) for r in renders),
+        f"rollwright/{victim}: timed out; then another worker's queue: completed",
+        len(renders) >= 2
+        and renders[0].task_queue == f"rollwright/{victim}"
+        and renders[0].outcome.startswith("timed out")
+        and renders[-1].outcome == "completed"
+        and chaos.worker_of(renders[-1].identity) not in (victim, None),
     )
     said = _lost_notes(fleet.deployment_runs(deployment))
     result.check(
@@ -118,14 +119,15 @@ def run(chaos: Chaos, result: CaseResult) -> None:
         f"success, ≤ {RECOVERY_LIMIT:.0f} s",
         done.conclusion == "success" and recovered <= RECOVERY_LIMIT,
     )
-    publishes = [
-        chaos.worker_of(i) or i for i in chaos.temporal.activity_identities(deployment, ACT_PUBLISH)
-    ]
+    publishes = chaos.temporal.activity_runs(deployment, ACT_PUBLISH)
     result.check(
-        "  workers that started the publish, in order",
-        publishes,
-        f"{publisher} first, another one last",
-        len(publishes) >= 2 and publishes[0] == publisher and publishes[-1] != publisher,
+        "  the publish's schedulings (outcome, last attempt, why the one before it ended)",
+        "; ".join(_described(chaos, r) for r in publishes),
+        f"completed by another worker than {publisher}, on a later attempt",
+        len(publishes) == 1
+        and publishes[0].outcome == "completed"
+        and publishes[0].attempt >= 2
+        and chaos.worker_of(publishes[0].identity) not in (publisher, None),
     )
     trailers = gitrepo.published_deployments(fleet.repo)
     result.check(
@@ -134,14 +136,24 @@ def run(chaos: Chaos, result: CaseResult) -> None:
         "1",
         trailers.count(deployment) == 1 and len(trailers) == 1,
     )
-    row = chaos.sql.deployment(deployment)
-    result.check(
-        "  the deployment's SQL row",
-        row.state if row else None,
-        "published",
-        row is not None and row.state == "published",
-    )
+
+    def recorded() -> str | None:  # written right after the check run: give it a moment
+        row = chaos.sql.deployment(deployment)
+        return row.state if row is not None and row.state == "published" else None
+
+    try:
+        state = fleet.wait("the SQL row", recorded, poll=0.2, timeout=30)
+    except AssertionError:
+        row = chaos.sql.deployment(deployment)
+        state = row.state if row else "no row"
+    result.check("  the deployment's SQL row", state, "published", state == "published")
     chaos.start_worker(chaos.fresh_worker_id())
+
+
+def _described(chaos: Chaos, run: ActivityRun) -> str:
+    worker = chaos.worker_of(run.identity) or run.identity or "no worker"
+    earlier = f", the attempt before it: {run.earlier}" if run.earlier else ""
+    return f"{run.task_queue}: {run.outcome}, attempt {run.attempt} on {worker}{earlier}"
 
 
 def _lost_notes(runs: list[CheckRunRecord]) -> list[str]:
