@@ -14,8 +14,8 @@ from shared.devstack import fleetrepo
 from shared.stores.sql import OutboxRow
 from tests.bench.service import send_open_loop, signed_requests
 from tests.chaos import gitrepo
-from tests.chaos.harness import OWNER, Chaos, Fleet
 from tests.chaos.report import CaseFailed, CaseResult
+from tests.support.cluster import Cluster, Fleet
 
 NUMBER = 3
 KEY = "burst"
@@ -39,13 +39,13 @@ check run per root and revision.
 """
 
 
-def run(chaos: Chaos, result: CaseResult) -> None:
+def run(chaos: Cluster, result: CaseResult) -> None:
     fleet = chaos.fleet("burst", groups=GROUPS, clusters_per_group=CLUSTERS)
     base = fleetrepo.head(fleet.repo)
     shas, root_of = _history(fleet)
     before = [base, *shas[:-1]]  # each push's `before`: its parent
     payloads = [
-        fleet.emulator.push_payload(OWNER, fleet.name, b, a)
+        fleet.emulator.push_payload(fleet.owner, fleet.name, b, a)
         for b, a in zip(before, shas, strict=True)
     ]
     url = f"{chaos.stack.urls.gateway}/events"
@@ -196,7 +196,7 @@ def _positions(seen: list[str], expected: list[str]) -> list[int]:
     return [expected.index(sha) if sha in expected else -1 for sha in seen]
 
 
-def _pending_activities(chaos: Chaos, query: str) -> dict[str, int]:
+def _pending_activities(chaos: Cluster, query: str) -> dict[str, int]:
     """What the running workflows of `query` wait for: their pending activities by type and
     state (scheduled: no worker has taken it; started: a worker runs it)."""
     found: dict[str, int] = {}

@@ -11,9 +11,9 @@ from urllib.parse import urlsplit
 
 from shared.devstack import fleetrepo
 from tests.bench.common import rss_kib
-from tests.chaos.harness import Chaos
 from tests.chaos.rawhttp import Connection, webhook_headers
 from tests.chaos.report import CaseResult
+from tests.support.cluster import Cluster
 
 NUMBER = 5
 KEY = "hostile"
@@ -53,7 +53,7 @@ def rss_sampled(pid: int) -> Iterator[list[int]]:
         samples.append(rss_kib(pid))
 
 
-def run(chaos: Chaos, result: CaseResult) -> None:
+def run(chaos: Cluster, result: CaseResult) -> None:
     url = urlsplit(chaos.stack.urls.gateway)
     host, port = url.hostname or "127.0.0.1", url.port or 80
     secret = chaos.stack.webhook_secret
@@ -113,7 +113,7 @@ def run(chaos: Chaos, result: CaseResult) -> None:
     forged_click(chaos, result)
 
 
-def forged_click(chaos: Chaos, result: CaseResult) -> None:
+def forged_click(chaos: Cluster, result: CaseResult) -> None:
     fleet = chaos.fleet("hostile", groups=1, clusters_per_group=2)
     target, other = fleet.roots
     base = fleetrepo.head(fleet.repo)

@@ -10,8 +10,8 @@ from shared.contracts.deploy import TASK_QUEUE, NewRevision, RepoRef, deploy_wor
 from shared.contracts.queueing import queue_revision
 from shared.devstack.emulator.model import CheckRunRecord
 from tests.chaos import gitrepo
-from tests.chaos.harness import OWNER, Chaos, Fleet
 from tests.chaos.report import CaseFailed, CaseResult
+from tests.support.cluster import Cluster, Fleet
 
 NUMBER = 4
 KEY = "long_queue"
@@ -41,8 +41,8 @@ HISTORY_BYTES_WARN = 10 << 20
 HISTORY_EVENTS_WARN = 10_240
 
 
-def run(chaos: Chaos, result: CaseResult) -> None:
-    fleet = chaos.fleet("longqueue", groups=1, clusters_per_group=1, timeout=120.0)
+def run(chaos: Cluster, result: CaseResult) -> None:
+    fleet = chaos.fleet("longqueue", groups=1, clusters_per_group=1, timeout=120.0, poll=1.0)
     (root,) = fleet.roots
     path = f"deployments/{root}/cluster.values.yaml"
     original = (fleet.repo / path).read_text()
@@ -120,7 +120,7 @@ def run(chaos: Chaos, result: CaseResult) -> None:
 
 
 def _review_within(
-    chaos: Chaos, fleet: Fleet, root: str, revision: str, limit: float
+    chaos: Cluster, fleet: Fleet, root: str, revision: str, limit: float
 ) -> CheckRunRecord | None:
     """The revision's check run once it asks for review; None when it did not within `limit`
     seconds (a Temporal that ended the workflow fails the case at once)."""
@@ -131,7 +131,7 @@ def _review_within(
         return None
 
 
-def _diagnosis(chaos: Chaos, fleet: Fleet, workflow_id: str) -> str:
+def _diagnosis(chaos: Cluster, fleet: Fleet, workflow_id: str) -> str:
     """Where the root's workflow is: its history so far and the check-run requests made."""
     described = chaos.temporal.describe(workflow_id)
     info = described.raw_description.workflow_execution_info if described else None
@@ -143,14 +143,14 @@ def _diagnosis(chaos: Chaos, fleet: Fleet, workflow_id: str) -> str:
     return f"its DeployWorkflow's history {history}; {requests:,} check-run requests so far"
 
 
-def _signal_all(chaos: Chaos, fleet: Fleet, root: str, shas: list[str]) -> None:
+def _signal_all(chaos: Cluster, fleet: Fleet, root: str, shas: list[str]) -> None:
     repo = RepoRef(
-        owner=OWNER,
+        owner=fleet.owner,
         name=fleet.name,
         installation_id=1,
-        clone_url=chaos.stack.clone_url(OWNER, fleet.name),
+        clone_url=chaos.stack.clone_url(fleet.owner, fleet.name),
         default_branch="main",
-        html_url=f"{fleet.emulator.url}/{OWNER}/{fleet.name}",
+        html_url=f"{fleet.emulator.url}/{fleet.full_name}",
     )
 
     async def signal() -> None:
@@ -162,7 +162,7 @@ def _signal_all(chaos: Chaos, fleet: Fleet, root: str, shas: list[str]) -> None:
     chaos.temporal.run(signal(), timeout=ENQUEUE_LIMIT)
 
 
-def _fail_if_ended(chaos: Chaos, workflow_id: str) -> None:
+def _fail_if_ended(chaos: Cluster, workflow_id: str) -> None:
     """Stop waiting at once when Temporal ended the root's workflow (a lost queue)."""
     for execution in chaos.temporal.executions(f'WorkflowId="{workflow_id}"'):
         if execution.status in (
@@ -182,7 +182,7 @@ def _fail_if_ended(chaos: Chaos, workflow_id: str) -> None:
             )
 
 
-def _histories(chaos: Chaos, workflow_id: str, result: CaseResult) -> None:
+def _histories(chaos: Cluster, workflow_id: str, result: CaseResult) -> None:
     runs = chaos.temporal.executions(f'WorkflowId="{workflow_id}"')
     statuses: dict[str, int] = {}
     for execution in runs:

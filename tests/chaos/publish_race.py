@@ -8,8 +8,8 @@ from shared.contracts.deploy import ACT_PUBLISH
 from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
 from tests.chaos import gitrepo
-from tests.chaos.harness import Chaos, Fleet
 from tests.chaos.report import CaseResult
+from tests.support.cluster import Cluster, Fleet
 
 NUMBER = 6
 KEY = "publish_race"
@@ -32,7 +32,7 @@ sleep 2
 """
 
 
-def run(chaos: Chaos, result: CaseResult) -> None:
+def run(chaos: Cluster, result: CaseResult) -> None:
     fleet = chaos.fleet("publishrace", groups=1, clusters_per_group=2, settings=_GIT)
     fleetrepo.git(fleet.repo, "config", "core.logAllRefUpdates", "always")
     gitrepo.install_hook(fleet.repo, "pre-receive", HOLD)

@@ -2,7 +2,7 @@
 
     python -m tests.chaos.run [--write docs/reliability.md] [--only KEY ...] [--keep]
 
-Starts the embedded stack with two workers (tests/chaos/harness.py) and runs each case
+Starts the embedded stack with two workers (tests/support/cluster.py) and runs each case
 against it; a case that fails gets its processes stopped and the next case a fresh stack, so
 one failure does not spoil the others. Exits 1 when any case failed. Not part of `make test`
 (pytest collects `test_*.py` only; nothing here is named so): it needs a quiet machine for
@@ -22,8 +22,8 @@ from pathlib import Path
 from types import FrameType, ModuleType
 
 from tests.chaos import burst, hostile, long_queue, publish_race, temporal_restart, workers
-from tests.chaos.harness import Chaos
 from tests.chaos.report import CaseResult, load_average, render
+from tests.support.cluster import Cluster
 
 # Report order is the (NUMBER); run order puts the quick cases first and the one
 # that leaves a thousand-item queue behind last.
@@ -50,11 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chaos: work directory {work}", flush=True)
     started = time.monotonic()
     results: list[CaseResult] = []
-    chaos: Chaos | None = None
+    chaos: Cluster | None = None
     try:
         for case in selected:
             if chaos is None:
-                chaos = Chaos(work / f"stack-{len(results) + 1}")
+                chaos = Cluster(work / f"stack-{len(results) + 1}", owner="chaos")
                 chaos.start()
             result = CaseResult(case.NUMBER, case.KEY, case.TITLE, case.SETUP)
             print(f"chaos: case {case.NUMBER} ({case.KEY}): {case.TITLE}", flush=True)

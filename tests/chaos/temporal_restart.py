@@ -7,8 +7,8 @@ import time
 
 from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
-from tests.chaos.harness import Chaos
 from tests.chaos.report import CaseResult
+from tests.support.cluster import Cluster
 
 NUMBER = 2
 KEY = "temporal_restart"
@@ -26,7 +26,7 @@ revisions are deployed in order.
 """
 
 
-def run(chaos: Chaos, result: CaseResult) -> None:
+def run(chaos: Cluster, result: CaseResult) -> None:
     fleet = chaos.fleet("restart", groups=1, clusters_per_group=2)
     locked, waiting = fleet.roots
     rev0 = fleetrepo.head(fleet.repo)

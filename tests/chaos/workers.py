@@ -8,8 +8,8 @@ from shared.contracts.deploy import ACT_PUBLISH, ACT_RENDER_ROOT
 from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
 from tests.chaos import gitrepo
-from tests.chaos.harness import ActivityRun, Chaos
 from tests.chaos.report import CaseResult
+from tests.support.cluster import ActivityRun, Cluster
 
 NUMBER = 1
 KEY = "workers"
@@ -35,7 +35,7 @@ if mkdir "$held" 2>/dev/null; then sleep 120; fi
 RECOVERY_LIMIT = 150.0  # s, "within about two minutes" plus rendering on a loaded machine
 
 
-def run(chaos: Chaos, result: CaseResult) -> None:
+def run(chaos: Cluster, result: CaseResult) -> None:
     fleet = chaos.fleet(
         "workers",
         groups=1,
@@ -150,7 +150,7 @@ def run(chaos: Chaos, result: CaseResult) -> None:
     chaos.start_worker(chaos.fresh_worker_id())
 
 
-def _described(chaos: Chaos, run: ActivityRun) -> str:
+def _described(chaos: Cluster, run: ActivityRun) -> str:
     worker = chaos.worker_of(run.identity) or run.identity or "no worker"
     earlier = f", the attempt before it: {run.earlier}" if run.earlier else ""
     return f"{run.task_queue}: {run.outcome}, attempt {run.attempt} on {worker}{earlier}"

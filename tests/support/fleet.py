@@ -26,7 +26,14 @@ class FleetDriver:
     """`owner/name` on `stack`'s GitHub emulator, backed by the git repository `repo`."""
 
     def __init__(
-        self, stack: DevStack, owner: str, name: str, repo: Path, *, timeout: float = 60.0
+        self,
+        stack: DevStack,
+        owner: str,
+        name: str,
+        repo: Path,
+        *,
+        timeout: float = 60.0,
+        poll: float = 0.02,
     ) -> None:
         self.stack = stack
         self.owner, self.name = owner, name
@@ -34,6 +41,9 @@ class FleetDriver:
         assert stack.emulator is not None
         self.emulator: GitHubEmulator = stack.emulator
         self.timeout = timeout
+        # How often check runs are read back: each read copies all of the repository's, so a
+        # repository with thousands of them is read seldom (the copying holds the emulator).
+        self.poll = poll
         self.edits = 0
 
     @property
@@ -44,10 +54,12 @@ class FleetDriver:
         self,
         what: str,
         probe: Callable[[], T | None],
-        poll: float = 0.02,
+        poll: float | None = None,
         timeout: float | None = None,
     ) -> T:
-        return wait_on(self.stack, what, probe, timeout=timeout or self.timeout, poll=poll)
+        return wait_on(
+            self.stack, what, probe, timeout=timeout or self.timeout, poll=poll or self.poll
+        )
 
     # --- driving
 
@@ -150,4 +162,4 @@ class FleetDriver:
                 raise RuntimeError(f"deployment {deployment_id}: {last.conclusion} {last.output}")
             return None
 
-        return self.wait(f"deployment {deployment_id} {sorted(wanted)}", probe, 0.05, timeout)
+        return self.wait(f"deployment {deployment_id} {sorted(wanted)}", probe, None, timeout)

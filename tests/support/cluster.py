@@ -1,11 +1,12 @@
-"""The fault-injection suite's world: the embedded stack with two workers, fleets to drive, and
-the ways to look at Temporal, SQL and processes from outside.
+"""The embedded stack with two workers, generated fleets to drive on it, and the ways to look at
+Temporal, SQL and processes from outside: the world of the fault-injection suite
+(`tests/chaos/`) and of the fleet-wide benchmark (`tests/bench/fleetwide.py`).
 
 Everything is a real process on 127.0.0.1 (`DevStack`: the Temporal dev server with its state in
 a SQLite file, `python -m gateway`, and here two `python -m worker` processes with their own
 `ROLLWRIGHT_WORKER_ID`s and git caches), the GitHub emulator in this process (a thread, driven
-through its public methods), and real git repositories. Faults are what an operator meets:
-SIGKILL of a process group, a restart on the same state, load and hostile requests.
+through its public methods), and real git repositories. The faults the chaos suite injects are
+what an operator meets: SIGKILL of a process group, a restart on the same state.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from tests.support.fleet import FleetDriver
 from tests.support.stack import inherited_env
 
 T = TypeVar("T")
-OWNER = "chaos"
 WORKERS = ("w1", "w2")
 
 
@@ -174,22 +174,31 @@ class TemporalView:
 
 
 class Fleet(FleetDriver):
-    """One case's fleet repository (`chaos/<name>`), generated, committed and served."""
+    """A generated fleet repository (`<owner>/<name>`), committed and served."""
 
-    def __init__(self, chaos: Chaos, name: str, repo: Path, roots: list[str], timeout: float):
-        super().__init__(chaos.stack, OWNER, name, repo, timeout=timeout)
-        self.chaos = chaos
+    def __init__(
+        self,
+        cluster: Cluster,
+        name: str,
+        repo: Path,
+        roots: list[str],
+        timeout: float,
+        poll: float,
+    ) -> None:
+        super().__init__(cluster.stack, cluster.owner, name, repo, timeout=timeout, poll=poll)
+        self.cluster = cluster
         self.roots = roots
 
     def deploy_state(self, root: str) -> DeployState | None:
-        return self.chaos.temporal.deploy_state(self.full_name, root)
+        return self.cluster.temporal.deploy_state(self.full_name, root)
 
 
-class Chaos:
-    """The stack with two workers. `start()`, then `fleet()` per case; `stop()` always."""
+class Cluster:
+    """The stack with two workers. `start()`, then `fleet()` per repository; `stop()` always."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, *, owner: str) -> None:
         self.work = work
+        self.owner = owner
         options = StackOptions(
             data_dir=work / "stack", worker=False, headless_ui=True, env=inherited_env()
         )
@@ -284,9 +293,10 @@ class Chaos:
         releases: int = 1,
         settings: dict[str, Any] | None = None,
         timeout: float = 120.0,
+        poll: float = 0.05,
     ) -> Fleet:
         """A generated atlas fleet (`fleetgen`) with `settings` as its rollwright.yaml,
-        committed on `main` and installed in the emulator as `chaos/<name>`."""
+        committed on `main` and installed in the emulator as `<owner>/<name>`."""
         repo = self.work / name
         fleetgen.generate(
             repo, groups=groups, clusters_per_group=clusters_per_group, releases=releases
@@ -295,8 +305,8 @@ class Chaos:
             (repo / "rollwright.yaml").write_text(yamldoc.dumps(settings))
         fleetrepo.git(repo, "init", "-q", "-b", "main")
         fleetrepo.commit_all(repo, "fleet")
-        self.stack.add_repository(OWNER, name, repo)
+        self.stack.add_repository(self.owner, name, repo)
         roots = [
             f"g{g:03d}/c{g:03d}-{c:03d}" for g in range(groups) for c in range(clusters_per_group)
         ]
-        return Fleet(self, name, repo, roots, timeout)
+        return Fleet(self, name, repo, roots, timeout, poll)
