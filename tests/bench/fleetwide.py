@@ -13,6 +13,7 @@ Run alone: `python -m tests.bench.run --only fleetwide [--write docs/benchmarks.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections import Counter
@@ -27,7 +28,7 @@ from tests.support.cluster import Cluster, Fleet
 
 MARKER = "## Fleet-wide change (issue 16)"
 GROUPS, CLUSTERS, RELEASES = 10, 100, 10
-LIMIT = 900.0  # s: give up (and report it) after 15 minutes
+LIMIT = 600.0  # s: stop waiting (and report what was reached) after 10 minutes
 # Targets (the issue names the measures, not values; these are ours, see the section text)
 TARGET_SECONDS = 300.0
 TARGET_REQUESTS = 4.0
@@ -61,21 +62,32 @@ def _measure(cluster: Cluster, fleet: Fleet) -> dict[str, Any]:
     fleet.push(base, head)
     names = {check_run_name(root): root for root in fleet.roots}
     progress: dict[int, float] = {}  # roots in review → seconds after the push
+    outcome: dict[str, str] = {}
 
-    def reviewed() -> bool | None:
-        ready = {
-            names[run.name]
-            for run in fleet.check_runs()
-            if run.state["head_sha"] == head
-            and run.conclusion == "action_required"
-            and run.name in names
-            and (run.output.get("text") or "").strip()
-        }
-        progress.setdefault(len(ready), time.monotonic() - sent)
-        return True if len(ready) == len(fleet.roots) else None
+    def settled() -> bool | None:
+        """Every root's check run for the commit asks for review (or ended otherwise)."""
+        outcome.clear()
+        for run in fleet.check_runs():
+            if run.state["head_sha"] != head or run.name not in names:
+                continue
+            if run.conclusion == "action_required" and (run.output.get("text") or "").strip():
+                outcome[names[run.name]] = "review"
+            elif run.status == "completed" and run.conclusion != "action_required":
+                outcome[names[run.name]] = str(run.conclusion)
+        reviewed = sum(1 for o in outcome.values() if o == "review")
+        progress.setdefault(reviewed, time.monotonic() - sent)
+        return True if len(outcome) == len(fleet.roots) else None
 
-    fleet.wait("every root's check run with its diff", reviewed, poll=2.0, timeout=LIMIT)
+    # at the limit, the roots still pending are what the section reports
+    with contextlib.suppress(AssertionError):
+        fleet.wait("every root's check run with its diff", settled, poll=5.0, timeout=LIMIT)
     elapsed = time.monotonic() - sent
+    lost = sum(
+        1
+        for run in fleet.check_runs()
+        if run.state["head_sha"] == head
+        and any("a worker was lost" in str(u.state["output"].get("title")) for u in run.history)
+    )
     requests = fleet.emulator.requests()[requests_before:]
     kinds = Counter(_kind(r.method, r.path) for r in requests)
     sizes = []
@@ -87,12 +99,13 @@ def _measure(cluster: Cluster, fleet: Fleet) -> dict[str, Any]:
     dispatch = cluster.temporal.describe(dispatch_workflow_id(fleet.full_name, head))
     assert dispatch is not None
     dispatch_info = dispatch.raw_description.workflow_execution_info
-    first_half = min(s for n, s in progress.items() if n >= len(fleet.roots) / 2)
+    counts = Counter(outcome.get(root, "pending") for root in fleet.roots)
     return {
         "roots": len(fleet.roots),
         "seconds": elapsed,
-        "half": first_half,
-        "first": min(s for n, s in progress.items() if n > 0),
+        "outcomes": counts,
+        "progress": progress,
+        "lost": lost,
         "requests": len(requests),
         "kinds": kinds,
         "events": [n for n, _ in sizes],
@@ -118,16 +131,38 @@ def report(result: dict[str, Any]) -> str:
     per_root = result["requests"] / roots
     events, sizes = result["events"], result["bytes"]
     kinds = ", ".join(f"{kind} {n / roots:.2f}" for kind, n in result["kinds"].most_common())
+    outcomes = result["outcomes"]
+    progress = result["progress"]
+    reviewed = outcomes.get("review", 0)
+    all_reviewed = reviewed == roots
+
+    def when(share: float) -> str:
+        reached = [t for n, t in progress.items() if n >= share * roots]
+        return f"{min(reached):.0f} s" if reached else "not reached"
+
+    others = ", ".join(f"{n} {o}" for o, n in outcomes.most_common() if o != "review")
     rows = [
         (
             f"push → every root's check run asks for review with its diff ({roots:,} roots)",
-            f"{result['seconds']:.0f} s (first root {result['first']:.0f} s, half "
-            f"{result['half']:.0f} s; {roots / result['seconds']:.1f} roots/s)",
+            (
+                f"{result['seconds']:.0f} s"
+                if all_reviewed
+                else f"not reached: after {result['seconds']:.0f} s, {reviewed:,} in review, "
+                f"{others}"
+            )
+            + f" (10 %: {when(0.1)}, half: {when(0.5)})",
             f"≤ {TARGET_SECONDS:.0f} s",
-            verdict(result["seconds"] <= TARGET_SECONDS),
+            verdict(all_reviewed and result["seconds"] <= TARGET_SECONDS),
         ),
         (
-            "GitHub API requests per root until then",
+            "deployments that rendered again because a worker was taken for lost (none was: "
+            "both workers ran throughout)",
+            f"{result['lost']:,}",
+            "0",
+            verdict(result["lost"] == 0),
+        ),
+        (
+            "GitHub API requests per root until then (or the limit)",
             f"{per_root:.2f} ({result['requests']:,} in all: {kinds})",
             f"≤ {TARGET_REQUESTS:.0f}",
             verdict(per_root <= TARGET_REQUESTS),
