@@ -199,7 +199,10 @@ check run of every root is `action_required` with the diff in its text: the disp
 roots from the worker's mirror, one signal-with-start per root), then per root a queued check
 run, a checkout, the render, the diff and the review check run. No root had been deployed
 before, so each diff shows the root's resources as added; a deployed fleet's change diffs
-against the published render instead, the same work plus reading that render.
+against the published render instead, the same work plus reading that render. The wait stops
+after {LIMIT / 60:.0f} minutes; the roots not in review by then are counted by their check run's
+state. Both workers run throughout, so a check run that says "a worker was lost" (the
+deployment rendered again elsewhere, docs/operations.md) is a false alarm, counted as such.
 
 Targets are ours (the issue names the measures only): a fleet-wide change reviewable within 5
 minutes on this 2-core machine; at most 4 GitHub requests per root (a check run created, then

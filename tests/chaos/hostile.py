@@ -146,7 +146,7 @@ def forged_click(chaos: Cluster, result: CaseResult) -> None:
         "one, counted=False, actor mallory",
         len(audit) == 1 and audit[0].startswith("counted=False, actor=mallory"),
     )
-    state = chaos.temporal.query(deployment, "deployment_state")
+    state = chaos.temporal.query(deployment, "deployment_state", str)
     runs = fleet.deployment_runs(deployment)
     waiting = bool(runs) and runs[-1].conclusion == "action_required"
     buttons = [a["identifier"] for a in runs[-1].actions] if runs else []

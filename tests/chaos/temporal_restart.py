@@ -86,7 +86,7 @@ def run(chaos: Cluster, result: CaseResult) -> None:
         and after[:2] == before
         and after[2][0] == rev4,
     )
-    review_state = chaos.temporal.query(review.state["external_id"], "deployment_state")
+    review_state = chaos.temporal.query(review.state["external_id"], "deployment_state", str)
     result.check(
         "after: root B's deployment",
         review_state,

@@ -91,25 +91,15 @@ class TemporalView:
 
     def deploy_state(self, repo: str, root: str) -> DeployState | None:
         """The root's queue, lock and current deployment (None: no such workflow running)."""
+        return self.query(deploy_workflow_id(repo, root), QUERY_STATE, DeployState)
 
-        async def query() -> DeployState | None:
-            handle = self.client.get_workflow_handle(deploy_workflow_id(repo, root))
+    def query(self, workflow_id: str, name: str, result_type: type[T]) -> T | None:
+        """Query `name` of the workflow (None: there is no such workflow)."""
+
+        async def query() -> T | None:
+            handle = self.client.get_workflow_handle(workflow_id)
             try:
-                state: DeployState = await handle.query(QUERY_STATE, result_type=DeployState)
-            except RPCError as err:
-                if err.status == RPCStatusCode.NOT_FOUND:
-                    return None
-                raise
-            return state
-
-        return self.run(query())
-
-    def query(self, workflow_id: str, name: str) -> str | None:
-        async def query() -> str | None:
-            try:
-                answer: str = await self.client.get_workflow_handle(workflow_id).query(
-                    name, result_type=str
-                )
+                answer: T = await handle.query(name, result_type=result_type)
             except RPCError as err:
                 if err.status == RPCStatusCode.NOT_FOUND:
                     return None
