@@ -30,7 +30,7 @@ from shared.contracts.deploy import (
     DeploymentRecord,
     UnlockSignal,
 )
-from tests.support.deploy_versions import DeploymentNoticingLossFast
+from tests.support.deploy_versions import DeploymentNoticingLossFast, DeployQueueOfThree
 from tests.support.deploy_world import (
     REPO,
     Harness,
@@ -45,6 +45,7 @@ from tests.support.deploy_world import (
 )
 from workflows.calls import PUBLISH_RETRY
 from workflows.deploy import DeployWorkflow
+from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
 from workflows.searchattrs import keyword
 
@@ -641,6 +642,28 @@ async def test_continue_as_new_keeps_queue() -> None:
         # The carried queue items kept their deployment ids and check runs.
         assert {r: world.runs_for(r) for r in (A, B, C, D)} == check_runs_before
         assert [r.revision for r in world.outcomes] == [A, B]
+
+
+@scenario
+async def test_a_merge_past_a_full_queue_is_refused_on_its_check_run() -> None:
+    # Past the most a queue keeps, its continue-as-new input would outgrow Temporal's payload
+    # limit and the root's queue could not go on: the merge is refused, visibly.
+    world = World(latest={ROOT: latest(L, trigger="manual")})
+    workflows = [DispatchWorkflow, DeployQueueOfThree, DeploymentWorkflow]
+    async with harness(world, workflows) as h:
+        for revision in (A, B, C, D):
+            await h.push(ROOT, revision)
+        (run_id,) = await until(lambda: _completed(world, D), "the refusal check run")
+        refused = world.last(run_id)
+        assert refused.conclusion == "failure" and refused.title == "Queue full"
+        assert "3 deployments waiting" in refused.summary and "unlock" in refused.summary
+        state = await h.state(ROOT)
+        assert revisions(state.queue) == [A, B, C] and state.queue_length == 3
+
+        # A manual deployment is queued all the same, ahead of the merges.
+        await h.push(ROOT, D, "manual", by="erin")
+        state = await h.until_state(ROOT, "the manual one queued", lambda s: len(s.queue) == 4)
+        assert revisions(state.queue) == [D, A, B, C]
 
 
 @scenario

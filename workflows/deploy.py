@@ -97,6 +97,12 @@ PATCH_BOUNDED = "deploy-bounded-queue"
 QUEUED_BATCH = 50  # queued check runs or rows per activity
 # A deployment an earlier run started: how often to ask whether it ended without telling.
 DETACHED_CHECK = timedelta(minutes=30)
+# The most merges one root's queue holds. The continue-as-new input carries the queue packed
+# and the ids still to write; at 10,000 it measured 0.72 MB (docs/benchmarks.md, "Long
+# queue"), well under Temporal's 2 MB payload limit, which a run could not continue past.
+# A merge beyond it is refused on its check run; manual deployments are always queued.
+MAX_QUEUED = 10_000
+PATCH_QUEUE_FULL = "deploy-queue-full"
 
 
 @workflow.defn(name="DeployWorkflow")
@@ -439,6 +445,13 @@ class DeployWorkflow:
         ):
             await self._refuse_rerun(signal)
             return
+        if (
+            signal.trigger == "merge"
+            and len(self.queue) >= self._max_queued()
+            and workflow.patched(PATCH_QUEUE_FULL)
+        ):
+            await self._refuse_full(signal)
+            return
         item = QueueItem(
             # no uuid4 draw when the gateway chose the id: new signals only, replay-safe
             deployment_id=signal.deployment_id or str(workflow.uuid4()),
@@ -460,6 +473,45 @@ class DeployWorkflow:
             "re-run of %s refused: the latest deployment attempt is %s", signal.revision, latest
         )
         # A check run says why, so the click on Re-run does not vanish without an answer.
+        await self._refuse(
+            signal,
+            conclusion="skipped",
+            title="Re-run refused",
+            message=(
+                f"Only the latest deployment attempt can be re-run, and that is "
+                f"`{checkrun.short(latest)}`, not `{checkrun.short(signal.revision)}`. "
+                "Use a manual deployment to go to another revision."
+            ),
+        )
+
+    async def _refuse_full(self, signal: NewRevision) -> None:
+        workflow.logger.warning(
+            "merge %s not queued: the queue holds %d deployments, its most",
+            signal.revision,
+            len(self.queue),
+        )
+        waiting = "a lock" if self.lock.locked else "the deployments ahead"
+        await self._refuse(
+            signal,
+            conclusion="failure",
+            title="Queue full",
+            message=(
+                f"This root's queue already holds {len(self.queue):,} deployments waiting "
+                f"(held by {waiting}), the most one root's queue keeps, so "
+                f"`{checkrun.short(signal.revision)}` was not queued. A later merge carries "
+                "its changes; to deploy it now, deploy it manually (manual deployments are "
+                "always queued, ahead of merges)"
+                + (" or unlock the root." if self.lock.locked else ".")
+            ),
+        )
+
+    def _max_queued(self) -> int:
+        return MAX_QUEUED
+
+    async def _refuse(
+        self, signal: NewRevision, *, conclusion: str, title: str, message: str
+    ) -> None:
+        """A completed check run for a request that was not queued."""
         item = QueueItem(
             deployment_id=str(workflow.uuid4()),
             revision=signal.revision,
@@ -469,15 +521,7 @@ class DeployWorkflow:
             enqueued_at=workflow.now(),
         )
         await self._check_run(
-            item,
-            status="completed",
-            conclusion="skipped",
-            title="Re-run refused",
-            message=(
-                f"Only the latest deployment attempt can be re-run, and that is "
-                f"`{checkrun.short(latest)}`, not `{checkrun.short(signal.revision)}`. "
-                "Use a manual deployment to go to another revision."
-            ),
+            item, status="completed", conclusion=conclusion, title=title, message=message
         )
 
     def _sort_queue(self) -> None:

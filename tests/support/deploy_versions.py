@@ -272,3 +272,16 @@ class DispatchWaitingOnSharedQueue(DispatchWorkflow):
 
     def _waits_queue(self) -> str | None:
         return None
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployQueueOfThree(DeployWorkflow):
+    """DeployWorkflow whose queue holds three merges (not 10,000): the refusal of a merge past
+    the most a root's queue keeps."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    def _max_queued(self) -> int:
+        return 3
