@@ -3,7 +3,8 @@
 A stored render, under `renders/<owner>/<repo>/<root>/<sha>/` (shared.stores.blob.render_prefix):
 
     digest.json         {"schema": 1, "root", "revision", "digest", "files": [...],
-                         "file_digests": {path: digest}, "hidden": {path: {pointer: digest}}}
+                         "file_digests": {path: digest}, "hidden": {path: {pointer: digest}},
+                         "warnings": ["path:line: warning: ...", ...]}
     files/<path>        each redacted output file, path relative to the root
 
 `digest`, `file_digests` and `hidden` are digests of the plaintext (see
@@ -61,18 +62,24 @@ RENDER_SCHEMA = 1
 class StoredRender:
     """A render read back from the blob store (redacted files, path → bytes)."""
 
-    def __init__(self, prefix: str, digest: str, side: RenderFiles) -> None:
+    def __init__(
+        self, prefix: str, digest: str, side: RenderFiles, warnings: list[str] | None = None
+    ) -> None:
         self.prefix = prefix
         self.digest = digest
         self.side = side
+        self.warnings = list(warnings or [])
 
     @property
     def files(self) -> Mapping[str, bytes]:
         return self.side.files
 
 
-def save_render(store: BlobStore, prefix: str, revision: str, render: Render) -> None:
-    """Store the redacted files of `render` under `prefix` (module docstring). Idempotent."""
+def save_render(
+    store: BlobStore, prefix: str, revision: str, render: Render, warnings: list[str] | None = None
+) -> None:
+    """Store the redacted files of `render` under `prefix` (module docstring), with the fleet's
+    warnings about the root (values keys no template reads). Idempotent."""
     for path, data in render.files.items():
         store.put(prefix + FILES_DIR + path, data)
     meta = {
@@ -83,6 +90,7 @@ def save_render(store: BlobStore, prefix: str, revision: str, render: Render) ->
         "files": sorted(render.files),
         "file_digests": render.file_digests,
         "hidden": render.leaf_digests(),
+        "warnings": list(warnings or []),
     }
     store.put(prefix + DIGEST_FILE, (json.dumps(meta, indent=2) + "\n").encode())
 
@@ -112,7 +120,8 @@ def load_render(store: BlobStore, prefix: str) -> StoredRender:
             )
         files[path] = data
     side = RenderFiles(files, meta.get("file_digests") or {}, meta.get("hidden") or {})
-    return StoredRender(prefix, str(meta["digest"]), side)
+    warnings = [str(w) for w in meta.get("warnings") or []]
+    return StoredRender(prefix, str(meta["digest"]), side, warnings)
 
 
 # --- activities ------------------------------------------------------------------------------

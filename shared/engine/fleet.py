@@ -139,6 +139,12 @@ class Fleet:
             out |= set(self.roots())
         return out
 
+    def unread_values(self, root: str | None = None) -> list[Problem]:
+        """Values keys the fleet sets that no template reads (reaching `root`; None: all)."""
+        if root is not None:
+            self.check_root(root)
+        return self._guarded(lambda: self.layout.unread_values(root))
+
     def validate(self) -> list[Problem]:
         problems = self._guarded(self.layout.validate)
         secrets = self.layout.secret_values()

@@ -425,6 +425,12 @@ class FleetConfig(_Strict):
     layout: Literal["atlas", "dimensions"] | None = Field(
         default=None, description="Fleet layout; detected when absent."
     )
+    strict: bool = Field(
+        default=False,
+        description="Values keys the fleet sets that no template reads (typos such as "
+        "`imgae:`) are errors: the renders of the roots they reach refuse, as for every "
+        "content problem. Default: warnings (`rollwright validate`, check runs).",
+    )
     output: OutputSettings = Field(default_factory=OutputSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
     atlas: AtlasSettings = Field(default_factory=AtlasSettings)

@@ -50,6 +50,8 @@ class FileDiff:
 @dataclass
 class RenderDiff:
     files: list[FileDiff] = field(default_factory=list)
+    # The fleet's warnings about the new render (`path:line: warning: …`), shown first.
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def added(self) -> int:
@@ -77,7 +79,14 @@ class RenderDiff:
             line = f"**{len(self.files)} resource(s)**: {self.counts()}."
         if full_url and not self.empty:
             line += f" [Full diff]({full_url})"
-        return line + "\n\n"
+        return line + "\n\n" + self.warnings_markdown()
+
+    def warnings_markdown(self) -> str:
+        if not self.warnings:
+            return ""
+        lines = [f"**{len(self.warnings)} warning(s)** in the fleet for this root:", ""]
+        lines += [f"- ⚠️ `{w}`" for w in self.warnings]
+        return "\n".join(lines) + "\n\n"
 
     def sections(self) -> list[str]:
         return [_section(f) for f in self.files]
