@@ -536,6 +536,7 @@ def test_rollout_status_of_a_healthy_patch_has_no_blocked_node(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _ = run(capsys, "rollout", "status", "--format", "json", "--repo", str(repo))
+    assert code == 0
     [item] = json.loads(out)
     assert item["blocked"] == []
 

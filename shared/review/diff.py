@@ -52,6 +52,8 @@ class RenderDiff:
     files: list[FileDiff] = field(default_factory=list)
     # The fleet's warnings about the new render (`path:line: warning: …`), shown first.
     warnings: list[str] = field(default_factory=list)
+    # Markdown above everything: what the diff compares (shared.review.compared).
+    preamble: str = ""
 
     @property
     def added(self) -> int:
@@ -73,13 +75,16 @@ class RenderDiff:
         return f"{self.added} added, {self.removed} removed, {self.changed} changed"
 
     def header(self, full_url: str | None = None) -> str:
+        return self.preamble + self._counts_line(full_url) + self.warnings_markdown()
+
+    def _counts_line(self, full_url: str | None) -> str:
         if self.empty:
             line = "**No changes**: the render is identical to the latest published render."
         else:
             line = f"**{len(self.files)} resource(s)**: {self.counts()}."
         if full_url and not self.empty:
             line += f" [Full diff]({full_url})"
-        return line + "\n\n" + self.warnings_markdown()
+        return line + "\n\n"
 
     def warnings_markdown(self) -> str:
         if not self.warnings:
