@@ -41,7 +41,9 @@ def test_render_matches_golden(tmp_path: Path, capsys: pytest.CaptureFixture[str
     argv = ["render", "--repo", str(FLEET), "--out", str(tmp_path)]
     for root in GOLDEN_ROOTS:
         argv += ["--root", root]
-    assert run(capsys, *argv) == (0, "", "")
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (0, "")
+    assert err.startswith(f"rendered {len(GOLDEN_ROOTS)} root(s), ") and err.count("\n") == 1
     assert_golden(tmp_path, "bootstrap-fleet", GOLDEN_ROOTS)
 
 

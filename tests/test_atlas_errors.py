@@ -263,4 +263,4 @@ def test_cli_validate_prints_every_problem_and_exits_1(
         "directory under apps/ is a deployment)",
         f"{DEP}/deployment.yaml:3: unknown key 'apps/0/nmae'",
     ]
-    assert err == "2 problem(s) found\n"
+    assert err == "1 root(s) checked: 2 problem(s) found\n"

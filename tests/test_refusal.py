@@ -304,7 +304,7 @@ def test_hygiene_problems_are_warnings_and_change_no_render(
         f"({COPY}:9), which applies after every values file, at {INT_A}, "
         f"{INT_A.replace('-a', '-b')}",
     ]
-    assert err == "3 warning(s) found\n"
+    assert err.endswith(" root(s) checked: 3 warning(s) found\n")
     assert run(capsys, "validate", "--repo", str(fleet), "--strict")[0] == 1
     code, _, err = run(capsys, "render", "--repo", str(fleet), "--out", str(tmp_path / "after"))
     assert code == 0, err
