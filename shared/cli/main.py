@@ -30,7 +30,7 @@ from shared.cli import diff as preview_cli
 from shared.cli import rollout as rollout_cli
 from shared.engine import parallel, yamldoc
 from shared.engine.affected import affected_between
-from shared.engine.errors import FleetError, FleetErrors
+from shared.engine.errors import ROOTS_NAMED, FleetError, FleetErrors, Problem, by_root
 from shared.engine.fleet import Fleet
 from shared.engine.secrets.redact import keyed_markers
 from shared.engine.tree import GitError, WorkTree
@@ -109,9 +109,12 @@ class _Progress:
         return time.monotonic() - self.started
 
     def close(self, summary: str) -> None:
-        start = "\r" if self.enabled else ""
-        pad = " " * 50 if self.enabled else ""
-        sys.stderr.write(f"{start}{summary}{pad}\n")
+        """Replace the bar with `summary`; "" only clears the bar (what follows says more)."""
+        if self.enabled:
+            sys.stderr.write(f"\r{summary}{' ' * 90}\r{summary}")
+            sys.stderr.write("\n" if summary else "")
+        elif summary:
+            sys.stderr.write(summary + "\n")
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -125,20 +128,56 @@ def cmd_render(args: argparse.Namespace) -> int:
             fleet.check_root(root)  # raises the usual error
     out = Path(args.out)
     progress = _Progress(len(roots))
-
+    # Every root that renders is written; the ones that fail are reported together at the
+    # end, each mistake once with its roots, and nothing of them is written.
+    failures: list[tuple[str, FleetError]] = []
+    done: list[str] = []
     try:
-        for root in parallel.render_into(fleet, roots, args.jobs, out, reveal=bool(args.reveal)):
+        for root in parallel.render_into(
+            fleet, roots, args.jobs, out, reveal=bool(args.reveal), failures=failures
+        ):
+            done.append(root)
             progress.step(root)
     except parallel.WorkerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    files = sum(_count_files(out / root) for root in roots)
+    files = sum(_count_files(out / root) for root in done)
     elapsed = progress.elapsed
-    progress.close(f"rendered {len(roots)} root(s), {files} file(s) into {out} in {elapsed:.1f}s")
+    problems = by_root(failures, name_roots=len(roots) > 1)
+    if failures:
+        progress.close("")
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        failed = ", ".join(root for root, _ in failures[:ROOTS_NAMED])
+        more = f" and {len(failures) - ROOTS_NAMED} more" if len(failures) > ROOTS_NAMED else ""
+        summary = (
+            f"rendered {len(done)} of {len(roots)} root(s), {files} file(s) into {out} in "
+            f"{elapsed:.1f}s; {len(failures)} failed ({failed}{more}), nothing written for them"
+        )
+        print(summary, file=sys.stderr)
+    else:
+        summary = f"rendered {len(roots)} root(s), {files} file(s) into {out} in {elapsed:.1f}s"
+        progress.close(summary)
     if args.format == "json":
-        summary = {"out": str(out), "roots": list(roots), "files": files, "seconds": elapsed}
-        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
-    return 0
+        document = {
+            "out": str(out),
+            "roots": done,
+            "files": files,
+            "seconds": elapsed,
+            "failed": [root for root, _ in failures],
+            "problems": [_problem_json(p) for p in problems],
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    return 1 if failures else 0
+
+
+def _problem_json(problem: Problem) -> dict[str, object]:
+    return {
+        "path": problem.path,
+        "line": problem.line,
+        "severity": "warning" if problem.hygiene else "error",
+        "message": problem.message,
+    }
 
 
 def _count_files(directory: Path) -> int:
@@ -167,15 +206,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             "roots": result.roots,
             "errors": errors,
             "warnings": warnings,
-            "problems": [
-                {
-                    "path": p.path,
-                    "line": p.line,
-                    "severity": "warning" if p.hygiene else "error",
-                    "message": p.message,
-                }
-                for p in problems
-            ],
+            "problems": [_problem_json(p) for p in problems],
         }
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:

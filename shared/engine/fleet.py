@@ -15,7 +15,7 @@ import fnmatch
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from shared.engine import fleetconfig
+from shared.engine import fleetconfig, suggest
 from shared.engine.atlas.layout import AtlasLayout
 from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.errors import FleetError, FleetErrors, Problem
@@ -51,8 +51,10 @@ class Fleet:
         return self.layout.roots()
 
     def check_root(self, root: str) -> None:
-        if root not in set(self.roots()):
-            raise FleetError(f"unknown root {root!r}; `rollwright roots` lists them")
+        roots = self.roots()
+        if root not in set(roots):
+            hint = suggest.hint(root, roots)
+            raise FleetError(f"unknown root {root!r}{hint}; `rollwright roots` lists them")
 
     def releases(self, root: str) -> list[ReleaseInfo]:
         self.check_root(root)

@@ -243,7 +243,12 @@ def render_release(
     for res in kept:
         manifests.apply_namespace(res, spec.namespace, cluster_kinds)
     patching.apply_release_patches(
-        kept, spec.json_patches, spec.strategic_merge_patches, origin=spec.origin
+        kept,
+        spec.json_patches,
+        spec.strategic_merge_patches,
+        origin=spec.origin,
+        json_origins=spec.json_patch_origins,
+        strategic_origins=spec.strategic_patch_origins,
     )
     if spec.remove_labels:
         for res in kept:

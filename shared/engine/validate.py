@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.engine.errors import FleetError, FleetErrors, Problem
+from shared.engine.errors import FleetError, FleetErrors, Problem, by_root
 from shared.engine.fleet import Fleet
 from shared.engine.tree import Tree
 
@@ -42,12 +42,12 @@ def check_fleet(tree: Tree, *, render: bool = True) -> Validation:
         roots = None  # validate() reported why (duplicate cluster names, ...)
     if render and roots is not None and not any(not p.hygiene for p in problems):
         # Rendering a fleet with content problems would repeat them once per root.
+        failures: list[tuple[str, FleetError]] = []
         for root in roots:
             try:
                 fleet.render(root)
-            except FleetErrors as err:
-                problems.update(err.problems)
             except FleetError as err:
-                problems.add(err.problem)
+                failures.append((root, err))
+        problems.update(by_root(failures))  # a shared file's mistake once, with its roots
     ordered = sorted(problems, key=lambda p: (p.path, p.line or 0, p.message))
     return Validation(ordered, len(roots) if roots is not None else None)

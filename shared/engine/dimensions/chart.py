@@ -19,7 +19,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from shared.engine import argocd, helm, yamldoc
+from shared.engine import argocd, goerrors, helm, yamldoc
 from shared.engine.dimensions.config import Place
 from shared.engine.dimensions.models import (
     DEFAULTS_FILES,
@@ -122,5 +122,5 @@ def _template_reason(message: str) -> str:
     marker = "template: gotpl:"
     if marker in message:
         tail = message.split(marker, 1)[1]
-        return re.sub(r"^\d+(:\d+)?: ", "", tail.strip())
+        return goerrors.reword(re.sub(r"^\d+(:\d+)?: ", "", tail.strip()))
     return message
