@@ -93,6 +93,9 @@ class Job(BaseModel):
     timeline: list[TimelineEvent]
     links: JobLinks
     rollback_command: str
+    # Some deployment published this revision on the root: only then is rolling back to it
+    # offered (a revision never deployed is no known-good state to return to).
+    revision_deployed: bool = False
     diff: DiffStats | None = None
     # What the review compares: the commit (subject, author, link) and the base render.
     review: ReviewContext | None = None
@@ -191,6 +194,7 @@ class JobReader:
             timeline=events,
             links=self.links(deployment_id, row.repo, row.root, row.revision, check_runs),
             rollback_command=self.rollback_command(row.repo, row.root, row.revision),
+            revision_deployed=self.store.revision_published(row.repo, row.root, row.revision),
             diff=self.diff_stats(deployment_id) if with_diff else None,
             review=self.review(deployment_id),
         )

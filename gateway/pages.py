@@ -99,7 +99,10 @@ async def job_page(
     deployment_id: DeploymentId,
     reader: ReaderDep,
     view: Annotated[str, Query(pattern="^(unified|split)$")] = "unified",
+    live: bool = False,
 ) -> StreamingResponse | HTMLResponse:
+    """The job page; `?live=1` is the same page without the log and the diff: what the
+    page's script fetches to refresh its state, approver, buttons, timeline and check runs."""
     settings = reader.settings
     # the diff (up to megabytes) is read while the page streams, not before it starts
     job = await run_in_threadpool(reader.job, deployment_id, with_diff=False)
@@ -110,7 +113,7 @@ async def job_page(
             f"Rollwright has no record of deployment {deployment_id}.",
             settings.public_url,
         )
-    log_lines = await run_in_threadpool(reader.log, deployment_id)
+    log_lines = [] if live else await run_in_threadpool(reader.log, deployment_id)
     buttons: list[devactions.Button] = []
     dev_error = ""
     if settings.dev_mode and not job.finished:
@@ -135,6 +138,7 @@ async def job_page(
         "unified_rows": unified_rows,
         "split_rows": split_rows,
         "diff_document": _lazy_document(reader, deployment_id),
+        "live": live,
     }
     pieces = templates.get_template("job.html").generate(**context)
     # A sync iterator: Starlette pulls it in a worker thread, so loading and rendering a

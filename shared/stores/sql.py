@@ -777,6 +777,22 @@ class SqlStore:
             query = _deployment_filter(select(func.count()).select_from(DeploymentRow), repo, root)
             return int(session.scalar(query) or 0)
 
+    def revision_published(self, repo: str, root: str, revision: str) -> bool:
+        """Whether some deployment published `revision` on the root: only such a revision
+        is offered as a rollback target (it is known to have run there)."""
+        with self._sessions() as session:
+            query = (
+                select(DeploymentRow.deployment_id)
+                .where(
+                    DeploymentRow.repo == repo,
+                    DeploymentRow.root == root,
+                    DeploymentRow.revision == revision,
+                    DeploymentRow.state == "published",
+                )
+                .limit(1)
+            )
+            return session.scalar(query) is not None
+
     def roots(self, *, limit: int = 500) -> list[tuple[str, str, int, datetime]]:
         """(repo, root, deployments, last started) of every root with a deployment, the most
         recently active first: the gateway's front page."""
