@@ -202,6 +202,9 @@ async def job_action(
         )
         return error_page(502, "The click did not go through", str(err), public)
     log.info("dev action clicked", extra={"deployment": deployment_id, "action": identifier})
+    if form.get("back") == ["root"]:  # the root page's Unlock: back where it was clicked
+        root_url = f"{public}/roots/{quote(job.root)}?{urlencode({'repo': job.repo})}"
+        return RedirectResponse(root_url, status_code=303)
     return RedirectResponse(f"{public}/jobs/{deployment_id}", status_code=303)
 
 
@@ -245,11 +248,27 @@ async def root_page(
         query = {"page": str(number), **({"repo": repo} if repo else {})}
         return f"{public}/roots/{quote(root)}?{urlencode(query)}"
 
+    # In the dev stack the lock banner clicks Unlock itself (through the emulator's check
+    # run, as for the job page's buttons); with GitHub, it links the check run that offers it.
+    unlock: dict[str, devactions.Button] = {}
+    if settings.dev_mode:
+        for lock in listing.locks:
+            try:
+                offered = await run_in_threadpool(
+                    devactions.buttons, settings, lock.repo, root, lock.deployment_id
+                )
+            except devactions.EmulatorError as err:
+                log.warning("emulator unreachable", extra={"root": root, "error": str(err)})
+                continue
+            for button in offered:
+                if button.identifier == "unlock":
+                    unlock[lock.deployment_id] = button
     query = urlencode({"page": str(listing.page), **({"repo": repo} if repo else {})})
     html = templates.get_template("root.html").render(
         page=listing,
         page_url=page_url,
         api_url=f"{public}/api/roots/{quote(root)}?{query}",
         public_url=public,
+        unlock=unlock,
     )
     return HTMLResponse(html)
