@@ -37,6 +37,7 @@ class Activities:
 
     all: list[Callable[..., Any]]
     pinned: list[Callable[..., Any]]
+    waits: list[Callable[..., Any]]
     mirror: GitMirror
     blobs: BlobStore
     sql: SqlStore
@@ -107,6 +108,8 @@ def build_activities(
     return Activities(
         all=shared + pinned,
         pinned=pinned,
+        # also on the shared queue: dispatches scheduled before the waits queue existed
+        waits=[dispatch.await_dispatch],
         mirror=mirror,
         blobs=blobs,
         sql=sql,

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
 from temporalio.client import (
     Client,
@@ -29,10 +29,9 @@ from temporalio.service import RetryConfig, RPCError, RPCStatusCode
 from shared.contracts.deploy import (
     DEPLOY_WORKFLOW,
     DISPATCH_WORKFLOW,
-    QUERY_STATE,
+    QUERY_HOLDING,
     SIGNAL_REVIEW,
     SIGNAL_UNLOCK,
-    DeployState,
     DispatchInput,
     NewRevision,
     RepoRef,
@@ -201,9 +200,10 @@ class TemporalDispatcher:
         when there is none, the queue is not running, or it does not answer in time."""
         handle = self.client.get_workflow_handle(workflow_id)
         try:
-            state: DeployState = await handle.query(
-                QUERY_STATE,
-                result_type=DeployState,
+            holding: str | None = await handle.query(
+                QUERY_HOLDING,
+                revision,
+                result_type=cast(type, str | None),
                 reject_condition=QueryRejectCondition.NOT_OPEN,
                 rpc_timeout=LOOKUP_TIMEOUT,
             )
@@ -214,9 +214,7 @@ class TemporalDispatcher:
         except (RuntimeError, TimeoutError) as err:  # the core bridge's connection failures
             log.info("asking %s which deployment holds %s: %s", workflow_id, revision, err)
             return None
-        if state.current is not None and state.current.revision == revision:
-            return state.current.deployment_id
-        return next((i.deployment_id for i in state.queue if i.revision == revision), None)
+        return holding
 
     async def preview_head(self, repo: RepoRef, pr: int, head: PullRequestHead) -> Dispatched:
         workflow_id = preview_workflow_id(repo.full_name, pr)

@@ -225,3 +225,37 @@ def test_revisions_are_queued_in_delivery_order_whichever_dispatch_is_faster() -
             assert ("dispatch:gone", "not_found") in world.awaited
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_a_burst_of_dispatches_waiting_in_order_leaves_the_workers_free() -> None:
+    """Twenty pushes at once on a worker that runs four shared activities at a time, the
+    first one slowest: the nineteen waiting for their previous delivery wait on the waits
+    queue, not in the shared slots the first one needs to queue its revision."""
+    revisions = [sha(f"burst{n}") for n in range(20)]
+    ids = [dispatch_workflow_id(REPO.full_name, rev) for rev in revisions]
+
+    async def scenario() -> None:
+        world = World(affected_holds={revisions[0]: asyncio.Event()})
+        befores = [BEFORE, *revisions[:-1]]
+        for before, after in zip(befores, revisions, strict=True):
+            world.affected[(before, after)] = AffectedResult(roots=["prod/eu"])
+        async with harness(world, shared_slots=4) as h:
+            handles = [
+                await h.client.start_workflow(
+                    DISPATCH_WORKFLOW,
+                    DispatchInput(repo=REPO, before=before, after=after, after_dispatch=previous),
+                    id=wid,
+                    task_queue=TASK_QUEUE,
+                )
+                for before, after, wid, previous in zip(
+                    befores, revisions, ids, ["dispatch:none", *ids[:-1]], strict=True
+                )
+            ]
+            await until(lambda: len(world.affected_calls) == 20, "every dispatch computing")
+            await until(lambda: len(world.awaiting) >= 19, "nineteen waiting")
+            world.affected_holds[revisions[0]].set()
+            for handle in handles:
+                await handle.result()
+            assert [r.revision.revision for r in world.signalled] == revisions
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))

@@ -15,6 +15,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from shared.contracts.checkrun import QUEUE_ROWS
+from shared.contracts.deploy import QUERY_HOLDING, STATE_QUEUE_ITEMS
 from tests.support.deploy_versions import DeployCheckingDetachedFast
 from tests.support.deploy_world import (
     WORKFLOWS,
@@ -33,7 +34,7 @@ from workflows.dispatch import DispatchWorkflow
 ROOT = "prod/eu-west"
 L, M = sha("1"), sha("m")
 HISTORY_EVENTS = 300  # a run continues as new past this many events
-QUEUED = 1000
+QUEUED = STATE_QUEUE_ITEMS + 200  # more than a state query shows
 
 
 def scenario(fn: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
@@ -91,8 +92,12 @@ async def test_thousands_queued_stay_in_order_with_short_histories() -> None:
             lambda: all(world.runs_for(r, ROOT) for r in merged), "every queued check run", 120
         )
         state = await h.state(ROOT)
-        assert revisions(state.queue) == merged
-        assert state.lock.locked
+        # the state query shows the front of the queue; the holding query finds any item
+        assert revisions(state.queue) == merged[:STATE_QUEUE_ITEMS]
+        assert state.queue_length == QUEUED and state.lock.locked
+        for revision in (merged[0], merged[-1]):
+            held = await h.deploy(ROOT).query(QUERY_HOLDING, revision, result_type=str)
+            assert held == world.last(world.runs_for(revision, ROOT)[0]).external_id
         assert max(world.check_run_batches) <= QUEUED_BATCH
         assert sum(world.check_run_batches) >= QUEUED
         for revision in merged:
@@ -125,7 +130,8 @@ async def test_thousands_queued_stay_in_order_with_short_histories() -> None:
         )
         state = await h.state(ROOT)
         assert state.lock.by_deployment == manual and state.current is None
-        assert revisions(state.queue) == merged + more
+        assert revisions(state.queue) == (merged + more)[:STATE_QUEUE_ITEMS]
+        assert state.queue_length == QUEUED + len(more)
 
         await h.unlock(ROOT)
         for revision in merged[:3]:

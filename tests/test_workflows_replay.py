@@ -41,10 +41,13 @@ from tests.support.deploy_versions import (
     DeployNotDetaching,
     DeployRecordingUnpatched,
     DeploySignalsFirstUnpatched,
+    DeployWritingEveryBatch,
+    DeployYieldingUnpatched,
     DispatchBeforeDeliveryOrder,
     DispatchBeforeFleetReports,
     DispatchDeliveryOrderUnpatched,
     DispatchFleetReportsUnpatched,
+    DispatchWaitingOnSharedQueue,
 )
 from tests.support.deploy_world import (
     REPO,
@@ -308,6 +311,43 @@ def test_a_dispatch_that_did_not_wait_for_the_previous_one_replays() -> None:
     assert asyncio.run(replay(DispatchDeliveryOrderUnpatched)) is not None
 
 
+def test_a_dispatch_that_waited_on_the_shared_queue_replays() -> None:
+    """A dispatch that awaited the previous one on the shared queue (before the waits queue)
+    replays on today's code, which schedules that wait on the waits queue."""
+    before, after = sha("e"), sha("f")
+
+    async def scenario() -> WorkflowHistory:
+        world = World()
+        world.affected[(before, after)] = AffectedResult(roots=["prod/eu"])
+        async with harness(world, workflows=[DispatchWaitingOnSharedQueue]) as h:
+            handle = await h.client.start_workflow(
+                DISPATCH_WORKFLOW,
+                DispatchInput(repo=REPO, before=before, after=after, after_dispatch="d:0"),
+                id=dispatch_workflow_id(REPO.full_name, after),
+                task_queue=TASK_QUEUE,
+            )
+            await handle.result()
+            assert world.awaited == [("d:0", "not_found")]
+            return await handle.fetch_history()
+
+    history = asyncio.run(asyncio.wait_for(scenario(), 60))
+    scheduled = [
+        e.activity_task_scheduled_event_attributes
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    assert TASK_QUEUE in [
+        a.task_queue.name for a in scheduled if a.activity_type.name == "await_dispatch"
+    ]
+
+    async def replay() -> Exception | None:
+        replayer = Replayer(workflows=[DispatchWorkflow], data_converter=pydantic_data_converter)
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        return result.replay_failure
+
+    assert asyncio.run(replay()) is None
+
+
 def test_deployments_from_before_worker_loss_handling_replay() -> None:
     """A deployment that failed on a lost worker, and one that awaited its checkout removal,
     on the code before "deployment-repins-lost-workers" and "cleanup-never-blocks", replay on
@@ -367,6 +407,29 @@ def test_a_queue_from_before_bounded_histories_replays() -> None:
     assert len(histories) > 1
     assert [_replay_failure(h, DeployWorkflow) for h in histories] == [None] * len(histories)
     assert _replay_failure(histories[0], DeployBoundedUnpatched) is not None
+
+
+def test_a_queue_that_wrote_every_batch_before_the_next_deployment_replays() -> None:
+    """An Unlock of a long queue on the code before "deploy-writes-yield" (every queued check
+    run rewritten before the next deployment starts) replays on today's code; the same
+    history fails without the patch check."""
+    queued = [sha(f"w{n}") for n in range(120)]  # three batches of check runs
+
+    async def scenario() -> list[WorkflowHistory]:
+        world = World(latest={ROOT: latest(sha("1"), trigger="manual")})
+        old = [DeployWritingEveryBatch, DeploymentWorkflow, DispatchWorkflow]
+        async with harness(world, workflows=old) as h:
+            deploy = await h.push(ROOT, queued[0])
+            for revision in queued[1:]:
+                await h.push(ROOT, revision)
+            await until(lambda: all(world.runs_for(r) for r in queued), "every check run")
+            await h.unlock(ROOT)
+            await h.awaiting_review(ROOT, queued[0])
+            return await h.run_chain(deploy.id, deploy.result_run_id or "")
+
+    histories = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert [_replay_failure(h, DeployWorkflow) for h in histories] == [None] * len(histories)
+    assert _replay_failure(histories[-1], DeployYieldingUnpatched) is not None
 
 
 def _replay_failure(history: WorkflowHistory, deploy: type) -> Exception | None:

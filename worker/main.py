@@ -29,7 +29,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities import Activities, build_activities
-from shared.contracts.deploy import REVIEW_TIMEOUT_SECONDS
+from shared.contracts.deploy import REVIEW_TIMEOUT_SECONDS, waits_task_queue
 from shared.settings import Settings
 from worker.logs import configure_logging
 from workflows.deploy import DeployWorkflow
@@ -55,6 +55,9 @@ HEARTBEAT_THROTTLE = timedelta(seconds=5)
 # update wait behind them. A wide pool for waiting; the pinned worker's concurrency limit
 # keeps the CPU-heavy work (checkout, render, diff, publish) near the number of cores.
 THREADS = 64
+# Activities that only wait on another workflow (a dispatch waiting for the previous one; a
+# long poll each, no thread): a burst of pushes queues hundreds at once.
+WAIT_SLOTS = 2000
 
 
 def pinned_concurrency() -> int:
@@ -73,7 +76,8 @@ async def connect(settings: Settings) -> Client:
 
 
 def build_workers(client: Client, settings: Settings, activities: Activities) -> list[Worker]:
-    """The shared-queue worker (workflows + all activities) and the pinned-queue worker."""
+    """The shared-queue worker (workflows + all activities), the pinned-queue worker and the
+    waits-queue worker."""
     shared = Worker(
         client,
         task_queue=settings.task_queue,
@@ -91,7 +95,14 @@ def build_workers(client: Client, settings: Settings, activities: Activities) ->
         # most this often. A superseded PR preview stops rendering within seconds.
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
     )
-    return [shared, own]
+    waits = Worker(
+        client,
+        task_queue=waits_task_queue(settings.task_queue),
+        activities=activities.waits,
+        max_concurrent_activities=WAIT_SLOTS,
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+    )
+    return [shared, own, waits]
 
 
 async def run_worker(

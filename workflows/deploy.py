@@ -12,6 +12,7 @@ reloads latest.json and rebuilds the lock from it.
 from __future__ import annotations
 
 import builtins
+import itertools
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import NoReturn, cast
@@ -32,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ACT_RECORD_DEPLOYMENTS,
         ACT_REVISION_RELATION,
         IDLE_TIMEOUT_SECONDS,
+        QUERY_HOLDING,
         QUERY_STATE,
         SA_REPO,
         SA_ROOT,
@@ -39,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_DEPLOYMENT_UPDATE,
         SIGNAL_NEW_REVISION,
         SIGNAL_UNLOCK,
+        STATE_QUEUE_ITEMS,
         TERMINAL_STATES,
         CheckRunBatch,
         CheckRunRef,
@@ -96,6 +99,16 @@ PATCH_BOUNDED = "deploy-bounded-queue"
 QUEUED_BATCH = 50  # queued check runs or rows per activity
 # A deployment an earlier run started: how often to ask whether it ended without telling.
 DETACHED_CHECK = timedelta(minutes=30)
+# The most merges one root's queue holds. The continue-as-new input carries the queue packed
+# and the ids still to write; at 10,000 it measured 0.72 MB (docs/benchmarks.md, "Long
+# queue"), well under Temporal's 2 MB payload limit, which a run could not continue past.
+# A merge beyond it is refused on its check run; manual deployments are always queued.
+MAX_QUEUED = 10_000
+PATCH_QUEUE_FULL = "deploy-queue-full"
+# Queued check runs and rows give way to a deployment that can start: none is written while
+# one can (checked between batches, so a deployment that ends during a long rewrite is
+# followed at once); they are written while it runs. Older histories wrote every batch first.
+PATCH_WRITES_YIELD = "deploy-writes-yield"
 
 
 @workflow.defn(name="DeployWorkflow")
@@ -114,8 +127,11 @@ class DeployWorkflow:
         self.finished: DeploymentFinished | None = None  # the last item's outcome
         self.unrecorded: list[str] = []  # queued items whose SQL row is missing or stale
         self.bounded = False  # PATCH_BOUNDED, decided once per run
-        self.changed: list[str] = []  # bounded: queued items whose check run must be written
+        # bounded: queued items whose check run must be written (an ordered set of ids)
+        self.changed: dict[str, None] = {}
+        self.by_revision: dict[str, QueueItem] = {}  # the queue by revision: finds duplicates
         self.detached: QueueItem | None = None  # bounded: running, started by an earlier run
+        self.running_done: Callable[[], bool] | None = None  # the running child's end
         self.ended: dict[str, DeploymentUpdate] = {}  # terminal updates, by deployment id
         self.idle_since: datetime | None = None
 
@@ -161,15 +177,25 @@ class DeployWorkflow:
     @workflow.query(name=QUERY_STATE)
     def state(self) -> DeployState:
         now = workflow.now()
+        front = self.queue[:STATE_QUEUE_ITEMS]
         return DeployState(
             repo=self.inp.repo.full_name,
             root=self.inp.root,
-            queue=self.queue,
-            queue_ages_seconds=[(now - i.enqueued_at).total_seconds() for i in self.queue],
+            queue=front,
+            queue_ages_seconds=[(now - i.enqueued_at).total_seconds() for i in front],
             lock=self.lock,
             current=self.current,
             latest=self.latest,
+            queue_length=len(self.queue),
         )
+
+    @workflow.query(name=QUERY_HOLDING)
+    def holding(self, revision: str) -> str | None:
+        for running in (self.current, self.detached):
+            if running is not None and running.revision == revision:
+                return running.deployment_id
+        queued = self.by_revision.get(revision)
+        return queued.deployment_id if queued is not None else None
 
     # --- main loop -------------------------------------------------------------------------
 
@@ -178,13 +204,14 @@ class DeployWorkflow:
         self.inp = inp
         self.bounded = self._bounds_history()
         self.queue = unpack_queue(inp.queue_packed) if inp.queue_packed else list(inp.queue)
+        self.by_revision = {item.revision: item for item in self.queue}
         self.lock = inp.lock or LockState()
         self.latest = inp.latest
         if inp.running is not None:
             self.detached = inp.running
             self.current = inp.current
         # Queued items whose check run was not written yet when the last run ended.
-        self.changed = list(inp.changed)
+        self.changed = dict.fromkeys(inp.changed)
         self.unrecorded = list(inp.unrecorded)
         self.unlock_unsaved = inp.unlock_unsaved
         for queued in self.queue:
@@ -313,7 +340,7 @@ class DeployWorkflow:
                 max_history_events=inp.max_history_events,
                 running=running,
                 current=self.current if running is not None else None,
-                changed=self.changed,
+                changed=list(self.changed),
                 unrecorded=self.unrecorded,
                 unlock_unsaved=self.unlock_unsaved,
             )
@@ -359,6 +386,10 @@ class DeployWorkflow:
     def _signals_came_in(self) -> bool:
         """Signals arrived while housekeeping's last activity ran (an Unlock to persist, a
         manual revision that goes first): another round before the next item is picked."""
+        if self.bounded:
+            # Queued check runs still to write do not hold the next item: they are written
+            # while it runs (an Unlock of 10,000 waiting revisions rewrites 10,000).
+            return bool(self.pending_signals) or (self.unlock_unsaved and self.current is None)
         return self._has_work() and workflow.patched(PATCH_SIGNALS_BEFORE_NEXT)
 
     async def _housekeeping(self) -> None:
@@ -380,13 +411,31 @@ class DeployWorkflow:
             except ActivityError as err:
                 # Still unlocked in this run; only an idle restart would bring the lock back.
                 workflow.logger.warning("recording the Unlock failed: %s", err.cause)
+        yields = self._writes_yield()
         if self.bounded:
-            await self._write_changed_check_runs()
+            await self._write_changed_check_runs(yields)
         elif self.dirty_check_runs:
             await self._refresh_queued_check_runs()
         if self.unrecorded:
             # after the check runs: the row links the item's queued check run
-            await self._record_queued()
+            await self._record_queued(yields)
+
+    def _writes_yield(self) -> bool:
+        return self.bounded and workflow.patched(PATCH_WRITES_YIELD)
+
+    def _writing_on(self, yields: bool) -> bool:
+        """Bounded writes: another batch, unless the history should continue as new (the
+        rest are carried) or, when they yield, a deployment can start. The item that starts
+        may have no check run yet: its deployment creates one."""
+        return not self._continuing() and not (yields and self._next_may_start())
+
+    def _next_may_start(self) -> bool:
+        """A deployment can start, or the running one has ended and the next may follow."""
+        return (
+            self._item_ready()
+            or self._detached_ended()
+            or (self.running_done is not None and self.running_done())
+        )
 
     async def _enqueue(self, signal: NewRevision) -> None:
         locks = signal.trigger == "manual" and (
@@ -394,19 +443,19 @@ class DeployWorkflow:
             # (the API, a rollback) locks the queue.
             signal.reason != "rerequested" or (self.latest is not None and _locks(self.latest))
         )
-        for item in self.queue:
-            if item.revision == signal.revision:
-                if signal.trigger == "manual" and item.trigger == "merge":
-                    # A manual request for a queued merge revision promotes it.
-                    item.trigger = "manual"
-                    item.requested_by = signal.requested_by
-                    item.reason = signal.reason
-                    item.locks_queue = locks
-                    self._sort_queue()
-                    self.dirty_check_runs = True
-                    self._item_changed(item)
-                    self.unrecorded.append(item.deployment_id)
-                return
+        queued = self.by_revision.get(signal.revision)
+        if queued is not None:
+            if signal.trigger == "manual" and queued.trigger == "merge":
+                # A manual request for a queued merge revision promotes it.
+                queued.trigger = "manual"
+                queued.requested_by = signal.requested_by
+                queued.reason = signal.reason
+                queued.locks_queue = locks
+                self._sort_queue()
+                self.dirty_check_runs = True
+                self._item_changed(queued)
+                self.unrecorded.append(queued.deployment_id)
+            return
         if self.current and self.current.revision == signal.revision:
             return
         if self.detached and self.detached.revision == signal.revision:
@@ -417,6 +466,13 @@ class DeployWorkflow:
             and signal.revision != self.latest.revision
         ):
             await self._refuse_rerun(signal)
+            return
+        if (
+            signal.trigger == "merge"
+            and len(self.queue) >= self._max_queued()
+            and workflow.patched(PATCH_QUEUE_FULL)
+        ):
+            await self._refuse_full(signal)
             return
         item = QueueItem(
             # no uuid4 draw when the gateway chose the id: new signals only, replay-safe
@@ -439,17 +495,8 @@ class DeployWorkflow:
             "re-run of %s refused: the latest deployment attempt is %s", signal.revision, latest
         )
         # A check run says why, so the click on Re-run does not vanish without an answer.
-        item = QueueItem(
-            deployment_id=str(workflow.uuid4()),
-            revision=signal.revision,
-            trigger=signal.trigger,
-            requested_by=signal.requested_by,
-            reason=signal.reason,
-            enqueued_at=workflow.now(),
-        )
-        await self._check_run(
-            item,
-            status="completed",
+        await self._refuse(
+            signal,
             conclusion="skipped",
             title="Re-run refused",
             message=(
@@ -459,22 +506,73 @@ class DeployWorkflow:
             ),
         )
 
+    async def _refuse_full(self, signal: NewRevision) -> None:
+        workflow.logger.warning(
+            "merge %s not queued: the queue holds %d deployments, its most",
+            signal.revision,
+            len(self.queue),
+        )
+        waiting = "a lock" if self.lock.locked else "the deployments ahead"
+        await self._refuse(
+            signal,
+            conclusion="failure",
+            title="Queue full",
+            message=(
+                f"This root's queue already holds {len(self.queue):,} deployments waiting "
+                f"(held by {waiting}), the most one root's queue keeps, so "
+                f"`{checkrun.short(signal.revision)}` was not queued. A later merge carries "
+                "its changes; to deploy it now, deploy it manually (manual deployments are "
+                "always queued, ahead of merges)"
+                + (" or unlock the root." if self.lock.locked else ".")
+            ),
+        )
+
+    def _max_queued(self) -> int:
+        return MAX_QUEUED
+
+    async def _refuse(
+        self, signal: NewRevision, *, conclusion: str, title: str, message: str
+    ) -> None:
+        """A completed check run for a request that was not queued."""
+        item = QueueItem(
+            deployment_id=str(workflow.uuid4()),
+            revision=signal.revision,
+            trigger=signal.trigger,
+            requested_by=signal.requested_by,
+            reason=signal.reason,
+            enqueued_at=workflow.now(),
+        )
+        await self._check_run(
+            item, status="completed", conclusion=conclusion, title=title, message=message
+        )
+
     def _sort_queue(self) -> None:
         # Stable: manual before merge, FIFO within each priority.
         self.queue.sort(key=lambda i: 0 if i.trigger == "manual" else 1)
 
     def _insert(self, item: QueueItem) -> None:
         """Where _sort_queue would put a new item, without sorting a long queue again."""
+        self.by_revision[item.revision] = item
         if item.trigger != "manual":
             self.queue.append(item)
             return
         at = next((n for n, other in enumerate(self.queue) if other.trigger != "manual"), None)
         self.queue.insert(len(self.queue) if at is None else at, item)
 
+    def _item_ready(self) -> bool:
+        """Nothing runs and the front of the queue may start (manual items come first)."""
+        return (
+            self.current is None
+            and self.detached is None
+            and bool(self.queue)
+            and (self.queue[0].trigger == "manual" or not self.lock.locked)
+        )
+
     def _next_item(self) -> QueueItem | None:
         for item in self.queue:
             if item.trigger == "manual" or not self.lock.locked:
                 self.queue.remove(item)
+                del self.by_revision[item.revision]
                 return item
         return None
 
@@ -543,11 +641,13 @@ class DeployWorkflow:
         )
         # The review gate can stay open for days: keep queueing, dropping duplicates and
         # unlocking meanwhile.
+        self.running_done = child.done
         while not child.done():
             await workflow.wait_condition(lambda: child.done() or self._has_work())
             await self._housekeeping()
             if self._detaches() and not child.done() and self._should_continue_as_new():
                 await self._continue_as_new(item, child.done)  # it tells the next run its end
+        self.running_done = None
         try:
             result = await child
         except ChildWorkflowError as err:
@@ -602,8 +702,7 @@ class DeployWorkflow:
 
     def _item_changed(self, item: QueueItem) -> None:
         """Bounded: this queued item's check run must be written (new, or its state moved)."""
-        if item.deployment_id not in self.changed:
-            self.changed.append(item.deployment_id)
+        self.changed[item.deployment_id] = None
 
     def _lock_moved(self, before: LockState) -> None:
         # Waiting check runs name the locking deployment, so a new lock by another
@@ -695,30 +794,23 @@ class DeployWorkflow:
             at=workflow.now(),
         )
 
-    async def _record_queued(self) -> None:
+    async def _record_queued(self, yields: bool = False) -> None:
         """Queued items as SQL rows in state "queued", with the trigger and requester only
         the queue knows: a job page or /roots shows a waiting manual deployment as one."""
         if not workflow.patched(PATCH_RECORD_QUEUED):
             self.unrecorded = []
             return
         if self.bounded:
-            # a batch per activity; stops when the history should continue as new (the rest
-            # are carried)
-            while self.unrecorded and not self._continuing():
+            # the item about to start first, alone; then a batch per activity, for as long as
+            # `_writing_on` lets
+            front = self._starting(yields)
+            if front is not None and front.deployment_id in self.unrecorded:
+                self.unrecorded.remove(front.deployment_id)
+                await self._record_rows([front])
+            while self.unrecorded and self._writing_on(yields):
                 wanted = set(self.unrecorded[:QUEUED_BATCH])
                 self.unrecorded = self.unrecorded[QUEUED_BATCH:]
-                rows = [self._history(i, "queued") for i in self.queue if i.deployment_id in wanted]
-                if not rows:
-                    continue
-                try:
-                    await calls.run(
-                        ACT_RECORD_DEPLOYMENTS,
-                        DeploymentRecords(records=rows),
-                        options=calls.RECORD,
-                        result_type=type(None),
-                    )
-                except ActivityError as err:
-                    workflow.logger.warning("recording queued items failed: %s", err.cause)
+                await self._record_rows([i for i in self.queue if i.deployment_id in wanted])
             return
         pending, self.unrecorded = self.unrecorded, []
         for item in [i for i in self.queue if i.deployment_id in pending]:
@@ -734,30 +826,56 @@ class DeployWorkflow:
                     "recording queued %s failed: %s", item.deployment_id, err.cause
                 )
 
-    async def _write_changed_check_runs(self) -> None:
+    async def _record_rows(self, items: list[QueueItem]) -> None:
+        if not items:
+            return
+        try:
+            await calls.run(
+                ACT_RECORD_DEPLOYMENTS,
+                DeploymentRecords(records=[self._history(i, "queued") for i in items]),
+                options=calls.RECORD,
+                result_type=type(None),
+            )
+        except ActivityError as err:
+            workflow.logger.warning("recording queued items failed: %s", err.cause)
+
+    def _starting(self, yields: bool) -> QueueItem | None:
+        """The item about to start, when writes yield to it."""
+        return self.queue[0] if yields and self._item_ready() else None
+
+    async def _write_changed_check_runs(self, yields: bool = False) -> None:
         """Bounded: write the queued check runs that changed (new items, promoted ones, all
-        merged ones when the lock comes or goes), a batch per activity, front of the queue
-        first; stop early when the history should continue as new (the rest are carried)."""
-        while self.changed and not self._continuing():
-            wanted = set(self.changed[:QUEUED_BATCH])
-            self.changed = self.changed[QUEUED_BATCH:]
-            items = [i for i in self.queue if i.deployment_id in wanted]
-            if not items:
-                continue
-            requests = [self._queued_request(i) for i in items]
-            try:
-                written = await calls.run(
-                    ACT_QUEUE_CHECK_RUNS,
-                    CheckRunBatch(requests=requests),
-                    options=calls.GITHUB_BATCH,
-                    result_type=CheckRunRefs,
-                )
-            except ActivityError as err:
-                # Check runs only show the queue: never fail the root's queue for them.
-                workflow.logger.warning("queued check runs failed: %s", err.cause)
-                continue
-            for item, ref in zip(items, written.refs, strict=False):
-                item.check_run_id = ref.check_run_id
+        merged ones when the lock comes or goes), a batch per activity in the order they
+        changed, for as long as `_writing_on` lets. When they yield to an item about to start
+        that has no check run yet, that one is written alone first: a push shows as queued
+        at once, as before."""
+        front = self._starting(yields)
+        if front is not None and front.check_run_id is None and front.deployment_id in self.changed:
+            del self.changed[front.deployment_id]
+            await self._write_check_runs([front])
+        while self.changed and self._writing_on(yields):
+            wanted = set(itertools.islice(self.changed, QUEUED_BATCH))
+            for deployment_id in wanted:
+                del self.changed[deployment_id]
+            await self._write_check_runs([i for i in self.queue if i.deployment_id in wanted])
+
+    async def _write_check_runs(self, items: list[QueueItem]) -> None:
+        if not items:
+            return
+        requests = [self._queued_request(i) for i in items]
+        try:
+            written = await calls.run(
+                ACT_QUEUE_CHECK_RUNS,
+                CheckRunBatch(requests=requests),
+                options=calls.GITHUB_BATCH,
+                result_type=CheckRunRefs,
+            )
+        except ActivityError as err:
+            # Check runs only show the queue: never fail the root's queue for them.
+            workflow.logger.warning("queued check runs failed: %s", err.cause)
+            return
+        for item, ref in zip(items, written.refs, strict=False):
+            item.check_run_id = ref.check_run_id
 
     def _queued_request(self, item: QueueItem) -> CheckRunRequest:
         """A queued item's check run: waiting for an Unlock, or queued with where it stands."""

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         DispatchResult,
         NewRevision,
         SignalDeploysRequest,
+        waits_task_queue,
     )
     from shared.contracts.promotion import (
         ACT_PROMOTION_SIGNAL,
@@ -95,6 +96,7 @@ class DispatchWorkflow:
                     AwaitDispatchRequest(workflow_id=inp.after_dispatch),
                     options=calls.AWAIT_DISPATCH,
                     result_type=str,
+                    task_queue=self._waits_queue(),
                 )
                 if outcome == "timed_out":
                     workflow.logger.warning(
@@ -125,6 +127,10 @@ class DispatchWorkflow:
 
     def _in_delivery_order(self) -> bool:
         return workflow.patched(PATCH_DELIVERY_ORDER)
+
+    def _waits_queue(self) -> str | None:
+        """The queue await_dispatch runs on: the waits queue beside this workflow's own."""
+        return waits_task_queue(workflow.info().task_queue)
 
 
 def _fleet_error(err: ActivityError) -> str | None:

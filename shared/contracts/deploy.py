@@ -24,6 +24,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 TASK_QUEUE = "rollwright"  # the shared queue; each worker also polls its own (see activities)
 
+
+def waits_task_queue(task_queue: str) -> str:
+    """Where activities that only wait on another workflow run (await_dispatch), beside the
+    shared queue: each worker serves it with many slots, so waiters never take the shared
+    queue's slots from the work they wait for."""
+    return f"{task_queue}#waits"
+
+
 DISPATCH_WORKFLOW = "DispatchWorkflow"
 DEPLOY_WORKFLOW = "DeployWorkflow"
 # One deployment of one root to one revision. Registered as "RenderWorkflow", its name before
@@ -35,6 +43,12 @@ SIGNAL_UNLOCK = "unlock"
 SIGNAL_DEPLOYMENT_UPDATE = "deployment_update"
 SIGNAL_REVIEW = "review"
 QUERY_STATE = "state"
+# revision (str) -> the deployment id running or queued for it, or None; answers however long
+# the queue is (the state query shows only its front)
+QUERY_HOLDING = "holding"
+# Queue items a state query returns: its answer must stay under Temporal's 2 MB payload limit
+# (about 250 bytes an item); `queue_length` counts them all.
+STATE_QUEUE_ITEMS = 1000
 
 # Activity names: workflows call activities by name, so workflow code imports no activity code.
 ACT_AFFECTED_ROOTS = "affected_roots"  # AffectedRequest -> AffectedResult
@@ -303,11 +317,12 @@ class DeployState(Payload):
 
     repo: str
     root: str
-    queue: list[QueueItem]
+    queue: list[QueueItem]  # the first STATE_QUEUE_ITEMS, in order
     queue_ages_seconds: list[float]
     lock: LockState
     current: CurrentDeployment | None
     latest: LatestDeployment | None
+    queue_length: int | None = None  # None from workers before bounded queues
 
 
 class DeploymentUpdate(Payload):

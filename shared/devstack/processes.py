@@ -80,7 +80,10 @@ class Supervisor:
         *,
         env: Mapping[str, str],
         cwd: Path | None = None,
+        first: bool = False,
     ) -> Child:
+        """Start `argv` as child `name`. `first`: a server the other children depend on,
+        started again after they were (a restart): it is still stopped after them."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{name}.log"
         with log.open("ab") as out:
@@ -95,8 +98,42 @@ class Supervisor:
                 preexec_fn=_die_with_parent,  # only prctl: nothing that could deadlock
             )
         child = Child(name, list(argv), proc, log)
-        self.children.append(child)
+        if first:
+            self.children.insert(0, child)
+        else:
+            self.children.append(child)
         return child
+
+    def child(self, name: str) -> Child:
+        """The running child started as `name`."""
+        for child in self.children:
+            if child.name == name:
+                return child
+        raise KeyError(f"no child named {name!r}")
+
+    def kill(self, child: Child) -> int:
+        """SIGKILL the child's whole process group — a crash, not a stop: nothing gets to
+        clean up — and forget it (`check` no longer reports it). Returns its exit code."""
+        _signal_group(child, signal.SIGKILL)
+        code = child.proc.wait(timeout=10)
+        if child in self.children:
+            self.children.remove(child)
+        return code
+
+    def terminate(self, child: Child, timeout: float = 15.0) -> int:
+        """SIGTERM the child's process group — a stop: it may finish what it is doing —
+        SIGKILL it if it outlives `timeout`, and forget it. Returns its exit code."""
+        _signal_group(child, signal.SIGTERM)
+        try:
+            code = child.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(child, signal.SIGKILL)
+            code = child.proc.wait(timeout=5)
+        # anything the child left behind in its group goes too
+        _signal_group(child, signal.SIGKILL)
+        if child in self.children:
+            self.children.remove(child)
+        return code
 
     def check(self) -> None:
         """Raise ChildExited for the first child that is no longer running."""
@@ -107,15 +144,8 @@ class Supervisor:
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM each child's process group, newest first; SIGKILL what outlives `timeout`."""
-        for child in reversed(self.children):
-            _signal_group(child, signal.SIGTERM)
-            try:
-                child.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _signal_group(child, signal.SIGKILL)
-                child.proc.wait(timeout=5)
-            # anything the child left behind in its group goes too
-            _signal_group(child, signal.SIGKILL)
+        for child in list(reversed(self.children)):
+            self.terminate(child, timeout)
         self.children.clear()
 
     def wait_any(self, poll: float = 0.5) -> None:

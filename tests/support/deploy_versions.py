@@ -27,26 +27,39 @@ with workflow.unsafe.imports_passed_through():
 
 
 @workflow.defn(name="DeployWorkflow")
-class DeployBeforeRecordQueued(DeployWorkflow):
+class DeployBeforeBounded(DeployWorkflow):
+    """DeployWorkflow before bounded histories (patch "deploy-bounded-queue"): every queued
+    check run rewritten with the whole queue, continue-as-new only between deployments."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    def _bounds_history(self) -> bool:
+        return False
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployBeforeRecordQueued(DeployBeforeBounded):
     """DeployWorkflow before queued items were recorded in SQL (patch "record-queued")."""
 
     @workflow.run
     async def run(self, inp: DeployInput) -> None:
         await super().run(inp)
 
-    async def _record_queued(self) -> None:
+    async def _record_queued(self, yields: bool = False) -> None:
         self.unrecorded = []
 
 
 @workflow.defn(name="DeployWorkflow")
-class DeployRecordingUnpatched(DeployWorkflow):
+class DeployRecordingUnpatched(DeployBeforeBounded):
     """Queued items recorded without the patch check: what the patch guards against."""
 
     @workflow.run
     async def run(self, inp: DeployInput) -> None:
         await super().run(inp)
 
-    async def _record_queued(self) -> None:
+    async def _record_queued(self, yields: bool = False) -> None:
         self.unrecorded = []
         for item in self.queue:
             await workflow.execute_activity(
@@ -65,7 +78,7 @@ class DeployRecordingUnpatched(DeployWorkflow):
 
 
 @workflow.defn(name="DeployWorkflow")
-class DeployBeforeSignalsFirst(DeployWorkflow):
+class DeployBeforeSignalsFirst(DeployBeforeBounded):
     """DeployWorkflow before signals that came in during housekeeping were handled before the
     next item (patch "deploy-signals-before-next-item")."""
 
@@ -78,7 +91,7 @@ class DeployBeforeSignalsFirst(DeployWorkflow):
 
 
 @workflow.defn(name="DeployWorkflow")
-class DeploySignalsFirstUnpatched(DeployWorkflow):
+class DeploySignalsFirstUnpatched(DeployBeforeBounded):
     """The same change without its patch check."""
 
     @workflow.run
@@ -237,19 +250,6 @@ class DeployCheckingDetachedFast(DeployWorkflow):
 
 
 @workflow.defn(name="DeployWorkflow")
-class DeployBeforeBounded(DeployWorkflow):
-    """DeployWorkflow before bounded histories (patch "deploy-bounded-queue"): every queued
-    check run rewritten with the whole queue, continue-as-new only between deployments."""
-
-    @workflow.run
-    async def run(self, inp: DeployInput) -> None:
-        await super().run(inp)
-
-    def _bounds_history(self) -> bool:
-        return False
-
-
-@workflow.defn(name="DeployWorkflow")
 class DeployBoundedUnpatched(DeployWorkflow):
     """Bounded queues without the patch check: what "deploy-bounded-queue" guards against."""
 
@@ -259,3 +259,54 @@ class DeployBoundedUnpatched(DeployWorkflow):
 
     def _bounds_history(self) -> bool:
         return True
+
+
+@workflow.defn(name="DispatchWorkflow")
+class DispatchWaitingOnSharedQueue(DispatchWorkflow):
+    """DispatchWorkflow that awaited the previous dispatch on the shared queue, before the
+    waits queue (whose waiters could take every shared slot)."""
+
+    @workflow.run
+    async def run(self, inp: DispatchInput) -> DispatchResult:
+        return await super().run(inp)
+
+    def _waits_queue(self) -> str | None:
+        return None
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployQueueOfThree(DeployWorkflow):
+    """DeployWorkflow whose queue holds three merges (not 10,000): the refusal of a merge past
+    the most a root's queue keeps."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    def _max_queued(self) -> int:
+        return 3
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployWritingEveryBatch(DeployWorkflow):
+    """DeployWorkflow before "deploy-writes-yield": every changed check run and row written
+    before the next deployment starts."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    def _writes_yield(self) -> bool:
+        return False
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployYieldingUnpatched(DeployWorkflow):
+    """Writes that yield without the patch check: what "deploy-writes-yield" guards against."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    def _writes_yield(self) -> bool:
+        return self.bounded

@@ -94,6 +94,7 @@ from shared.contracts.deploy import (
     SignalDeploysRequest,
     Trigger,
     deploy_workflow_id,
+    waits_task_queue,
 )
 from shared.contracts.promotion import (
     ACT_NOTIFY_PROMOTIONS,
@@ -157,11 +158,14 @@ class World:
     records: list[DeploymentRecord] = field(default_factory=list)
     audits: list[AuditRecord] = field(default_factory=list)
     check_run_batches: list[int] = field(default_factory=list)  # sizes of batched writes
+    # check-run ids by head commit: waits over thousands of queued revisions stay cheap
+    runs_by_revision: dict[str, list[int]] = field(default_factory=dict)
     affected: dict[tuple[str, str], AffectedResult] = field(default_factory=dict)
     affected_calls: list[AffectedRequest] = field(default_factory=list)
     fleet_errors: dict[str, str] = field(default_factory=dict)  # revision -> fleet error
     # revision -> event: its affected roots are known once the test sets it
     affected_holds: dict[str, asyncio.Event] = field(default_factory=dict)
+    awaiting: list[str] = field(default_factory=list)  # dispatches waited on, as asked
     awaited: list[tuple[str, str]] = field(default_factory=list)  # (dispatch, how it ended)
     signalled: list[SignalDeploysRequest] = field(default_factory=list)
     pinned_calls: list[tuple[str, str]] = field(default_factory=list)  # (activity, task queue)
@@ -187,9 +191,8 @@ class World:
         """Check-run ids created for a revision (of one root), oldest first."""
         return [
             i
-            for i, reqs in self.check_runs.items()
-            if reqs[0].head_sha == revision
-            and root in (None, reqs[0].name.removeprefix("rollwright/"))
+            for i in self.runs_by_revision.get(revision, [])
+            if root in (None, self.check_runs[i][0].name.removeprefix("rollwright/"))
         ]
 
     def check_run_of(self, deployment_id: str) -> int:
@@ -243,6 +246,7 @@ class World:
         if req.check_run_id is None:
             check_run_id = len(self.check_runs) + 1
             self.check_runs[check_run_id] = []
+            self.runs_by_revision.setdefault(req.head_sha, []).append(check_run_id)
         else:
             check_run_id = req.check_run_id
             assert check_run_id in self.check_runs, f"update of unknown check run {req}"
@@ -296,6 +300,7 @@ class World:
     @activity.defn(name=ACT_AWAIT_DISPATCH)
     async def await_dispatch(self, req: AwaitDispatchRequest) -> str:
         assert self.client is not None
+        self.awaiting.append(req.workflow_id)
         outcome = await await_closed(
             self.client, req.workflow_id, req.timeout_seconds, beat=activity.heartbeat, every=1
         )
@@ -614,12 +619,17 @@ async def register_search_attributes(client: Client) -> None:
 
 @asynccontextmanager
 async def harness(
-    world: World | None = None, workflows: Sequence[type] = WORKFLOWS, *, dev_server: bool = False
+    world: World | None = None,
+    workflows: Sequence[type] = WORKFLOWS,
+    *,
+    dev_server: bool = False,
+    shared_slots: int | None = None,
 ) -> AsyncIterator[Harness]:
     """A fresh time-skipping server (about 0.1 s to start), search attributes registered,
     a worker on the shared queue and one on the pinned worker queue. `workflows`: another
     version of the workflow code (replay tests of older histories). `dev_server`: the real
-    dev server instead, in real time (the test server has no schedule-to-start timeouts)."""
+    dev server instead, in real time (the test server has no schedule-to-start timeouts).
+    `shared_slots`: activities the shared-queue worker runs at once (the SDK's default: 100)."""
     world = world or World()
     if dev_server:
         env = await WorkflowEnvironment.start_local(
@@ -642,6 +652,7 @@ async def harness(
             task_queue=TASK_QUEUE,
             workflows=workflows,
             activities=world.shared_activities(),
+            max_concurrent_activities=shared_slots,
         )
         pinned = Worker(
             env.client, task_queue=world.pinned_queue, activities=world.pinned_activities()
@@ -655,8 +666,11 @@ async def harness(
             )
             for queue in world.spare_workers
         }
+        waits = Worker(
+            env.client, task_queue=waits_task_queue(TASK_QUEUE), activities=[world.await_dispatch]
+        )
         async with contextlib.AsyncExitStack() as stack:
-            for worker in (shared, pinned, *spares.values()):
+            for worker in (shared, pinned, waits, *spares.values()):
                 await stack.enter_async_context(worker)
             yield Harness(env=env, world=world, spares=spares)
     finally:
