@@ -533,6 +533,11 @@ def test_rollwright_deploy_queues_a_manual_deployment(served: tuple[World, str])
         "api",
         "carol",
     )
+    as_json = deploy(url, ROOT, "--revision", SHA, "--repo", REPO, "--format", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    answer = json.loads(as_json.stdout)
+    assert (answer["root"], answer["revision"], answer["repo"]) == (ROOT, SHA, REPO)
+    assert answer["job_url"].startswith(f"{PUBLIC}/jobs/")
 
 
 def test_rollwright_deploy_errors(served: tuple[World, str], tmp_path: Path) -> None:
