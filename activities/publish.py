@@ -238,6 +238,7 @@ class PublishActivities:
             result = PublishResult(
                 target=f"{target.label}@{target.branch}:{prefix} ({found[:12]})",
                 already_published=True,
+                commit=found,
             )
             return _Published("git", result, {"commit": found})
         tree = publish_tree(
@@ -259,6 +260,7 @@ class PublishActivities:
         result = PublishResult(
             target=f"{target.label}@{target.branch}:{prefix} ({outcome.commit[:12]})",
             already_published=outcome.already_published,
+            commit=outcome.commit,
         )
         details = {
             "commit": outcome.commit,

@@ -44,6 +44,8 @@ def test_publish_commits_the_root_subtree_with_provenance(world: PublishWorld) -
     result = world.publish(request)
     assert not result.already_published
     assert result.target.startswith("acme/fleet@rendered:g/c1/ (")
+    # the branch commit, for delivery verification (Argo CD must be Synced at it)
+    assert result.commit == git(world.repo, "rev-parse", "rendered")
     # the fleet repo's `rendered` branch holds exactly the root's plaintext render
     assert branch_files(world.repo, "rendered") == {
         f"g/c1/{p}": d for p, d in world.plain("g/c1").items()
@@ -74,6 +76,7 @@ def test_republishing_a_deployment_makes_no_second_commit(world: PublishWorld) -
     assert again.already_published
     assert commit_count(world.repo, "rendered") == count
     assert again.target.split("(")[1] == first.target.split("(")[1]  # the original commit
+    assert again.commit == first.commit
     # a new deployment of an unchanged render: nothing to commit either
     same = world.publish(world.request("g/c2", "dep-3"))
     assert same.already_published

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         ACT_RECORD_DEPLOYMENT,
         ACT_RECORD_DEPLOYMENTS,
         ACT_REVISION_RELATION,
+        DELIVERED_STATES,
         IDLE_TIMEOUT_SECONDS,
         QUERY_HOLDING,
         QUERY_STATE,
@@ -80,7 +81,7 @@ with workflow.unsafe.imports_passed_through():
 # Finished deployments are signalled to PromotionWorkflows (issue 7); older histories replay
 # without it. Only outcomes a rollout acts on are sent.
 PATCH_NOTIFY_PROMOTIONS = "deploy-notify-promotions"
-NOTIFY_STATES = frozenset({"published", "failed", "rejected", "timed_out"})
+NOTIFY_STATES = frozenset({"published", "verified", "unhealthy", "failed", "rejected", "timed_out"})
 # Queued items get their SQL row when they enter the queue (job pages, /roots); older
 # histories recorded a deployment only once it ran.
 PATCH_RECORD_QUEUED = "record-queued"
@@ -918,7 +919,7 @@ class DeployWorkflow:
 def _locks(latest: LatestDeployment) -> bool:
     """Whether this attempt locks merged revisions out: a locking (manual) deployment that
     reached publish, successfully or not."""
-    if latest.state not in ("published", "failed"):
+    if latest.state not in DELIVERED_STATES and latest.state != "failed":
         return False
     return latest.locks_queue if latest.locks_queue is not None else latest.trigger == "manual"
 

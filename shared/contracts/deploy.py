@@ -111,6 +111,9 @@ DeploymentState = Literal[
     "approved",
     "publishing",
     "published",
+    "verifying",  # published; waiting for Argo CD / the HTTP check (docs/verification.md)
+    "verified",
+    "unhealthy",
     "rejected",
     "timed_out",
     "skipped",
@@ -118,8 +121,19 @@ DeploymentState = Literal[
     "cancelled",
 ]
 TERMINAL_STATES: frozenset[str] = frozenset(
-    {"published", "rejected", "timed_out", "skipped", "failed", "cancelled"}
+    {
+        "published",
+        "verified",
+        "unhealthy",
+        "rejected",
+        "timed_out",
+        "skipped",
+        "failed",
+        "cancelled",
+    }
 )
+# The states in which a root's cluster was given the deployment's render.
+DELIVERED_STATES: frozenset[str] = frozenset({"published", "verifying", "verified", "unhealthy"})
 
 
 class RepoRef(Payload):
@@ -504,6 +518,8 @@ class PublishRequest(Payload):
 class PublishResult(Payload):
     target: str  # where the render went (blob key, branch@sha, s3 prefix)
     already_published: bool = False
+    # The branch commit holding the render (git targets): what Argo CD must be Synced at.
+    commit: str | None = None
 
 
 class PersistLatestRequest(Payload):

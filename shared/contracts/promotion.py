@@ -145,11 +145,13 @@ class RootDeployment(Payload):
 
     @property
     def healthy(self) -> bool:
-        return self.contains_patch and self.state == "published"
+        # "published": a root without a verify rule; "verified": one with (issue 15).
+        return self.contains_patch and self.state in ("published", "verified")
 
     @property
     def failed(self) -> bool:
-        return self.contains_patch and self.state in ("failed", "rejected", "timed_out")
+        ended = ("failed", "rejected", "timed_out", "unhealthy")
+        return self.contains_patch and self.state in ended
 
 
 class HaltState(Payload):
