@@ -13,10 +13,16 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
 from activities.verify import DeliveryVerifier
+from shared.contracts.deploy import TASK_QUEUE
+from shared.contracts.verify import VerifyPlan
 from shared.devstack.argocd import Behaviour, FakeArgoCD
 from shared.engine.fleetconfig import FleetConfig
-from tests.support.deploy_world import World, harness, published_commit, sha
+from tests.support.deploy_world import WORKFLOWS, World, harness, published_commit, sha, until
 
 ROOT = "staging/cluster-a"
 A, B = sha("a"), sha("b")
@@ -243,3 +249,62 @@ async def test_a_root_without_a_rule_ends_published() -> None:
         assert result.state == "published"
         assert [p.state for p in world.persisted] == ["published"]
         assert len(world.plans) == 1  # asked, and no rule applied
+
+
+async def other_client(client: Client) -> Client:
+    """Another connection to the same server: the SDK allows one worker per queue and
+    client, and these stand for other worker processes."""
+    return await Client.connect(
+        client.service_client.config.target_host, data_converter=pydantic_data_converter
+    )
+
+
+class RecordingVerifier(DeliveryVerifier):
+    """The real activity, noting each attempt's deadline (where a retry picks up)."""
+
+    def __init__(self, deadlines: list[float]) -> None:
+        super().__init__(environ={TOKEN_ENV: TOKEN})
+        self.deadlines = deadlines
+
+    def _deadline(self, plan: VerifyPlan) -> float:
+        deadline = super()._deadline(plan)
+        self.deadlines.append(deadline)
+        return deadline
+
+
+@scenario
+async def test_a_worker_lost_during_verification_is_replaced_and_the_deadline_kept() -> None:
+    with argocd("never_sync") as fake:
+        world = World(config=fleet(fake.url, timeout="10m"))
+        world.on_publish = moving(fake)
+        deadlines: list[float] = []
+        first = RecordingVerifier(deadlines).verify_delivery
+        # The dev server: the test server does not move a workflow off a dead worker's sticky
+        # queue.
+        async with harness(world, activities=[first], dev_server=True) as h:
+            await h.push(ROOT, A)
+            deployment_id = await h.awaiting_review(ROOT, A)
+            await h.click(deployment_id, "approve")
+            polled = lambda: sum(1 for _, p, _ in fake.requests if p.startswith("/api/"))  # noqa: E731
+            await until(lambda: polled() >= 2, "the first attempt polling Argo CD")
+            # The worker process dies mid-verification (its workflows and activities); another
+            # one, on its own connection, takes over the shared queue.
+            assert h.shared is not None
+            await h.shared.shutdown()
+            seen = polled()
+            fake.set_behaviour("staging-cluster-a-app0", "healthy")
+            second = Worker(
+                await other_client(h.client),
+                task_queue=TASK_QUEUE,
+                workflows=WORKFLOWS,
+                activities=[
+                    *world.shared_activities(),
+                    RecordingVerifier(deadlines).verify_delivery,
+                ],
+            )
+            async with second:
+                # In real time: the retry comes when the dead worker's attempt is reported.
+                done = await until(lambda: world.outcomes, "the verdict", timeout=75)
+        assert [d.state for d in done] == ["verified"]
+        assert polled() > seen  # the second worker asked Argo CD again
+        assert len(deadlines) == 2 and deadlines[1] == deadlines[0]  # not 10 more minutes

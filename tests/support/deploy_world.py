@@ -467,6 +467,7 @@ class Harness:
     env: WorkflowEnvironment
     world: World
     spares: dict[str, Worker] = field(default_factory=dict)
+    shared: Worker | None = None  # the shared queue's worker (workflows and activities)
 
     @property
     def client(self) -> Client:
@@ -699,7 +700,7 @@ async def harness(
         async with contextlib.AsyncExitStack() as stack:
             for worker in (shared, pinned, waits, *spares.values()):
                 await stack.enter_async_context(worker)
-            yield Harness(env=env, world=world, spares=spares)
+            yield Harness(env=env, world=world, spares=spares, shared=shared)
     finally:
         await env.shutdown()
 
