@@ -133,6 +133,7 @@ def _promotion_activities(
         promotions.touched,
         promotions.commit,
         promotions.graduate,
+        promotions.rollback,
         signals.signal_promotions,
         signals.notify_promotions,
     ]

@@ -320,7 +320,7 @@ class DeploymentWorkflow:
                 "unhealthy",
                 "failure",
                 "Unhealthy: verification could not start",
-                f"{where}\n\nReading the verify rule failed: {_message(err)}",
+                f"Reading the verify rule failed: {_message(err)}\n\n{where}",
                 approved_by,
                 published=True,
             )
@@ -357,7 +357,8 @@ class DeploymentWorkflow:
             result.verdict,
             "success" if verified else "failure",
             "Verified" if verified else "Unhealthy",
-            f"{where}\n\n{result.markdown()}",
+            # The reason first: promotions quote the first line when they halt.
+            f"{result.markdown()}\n\n{where}",
             approved_by,
             published=True,
         )

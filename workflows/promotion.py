@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         ACT_PROMOTION_DEPLOYMENTS,
         ACT_PROMOTION_EVALUATE,
         ACT_PROMOTION_GRADUATE,
+        ACT_PROMOTION_ROLLBACK,
         PROMOTION_WORKFLOW,
         QUERY_ROLLOUT,
         SIGNAL_DEPLOYMENT_FINISHED,
@@ -67,6 +68,8 @@ with workflow.unsafe.imports_passed_through():
         PromotionInput,
         PromotionRevision,
         ResumeSignal,
+        RollbackRequest,
+        RollbackResult,
         RolloutRow,
         RolloutView,
         RootDeployment,
@@ -76,6 +79,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows import calls, searchattrs
 
 MAX_HISTORY_EVENTS = 5_000
+# `rollout.rollback: auto` (issue 15): a halt on failed or unhealthy deployments also commits
+# the revert of the node's promotion; older histories only halted.
+PATCH_ROLLBACK = "promotion-auto-rollback"
 # Dependencies only change with a new revision (a signal); this is a safety net for a missed
 # one. The same interval re-reads a window that gave no next opening.
 RECHECK = timedelta(hours=1)
@@ -334,7 +340,8 @@ class PromotionWorkflow:
                 node=node,
                 reason="; ".join(
                     f"`{d.root}`: deployment of `{d.revision[:12]}` {d.state.replace('_', ' ')}"
-                    + (f" ({d.message})" if d.message else "")
+                    # The first line: a verification's account goes on with a table.
+                    + (f" ({d.message.splitlines()[0]})" if d.message else "")
                     for d in failed
                     if d.state
                 ),
@@ -342,6 +349,8 @@ class PromotionWorkflow:
                 deployment_ids=[d.deployment_id for d in failed],
                 since=workflow.now(),
             )
+            if ev.rollback == "auto" and self._rolls_back():
+                await self._roll_back(ev, node)
             self._show_halted(ev)
             await self._wait()
             return False
@@ -439,6 +448,37 @@ class PromotionWorkflow:
         )
         if result.revision:
             self.revision = result.revision
+
+    def _rolls_back(self) -> bool:
+        return workflow.patched(PATCH_ROLLBACK)
+
+    async def _roll_back(self, ev: Evaluation, node: str) -> None:
+        """Revert the promotion to `node` (a commit through the App, like the promotion):
+        the roots under it deploy the previous render again, and verify it. The rollout stays
+        halted: Resume promotes again once someone has looked."""
+        halt = self.halt
+        assert halt is not None
+        self._set("promoting", f"rolling back the promotion to `{node}`", ev)
+        try:
+            result = await calls.run(
+                ACT_PROMOTION_ROLLBACK,
+                RollbackRequest(
+                    repo=self.inp.repo, patch_id=self.inp.patch_id, node=node, reason=halt.reason
+                ),
+                options=calls.GITHUB,
+                result_type=RollbackResult,
+            )
+        except ActivityError as err:
+            halt.reason += f". Rolling back failed: {err.cause or err}"
+            return
+        if result.committed:
+            halt.reason += (
+                f". Rolled back: `{result.revision[:12]}` reverts the promotion "
+                f"`{result.reverted[:12]}`"
+            )
+            self.revision = result.revision
+        else:
+            halt.reason += f". Not rolled back: {result.message}"
 
     async def _graduate(self, ev: Evaluation) -> RolloutView | None:
         """The graduation pull request, and the end; None when it failed (halted: Resume

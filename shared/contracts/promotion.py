@@ -28,6 +28,7 @@ QUERY_ROLLOUT = "rollout"
 ACT_PROMOTION_EVALUATE = "promotion_evaluate"  # EvaluateRequest -> Evaluation
 ACT_PROMOTION_DEPLOYMENTS = "promotion_deployments"  # DeploymentsRequest -> DeploymentsResult
 ACT_PROMOTION_COMMIT = "promotion_commit"  # CommitRequest -> CommitResult
+ACT_PROMOTION_ROLLBACK = "promotion_rollback"  # RollbackRequest -> RollbackResult
 ACT_PROMOTION_GRADUATE = "promotion_graduate"  # GraduateRequest -> GraduateResult
 ACT_PROMOTION_TOUCHED = "promotion_touched"  # TouchedRequest -> TouchedResult
 ACT_PROMOTION_SIGNAL = "promotion_signal"  # SignalPromotionsRequest -> None
@@ -243,6 +244,7 @@ class Evaluation(Payload):
     conflicts: list[str] = Field(default_factory=list)
     window: WindowInfo = Field(default_factory=WindowInfo)  # of the next node, at `now`
     error: str = ""  # the fleet repo cannot be read at this revision (already redacted)
+    rollback: Literal["manual", "auto"] = "manual"  # rollout.rollback of rollwright.yaml
 
     def node(self, path: str | None) -> NodeInfo | None:
         return next((n for n in self.plan if n.path == path), None)
@@ -271,6 +273,20 @@ class CommitRequest(Payload):
 class CommitResult(Payload):
     revision: str  # the default branch tip after the commit (or as found)
     committed: bool = True
+    message: str = ""  # why nothing was committed
+
+
+class RollbackRequest(Payload):
+    repo: RepoRef
+    patch_id: str
+    node: str  # the node whose promotion is reverted
+    reason: str  # why (the halt's reason), for the commit message
+
+
+class RollbackResult(Payload):
+    revision: str  # the default branch tip after the revert (or as found)
+    committed: bool = True
+    reverted: str = ""  # the promotion commit reverted
     message: str = ""  # why nothing was committed
 
 

@@ -404,6 +404,13 @@ class RolloutSettings(_Strict):
         "long a patch stays healthy on a node before it moves on (0, 30m, 2h, 1d).",
     )
     timezone: str = Field(default="UTC", description="Default time zone of the windows.")
+    rollback: Literal["manual", "auto"] = Field(
+        default="manual",
+        description="When a deployment under the node a patch was promoted to fails or is "
+        "unhealthy: `manual` halts the rollout (people decide; Resume tries again); `auto` "
+        "also commits the revert of that promotion, so the previous render is deployed and "
+        "verified again (docs/verification.md).",
+    )
     windows: list[PromotionWindow] = Field(
         default_factory=list,
         description="Promotion windows. Deny beats allow; without allow rules for a node, "
