@@ -52,9 +52,11 @@ from shared.contracts.promotion import (
     SIGNAL_HALT,
     SIGNAL_PROMOTE,
     SIGNAL_RESUME,
+    SIGNAL_ROLLBACK,
     HaltSignal,
     PromoteSignal,
     ResumeSignal,
+    RollbackSignal,
     promotion_workflow_id,
 )
 from shared.contracts.queueing import queue_revision
@@ -245,6 +247,9 @@ class TemporalDispatcher:
             reason = f"Halt clicked by @{by}" if by else "Halt clicked"
             halt = HaltSignal(by=by, reason=reason, head_sha=head_sha)
             return await self._signal(workflow_id, SIGNAL_HALT, halt)
+        if action == "rollback":
+            rollback = RollbackSignal(by=by, head_sha=head_sha)
+            return await self._signal(workflow_id, SIGNAL_ROLLBACK, rollback)
         resume = ResumeSignal(by=by, head_sha=head_sha)
         return await self._signal(workflow_id, SIGNAL_RESUME, resume)
 

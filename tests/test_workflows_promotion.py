@@ -26,6 +26,7 @@ from shared.contracts.promotion import (
     SIGNAL_PROMOTE,
     SIGNAL_PROMOTION_REVISION,
     SIGNAL_RESUME,
+    SIGNAL_ROLLBACK,
     DeploymentsRequest,
     DeploymentsResult,
     HaltSignal,
@@ -35,6 +36,7 @@ from shared.contracts.promotion import (
     PromotionInput,
     PromotionRevision,
     ResumeSignal,
+    RollbackSignal,
     RolloutView,
     RootDeployment,
     WindowInfo,
@@ -674,3 +676,30 @@ async def test_rollback_manual_only_halts() -> None:
         await until(asking(fleet, "resume"), "the halted check run")
         assert fleet.rollbacks == [] and fleet.active[fleet.tip] == 2
         assert "Rolled back" not in fleet.last_run().summary
+
+
+@scenario
+async def test_rollback_manual_offers_a_roll_back_button_that_reverts_once() -> None:
+    fleet = three_nodes()
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    fleet.outcomes["mc/stage/s1/us"] = "unhealthy"
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(asking(fleet, "rollback"), "the Roll back button")
+        halted = fleet.last_run()
+        assert [a.identifier for a in halted.actions] == ["resume", "rollback"]
+        assert fleet.rollbacks == []  # manual: nothing until someone clicks
+        # a click on a check run that showed another halt is ignored
+        await r.signal(SIGNAL_ROLLBACK, RollbackSignal(by="mallory", head_sha=rev(9)))
+        await r.signal(SIGNAL_ROLLBACK, RollbackSignal(by="alice", head_sha=halted.head_sha))
+        await until(lambda: fleet.rollbacks, "the revert")
+        await until(lambda: "Rolled back" in fleet.last_run().summary, "the halt updated")
+        assert [b.node for b in fleet.rollbacks] == [STAGE]
+        again = fleet.last_run()
+        assert "Roll back clicked by @alice" in again.summary and "mallory" not in again.summary
+        assert [a.identifier for a in again.actions] == ["resume"]  # offered once
+        await r.signal(SIGNAL_ROLLBACK, RollbackSignal(by="alice"))  # nothing left to revert
+        view = await r.view()
+        assert view.phase == "halted" and len(fleet.rollbacks) == 1
+        assert fleet.active[fleet.tip] == 1

@@ -21,6 +21,7 @@ SIGNAL_DEPLOYMENT_FINISHED = "deployment_finished"
 SIGNAL_PROMOTE = "promote"
 SIGNAL_HALT = "halt"
 SIGNAL_RESUME = "resume"
+SIGNAL_ROLLBACK = "rollback"  # RollbackSignal: the Roll back button (rollout.rollback: manual)
 SIGNAL_PROMOTION_REVISION = "revision"
 QUERY_ROLLOUT = "rollout"
 
@@ -117,6 +118,12 @@ class ResumeSignal(Payload):
     head_sha: str | None = None
 
 
+class RollbackSignal(Payload):
+    by: str | None = None
+    # The commit of the check run clicked: a button of an earlier halt is stale and ignored.
+    head_sha: str | None = None
+
+
 class PromotionRevision(Payload):
     """Signal: the default branch moved to `revision` (every push, from DispatchWorkflow)."""
 
@@ -162,6 +169,7 @@ class HaltState(Payload):
     roots: list[str] = Field(default_factory=list)
     deployment_ids: list[str] = Field(default_factory=list)
     since: datetime
+    rolled_back: bool = False  # the node's promotion was reverted (or tried) for this halt
 
 
 class PromotionInput(Payload):
