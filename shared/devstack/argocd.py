@@ -101,7 +101,7 @@ class FakeArgoCD:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
-        self._token = token
+        self.token = token  # what clients must send (the stack hands it to its worker)
         self.git_dir = git_dir
         self._host = host
         self._port = port
@@ -344,7 +344,7 @@ class FakeArgoCD:
             return self._control(method, parts[1:], json.loads(raw) if raw else {})
         if parts[:3] != ["api", "v1", "applications"] or method != "GET" or len(parts) > 4:
             raise ArgoError(404, _NOT_FOUND, "Not Found")
-        if headers.get("authorization", "") != f"Bearer {self._token}":
+        if headers.get("authorization", "") != f"Bearer {self.token}":
             # Argo CD's answer to a missing or wrong token; the token itself is never echoed.
             raise ArgoError(401, _UNAUTHENTICATED, "invalid session: token signature is invalid")
         with self._lock:
