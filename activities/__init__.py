@@ -105,8 +105,8 @@ def build_activities(
         *_promotion_activities(mirror, blobs, github, client, settings),
         checks.check_run,
         checks.queue_check_runs,
-        VerifyPlans(mirror).verify_plan,
-        DeliveryVerifier(jobs).verify_delivery,
+        VerifyPlans(mirror, targets.web_url).verify_plan,
+        DeliveryVerifier(jobs, mirror=mirror).verify_delivery,
     ]
     return Activities(
         all=shared + pinned,

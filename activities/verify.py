@@ -31,12 +31,14 @@ from temporalio import activity
 from activities.errors import fleet_mistakes
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
+from activities.publish_git import git_target
 from shared.contracts.verify import (
     ACT_VERIFY_DELIVERY,
     ACT_VERIFY_PLAN,
     ApplicationHealth,
     ArgoCDPlan,
     HttpPlan,
+    PublishedSource,
     VerifyPlan,
     VerifyPlanRequest,
     VerifyPlanResult,
@@ -45,7 +47,8 @@ from shared.contracts.verify import (
 )
 from shared.engine import fleetconfig
 from shared.engine.tree import GitTree
-from shared.stores.gitmirror import GitMirror
+from shared.process import run
+from shared.stores.gitmirror import GitMirror, GitMirrorError, RevisionNotFound
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +59,9 @@ BEAT_SECONDS = 5.0
 _FAILED_PHASES = ("Failed", "Error")
 
 
-def plan_for(config: fleetconfig.FleetConfig, req: VerifyPlanRequest) -> VerifyPlan | None:
+def plan_for(
+    config: fleetconfig.FleetConfig, req: VerifyPlanRequest, *, web_url: str = "https://github.com"
+) -> VerifyPlan | None:
     """The verify plan of `req.root`, or None when no rule applies to it."""
     rule = config.verify_rule(req.root)
     if rule is None:
@@ -87,11 +92,30 @@ def plan_for(config: fleetconfig.FleetConfig, req: VerifyPlanRequest) -> VerifyP
         root=req.root,
         revision=req.revision,
         commit=req.commit,
+        source=_source(config, req, web_url),
         timeout_seconds=rule.timeout_seconds,
         interval_seconds=rule.interval_seconds,
         argocd=argocd,
         http=http,
     )
+
+
+def _source(
+    config: fleetconfig.FleetConfig, req: VerifyPlanRequest, web_url: str
+) -> PublishedSource | None:
+    """The published branch's repository when the App can read it (the fleet repo, or one of
+    its owner's): a URL target is pushed with the worker's own credentials, and the
+    installation token must not go there, so only its exact commit counts."""
+    if config.publish.target != "git" or not req.commit:
+        return None
+    settings = config.publish.git
+    try:
+        target = git_target(req.repo, settings, web_url=web_url)
+    except ValueError:
+        return None  # refused at publish already
+    if target.auth is None:
+        return None
+    return PublishedSource(repo=target.auth, path=fleetconfig.target_path(settings.path, req.root))
 
 
 def _fill(template: str | None, name: str) -> str | None:
@@ -101,8 +125,9 @@ def _fill(template: str | None, name: str) -> str | None:
 class VerifyPlans:
     """The `verify_plan` activity: `rollwright.yaml` at the revision, from the git mirror."""
 
-    def __init__(self, mirror: GitMirror) -> None:
+    def __init__(self, mirror: GitMirror, web_url: str = "https://github.com") -> None:
         self.mirror = mirror
+        self.web_url = web_url  # GitHub's web/git base, for `owner/name` publish targets
 
     @activity.defn(name=ACT_VERIFY_PLAN)
     async def verify_plan(self, req: VerifyPlanRequest) -> VerifyPlanResult:
@@ -112,7 +137,7 @@ class VerifyPlans:
     def _plan(self, req: VerifyPlanRequest) -> VerifyPlanResult:
         path = self.mirror.ensure(req.repo, req.revision)
         config = fleetconfig.load(GitTree(path, req.revision))
-        return VerifyPlanResult(plan=plan_for(config, req))
+        return VerifyPlanResult(plan=plan_for(config, req, web_url=self.web_url))
 
 
 class _Unreachable(Exception):
@@ -136,9 +161,17 @@ class DeliveryVerifier:
     """The `verify_delivery` activity. `environ`: where tokens are looked up (the worker's
     environment; tests pass their own)."""
 
-    def __init__(self, jobs: JobLog | None = None, environ: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        jobs: JobLog | None = None,
+        environ: Mapping[str, str] | None = None,
+        *,
+        mirror: GitMirror | None = None,
+    ):
         self.jobs = jobs or JobLog(None)
         self.environ = os.environ if environ is None else environ
+        # Reads the published branch: is a later commit still the root's render?
+        self.mirror = mirror
 
     @activity.defn(name=ACT_VERIFY_DELIVERY)
     async def verify_delivery(self, req: VerifyRequest) -> VerifyResult:
@@ -209,6 +242,7 @@ class DeliveryVerifier:
             )
         watch = _Watch(waiting_for="the first answer from Argo CD")
         problem = ""
+        carries: dict[str, bool] = {}  # revision → holds the root's published render
         async with httpx.AsyncClient(
             base_url=argo.server,
             headers={"Authorization": f"Bearer {token}"},
@@ -218,7 +252,8 @@ class DeliveryVerifier:
                 try:
                     items = await self._list(client, argo)
                     problem = ""
-                    watch = _judge(plan, argo, items)
+                    carried = await self._carried(plan, items, carries)
+                    watch = _judge(plan, argo, items, carried)
                 except _Refused as err:
                     return _Watch(verdict=VerifyResult(verdict="unhealthy", reason=str(err)))
                 except _Unreachable as err:
@@ -268,6 +303,42 @@ class DeliveryVerifier:
             items = [i for i in items if fnmatch.fnmatchcase(_name(i), pattern)]
         return [i for i in items if isinstance(i, dict)]
 
+    async def _carried(
+        self, plan: VerifyPlan, items: list[dict[str, Any]], known: dict[str, bool]
+    ) -> set[str]:
+        """Revisions Applications are Synced at that are not the published commit and yet
+        hold the root's render: commits on top of it (other roots publishing to the same
+        branch) that leave the root's directory as the commit has it. Argo CD reports the
+        branch's tip, so without this a busy branch would never verify."""
+        source, commit = plan.source, plan.commit
+        if source is None or not commit or self.mirror is None:
+            return set()
+        for item in items:
+            revision = str(_dig(item, "status", "sync", "revision") or "")
+            if revision and revision != commit and revision not in known:
+                known[revision] = await asyncio.to_thread(self._holds, source, commit, revision)
+        return {r for r, held in known.items() if held}
+
+    def _holds(self, source: PublishedSource, commit: str, revision: str) -> bool:
+        assert self.mirror is not None
+        try:
+            mirror = self.mirror.ensure(source.repo, commit, revision)
+        except (GitMirrorError, RevisionNotFound) as err:
+            log.warning("published branch not readable", extra={"error": str(err)})
+            return False
+        ancestor = run(
+            ["git", "-C", str(mirror), "merge-base", "--is-ancestor", commit, revision],
+            timeout=60,
+        )
+        if not ancestor.ok:
+            return False
+        path = source.path.rstrip("/")
+        trees = [
+            run(["git", "-C", str(mirror), "rev-parse", f"{rev}:{path}"], timeout=60)
+            for rev in (commit, revision)
+        ]
+        return all(t.ok for t in trees) and trees[0].out.strip() == trees[1].out.strip()
+
     async def _pause(self, seconds: float, deadline: float, note: str) -> None:
         end = min(time.monotonic() + seconds, time.monotonic() + max(0.0, deadline - time.time()))
         while True:
@@ -307,9 +378,11 @@ class DeliveryVerifier:
         )
 
 
-def _judge(plan: VerifyPlan, argo: ArgoCDPlan, items: list[dict[str, Any]]) -> _Watch:
+def _judge(
+    plan: VerifyPlan, argo: ArgoCDPlan, items: list[dict[str, Any]], carried: set[str]
+) -> _Watch:
     """Where the root's Applications stand: a verdict, or what is still awaited ("" for
-    nothing: all Synced at the commit and Healthy)."""
+    nothing: all Synced at the commit, or at a later one that `carried` it, and Healthy)."""
     apps = [_health(item) for item in sorted(items, key=_name)]
     if not apps:
         which = argo.applications or argo.selector
@@ -330,7 +403,7 @@ def _judge(plan: VerifyPlan, argo: ArgoCDPlan, items: list[dict[str, Any]]) -> _
                     applications=apps,
                 ),
             )
-        at_commit = app.sync == "Synced" and app.revision == commit
+        at_commit = app.sync == "Synced" and (app.revision == commit or app.revision in carried)
         if at_commit and app.health == "Degraded":
             return _Watch(
                 applications=apps,
@@ -341,7 +414,11 @@ def _judge(plan: VerifyPlan, argo: ArgoCDPlan, items: list[dict[str, Any]]) -> _
                     applications=apps,
                 ),
             )
-    pending = [a for a in apps if not (a.sync == "Synced" and a.revision == commit)]
+    pending = [
+        a
+        for a in apps
+        if not (a.sync == "Synced" and (a.revision == commit or a.revision in carried))
+    ]
     if pending:
         names = ", ".join(f"`{a.name}` ({a.sync} at `{a.revision[:12]}`)" for a in pending)
         return _Watch(applications=apps, waiting_for=f"a sync to `{commit[:12]}`: {names}")

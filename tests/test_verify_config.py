@@ -53,6 +53,23 @@ def test_the_first_matching_rule_is_planned_with_its_templates_filled_in() -> No
         plan.http.url == f"https://check.example.com/prod/eu-west?rev={'a' * 40}&commit={'c' * 40}"
     )
     assert plan.http.status == 204
+    # the published branch is the fleet repo's: later commits on it can be checked
+    assert plan.source is not None and plan.source.path == "prod/eu-west/"
+    assert plan.source.repo.full_name == "acme/fleet"
+    elsewhere = config.model_copy(
+        update={
+            "publish": config.publish.model_copy(
+                update={
+                    "git": config.publish.git.model_copy(
+                        update={"repository": "https://git.example.com/pub.git"}
+                    )
+                }
+            )
+        }
+    )
+    # a URL target is not read with the App's token: only the exact commit counts there
+    other_plan = plan_for(elsewhere, request("prod/eu-west"))
+    assert other_plan is not None and other_plan.source is None
     other = plan_for(config, request("dev/a"))
     assert other is not None and other.argocd is not None and other.http is None
     assert other.argocd.applications == "dev-a-*" and other.argocd.token_env == "OTHER_TOKEN"

@@ -42,10 +42,19 @@ class HttpPlan(Payload):
     interval_seconds: int = 30
 
 
+class PublishedSource(Payload):
+    """Where the published commit lives, for telling whether a later commit of the branch
+    still holds the root's render (another root published on top of it)."""
+
+    repo: RepoRef  # the publish target as the worker's git mirror fetches it
+    path: str  # the root's directory in it (`staging/cluster-a/`; "" for the top)
+
+
 class VerifyPlan(Payload):
     root: str
     revision: str
     commit: str | None = None
+    source: PublishedSource | None = None  # None: only the commit itself counts
     timeout_seconds: int = 900
     interval_seconds: int = 10
     argocd: ArgoCDPlan | None = None
