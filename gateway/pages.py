@@ -201,6 +201,32 @@ async def job_action(
     return RedirectResponse(f"{public}/jobs/{deployment_id}", status_code=303)
 
 
+@router.get("/", response_class=HTMLResponse)
+async def fleet_page(
+    reader: ReaderDep, repo: str | None = None, state: str | None = None
+) -> HTMLResponse:
+    """Every root of a repository: its newest deployment, what the cluster runs and how that
+    delivery was verified, the queue and the lock; `?state=` filters."""
+    public = reader.settings.public_url.rstrip("/")
+    fleet = await run_in_threadpool(reader.fleet, repo or None, state or None)
+
+    def filter_url(value: str | None) -> str:
+        query = {
+            **({"repo": fleet.repo} if fleet.repo else {}),
+            **({"state": value} if value else {}),
+        }
+        return f"{public}/?{urlencode(query)}" if query else f"{public}/"
+
+    html = templates.get_template("fleet.html").render(
+        fleet=fleet,
+        filter_url=filter_url,
+        repo_url=lambda name: f"{public}/?{urlencode({'repo': name})}",
+        api_url=f"{public}/api/fleet?{urlencode({'repo': fleet.repo or ''})}",
+        public_url=public,
+    )
+    return HTMLResponse(html)
+
+
 @router.get("/roots/{root:path}", response_class=HTMLResponse)
 async def root_page(
     root: str,
