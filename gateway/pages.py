@@ -1,4 +1,5 @@
-"""The job pages: `/jobs/{deployment_id}` (the check run's details link) and `/roots/{root}`.
+"""The pages: `/jobs/{deployment_id}` (the check run's details link), `/roots/{root}`, the
+fleet `/` and a patch's rollout `/rollouts/{owner}/{repo}/{patch_id}`.
 
 Server-rendered HTML (Jinja2, autoescaped) that reads fine without JavaScript; a few lines of
 vanilla JS follow the live log (polling `/api/jobs/{id}/log` every second) and expand or
@@ -28,7 +29,14 @@ from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from gateway import devactions
+from gateway.context import GatewayDep
+from gateway.dispatcher import DispatchError
 from gateway.jobviews import DEPLOYMENT_ID, JobReader, ReaderDep
+from shared.contracts.promotion import (
+    RolloutView,
+    promotion_check_run_name,
+    promotion_workflow_id,
+)
 from shared.review.diffdoc import DiffDocument, split_rows, unified_rows
 
 log = logging.getLogger("rollwright.gateway.pages")
@@ -225,6 +233,49 @@ async def fleet_page(
         public_url=public,
     )
     return HTMLResponse(html)
+
+
+@router.get("/rollouts/{owner}/{name}/{patch_id}", response_class=HTMLResponse)
+async def rollout_page(
+    owner: str, name: str, patch_id: str, gateway: GatewayDep, reader: ReaderDep
+) -> HTMLResponse:
+    """A patch's rollout as a pipeline: the sequence's nodes in order with their state, what
+    it waits for (gate, window, soak, deployments), a halt and its reason, and what can be
+    done now (the check run's buttons and their equivalents)."""
+    public = reader.settings.public_url.rstrip("/")
+    repo = f"{owner}/{name}"
+    try:
+        view = await gateway.dispatcher.rollout(repo, patch_id)
+    except DispatchError as err:
+        return error_page(503, "Temporal did not answer", str(err), public)
+    if view is None:
+        return error_page(
+            404, "No such rollout", f"No rollout of patch {patch_id!r} in {repo} is known.", public
+        )
+    html = templates.get_template("rollout.html").render(
+        view=view,
+        actions=rollout_actions(view),
+        check_run=promotion_check_run_name(patch_id),
+        temporal=reader.workflow_url(promotion_workflow_id(repo, patch_id)),
+        fleet_url=f"{public}/?{urlencode({'repo': repo})}",
+        job_url=reader.settings.job_url,
+        public_url=public,
+    )
+    return HTMLResponse(html)
+
+
+def rollout_actions(view: RolloutView) -> list[tuple[str, str]]:
+    """(button, what it does) for the clicks the rollout takes now."""
+    actions = []
+    if view.phase == "gate" and view.gate == "manual" and view.next_node:
+        actions.append(("Promote", f"commits the patch to {view.next_node}"))
+    if view.phase == "halted" and view.halt is not None:
+        actions.append(("Resume", "continues; the node still waits for a good deployment"))
+        if view.halt.deployment_ids and not view.halt.rolled_back:
+            actions.append(("Roll back", f"reverts the promotion to {view.halt.node}"))
+    elif view.phase in ("deploying", "soaking", "gate", "promoting"):
+        actions.append(("Halt", "stops the rollout where it is"))
+    return actions
 
 
 @router.get("/roots/{root:path}", response_class=HTMLResponse)
