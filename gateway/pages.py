@@ -213,10 +213,13 @@ async def job_action(
 async def fleet_page(
     reader: ReaderDep, repo: str | None = None, state: str | None = None
 ) -> HTMLResponse:
-    """Every root of a repository: its newest deployment, what the cluster runs and how that
-    delivery was verified, the queue and the lock; `?state=` filters."""
+    """`?repo=OWNER/NAME`: the fleet page, every root of the repository with its newest
+    deployment, what the cluster runs and how that delivery was verified, the queue and the
+    lock (`?state=` filters). Without it: the front page (every root, and each fleet)."""
+    if not repo:
+        return await index_page(reader)
     public = reader.settings.public_url.rstrip("/")
-    fleet = await run_in_threadpool(reader.fleet, repo or None, state or None)
+    fleet = await run_in_threadpool(reader.fleet, repo, state or None)
 
     def filter_url(value: str | None) -> str:
         query = {
@@ -276,6 +279,29 @@ def rollout_actions(view: RolloutView) -> list[tuple[str, str]]:
     elif view.phase in ("deploying", "soaking", "gate", "promoting"):
         actions.append(("Halt", "stops the rollout where it is"))
     return actions
+
+
+async def index_page(reader: ReaderDep) -> HTMLResponse:
+    """The front page: every root with a deployment, the most recently active first, each
+    linked to its root page (so `/` is a way in, not a dead end)."""
+    public = reader.settings.public_url.rstrip("/")
+    rows = await run_in_threadpool(reader.store.roots)
+    repositories = sorted({repo for repo, _, _, _ in rows})
+    roots = [
+        {
+            "repo": repo,
+            "root": root,
+            "deployments": count,
+            "last": last,
+            "page": f"{public}/roots/{quote(root)}?{urlencode({'repo': repo})}",
+        }
+        for repo, root, count, last in rows
+    ]
+    fleets = {name: f"{public}/?{urlencode({'repo': name})}" for name in repositories}
+    html = templates.get_template("index.html").render(
+        roots=roots, fleets=fleets, public_url=public
+    )
+    return HTMLResponse(html)
 
 
 @router.get("/roots/{root:path}", response_class=HTMLResponse)
