@@ -27,6 +27,7 @@ from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 
 from gateway import devactions
 from gateway.context import GatewayDep
@@ -78,6 +79,20 @@ templates = Environment(
 )
 templates.filters["when"] = _when
 templates.filters["logtext"] = _logtext
+
+
+def _inline_code(text: str) -> Markup:
+    """Workflow messages mark ids and revisions as `code` (they are Markdown on check runs):
+    escaped, with those spans as <code>."""
+    parts = str(escape(text)).split("`")
+    if len(parts) % 2 == 0:  # an odd backtick: nothing is code
+        return Markup(str(escape(text)))
+    return Markup(
+        "".join(f"<code>{part}</code>" if i % 2 else part for i, part in enumerate(parts))
+    )
+
+
+templates.filters["inline_code"] = _inline_code
 
 
 def error_page(code: int, title: str, detail: str, public_url: str) -> HTMLResponse:

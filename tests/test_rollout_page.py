@@ -92,6 +92,8 @@ async def test_the_rollout_page_shows_the_pipeline_the_halt_and_what_can_be_done
     pipeline = re.findall(r'<li class="node (\w+)"><strong>([^<]+)</strong>', html)
     assert pipeline == [("passed", INT), ("halted", STAGE), ("pending", PROD)]
     assert f"Halted at {STAGE}" in html and "unhealthy at mc/stage/us" in html
+    # the reason's Markdown code spans become <code>, the rest stays escaped text
+    assert "<code>mc/stage/us</code>: deployment of <code>" in html and "`" not in html
     actions = re.findall(r"<li><strong>([^<]+)</strong> on the check run", html)
     assert actions == ["Resume", "Roll back"]
     assert f"rollwright/promote: {PATCH}" in html
