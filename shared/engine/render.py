@@ -203,6 +203,7 @@ def render_release(
                 raise FleetError(
                     f"{context}, chart {spec.source.describe()}: {err.problem.message}",
                     path=spec.origin,
+                    line=spec.origin_line,
                 ) from None
             raise err.within(f"{context} (declared in {spec.origin})") from None
         for name, text in sorted(rendered.crds.items()):
@@ -219,7 +220,11 @@ def render_release(
     else:
         base = tree.local_path(spec.source.path)
         if not base.is_dir():
-            raise FleetError(f"manifest directory {spec.source.path!r} not found", path=spec.origin)
+            raise FleetError(
+                f"manifest directory {spec.source.path!r} not found",
+                path=spec.origin,
+                line=spec.origin_line,
+            )
         for file in sorted(base.rglob("*")):
             if file.suffix in (".yaml", ".yml") and file.is_file():
                 rel = f"{spec.source.path}/{file.relative_to(base).as_posix()}"
@@ -346,6 +351,7 @@ def release_files(
                 f"release {spec.id!r}: {res.kind} {res.name!r} is rendered twice "
                 f"(from {origins[name]} and {res.source}); both would be written to {name}",
                 path=spec.origin,
+                line=spec.origin_line,
             )
         origins[name] = res.source
         files[name] = manifests.dump(res).encode()

@@ -748,6 +748,7 @@ class Planner:
             source=plan.source,
             values=values,
             origin=plan.instance.helmfile.path,
+            origin_line=plan.instance.helmfile.line(("releases", plan.index)),
             labels=plan.labels,
             json_patches=plan.json_patches,
             strategic_merge_patches=plan.strategic_merge_patches,
