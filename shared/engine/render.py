@@ -143,19 +143,22 @@ class ChartResolver:
     """Turns a `ChartSource` into a local chart path. Remote charts are fetched once into a
     cache keyed by reference and version (see `shared.engine.charts`)."""
 
-    def resolve(self, source: ChartSource, tree: Tree, origin: str) -> Path:
+    def resolve(
+        self, source: ChartSource, tree: Tree, origin: str, line: int | None = None
+    ) -> Path:
+        """`origin` and `line`: where the release naming the chart was written."""
         if source.kind == "remote-chart":
             return charts.fetch(source, origin)
         path = tree.local_path(source.path)
         if not path.exists():
-            raise FleetError(f"chart {source.path!r} not found", path=origin)
+            raise FleetError(f"chart {source.path!r} not found", path=origin, line=line)
         return path
 
 
 def prepared_chart(spec: ReleaseSpec, tree: Tree, resolver: ChartResolver) -> tuple[Path, Path]:
     """(the chart's own path, the chart to render): the second has its Chart.yaml
     dependencies built in (`shared.engine.chart_deps`), or is the first when none are missing."""
-    chart_dir = resolver.resolve(spec.source, tree, spec.origin)
+    chart_dir = resolver.resolve(spec.source, tree, spec.origin, spec.origin_line)
     local = spec.source.kind == "chart" and chart_dir.is_dir()
     path = chart_deps.prepare(
         chart_dir,

@@ -172,12 +172,14 @@ class _LocalCharts(render.ChartResolver):
     def __init__(self) -> None:
         self._found: dict[str, Path] = {}
 
-    def resolve(self, source: ChartSource, tree: Tree, origin: str) -> Path:
+    def resolve(
+        self, source: ChartSource, tree: Tree, origin: str, line: int | None = None
+    ) -> Path:
         if source.kind == "remote-chart":
-            return super().resolve(source, tree, origin)
+            return super().resolve(source, tree, origin, line)
         found = self._found.get(source.path)
         if found is None:
-            found = self._found[source.path] = super().resolve(source, tree, origin)
+            found = self._found[source.path] = super().resolve(source, tree, origin, line)
         return found
 
 
