@@ -24,6 +24,7 @@ from activities.promotion import PromotionActivities, PromotionSignals
 from activities.publish import BlobPublisher, PublishActivities, Publisher, publish_targets
 from activities.render import RenderActivities
 from activities.store import StoreActivities
+from activities.verify import DeliveryVerifier, VerifyPlans
 from shared.settings import Settings
 from shared.stores.blob import BlobStore
 from shared.stores.blob_url import open_blob_store
@@ -104,6 +105,8 @@ def build_activities(
         *_promotion_activities(mirror, blobs, github, client, settings),
         checks.check_run,
         checks.queue_check_runs,
+        VerifyPlans(mirror, targets.web_url).verify_plan,
+        DeliveryVerifier(jobs, mirror=mirror).verify_delivery,
     ]
     return Activities(
         all=shared + pinned,
@@ -130,6 +133,7 @@ def _promotion_activities(
         promotions.touched,
         promotions.commit,
         promotions.graduate,
+        promotions.rollback,
         signals.signal_promotions,
         signals.notify_promotions,
     ]

@@ -146,7 +146,7 @@ class PromotionClick(_Action):
     kind: Literal["promotion_click"] = "promotion_click"
     repo: str
     patch_id: str
-    action: Literal["promote", "halt", "resume"]
+    action: Literal["promote", "halt", "resume", "rollback"]
     by: str | None = None
     # The clicked check run's commit: a stale Promote or Resume is ignored.
     head_sha: str | None = None

@@ -1,5 +1,6 @@
 """The job pages as JSON: `/api/jobs/{id}`, its log (`?after=N`, what the page polls) and
-its structured diff, and `/api/roots/{root}` (a root's deployments, newest first, paged).
+its structured diff, `/api/roots/{root}` (a root's deployments, newest first, paged) and
+`/api/fleet` (every root of a repository).
 
 Read-only and unauthenticated like the pages (they show redacted data only); the write side
 of the API (`POST /api/deploy`) is gateway/api.py.
@@ -14,7 +15,7 @@ from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
-from gateway.jobviews import DEPLOYMENT_ID, Job, LogPage, ReaderDep, RootPage
+from gateway.jobviews import DEPLOYMENT_ID, FleetPage, Job, LogPage, ReaderDep, RootPage
 
 router = APIRouter(prefix="/api", tags=["jobs"])
 
@@ -71,3 +72,10 @@ async def root(
     if listing.total == 0:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no deployments of root {root}")
     return listing
+
+
+@router.get("/fleet")
+async def fleet(reader: ReaderDep, repo: str | None = None, state: str | None = None) -> FleetPage:
+    """Every root of a repository (the fleet page as JSON); `state` filters (`running`: not
+    finished)."""
+    return await run_in_threadpool(reader.fleet, repo or None, state or None)

@@ -17,8 +17,9 @@ Which events do what (anything else is answered 200 `ignored`):
   `approve` / `reject` → `review` signal to the DeploymentWorkflow named by the `external_id`;
   `unlock` → `unlock` signal to `deploy:<repo>:<root>`.
 - `check_run.requested_action` on `rollwright/promote: <patch-id>` (a rollout's check run):
-  `promote` / `halt` / `resume` → that signal to `promote:<repo>:<patch-id>`, with the
-  clicked run's `head_sha` (the workflow tells a stale Promote or Resume apart).
+  `promote` / `halt` / `resume` / `rollback` → that signal to `promote:<repo>:<patch-id>`,
+  with the clicked run's `head_sha` (the workflow tells a stale Promote, Resume or Roll back
+  apart).
 - `check_run.rerequested` (same check runs, default branch) → signal-with-start
   `deploy:<repo>:<root>` with a manual `rerequested` revision of the check run's head sha.
 - `check_suite.rerequested` (this App's suite, default branch) → start a manual
@@ -411,14 +412,14 @@ def _preview_check_run(ev: CheckRunEvent, app_id: str | None) -> Route:
 
 
 def _promotion_check_run(ev: CheckRunEvent, patch_id: str, app_id: str | None) -> Route:
-    """Promote / Halt / Resume on a rollout's check run → its PromotionWorkflow."""
+    """Promote / Halt / Resume / Roll back on a rollout's check run → its PromotionWorkflow."""
     run = ev.check_run
     if not _ours(run.app, app_id):
         return Ignore(f"check run {run.name!r} belongs to another app")
     if ev.action != "requested_action":
         return Ignore(f"check_run.{ev.action} on {run.name!r} is not handled")
     identifier = ev.requested_action.identifier if ev.requested_action else ""
-    if identifier not in ("promote", "halt", "resume"):
+    if identifier not in ("promote", "halt", "resume", "rollback"):
         return Ignore(f"requested action {identifier!r} is not handled")
     return PromotionClick.model_validate(
         {

@@ -52,7 +52,7 @@ def click(
     return payload
 
 
-@pytest.mark.parametrize("identifier", ["promote", "halt", "resume"])
+@pytest.mark.parametrize("identifier", ["promote", "halt", "resume", "rollback"])
 def test_rollout_buttons_route_to_the_promotion_workflow(identifier: str) -> None:
     payload = click(promotion_check_run_name(PATCH), identifier)
     route = route_event("check_run", payload, app_id=APP_ID, delivery_id="d1")

@@ -70,6 +70,19 @@ PUBLISH_RETRY = RetryPolicy(
 )
 PUBLISH = Options(timedelta(minutes=30), PUBLISH_RETRY, _BEAT)
 
+# Delivery verification: reading the rule is quick; the wait itself lasts as long as the
+# fleet's `verify` timeout says (see `verify`), heartbeating every poll. A worker lost
+# mid-way is noticed within a minute and the wait goes on on another worker.
+VERIFY_PLAN = Options(timedelta(minutes=5), RetryPolicy(maximum_interval=timedelta(minutes=1)))
+_VERIFY_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), maximum_attempts=10)
+
+
+def verify(timeout_seconds: int) -> Options:
+    """Options of `verify_delivery` for a plan with this timeout: the activity stops itself
+    at its deadline; the margin covers the last poll and the HTTP check's own attempts."""
+    return Options(timedelta(seconds=timeout_seconds) + timedelta(minutes=10), _VERIFY_RETRY, _BEAT)
+
+
 # Dispatch: which roots a push affects, then signalling their deploy queues.
 AFFECTED = Options(timedelta(minutes=15), RetryPolicy(maximum_interval=timedelta(minutes=1)), _BEAT)
 # Waiting for the repository's previous dispatch (delivery order): the activity gives up after

@@ -56,6 +56,14 @@ with workflow.unsafe.imports_passed_through():
         RenderSummary,
         ReviewSignal,
     )
+    from shared.contracts.verify import (
+        ACT_VERIFY_DELIVERY,
+        ACT_VERIFY_PLAN,
+        VerifyPlanRequest,
+        VerifyPlanResult,
+        VerifyRequest,
+        VerifyResult,
+    )
     from workflows import calls, searchattrs
 
 
@@ -70,6 +78,10 @@ MAX_WORKER_LOSSES = 3
 # The checkout clean-up is started and not awaited (issue 16); older histories waited for it.
 PATCH_CLEANUP_BEHIND = "cleanup-never-blocks"
 CLEANUP_WAIT = timedelta(seconds=15)
+# After publish, delivery is verified when rollwright.yaml has a `verify` rule for the root
+# (issue 15: Argo CD Synced at the published commit and Healthy, an HTTP check); older
+# histories ended at "published".
+PATCH_VERIFY = "verify-delivery"
 
 
 @workflow.defn(name=DEPLOYMENT_WORKFLOW)
@@ -270,12 +282,83 @@ class DeploymentWorkflow:
             return await self._finish(
                 "failed", "failure", "Publish failed", _message(err), approved_by
             )
+        if self._verifies():
+            return await self._verify(render, published, approved_by)
         await self._persist("published", approved_by, published_prefix=render.blob_prefix)
         return await self._finish(
             "published",
             "success",
             "Published",
             f"Published to {published.target}.",
+            approved_by,
+            published=True,
+        )
+
+    async def _verify(
+        self, render: RenderSummary, published: PublishResult, approved_by: str
+    ) -> DeploymentResult:
+        """Verify the delivery the root's `verify` rule asks for, or end at "published"."""
+        inp = self.inp
+        where = f"Published to {published.target}."
+        try:
+            planned = await calls.run(
+                ACT_VERIFY_PLAN,
+                VerifyPlanRequest(
+                    repo=inp.repo,
+                    root=inp.root,
+                    revision=inp.revision,
+                    deployment_id=inp.deployment_id,
+                    commit=published.commit,
+                ),
+                options=calls.VERIFY_PLAN,
+                result_type=VerifyPlanResult,
+            )
+        except ActivityError as err:
+            # Published all the same: the cluster gets the render, unverified.
+            await self._persist("unhealthy", approved_by, published_prefix=render.blob_prefix)
+            return await self._finish(
+                "unhealthy",
+                "failure",
+                "Unhealthy: verification could not start",
+                f"Reading the verify rule failed: {_message(err)}\n\n{where}",
+                approved_by,
+                published=True,
+            )
+        plan = planned.plan
+        if plan is None:
+            await self._persist("published", approved_by, published_prefix=render.blob_prefix)
+            return await self._finish(
+                "published", "success", "Published", where, approved_by, published=True
+            )
+        # Persisted before the wait: a promotion reading latest.json sees "verifying", not a
+        # finished deployment, and the diff base is already the published render.
+        await self._persist("verifying", approved_by, published_prefix=render.blob_prefix)
+        await self._set_state(
+            "verifying",
+            status="in_progress",
+            title="Verifying delivery",
+            message=f"{where}\n\n{plan.describe()}",
+            approved_by=approved_by,
+        )
+        try:
+            result = await calls.run(
+                ACT_VERIFY_DELIVERY,
+                VerifyRequest(repo=inp.repo, deployment_id=inp.deployment_id, plan=plan),
+                options=calls.verify(plan.timeout_seconds),
+                result_type=VerifyResult,
+            )
+        except ActivityError as err:
+            result = VerifyResult(
+                verdict="unhealthy", reason=f"Verification failed: {_message(err)}"
+            )
+        await self._persist(result.verdict, approved_by, published_prefix=render.blob_prefix)
+        verified = result.verdict == "verified"
+        return await self._finish(
+            result.verdict,
+            "success" if verified else "failure",
+            "Verified" if verified else "Unhealthy",
+            # The reason first: promotions quote the first line when they halt.
+            f"{result.markdown()}\n\n{where}",
             approved_by,
             published=True,
         )
@@ -543,6 +626,9 @@ class DeploymentWorkflow:
             isinstance(cause, ApplicationError) and cause.type == ERR_CHECKOUT_GONE
         )
         return lost and losses < MAX_WORKER_LOSSES and self._repins()
+
+    def _verifies(self) -> bool:
+        return workflow.patched(PATCH_VERIFY)
 
     def _repins(self) -> bool:
         return workflow.patched(PATCH_REPIN)

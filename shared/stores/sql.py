@@ -44,7 +44,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from shared.contracts.deploy import TERMINAL_STATES, AuditRecord, DeploymentRecord
+from shared.contracts.deploy import (
+    DELIVERED_STATES,
+    TERMINAL_STATES,
+    AuditRecord,
+    DeploymentRecord,
+)
 from shared.stores import schema as dbschema
 
 
@@ -787,21 +792,24 @@ class SqlStore:
                     DeploymentRow.repo == repo,
                     DeploymentRow.root == root,
                     DeploymentRow.revision == revision,
-                    DeploymentRow.state == "published",
+                    # delivered: published, and verifying/verified/unhealthy after it
+                    DeploymentRow.state.in_(sorted(DELIVERED_STATES)),
                 )
                 .limit(1)
             )
             return session.scalar(query) is not None
 
     def live_deployment(self, root: str, repo: str) -> DeploymentRow | None:
-        """The deployment whose render the root runs: the one published last."""
+        """The deployment whose render the root runs: the one published last (whatever its
+        verification said)."""
         with self._sessions() as session:
             query = (
                 select(DeploymentRow)
                 .where(
                     DeploymentRow.repo == repo,
                     DeploymentRow.root == root,
-                    DeploymentRow.state == "published",
+                    # delivered: published, and verifying/verified/unhealthy after it
+                    DeploymentRow.state.in_(sorted(DELIVERED_STATES)),
                 )
                 .order_by(DeploymentRow.updated_at.desc(), DeploymentRow.deployment_id.desc())
                 .limit(1)
@@ -848,6 +856,58 @@ class SqlStore:
             )
             return list(session.scalars(query.limit(limit).offset(offset)))
 
+    def repositories(self) -> list[str]:
+        """Every repository with a recorded deployment, by name."""
+        with self._sessions() as session:
+            query = select(DeploymentRow.repo).distinct().order_by(DeploymentRow.repo)
+            return list(session.scalars(query))
+
+    def fleet(self, repo: str) -> list[FleetRoot]:
+        """Every root of `repo` with a recorded deployment: its newest deployment, its newest
+        one that reached the cluster (published, verifying, verified, unhealthy) and how many
+        are queued; by root. Three indexed queries, however long the history."""
+        with self._sessions() as session:
+            latest = self._newest_per_root(session, repo, None)
+            delivered = self._newest_per_root(session, repo, DELIVERED_STATES)
+            queued = dict(
+                session.execute(
+                    select(DeploymentRow.root, func.count())
+                    .where(DeploymentRow.repo == repo, DeploymentRow.state == "queued")
+                    .group_by(DeploymentRow.root)
+                ).all()
+            )
+        return [
+            FleetRoot(
+                root=root,
+                latest=row,
+                delivered=delivered.get(root),
+                queued=int(queued.get(root, 0)),
+            )
+            for root, row in sorted(latest.items())
+        ]
+
+    def _newest_per_root(
+        self, session: Session, repo: str, states: frozenset[str] | None
+    ) -> dict[str, DeploymentRow]:
+        rank = (
+            func.row_number()
+            .over(
+                partition_by=DeploymentRow.root,
+                order_by=(DeploymentRow.created_at.desc(), DeploymentRow.deployment_id.desc()),
+            )
+            .label("rank")
+        )
+        inner = select(DeploymentRow.deployment_id, rank).where(DeploymentRow.repo == repo)
+        if states is not None:
+            inner = inner.where(DeploymentRow.state.in_(sorted(states)))
+        ranked = inner.subquery()
+        query = (
+            select(DeploymentRow)
+            .join(ranked, DeploymentRow.deployment_id == ranked.c.deployment_id)
+            .where(ranked.c.rank == 1)
+        )
+        return {row.root: row for row in session.scalars(query)}
+
     # --- jobs ------------------------------------------------------------------------------
 
     def start_job(self, job_id: str, deployment_id: str, kind: str, log_key: str) -> None:
@@ -884,6 +944,16 @@ class SqlStore:
 
     def session(self) -> Session:
         return self._sessions()
+
+
+@dataclass(frozen=True)
+class FleetRoot:
+    """One root on the fleet page (`SqlStore.fleet`)."""
+
+    root: str
+    latest: DeploymentRow
+    delivered: DeploymentRow | None
+    queued: int
 
 
 def _deployment_filter(query: Any, repo: str | None, root: str | None) -> Any:

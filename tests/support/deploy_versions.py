@@ -127,6 +127,31 @@ class DeploymentReviewOriginUnpatched(DeploymentWorkflow):
         return True
 
 
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
+class DeploymentBeforeVerify(DeploymentWorkflow):
+    """DeploymentWorkflow before delivery verification (patch "verify-delivery"): it ended
+    at "published"."""
+
+    @workflow.run
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
+        return await super().run(inp)
+
+    def _verifies(self) -> bool:
+        return False
+
+
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
+class DeploymentVerifyUnpatched(DeploymentWorkflow):
+    """The same change without its patch check."""
+
+    @workflow.run
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
+        return await super().run(inp)
+
+    def _verifies(self) -> bool:
+        return True
+
+
 @workflow.defn(name="DispatchWorkflow")
 class DispatchBeforeFleetReports(DispatchWorkflow):
     """DispatchWorkflow before an unreadable fleet got a `rollwright` check run (patch

