@@ -18,6 +18,7 @@ from temporalio.client import Client
 from activities.dispatch import DispatchActivities, QueueActivities
 from activities.git import GitActivities
 from activities.github import GitHubAccess, GitHubActivities
+from activities.governance import GovernanceActivities
 from activities.joblog import JobLog
 from activities.preview import PreviewActivities
 from activities.promotion import PromotionActivities, PromotionSignals
@@ -76,12 +77,14 @@ def build_activities(
     targets = publish_targets(settings, mirror, blobs, github.token_for)
     publish = PublishActivities(publisher, jobs, targets=targets)
     previews = PreviewActivities(settings, mirror, blobs, github)
+    governance = GovernanceActivities(github, jobs)
     pinned: list[Callable[..., Any]] = [
         previews.preview_revisions,
         previews.preview_build,
         git.checkout,
         render.render_root,
         render.diff_render,
+        governance.review_policy,
         publish.publish,
         git.cleanup_checkout,
     ]
@@ -104,6 +107,7 @@ def build_activities(
         *_promotion_activities(mirror, blobs, github, client, settings),
         checks.check_run,
         checks.queue_check_runs,
+        governance.judge_review,
     ]
     return Activities(
         all=shared + pinned,

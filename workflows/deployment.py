@@ -56,6 +56,14 @@ with workflow.unsafe.imports_passed_through():
         RenderSummary,
         ReviewSignal,
     )
+    from shared.contracts.governance import (
+        ACT_JUDGE_REVIEW,
+        ACT_REVIEW_POLICY,
+        JudgeRequest,
+        ReviewPolicy,
+        ReviewPolicyRequest,
+        Verdict,
+    )
     from workflows import calls, searchattrs
 
 
@@ -70,6 +78,12 @@ MAX_WORKER_LOSSES = 3
 # The checkout clean-up is started and not awaited (issue 16); older histories waited for it.
 PATCH_CLEANUP_BEHIND = "cleanup-never-blocks"
 CLEANUP_WAIT = timedelta(seconds=15)
+# The root's review policy (rollwright.yaml `review:`) decides when a review is needed and
+# which clicks count, judged one by one by an activity (issue 14); older histories took the
+# first click on the deployment's own check run.
+PATCH_GOVERNANCE = "governance-review-policy"
+# Refused clicks the check run lists (the newest; the audit trail keeps them all).
+SHOWN_REFUSALS = 5
 
 
 @workflow.defn(name=DEPLOYMENT_WORKFLOW)
@@ -83,6 +97,15 @@ class DeploymentWorkflow:
         self.diff: DiffSummary | None = None
         self.persisted: LatestDeployment | None = None
         self.task_queue = ""
+        # Governed deployments (PATCH_GOVERNANCE): the policy, the clicks waiting for their
+        # verdict, the requirements met so far and by whom, and the refusals to show.
+        self.policy: ReviewPolicy | None = None
+        self._clicks: list[ReviewSignal] = []
+        self._satisfied: list[str] = []
+        self._approvers: list[str] = []
+        self._refusals: list[str] = []
+        self._why: list[str] = []  # why the deployment asks (manual, diverged)
+        self._counts = ""  # the diff's counts, for the check run title
 
     @workflow.signal(name=SIGNAL_REVIEW)
     def review(self, signal: ReviewSignal) -> None:
@@ -94,7 +117,13 @@ class DeploymentWorkflow:
             if reason is not None:
                 self._refused.append((signal, reason))
                 return
+        if self.policy is not None:
+            self._clicks.append(signal)  # counts only if judge_review says so
+            return
         self._review = signal
+
+    def _governs(self) -> bool:
+        return workflow.patched(PATCH_GOVERNANCE)
 
     def _checks_origin(self) -> bool:
         return workflow.patched(PATCH_REVIEW_ORIGIN)
@@ -214,21 +243,42 @@ class DeploymentWorkflow:
             result_type=DiffSummary,
             task_queue=self.task_queue,
         )
+        if self._governs():
+            self.policy = await calls.run(
+                ACT_REVIEW_POLICY,
+                ReviewPolicyRequest(
+                    repo=inp.repo,
+                    root=inp.root,
+                    revision=inp.revision,
+                    checkout_path=checkout.path,
+                    deployment_id=inp.deployment_id,
+                    author=inp.requested_by,
+                    new_prefix=render.blob_prefix,
+                    old_prefix=inp.latest.published_prefix if inp.latest else None,
+                ),
+                options=self._pinned(calls.POLICY),
+                result_type=ReviewPolicy,
+                task_queue=self.task_queue,
+            )
         return render, diff
 
     async def _review_and_publish(
         self, render: RenderSummary, diff: DiffSummary
     ) -> DeploymentResult:
         inp = self.inp
-        auto = (
-            diff.empty
-            and inp.trigger == "merge"
+        routine = (
+            inp.trigger == "merge"
             and inp.relation in ("ahead", "first", "same")
             and not inp.require_confirmation
         )
-        if auto:
-            approved_by = "rollwright (empty diff)"
-        else:
+        auto = routine and diff.empty
+        approved_by = "rollwright (empty diff)"
+        policy = self.policy
+        if policy is not None and policy.review == "always":
+            auto = False
+        elif policy is not None and policy.review == "never" and routine:
+            auto, approved_by = True, f"rollwright (review: never, {policy.rule or 'policy'})"
+        if not auto:
             review = await self._await_review(diff)
             if review is None:
                 return await self._finish(
@@ -238,6 +288,8 @@ class DeploymentWorkflow:
                     "Nobody approved or rejected this deployment within 7 days.",
                 )
             who = f"@{review.by}" if review.by else "a reviewer"
+            if review.decision == "approve" and self._approvers:
+                who = ", ".join(f"@{a}" for a in self._approvers)
             if review.decision == "reject":
                 return await self._finish("rejected", "cancelled", f"Rejected by {who}", "")
             approved_by = who
@@ -291,20 +343,112 @@ class DeploymentWorkflow:
                 f"This revision has **diverged** from the latest deployed revision `{latest}`: "
                 "confirm that it should replace it."
             )
-        counts = (
+        self._why = why
+        self._counts = (
             "no changes"
             if diff.empty
             else f"{diff.added} added, {diff.removed} removed, {diff.changed} changed"
         )
+        await self._show_review()
+        if self.policy is not None:
+            return await self._wait_for_governed_review(self.policy)
+        return await self._wait_for_review()
+
+    async def _show_review(self) -> None:
+        """The check run of a deployment waiting for review: why it asks, and for governed
+        deployments whose approval is still needed and which clicks did not count."""
+        message = list(self._why)
+        policy = self.policy
+        if policy is not None:
+            rule = f" (`{policy.rule}`)" if policy.rule else ""
+            if self._approvers:
+                message.append(
+                    "Approved so far by " + ", ".join(f"@{a}" for a in self._approvers) + "."
+                )
+            needed = policy.outstanding(self._satisfied)
+            message.append(
+                f"**Approval still needed**{rule} from:\n"
+                + "\n".join(f"- {policy.whose(r)}" for r in needed)
+            )
+            if policy.distinct_approver and policy.author:
+                message.append(f"@{policy.author} started this deployment and cannot approve it.")
+            if self._refusals:
+                message.append(
+                    "**Clicks that did not count** (nothing changed):\n"
+                    + "\n".join(f"- {r}" for r in self._refusals[-SHOWN_REFUSALS:])
+                )
         await self._set_state(
             "awaiting_review",
             status="completed",
             conclusion="action_required",
-            title=f"Review: {counts}",
-            message="\n\n".join(why),
+            title=f"Review: {self._counts}",
+            message="\n\n".join(message),
             actions=[checkrun.APPROVE, checkrun.REJECT],
         )
-        return await self._wait_for_review()
+
+    async def _wait_for_governed_review(self, policy: ReviewPolicy) -> ReviewSignal | None:
+        """The reject that counts, or the approval that meets the last outstanding
+        requirement, or None after the review timeout. Each click is judged by an activity
+        (GitHub's permission and teams); one that does not count is recorded with why, shown
+        on the check run, and changes nothing else."""
+        deadline = workflow.now() + timedelta(seconds=REVIEW_TIMEOUT_SECONDS)
+        while True:
+            try:
+                await workflow.wait_condition(
+                    lambda: bool(self._clicks) or bool(self._refused),
+                    timeout=deadline - workflow.now(),
+                    timeout_summary="review",
+                )
+            except builtins.TimeoutError:
+                return None
+            changed = False
+            while self._refused:
+                signal, reason = self._refused.pop(0)
+                await self._audit(signal, counted=False, reason=reason)
+                self._refusals.append(_refusal(signal, reason))
+                changed = True
+            while self._clicks:
+                click = self._clicks.pop(0)
+                verdict = await self._judge(policy, click)
+                await self._audit(click, counted=verdict.counts, reason=verdict.reason)
+                changed = True
+                if not verdict.counts:
+                    self._refusals.append(_refusal(click, verdict.reason))
+                    continue
+                if click.decision == "reject":
+                    return click
+                if click.by and click.by not in self._approvers:
+                    self._approvers.append(click.by)
+                self._satisfied += [r for r in verdict.satisfies if r not in self._satisfied]
+                if not policy.outstanding(self._satisfied):
+                    return click
+            if changed:
+                await self._show_review()
+
+    async def _judge(self, policy: ReviewPolicy, click: ReviewSignal) -> Verdict:
+        inp = self.inp
+        try:
+            return await calls.run(
+                ACT_JUDGE_REVIEW,
+                JudgeRequest(
+                    repo=inp.repo,
+                    root=inp.root,
+                    deployment_id=inp.deployment_id,
+                    policy=policy,
+                    decision=click.decision,
+                    actor=click.by,
+                    satisfied=list(self._satisfied),
+                ),
+                options=calls.JUDGE,
+                result_type=Verdict,
+            )
+        except ActivityError as err:
+            # Without GitHub's word nobody's click counts; the clicker may click again.
+            return Verdict(
+                counts=False,
+                reason=f"rollwright could not check @{click.by}'s access ({_message(err)}); "
+                "click again",
+            )
 
     async def _wait_for_review(self) -> ReviewSignal | None:
         """The first click that counts, or None after the review timeout (7 days)."""
@@ -593,6 +737,11 @@ class DeploymentWorkflow:
             )
         except ActivityError:
             workflow.logger.warning("checkout cleanup failed", extra={"path": checkout.path})
+
+
+def _refusal(signal: ReviewSignal, reason: str) -> str:
+    who = f"@{signal.by}" if signal.by else "someone"
+    return f"{who} clicked {signal.decision.capitalize()}: {reason}"
 
 
 def _message(err: ActivityError) -> str:

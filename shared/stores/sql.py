@@ -745,6 +745,36 @@ class SqlStore:
             )
             return list(session.scalars(query))
 
+    def audit_query(
+        self,
+        *,
+        repo: str | None = None,
+        root: str | None = None,
+        actor: str | None = None,
+        action: str | None = None,
+        counted: bool | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditRow]:
+        """Audit events matching every filter given, newest first; `before_id` pages on
+        (the smallest id of the previous page)."""
+        with self._sessions() as session:
+            query = select(AuditRow)
+            if repo is not None:
+                query = query.where(AuditRow.repo == repo)
+            if root is not None:
+                query = query.where(AuditRow.root == root)
+            if actor is not None:
+                query = query.where(AuditRow.actor == actor)
+            if action is not None:
+                query = query.where(AuditRow.action == action)
+            if counted is not None:
+                query = query.where(AuditRow.counted == counted)
+            if before_id is not None:
+                query = query.where(AuditRow.id < before_id)
+            query = query.order_by(AuditRow.id.desc()).limit(limit)
+            return list(session.scalars(query))
+
     def deployment(self, deployment_id: str) -> DeploymentRow | None:
         with self._sessions() as session:
             return session.get(DeploymentRow, deployment_id)

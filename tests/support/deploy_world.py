@@ -96,6 +96,14 @@ from shared.contracts.deploy import (
     deploy_workflow_id,
     waits_task_queue,
 )
+from shared.contracts.governance import (
+    ACT_JUDGE_REVIEW,
+    ACT_REVIEW_POLICY,
+    JudgeRequest,
+    ReviewPolicy,
+    ReviewPolicyRequest,
+    Verdict,
+)
 from shared.contracts.promotion import (
     ACT_NOTIFY_PROMOTIONS,
     ACT_PROMOTION_SIGNAL,
@@ -107,6 +115,8 @@ from shared.contracts.promotion import (
 )
 from shared.contracts.queueing import await_closed
 from shared.devstack.temporal import temporal_binary
+from shared.engine.fleetconfig import FleetConfig
+from shared.review.governance import decide, policy_for
 from tests.support import queries
 from workflows.deploy import DeployWorkflow
 from workflows.deployment import DeploymentWorkflow
@@ -179,6 +189,15 @@ class World:
     # signal can arrive while the workflow waits on the activity; `held` lists them.
     record_holds: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     held: list[DeploymentRecord] = field(default_factory=list)
+    # Governance (issue 14): the `review:` section of rollwright.yaml every revision has, the
+    # GitHub permission of each login (anyone else: write) and the members of each team
+    # (`@org/slug`, lowercase). `judge`: a real judge_review activity instead of the double.
+    review: dict[str, Any] = field(default_factory=dict)
+    permissions: dict[str, str] = field(default_factory=dict)
+    teams: dict[str, set[str]] = field(default_factory=dict)
+    judge: Callable[..., Any] | None = None
+    policies: list[ReviewPolicyRequest] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
 
     # --- assertions helpers -------------------------------------------------------------
 
@@ -372,6 +391,29 @@ class World:
             full_key=f"diffs/{req.deployment_id}",
         )
 
+    @activity.defn(name=ACT_REVIEW_POLICY)
+    async def review_policy(self, req: ReviewPolicyRequest) -> ReviewPolicy:
+        self._pinned()
+        self.policies.append(req)
+        config = FleetConfig.model_validate({"review": self.review})
+        return policy_for(config, req.root, "atlas", author=req.author)
+
+    @activity.defn(name=ACT_JUDGE_REVIEW)
+    async def judge_review(self, req: JudgeRequest) -> Verdict:
+        actor = req.actor or ""
+        teams = {team for team, members in self.teams.items() if actor.lower() in members}
+        verdict = decide(
+            req.policy,
+            req.decision,
+            req.actor,
+            repo=req.repo.full_name,
+            permission=self.permissions.get(actor, "write"),
+            teams=teams,
+            satisfied=req.satisfied,
+        )
+        self.verdicts.append(verdict)
+        return verdict
+
     @activity.defn(name=ACT_PUBLISH)
     async def publish(self, req: PublishRequest) -> PublishResult:
         # Runs on the shared queue: publishers work from the stored render.
@@ -407,6 +449,7 @@ class World:
             self.promotion_touched,
             self.promotion_signal,
             self.notify_promotions,
+            self.judge or self.judge_review,
         ]
 
     def pinned_activities(self) -> list[Callable[..., Any]]:
@@ -414,6 +457,7 @@ class World:
             self.checkout,
             self.render_root,
             self.diff_render,
+            self.review_policy,
             self.cleanup_checkout,
         ]
 

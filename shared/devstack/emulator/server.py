@@ -235,6 +235,10 @@ class GitHubEmulator:
         self._faults: list[Fault] = []
         self._hooks: list[Hook] = []
         self._ids: dict[str, int] = {}
+        # (repo, login) → collaborator permission (admin, maintain, write, triage, read)
+        self._permissions: dict[tuple[str, str], str] = {}
+        # (org, team slug) → login → membership state (active, pending)
+        self._teams: dict[tuple[str, str], dict[str, str]] = {}
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._routes = self._build_routes()
@@ -311,6 +315,20 @@ class GitHubEmulator:
             )
             self._repos[record.full_name.lower()] = record
             return self._repository_json(record, self._base())
+
+    def set_permission(self, owner: str, repo: str, login: str, permission: str) -> None:
+        """Make `login` a collaborator of `owner/repo` with `permission` (admin, maintain,
+        write, triage or read); anyone else has none (a private repository)."""
+        if permission not in _ROLE_PERMISSION:
+            raise ValueError(f"unknown collaborator permission {permission!r}")
+        with self._lock:
+            record = self._repo(owner, repo)
+            self._permissions[(record.full_name.lower(), login.lower())] = permission
+
+    def add_team_member(self, org: str, team_slug: str, login: str, state: str = "active") -> None:
+        """Put `login` in the team `org/team_slug` (state `pending`: invited, not yet in)."""
+        with self._lock:
+            self._teams.setdefault((org.lower(), team_slug.lower()), {})[login.lower()] = state
 
     def set_pull(
         self,
@@ -683,6 +701,20 @@ class GitHubEmulator:
             ),
             r("GET", "/repos/{owner}/{repo}/compare/{basehead}", self._compare, "token", False),
             r("GET", "/repos/{owner}/{repo}/pulls/{pull_number}", self._get_pull, "token", False),
+            r(
+                "GET",
+                "/repos/{owner}/{repo}/collaborators/{username}/permission",
+                self._get_permission,
+                "token",
+                False,
+            ),
+            r(
+                "GET",
+                "/orgs/{org}/teams/{team_slug}/memberships/{username}",
+                self._get_membership,
+                "org-token",
+                False,
+            ),
             *GitDataApi(self).routes(),  # git data API and pull request creation
             # control surface for other processes (rollwright dev, the demo)
             r("GET", "/_emulator/state", self._ctl_state, "none", False),
@@ -795,6 +827,18 @@ class GitHubEmulator:
             raise ApiError(401, "Requires authentication")
         if route.auth == "jwt":
             self._verify_jwt(credential)
+        elif route.auth == "org-token":
+            # An installation sees the teams of the organization it is installed on (with the
+            # "members: read" permission); any other organization is hidden.
+            installation = self._installation_of_token(credential)
+            org = request.params["org"].lower()
+            with self._lock:
+                installed = any(
+                    r.owner.lower() == org and r.installation_id == installation
+                    for r in self._repos.values()
+                )
+            if not installed:
+                raise ApiError(404, "Not Found")
         else:
             installation = self._installation_of_token(credential)
             owner, repo = request.params["owner"], request.params["repo"]
@@ -1038,6 +1082,23 @@ class GitHubEmulator:
         return comment
 
     # --- pulls and compare
+
+    def _get_permission(self, req: Request) -> tuple[int, Any]:
+        """GitHub's answer for a collaborator (or anyone: a private repository's outsiders
+        have `none`); `permission` folds maintain into write and triage into read."""
+        assert req.repo is not None
+        login = req.params["username"]
+        role = self._permissions.get((req.repo.full_name.lower(), login.lower()), "none")
+        user = _user_json(login, _stable_id(login), "User", req.base)
+        return 200, {"permission": _ROLE_PERMISSION[role], "role_name": role, "user": user}
+
+    def _get_membership(self, req: Request) -> tuple[int, Any]:
+        org, slug, login = (req.params[k] for k in ("org", "team_slug", "username"))
+        state = self._teams.get((org.lower(), slug.lower()), {}).get(login.lower())
+        if state is None:
+            raise ApiError(404, "Not Found")
+        url = f"{req.base}/organizations/{_stable_id(org)}/team/{_stable_id(slug)}"
+        return 200, {"url": f"{url}/memberships/{login}", "role": "member", "state": state}
 
     def _get_pull(self, req: Request) -> tuple[int, Any]:
         assert req.repo is not None
@@ -1497,6 +1558,17 @@ def _public_key(pem: str) -> RSAPublicKey:
     if not isinstance(public, RSAPublicKey):
         raise ValueError("the GitHub App key must be an RSA key")
     return public
+
+
+# Collaborator role → the `permission` GitHub's permission API answers with.
+_ROLE_PERMISSION = {
+    "admin": "admin",
+    "maintain": "write",
+    "write": "write",
+    "triage": "read",
+    "read": "read",
+    "none": "none",
+}
 
 
 def _stable_id(login: str) -> int:

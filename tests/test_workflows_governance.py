@@ -1,0 +1,212 @@
+"""Review policies on the DeploymentWorkflow (issue 14): when a review is needed, whose click
+counts, and what a click that does not count does (nothing, but it is recorded and shown).
+
+The time-skipping server with the deploy doubles (tests/support/deploy_world.py), whose
+`judge_review` applies the real decision table; the team test runs the real `judge_review`
+activity against the GitHub emulator over HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from activities.github import GitHubAccess
+from activities.governance import GovernanceActivities
+from shared.devstack.credentials import new_app_key
+from shared.devstack.emulator.server import GitHubEmulator
+from shared.settings import Settings
+from tests.support.deploy_world import REPO, Harness, World, harness, latest, sha, until
+
+ROOT = "staging/cluster-a"
+A, L = sha("a"), sha("1")
+
+
+def scenario(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    @functools.wraps(fn)
+    def test(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(asyncio.wait_for(fn(*args, **kwargs), 60))
+
+    return test
+
+
+async def still_waiting(h: Harness, deployment_id: str) -> None:
+    state = await h.until_state(ROOT, "still waiting", lambda s: s.current is not None)
+    assert state.current is not None and state.current.deployment_id == deployment_id
+    assert state.current.state == "awaiting_review"
+
+
+def summary_of(world: World, deployment_id: str) -> str:
+    return world.last(world.check_run_of(deployment_id)).summary
+
+
+@scenario
+async def test_a_click_without_write_access_changes_nothing_and_is_reported() -> None:
+    world = World(latest={ROOT: latest(L)}, permissions={"rita": "read", "nobody": "none"})
+    async with harness(world) as h:
+        await h.push(ROOT, A, by="carol")
+        deployment_id = await h.awaiting_review(ROOT, A)
+        await h.click(deployment_id, "approve", "rita")
+        await h.click(deployment_id, "reject", "nobody")
+        await until(lambda: len(world.audits) == 2, "both clicks recorded")
+        assert [(a.action, a.actor, a.counted) for a in world.audits] == [
+            ("approve", "rita", False),
+            ("reject", "nobody", False),
+        ]
+        assert "@rita has read access to acme/fleet" in world.audits[0].reason
+        assert "only people with write access may reject" in world.audits[1].reason
+        await until(lambda: "@nobody clicked Reject" in summary_of(world, deployment_id), "shown")
+        summary = summary_of(world, deployment_id)
+        assert "Clicks that did not count" in summary and "@rita clicked Approve" in summary
+        await still_waiting(h, deployment_id)
+        assert world.publish_attempts == []
+
+        result = await h.review(deployment_id, "approve", "alice")
+        assert result.state == "published" and result.approved_by == "@alice"
+        assert [(a.actor, a.counted) for a in world.audits[2:]] == [("alice", True)]
+
+
+@scenario
+async def test_the_author_cannot_approve_with_distinct_approver() -> None:
+    world = World(
+        latest={ROOT: latest(L)},
+        review={"rules": [{"roots": ["staging/*"], "distinctApprover": True}]},
+    )
+    async with harness(world) as h:
+        await h.push(ROOT, A, by="carol")
+        deployment_id = await h.awaiting_review(ROOT, A)
+        assert "@carol started this deployment and cannot approve it" in summary_of(
+            world, deployment_id
+        )
+        await h.click(deployment_id, "approve", "Carol")  # logins compare case-insensitively
+        await until(lambda: world.audits, "the refusal recorded")
+        assert not world.audits[0].counted
+        assert "wants a distinct approver" in world.audits[0].reason
+        assert "review.rules[0]" in world.audits[0].reason
+        await still_waiting(h, deployment_id)
+        result = await h.review(deployment_id, "approve", "dave")
+        assert result.state == "published" and result.approved_by == "@dave"
+
+
+@scenario
+async def test_the_author_may_withdraw_with_reject() -> None:
+    world = World(
+        latest={ROOT: latest(L)}, review={"rules": [{"roots": ["*"], "distinctApprover": True}]}
+    )
+    async with harness(world) as h:
+        await h.push(ROOT, A, by="carol")
+        deployment_id = await h.awaiting_review(ROOT, A)
+        result = await h.review(deployment_id, "reject", "carol")
+        assert result.state == "rejected"
+        assert [(a.action, a.actor, a.counted) for a in world.audits] == [("reject", "carol", True)]
+
+
+@scenario
+async def test_review_always_asks_even_for_an_empty_diff() -> None:
+    world = World(
+        latest={ROOT: latest(L)},
+        empty_diffs={A},
+        review={"rules": [{"roots": ["staging/*"], "review": "always"}]},
+    )
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        deployment_id = await h.awaiting_review(ROOT, A)
+        assert world.last(world.check_run_of(deployment_id)).title == "Review: no changes"
+        assert (await h.review(deployment_id, "approve", "alice")).state == "published"
+
+
+@scenario
+async def test_review_never_publishes_merges_and_still_asks_for_manual_ones() -> None:
+    world = World(latest={ROOT: latest(L)}, review={"rules": [{"roots": ["*"], "review": "never"}]})
+    async with harness(world) as h:
+        await h.push(ROOT, A)
+        await until(lambda: world.outcomes, "the merge deployment published")
+        (outcome,) = world.outcomes
+        assert outcome.state == "published"
+        assert outcome.approved_by == "rollwright (review: never, review.rules[0])"
+        # A manual deployment is a person's request to confirm: it still asks.
+        await h.push(ROOT, sha("b"), "manual", by="ops")
+        deployment_id = await h.awaiting_review(ROOT, sha("b"))
+        assert (await h.review(deployment_id, "approve", "alice")).state == "published"
+
+
+@scenario
+async def test_only_listed_approvers_count_and_a_reject_needs_one_too() -> None:
+    world = World(
+        latest={ROOT: latest(L)},
+        review={"rules": [{"roots": ["staging/*"], "approvers": ["alice", "@acme/sre"]}]},
+        teams={"@acme/sre": {"sam"}},
+    )
+    async with harness(world) as h:
+        await h.push(ROOT, A, by="carol")
+        deployment_id = await h.awaiting_review(ROOT, A)
+        summary = summary_of(world, deployment_id)
+        assert "**Approval still needed** (`review.rules[0]`)" in summary
+        assert "@alice, @acme/sre" in summary
+        await h.click(deployment_id, "reject", "bob")
+        await until(lambda: world.audits, "bob's reject recorded")
+        assert not world.audits[0].counted
+        assert "@bob may not reject this deployment" in world.audits[0].reason
+        await still_waiting(h, deployment_id)
+        result = await h.review(deployment_id, "approve", "sam")  # through the team
+        assert result.state == "published" and result.approved_by == "@sam"
+
+
+# --- the real judge_review activity against the GitHub emulator ----------------------------
+
+
+@asynccontextmanager
+async def emulated_judge(tmp_path: Path) -> AsyncIterator[tuple[GitHubEmulator, Any]]:
+    key = new_app_key()
+    emulator = GitHubEmulator(app_id=4242, app_key=key)
+    emulator.seed_repository(REPO.owner, REPO.name, REPO.installation_id or 0, "main")
+    with emulator:
+        settings = Settings(
+            data_dir=tmp_path,
+            github_api_url=emulator.url,
+            github_app_id="4242",
+            github_private_key=SecretStr(key),
+        )
+        access = GitHubAccess(settings)
+        try:
+            yield emulator, GovernanceActivities(access).judge_review
+        finally:
+            access.close()
+
+
+@scenario
+async def test_teams_and_permissions_come_from_github(tmp_path: Path) -> None:
+    async with emulated_judge(tmp_path) as (emulator, judge):
+        for login in ("sam", "bob", "pat"):
+            emulator.set_permission("acme", "fleet", login, "write")
+        emulator.set_permission("acme", "fleet", "tina", "triage")  # reads as read
+        emulator.add_team_member("acme", "sre", "sam")
+        emulator.add_team_member("acme", "sre", "tina")
+        emulator.add_team_member("acme", "sre", "pat", state="pending")
+        world = World(
+            latest={ROOT: latest(L)},
+            review={"rules": [{"roots": ["*"], "approvers": ["@acme/sre"]}]},
+            judge=judge,
+        )
+        async with harness(world) as h:
+            await h.push(ROOT, A, by="carol")
+            deployment_id = await h.awaiting_review(ROOT, A)
+            for login in ("bob", "tina", "pat"):
+                await h.click(deployment_id, "approve", login)
+            await until(lambda: len(world.audits) == 3, "three refusals recorded")
+            reasons = {a.actor: a.reason for a in world.audits if not a.counted}
+            assert "@bob may not approve" in reasons["bob"]
+            assert "@tina has read access" in reasons["tina"]
+            assert "@pat may not approve" in reasons["pat"]  # an invitation is not membership
+            await still_waiting(h, deployment_id)
+            result = await h.review(deployment_id, "approve", "sam")
+            assert result.state == "published" and result.approved_by == "@sam"
+        paths = {r.path for r in emulator.requests()}
+        assert "/repos/acme/fleet/collaborators/sam/permission" in paths
+        assert "/orgs/acme/teams/sre/memberships/sam" in paths
