@@ -38,6 +38,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs
 
@@ -605,7 +606,7 @@ async def _receive(
     repo_name = repo.get("full_name") if isinstance(repo, dict) else None
     if isinstance(route, Ignore | Acknowledge):
         kind = "ignored" if isinstance(route, Ignore) else "acknowledged"
-        outcome, enqueue = f"{kind}: {route.reason}", None
+        outcome, enqueue, audit = f"{kind}: {route.reason}", None, None
     else:
         # The action goes into the outbox in the same transaction as the delivery record:
         # once we answer 202 it will be performed, even if Temporal is down right now.
@@ -616,9 +617,10 @@ async def _receive(
             target=route.target,
             payload=route.model_dump_json(),
         )
+        audit = route.audit(datetime.now(UTC))
     try:
         claimed = await gw.intake.claim(
-            DeliveryClaim(delivery, event, action, repo_name, outcome, enqueue)
+            DeliveryClaim(delivery, event, action, repo_name, outcome, enqueue, audit)
         )
     except Exception as err:  # the database is down: let GitHub's redelivery try again
         log.error("webhook %s %s: recording the delivery failed: %s", event, delivery, err)

@@ -200,6 +200,8 @@ class DeliveryClaim:
     repo: str | None = None
     outcome: str = ""
     enqueue: OutboxEntry | None = None
+    # A person's click the delivery carries (Unlock, Promote, ...): recorded with it, once.
+    audit: AuditRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -342,6 +344,13 @@ class SqlStore:
                 # One row per statement on purpose: a multi-row VALUES list does not promise
                 # ids in list order on every database, and the order is the delivery order.
                 connection.execute(insert(_outbox), rows)
+            audits = [
+                _audit_values(c.audit)
+                for c in candidates
+                if c.audit is not None and c.delivery_id in recorded
+            ]
+            if audits:
+                connection.execute(insert(AuditRow), audits)
         return [
             first[c.delivery_id] == i and c.delivery_id in recorded for i, c in enumerate(claims)
         ]
@@ -879,3 +888,17 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def _audit_values(record: AuditRecord) -> dict[str, Any]:
+    return {
+        "repo": record.repo[:255],
+        "root": record.root[:512] if record.root else record.root,
+        "deployment_id": record.deployment_id,
+        "action": record.action[:32],
+        "actor": record.actor[:255] if record.actor else record.actor,
+        "source": record.source,
+        "counted": record.counted,
+        "reason": record.reason,
+        "at": _utc(record.at),
+    }
