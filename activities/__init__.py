@@ -77,7 +77,7 @@ def build_activities(
     targets = publish_targets(settings, mirror, blobs, github.token_for)
     publish = PublishActivities(publisher, jobs, targets=targets)
     previews = PreviewActivities(settings, mirror, blobs, github)
-    governance = GovernanceActivities(github, jobs)
+    governance = GovernanceActivities(github, blobs, jobs)
     pinned: list[Callable[..., Any]] = [
         previews.preview_revisions,
         previews.preview_build,

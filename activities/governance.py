@@ -17,6 +17,7 @@ from activities.errors import fleet_mistakes, github_errors
 from activities.github import GitHubAccess
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
+from activities.store import FILES_DIR, load_render_meta
 from shared.contracts.governance import (
     ACT_JUDGE_REVIEW,
     ACT_REVIEW_POLICY,
@@ -29,11 +30,14 @@ from shared.engine import fleetconfig
 from shared.engine.layout import detect_layout
 from shared.engine.tree import WorkTree
 from shared.review.governance import decide, policy_for, teams_named
+from shared.review.owners import changed_paths, owners_for
+from shared.stores.blob import BlobStore
 
 
 class GovernanceActivities:
-    def __init__(self, github: GitHubAccess, jobs: JobLog | None = None) -> None:
+    def __init__(self, github: GitHubAccess, blobs: BlobStore, jobs: JobLog | None = None) -> None:
         self.github = github
+        self.blobs = blobs
         self.jobs = jobs or JobLog(None)
 
     @activity.defn(name=ACT_REVIEW_POLICY)
@@ -56,7 +60,24 @@ class GovernanceActivities:
         tree = WorkTree(Path(request.checkout_path))
         config = fleetconfig.load(tree)
         layout = detect_layout(tree, config)
-        return policy_for(config, request.root, layout, author=request.author)
+        owners = []
+        if request.new_prefix:
+            # The applications the rendered diff touches (file digests: a rotated secret
+            # touches its application too), and their OWNERS at this revision.
+            prefixes = {"old": request.old_prefix, "new": request.new_prefix}
+
+            def digests(side: str) -> dict[str, str]:
+                prefix = prefixes[side]
+                meta = load_render_meta(self.blobs, prefix) if prefix else {}
+                return dict(meta.get("file_digests") or {})
+
+            def read(side: str, path: str) -> bytes | None:
+                prefix = prefixes[side]
+                return self.blobs.get(prefix + FILES_DIR + path) if prefix else None
+
+            changed = changed_paths(digests("old"), digests("new"))
+            owners = owners_for(tree, config, layout, request.root, changed, read)
+        return policy_for(config, request.root, layout, author=request.author, owners=owners)
 
     @activity.defn(name=ACT_JUDGE_REVIEW)
     async def judge_review(self, request: JudgeRequest) -> Verdict:

@@ -22,6 +22,7 @@ from activities.governance import GovernanceActivities
 from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.settings import Settings
+from shared.stores.blob import FileBlobStore
 from tests.support.deploy_world import REPO, Harness, World, harness, latest, sha, until
 
 ROOT = "staging/cluster-a"
@@ -175,7 +176,10 @@ async def emulated_judge(tmp_path: Path) -> AsyncIterator[tuple[GitHubEmulator, 
         )
         access = GitHubAccess(settings)
         try:
-            yield emulator, GovernanceActivities(access).judge_review
+            yield (
+                emulator,
+                GovernanceActivities(access, FileBlobStore(tmp_path / "blobs")).judge_review,
+            )
         finally:
             access.close()
 

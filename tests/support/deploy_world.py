@@ -100,6 +100,7 @@ from shared.contracts.governance import (
     ACT_JUDGE_REVIEW,
     ACT_REVIEW_POLICY,
     JudgeRequest,
+    OwnersRequirement,
     ReviewPolicy,
     ReviewPolicyRequest,
     Verdict,
@@ -196,6 +197,7 @@ class World:
     permissions: dict[str, str] = field(default_factory=dict)
     teams: dict[str, set[str]] = field(default_factory=dict)
     judge: Callable[..., Any] | None = None
+    owners: list[OwnersRequirement] = field(default_factory=list)  # what OWNERS files ask
     policies: list[ReviewPolicyRequest] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
 
@@ -396,7 +398,7 @@ class World:
         self._pinned()
         self.policies.append(req)
         config = FleetConfig.model_validate({"review": self.review})
-        return policy_for(config, req.root, "atlas", author=req.author)
+        return policy_for(config, req.root, "atlas", author=req.author, owners=self.owners)
 
     @activity.defn(name=ACT_JUDGE_REVIEW)
     async def judge_review(self, req: JudgeRequest) -> Verdict:
