@@ -159,6 +159,8 @@ def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
     key = new_app_key()
     emulator = GitHubEmulator(app_id=1, app_key=key)
     emulator.seed_repository("acme", "fleet", 5, "main")
+    emulator.set_permission("acme", "fleet", "octocat", "write")
+    emulator.set_permission("acme", "fleet", "reader", "read")
     repo = RepoRef(owner="acme", name="fleet", installation_id=5, clone_url=str(fleet))
 
     async def scenario(client: Client, settings: Settings) -> None:
@@ -191,6 +193,15 @@ def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
                 check_run_name=run.name,
                 head_sha=run.state["head_sha"],
             )
+            # A reader's click is judged against GitHub's permission API and changes nothing
+            # but the check run's summary.
+            await render.signal(SIGNAL_REVIEW, click.model_copy(update={"by": "reader"}))
+
+            async def refusal_shown() -> Any:
+                shown = emulator.check_run(run.id).output["summary"] or ""
+                return "@reader clicked Approve" in shown
+
+            await eventually(refusal_shown, "the refused click on the check run")
             await render.signal(SIGNAL_REVIEW, click)
 
             async def published() -> Any:
@@ -211,7 +222,9 @@ def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
 
             (row,) = await eventually(recorded, "the deployment recorded in SQL")
             assert row.deployment_id == deployment_id and row.approved_by == "@octocat"
-            (audit,) = sql.audit_events(deployment_id)
+            refused, audit = sql.audit_events(deployment_id)
+            assert (refused.actor, refused.counted) == ("reader", False)
+            assert "@reader has read access to acme/fleet" in refused.reason
             assert (audit.action, audit.actor, audit.counted) == ("approve", "octocat", True)
             sql.close()
             # the checkout was made on this worker's disk and cleaned up afterwards

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from shared.contracts.deploy import Decision
@@ -210,3 +211,33 @@ def test_team_membership_is_active_membership_of_an_org_the_app_sees(
     # acme/fleet's installation cannot see another organization's teams.
     assert not app.is_team_member(REPO, "other", "sre", "oscar")
     assert app.is_team_member("other/fleet", "other", "sre", "oscar")
+
+
+def test_the_control_api_sets_permissions_and_memberships(
+    github: tuple[GitHubEmulator, GitHubApp],
+) -> None:
+    """What `rollwright dev` users (and the demo) call to change who may approve."""
+    emulator, app = github
+    with httpx.Client(base_url=emulator.url) as http:
+        answer = http.put(
+            "/_emulator/repos/acme/fleet/collaborators/rita", json={"permission": "read"}
+        )
+        assert answer.status_code == 200
+        assert http.put("/_emulator/orgs/acme/teams/sre/memberships/sam").status_code == 200
+        bad = http.put("/_emulator/repos/acme/fleet/collaborators/x", json={"permission": "god"})
+        assert bad.status_code == 400
+    assert app.collaborator_permission(REPO, "rita") == "read"
+    assert app.is_team_member(REPO, "acme", "sre", "sam")
+
+
+def test_the_dev_stack_emulator_answers_write_for_strangers() -> None:
+    key = new_app_key()
+    with GitHubEmulator(app_id=99, app_key=key, default_permission="write") as emulator:
+        emulator.seed_repository("acme", "fleet", 5)
+        emulator.set_permission("acme", "fleet", "rita", "read")
+        app = GitHubApp(99, key, emulator.url, min_request_interval=0, min_write_interval=0)
+        try:
+            assert app.collaborator_permission(REPO, "anyone") == "write"
+            assert app.collaborator_permission(REPO, "rita") == "read"
+        finally:
+            app.close()

@@ -214,6 +214,7 @@ class GitHubEmulator:
         host: str = "127.0.0.1",
         port: int = 0,
         token_ttl: int = 3600,
+        default_permission: str = "none",
     ) -> None:
         self.app_id = app_id
         self.app_slug = app_slug
@@ -223,6 +224,12 @@ class GitHubEmulator:
         self._host = host
         self._port = port
         self._token_ttl = token_ttl
+        # What the permission API says of anyone not made a collaborator: GitHub's `none`
+        # for a private repository; the dev stack says `write`, so whoever one clicks as in
+        # the emulator's pages counts unless told otherwise (docs/governance.md).
+        if default_permission not in _ROLE_PERMISSION:
+            raise ValueError(f"unknown collaborator permission {default_permission!r}")
+        self.default_permission = default_permission
         self._validators = load_validators()
         self._lock = threading.RLock()
         self._repos: dict[str, Repo] = {}
@@ -727,6 +734,20 @@ class GitHubEmulator:
                 False,
             ),
             r("POST", "/_emulator/repos/{owner}/{repo}/push", self._ctl_push, "none", False),
+            r(
+                "PUT",
+                "/_emulator/repos/{owner}/{repo}/collaborators/{username}",
+                self._ctl_permission,
+                "none",
+                False,
+            ),
+            r(
+                "PUT",
+                "/_emulator/orgs/{org}/teams/{team_slug}/memberships/{username}",
+                self._ctl_membership,
+                "none",
+                False,
+            ),
             r("POST", "/_emulator/check-runs/{check_run_id}/click", self._ctl_click, "none", False),
             r("POST", "/_emulator/webhooks", self._ctl_webhook, "none", False),
             r("GET", "/{owner}/{repo}/runs/{check_run_id}", self._html_check_run, "none", False),
@@ -1088,7 +1109,8 @@ class GitHubEmulator:
         have `none`); `permission` folds maintain into write and triage into read."""
         assert req.repo is not None
         login = req.params["username"]
-        role = self._permissions.get((req.repo.full_name.lower(), login.lower()), "none")
+        key = (req.repo.full_name.lower(), login.lower())
+        role = self._permissions.get(key, self.default_permission)
         user = _user_json(login, _stable_id(login), "User", req.base)
         return 200, {"permission": _ROLE_PERMISSION[role], "role_name": role, "user": user}
 
@@ -1193,6 +1215,22 @@ class GitHubEmulator:
         return 200, self.set_pull(
             req.params["owner"], req.params["repo"], _int_param(req.params["number"]), **body
         )
+
+    def _ctl_permission(self, req: Request) -> tuple[int, Any]:
+        """`{"permission": "read"}`: what the permission API answers for that user."""
+        permission = str(_object(req.body)["permission"])
+        self.set_permission(
+            req.params["owner"], req.params["repo"], req.params["username"], permission
+        )
+        return 200, {"permission": permission}
+
+    def _ctl_membership(self, req: Request) -> tuple[int, Any]:
+        """`{"state": "active"}` (default) or `"pending"`: the user's team membership."""
+        state = str(_object(req.body or {}).get("state", "active"))
+        self.add_team_member(
+            req.params["org"], req.params["team_slug"], req.params["username"], state
+        )
+        return 200, {"state": state}
 
     def _ctl_push(self, req: Request) -> tuple[int, Any]:
         body = _object(req.body)
