@@ -96,6 +96,7 @@ def build_activities(
         git.revision_relation,
         dispatch.signal_deploys,
         dispatch.await_dispatch,
+        dispatch.report_review,
         QueueActivities(settings).worker_task_queue,
         store.load_latest,
         store.persist_latest,

@@ -19,6 +19,8 @@ from pydantic import SecretStr
 
 from activities.github import GitHubAccess
 from activities.governance import GovernanceActivities
+from shared.contracts.deploy import SIGNAL_REVIEW, CheckRunRequest, ReviewSignal
+from shared.contracts.governance import revision_review_workflow_id
 from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.settings import Settings
@@ -214,3 +216,79 @@ async def test_teams_and_permissions_come_from_github(tmp_path: Path) -> None:
         paths = {r.path for r in emulator.requests()}
         assert "/repos/acme/fleet/collaborators/sam/permission" in paths
         assert "/orgs/acme/teams/sre/memberships/sam" in paths
+
+
+# --- Approve all on the revision's summary check run ----------------------------------------
+
+
+@scenario
+async def test_approve_all_approves_only_what_the_clicker_may_approve() -> None:
+    prod = "prod/eu"
+    world = World(
+        latest={ROOT: latest(L), prod: latest(L)},
+        review={"rules": [{"roots": ["prod/*"], "approvers": ["bob"]}]},
+    )
+    async with harness(world) as h:
+        await h.push(ROOT, A, by="carol")
+        await h.push(prod, A, by="carol")
+        staging_id = await h.awaiting_review(ROOT, A)
+        prod_id = await h.awaiting_review(prod, A)
+
+        def summary_run() -> CheckRunRequest | None:
+            runs = [world.last(i) for i in world.summary_runs(A)]
+            return next(
+                (
+                    r
+                    for r in runs
+                    if r.name == "rollwright" and "prod/eu" in r.summary and ROOT in r.summary
+                ),
+                None,
+            )
+
+        run = await until(summary_run, "the summary lists both roots")
+        assert run.conclusion == "action_required"
+        assert [a.identifier for a in run.actions] == ["approve_all"]
+        assert run.title == "2 of 2 roots awaiting review"
+        assert "1 added, 0 removed, 2 changed" in run.summary
+        assert "an approver: @bob" in run.summary
+
+        await approve_all(h, "alice")
+        staging = await h.outcome(staging_id)
+        assert staging.state == "published" and staging.approved_by == "@alice"
+
+        def prod_still_waiting() -> CheckRunRequest | None:
+            current = summary_run()
+            shown = current is not None and current.title == "1 of 2 roots awaiting review"
+            return current if shown else None
+
+        run = await until(prod_still_waiting, "the summary: prod still needs bob")
+        assert (
+            f"| `{prod}` | 1 added, 0 removed, 2 changed | awaiting review | an approver: @bob |"
+            in (run.summary)
+        )
+        refused = [a for a in world.audits if not a.counted]
+        assert [(a.root, a.actor) for a in refused] == [(prod, "alice")]
+        await still_waiting_on(h, prod, prod_id)
+
+        await approve_all(h, "bob")
+        assert (await h.outcome(prod_id)).approved_by == "@bob"
+        done = await until(
+            lambda: (r := summary_run()) is not None and r.conclusion == "success" and r,
+            "the summary done",
+        )
+        assert done.actions == []
+
+
+async def approve_all(h: Harness, by: str) -> None:
+    """What the gateway sends for a click on the revision's `rollwright` check run."""
+    handle = h.client.get_workflow_handle(revision_review_workflow_id(REPO.full_name, A))
+    click = ReviewSignal(
+        decision="approve", by=by, repo=REPO.full_name, check_run_name="rollwright", head_sha=A
+    )
+    await handle.signal(SIGNAL_REVIEW, click)
+
+
+async def still_waiting_on(h: Harness, root: str, deployment_id: str) -> None:
+    state = await h.until_state(root, "still waiting", lambda s: s.current is not None)
+    assert state.current is not None and state.current.deployment_id == deployment_id
+    assert state.current.state == "awaiting_review"

@@ -58,10 +58,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from shared.contracts.governance import (
         ACT_JUDGE_REVIEW,
+        ACT_REPORT_REVIEW,
         ACT_REVIEW_POLICY,
         JudgeRequest,
+        ReportReview,
         ReviewPolicy,
         ReviewPolicyRequest,
+        RootReview,
         Verdict,
     )
     from workflows import calls, searchattrs
@@ -106,6 +109,7 @@ class DeploymentWorkflow:
         self._refusals: list[str] = []
         self._why: list[str] = []  # why the deployment asks (manual, diverged)
         self._counts = ""  # the diff's counts, for the check run title
+        self._reported = False  # told the revision's summary (Approve all) it waits
 
     @workflow.signal(name=SIGNAL_REVIEW)
     def review(self, signal: ReviewSignal) -> None:
@@ -137,7 +141,10 @@ class DeploymentWorkflow:
             return "the click does not say which check run it was made on"
         if signal.repo != inp.repo.full_name:
             return f"it was made in {signal.repo}, and this deployment is in {inp.repo.full_name}"
-        if signal.check_run_name != checkrun.check_run_name(inp.root):
+        # Approve all on the revision's summary check run (governed merge deployments report
+        # there) is a click on this revision too; the head commit check below still applies.
+        summary = self.policy is not None and signal.check_run_name == checkrun.REVISION_CHECK_NAME
+        if not summary and signal.check_run_name != checkrun.check_run_name(inp.root):
             return (
                 f"it was made on check run {signal.check_run_name!r}, and this deployment's is "
                 f"{checkrun.check_run_name(inp.root)!r}"
@@ -385,6 +392,31 @@ class DeploymentWorkflow:
             message="\n\n".join(message),
             actions=[checkrun.APPROVE, checkrun.REJECT],
         )
+        if policy is not None and self.inp.trigger == "merge":
+            await self._report("awaiting_review")
+
+    async def _report(self, state: DeploymentState) -> None:
+        """Tell the revision's summary check run (Approve all) how this root stands."""
+        inp, policy = self.inp, self.policy
+        self._reported = True
+        needs = [policy.whose(r) for r in policy.outstanding(self._satisfied)] if policy else []
+        review = RootReview(
+            root=inp.root,
+            deployment_id=inp.deployment_id,
+            state=state,
+            counts=self._counts,
+            needs=needs if state == "awaiting_review" else [],
+            approved_by=list(self._approvers),
+        )
+        try:
+            await calls.run(
+                ACT_REPORT_REVIEW,
+                ReportReview(repo=inp.repo, revision=inp.revision, review=review),
+                options=calls.RECORD,
+                result_type=type(None),
+            )
+        except ActivityError as err:  # the root's own check run still works
+            workflow.logger.warning("reporting to the revision summary failed: %s", err.cause)
 
     async def _wait_for_governed_review(self, policy: ReviewPolicy) -> ReviewSignal | None:
         """The reject that counts, or the approval that meets the last outstanding
@@ -619,6 +651,8 @@ class DeploymentWorkflow:
             approved_by=approved_by,
         )
         inp = self.inp
+        if self._reported:
+            await self._report(state)
         try:
             await calls.run(
                 ACT_RECORD_DEPLOYMENT,

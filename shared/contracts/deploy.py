@@ -437,7 +437,7 @@ class DiffSummary(Payload):
 class CheckRunAction(Payload):
     label: str
     description: str
-    identifier: Literal["approve", "reject", "unlock", "promote", "halt", "resume"]
+    identifier: Literal["approve", "reject", "unlock", "promote", "halt", "resume", "approve_all"]
 
 
 class CheckRunRequest(Payload):

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from shared.contracts.deploy import Decision, Payload, RepoRef
+from shared.contracts.deploy import Decision, DeploymentState, Payload, RepoRef
 
 ACT_REVIEW_POLICY = "review_policy"  # ReviewPolicyRequest -> ReviewPolicy (pinned: the checkout)
 ACT_JUDGE_REVIEW = "judge_review"  # JudgeRequest -> Verdict (GitHub permission and teams)
@@ -97,3 +97,40 @@ class Verdict(Payload):
     reason: str = ""  # why it does not count (empty when it does)
     satisfies: list[str] = Field(default_factory=list)  # requirements this approval meets
     permission: str = ""  # GitHub's answer: admin, write, read, none
+
+
+# --- Approve all: one summary check run per merged revision ----------------------------------
+
+REVISION_REVIEW_WORKFLOW = "RevisionReviewWorkflow"
+SIGNAL_ROOT_REVIEW = "root_review"  # RootReview: a root's deployment of the revision, as it is
+ACT_REPORT_REVIEW = "report_review"  # ReportReview -> None (signal-with-start of the above)
+QUERY_REVISION_REVIEW = "revision_review"  # -> list[RootReview]
+# The `rollwright` check run's button (GitHub: label ≤ 20, description ≤ 40 characters). A
+# click arrives as the `review` signal (decision approve) on the revision's workflow.
+APPROVE_ALL_ID = "approve_all"
+
+
+def revision_review_workflow_id(repo: str, revision: str) -> str:
+    return f"revision:{repo}:{revision}"
+
+
+class RootReview(Payload):
+    """What the revision's summary shows of one root's (merge) deployment."""
+
+    root: str
+    deployment_id: str
+    state: DeploymentState
+    counts: str = ""  # "1 added, 0 removed, 2 changed"
+    needs: list[str] = Field(default_factory=list)  # whose approval is still needed
+    approved_by: list[str] = Field(default_factory=list)
+
+
+class RevisionReviewInput(Payload):
+    repo: RepoRef
+    revision: str
+
+
+class ReportReview(Payload):
+    repo: RepoRef
+    revision: str
+    review: RootReview

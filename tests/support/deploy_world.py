@@ -98,12 +98,18 @@ from shared.contracts.deploy import (
 )
 from shared.contracts.governance import (
     ACT_JUDGE_REVIEW,
+    ACT_REPORT_REVIEW,
     ACT_REVIEW_POLICY,
+    REVISION_REVIEW_WORKFLOW,
+    SIGNAL_ROOT_REVIEW,
     JudgeRequest,
     OwnersRequirement,
+    ReportReview,
     ReviewPolicy,
     ReviewPolicyRequest,
+    RevisionReviewInput,
     Verdict,
+    revision_review_workflow_id,
 )
 from shared.contracts.promotion import (
     ACT_NOTIFY_PROMOTIONS,
@@ -122,10 +128,11 @@ from tests.support import queries
 from workflows.deploy import DeployWorkflow
 from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
+from workflows.revision import RevisionReviewWorkflow
 
 T = TypeVar("T")
 
-WORKFLOWS = [DispatchWorkflow, DeployWorkflow, DeploymentWorkflow]
+WORKFLOWS = [DispatchWorkflow, DeployWorkflow, DeploymentWorkflow, RevisionReviewWorkflow]
 REPO = RepoRef(owner="acme", name="fleet", installation_id=7, clone_url="/nowhere/fleet.git")
 PublishMode = Literal["ok", "fail", "fatal"]
 
@@ -200,6 +207,7 @@ class World:
     owners: list[OwnersRequirement] = field(default_factory=list)  # what OWNERS files ask
     policies: list[ReviewPolicyRequest] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
+    reports: list[ReportReview] = field(default_factory=list)  # to the revision summaries
 
     # --- assertions helpers -------------------------------------------------------------
 
@@ -209,11 +217,21 @@ class World:
         return [r for r in self.records if r.state in TERMINAL_STATES]
 
     def runs_for(self, revision: str, root: str | None = None) -> list[int]:
-        """Check-run ids created for a revision (of one root), oldest first."""
+        """Check-run ids created for a revision (of one root), oldest first; the revision's
+        summary check run (`rollwright`, Approve all) is not a root's: see `summary_runs`."""
         return [
             i
             for i in self.runs_by_revision.get(revision, [])
-            if root in (None, self.check_runs[i][0].name.removeprefix("rollwright/"))
+            if self.check_runs[i][0].name != "rollwright"
+            and root in (None, self.check_runs[i][0].name.removeprefix("rollwright/"))
+        ]
+
+    def summary_runs(self, revision: str) -> list[int]:
+        """The revision's `rollwright` summary check runs, oldest first."""
+        return [
+            i
+            for i in self.runs_by_revision.get(revision, [])
+            if self.check_runs[i][0].name == "rollwright"
         ]
 
     def check_run_of(self, deployment_id: str) -> int:
@@ -335,6 +353,20 @@ class World:
         for root in req.roots:  # what the real activity does: signal-with-start per root
             await start_deploy(self.client, root, req.revision, repo=req.repo)
 
+    @activity.defn(name=ACT_REPORT_REVIEW)
+    async def report_review(self, report: ReportReview) -> None:
+        self.reports.append(report)
+        assert self.client is not None
+        # What the real activity does: signal-with-start of the revision's summary workflow.
+        await self.client.start_workflow(
+            REVISION_REVIEW_WORKFLOW,
+            RevisionReviewInput(repo=report.repo, revision=report.revision),
+            id=revision_review_workflow_id(report.repo.full_name, report.revision),
+            task_queue=TASK_QUEUE,
+            start_signal=SIGNAL_ROOT_REVIEW,
+            start_signal_args=[report.review],
+        )
+
     @activity.defn(name=ACT_PROMOTION_TOUCHED)
     async def promotion_touched(self, req: TouchedRequest) -> TouchedResult:
         return TouchedResult(patch_ids=self.touched.get((req.before, req.after), []))
@@ -452,6 +484,7 @@ class World:
             self.promotion_signal,
             self.notify_promotions,
             self.judge or self.judge_review,
+            self.report_review,
         ]
 
     def pinned_activities(self) -> list[Callable[..., Any]]:
@@ -677,6 +710,10 @@ async def harness(
     dev server instead, in real time (the test server has no schedule-to-start timeouts).
     `shared_slots`: activities the shared-queue worker runs at once (the SDK's default: 100)."""
     world = world or World()
+    # Governed merge deployments report to their revision's summary workflow; a test that
+    # varies the other workflows still has it run (it is not one of theirs to vary).
+    if RevisionReviewWorkflow not in workflows:
+        workflows = [*workflows, RevisionReviewWorkflow]
     if dev_server:
         env = await WorkflowEnvironment.start_local(
             dev_server_existing_path=str(temporal_binary()),
