@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install system-packages test lint typecheck bench demo schemas clean
+.PHONY: install system-packages test lint typecheck bench chaos demo schemas clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ schemas: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m tests.bench.run --write docs/benchmarks.md
+
+# Fault injection against real processes (tests/chaos/, docs/reliability.md); under 15 minutes.
+chaos: $(STAMP)
+	$(PY) -m tests.chaos.run --write docs/reliability.md
 
 # The embedded stack end to end: push a change, review the diff, approve, see it published.
 # `make demo DEMO_ARGS=--keep` leaves the stack running afterwards (Ctrl-C stops it).

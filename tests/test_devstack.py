@@ -278,6 +278,24 @@ def test_supervisor_reports_a_child_that_exits(tmp_path: Path) -> None:
     supervisor.stop()
 
 
+def test_supervisor_kill_crashes_a_child_and_forgets_it(tmp_path: Path) -> None:
+    """The chaos suite's SIGKILL: the whole group goes, nothing reports it afterwards, and a
+    server restarted with `first` is still stopped after the children that use it."""
+    supervisor = Supervisor(tmp_path / "logs")
+    sleep = [sys.executable, "-c", "import time; time.sleep(300)"]
+    client = supervisor.start("client", sleep, env=dict(os.environ))
+    server = supervisor.start("server", sleep, env=dict(os.environ), first=True)
+    assert [c.name for c in supervisor.children] == ["server", "client"]
+    assert supervisor.child("client") is client
+    assert supervisor.kill(client) == -signal.SIGKILL
+    assert _wait_dead(client.pid)
+    supervisor.check()  # killed on purpose: not a child that exited
+    with pytest.raises(KeyError):
+        supervisor.child("client")
+    supervisor.stop(timeout=5)
+    assert _wait_dead(server.pid)
+
+
 def test_children_die_with_a_killed_supervisor(tmp_path: Path) -> None:
     """Even SIGKILL of the supervising process leaves no orphan (PR_SET_PDEATHSIG)."""
     script = textwrap.dedent(

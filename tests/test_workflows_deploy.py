@@ -17,6 +17,7 @@ from temporalio.client import WorkflowExecutionStatus
 from shared.contracts.deploy import (
     ACT_CHECKOUT,
     ACT_PUBLISH,
+    ACT_QUEUE_CHECK_RUNS,
     ACT_RENDER_ROOT,
     DEPLOY_WORKFLOW,
     SA_REPO,
@@ -30,7 +31,7 @@ from shared.contracts.deploy import (
     DeploymentRecord,
     UnlockSignal,
 )
-from tests.support.deploy_versions import DeploymentNoticingLossFast
+from tests.support.deploy_versions import DeploymentNoticingLossFast, DeployQueueOfThree
 from tests.support.deploy_world import (
     REPO,
     Harness,
@@ -45,6 +46,7 @@ from tests.support.deploy_world import (
 )
 from workflows.calls import PUBLISH_RETRY
 from workflows.deploy import DeployWorkflow
+from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
 from workflows.searchattrs import keyword
 
@@ -641,6 +643,59 @@ async def test_continue_as_new_keeps_queue() -> None:
         # The carried queue items kept their deployment ids and check runs.
         assert {r: world.runs_for(r) for r in (A, B, C, D)} == check_runs_before
         assert [r.revision for r in world.outcomes] == [A, B]
+
+
+@scenario
+async def test_a_merge_past_a_full_queue_is_refused_on_its_check_run() -> None:
+    # Past the most a queue keeps, its continue-as-new input would outgrow Temporal's payload
+    # limit and the root's queue could not go on: the merge is refused, visibly.
+    world = World(latest={ROOT: latest(L, trigger="manual")})
+    workflows = [DispatchWorkflow, DeployQueueOfThree, DeploymentWorkflow]
+    async with harness(world, workflows) as h:
+        for revision in (A, B, C, D):
+            await h.push(ROOT, revision)
+        (run_id,) = await until(lambda: _completed(world, D), "the refusal check run")
+        refused = world.last(run_id)
+        assert refused.conclusion == "failure" and refused.title == "Queue full"
+        assert "3 deployments waiting" in refused.summary and "unlock" in refused.summary
+        state = await h.state(ROOT)
+        assert revisions(state.queue) == [A, B, C] and state.queue_length == 3
+
+        # A manual deployment is taken all the same, ahead of the merges.
+        await h.push(ROOT, D, "manual", by="erin")
+        await h.awaiting_review(ROOT, D)
+        state = await h.state(ROOT)
+        assert state.current is not None and state.current.revision == D
+        assert revisions(state.queue) == [A, B, C]
+
+
+@scenario
+async def test_an_unlock_of_a_long_queue_starts_the_next_deployment_after_one_batch() -> None:
+    # An Unlock rewrites every waiting merge's check run; the first of them starts after one
+    # batch of those writes, and the rest are written while it runs.
+    queued = [sha(f"u{n}") for n in range(120)]  # three batches
+    world = World(latest={ROOT: latest(L, trigger="manual")})
+    async with harness(world) as h:
+        for revision in queued:
+            await h.push(ROOT, revision)
+        await until(lambda: all(world.runs_for(r) for r in queued), "every check run")
+        await h.unlock(ROOT)
+        await h.awaiting_review(ROOT, queued[0])
+        await until(
+            lambda: all(len(world.check_runs[world.runs_for(r)[0]]) > 1 for r in queued[1:]),
+            "every waiting check run rewritten",
+        )
+        # What the queue did from the Unlock to the deployment's start, from its history.
+        steps: list[str] = []
+        async for event in h.deploy(ROOT).fetch_history_events():
+            if event.HasField("workflow_execution_signaled_event_attributes"):
+                name = event.workflow_execution_signaled_event_attributes.signal_name
+                steps = [] if name == SIGNAL_UNLOCK else steps
+            elif event.HasField("activity_task_scheduled_event_attributes"):
+                steps.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+            elif event.HasField("start_child_workflow_execution_initiated_event_attributes"):
+                break
+        assert steps.count(ACT_QUEUE_CHECK_RUNS) == 1, steps
 
 
 @scenario

@@ -43,6 +43,8 @@ from tests.support.deploy_versions import (
     DeployNotDetaching,
     DeployRecordingUnpatched,
     DeploySignalsFirstUnpatched,
+    DeployWritingEveryBatch,
+    DeployYieldingUnpatched,
     DispatchBeforeDeliveryOrder,
     DispatchBeforeFleetReports,
     DispatchDeliveryOrderUnpatched,
@@ -457,6 +459,29 @@ def test_a_queue_from_before_bounded_histories_replays() -> None:
     assert len(histories) > 1
     assert [_replay_failure(h, DeployWorkflow) for h in histories] == [None] * len(histories)
     assert _replay_failure(histories[0], DeployBoundedUnpatched) is not None
+
+
+def test_a_queue_that_wrote_every_batch_before_the_next_deployment_replays() -> None:
+    """An Unlock of a long queue on the code before "deploy-writes-yield" (every queued check
+    run rewritten before the next deployment starts) replays on today's code; the same
+    history fails without the patch check."""
+    queued = [sha(f"w{n}") for n in range(120)]  # three batches of check runs
+
+    async def scenario() -> list[WorkflowHistory]:
+        world = World(latest={ROOT: latest(sha("1"), trigger="manual")})
+        old = [DeployWritingEveryBatch, DeploymentWorkflow, DispatchWorkflow]
+        async with harness(world, workflows=old) as h:
+            deploy = await h.push(ROOT, queued[0])
+            for revision in queued[1:]:
+                await h.push(ROOT, revision)
+            await until(lambda: all(world.runs_for(r) for r in queued), "every check run")
+            await h.unlock(ROOT)
+            await h.awaiting_review(ROOT, queued[0])
+            return await h.run_chain(deploy.id, deploy.result_run_id or "")
+
+    histories = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert [_replay_failure(h, DeployWorkflow) for h in histories] == [None] * len(histories)
+    assert _replay_failure(histories[-1], DeployYieldingUnpatched) is not None
 
 
 def _replay_failure(history: WorkflowHistory, deploy: type) -> Exception | None:

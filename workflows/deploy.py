@@ -97,6 +97,17 @@ PATCH_BOUNDED = "deploy-bounded-queue"
 QUEUED_BATCH = 50  # queued check runs or rows per activity
 # A deployment an earlier run started: how often to ask whether it ended without telling.
 DETACHED_CHECK = timedelta(minutes=30)
+# The most merges one root's queue holds. The continue-as-new input carries the queue packed
+# and the ids still to write; at 10,000 it measured 0.72 MB (docs/benchmarks.md, "Long
+# queue"), well under Temporal's 2 MB payload limit, which a run could not continue past.
+# A merge beyond it is refused on its check run; manual deployments are always queued.
+MAX_QUEUED = 10_000
+PATCH_QUEUE_FULL = "deploy-queue-full"
+# Queued check runs and rows give way to a deployment that can start: once one can, at most
+# one more batch is written before it starts (checked between batches, so a deployment that
+# ends during a long rewrite is followed at once); the rest are written while it runs. Older
+# histories wrote every batch first.
+PATCH_WRITES_YIELD = "deploy-writes-yield"
 
 
 @workflow.defn(name="DeployWorkflow")
@@ -119,6 +130,7 @@ class DeployWorkflow:
         self.changed: dict[str, None] = {}
         self.by_revision: dict[str, QueueItem] = {}  # the queue by revision: finds duplicates
         self.detached: QueueItem | None = None  # bounded: running, started by an earlier run
+        self.running_done: Callable[[], bool] | None = None  # the running child's end
         self.ended: dict[str, DeploymentUpdate] = {}  # terminal updates, by deployment id
         self.idle_since: datetime | None = None
 
@@ -398,16 +410,31 @@ class DeployWorkflow:
             except ActivityError as err:
                 # Still unlocked in this run; only an idle restart would bring the lock back.
                 workflow.logger.warning("recording the Unlock failed: %s", err.cause)
-        # With a deployment ready to start, one batch of each: the rest is written while it
-        # runs, so a long queue's writes never hold it up.
-        batches = 1 if self.bounded and self._item_ready() else None
+        yields = self._writes_yield()
         if self.bounded:
-            await self._write_changed_check_runs(batches)
+            await self._write_changed_check_runs(yields)
         elif self.dirty_check_runs:
             await self._refresh_queued_check_runs()
         if self.unrecorded:
             # after the check runs: the row links the item's queued check run
-            await self._record_queued(batches)
+            await self._record_queued(yields)
+
+    def _writes_yield(self) -> bool:
+        return self.bounded and workflow.patched(PATCH_WRITES_YIELD)
+
+    def _writing_on(self, yields: bool, batches: int) -> bool:
+        """Bounded writes: another batch, unless the history should continue as new (the
+        rest are carried) or, when they yield, a deployment can start and one batch was
+        written since this call began."""
+        return not self._continuing() and not (yields and batches and self._next_may_start())
+
+    def _next_may_start(self) -> bool:
+        """A deployment can start, or the running one has ended and the next may follow."""
+        return (
+            self._item_ready()
+            or self._detached_ended()
+            or (self.running_done is not None and self.running_done())
+        )
 
     async def _enqueue(self, signal: NewRevision) -> None:
         locks = signal.trigger == "manual" and (
@@ -439,6 +466,13 @@ class DeployWorkflow:
         ):
             await self._refuse_rerun(signal)
             return
+        if (
+            signal.trigger == "merge"
+            and len(self.queue) >= self._max_queued()
+            and workflow.patched(PATCH_QUEUE_FULL)
+        ):
+            await self._refuse_full(signal)
+            return
         item = QueueItem(
             # no uuid4 draw when the gateway chose the id: new signals only, replay-safe
             deployment_id=signal.deployment_id or str(workflow.uuid4()),
@@ -460,6 +494,45 @@ class DeployWorkflow:
             "re-run of %s refused: the latest deployment attempt is %s", signal.revision, latest
         )
         # A check run says why, so the click on Re-run does not vanish without an answer.
+        await self._refuse(
+            signal,
+            conclusion="skipped",
+            title="Re-run refused",
+            message=(
+                f"Only the latest deployment attempt can be re-run, and that is "
+                f"`{checkrun.short(latest)}`, not `{checkrun.short(signal.revision)}`. "
+                "Use a manual deployment to go to another revision."
+            ),
+        )
+
+    async def _refuse_full(self, signal: NewRevision) -> None:
+        workflow.logger.warning(
+            "merge %s not queued: the queue holds %d deployments, its most",
+            signal.revision,
+            len(self.queue),
+        )
+        waiting = "a lock" if self.lock.locked else "the deployments ahead"
+        await self._refuse(
+            signal,
+            conclusion="failure",
+            title="Queue full",
+            message=(
+                f"This root's queue already holds {len(self.queue):,} deployments waiting "
+                f"(held by {waiting}), the most one root's queue keeps, so "
+                f"`{checkrun.short(signal.revision)}` was not queued. A later merge carries "
+                "its changes; to deploy it now, deploy it manually (manual deployments are "
+                "always queued, ahead of merges)"
+                + (" or unlock the root." if self.lock.locked else ".")
+            ),
+        )
+
+    def _max_queued(self) -> int:
+        return MAX_QUEUED
+
+    async def _refuse(
+        self, signal: NewRevision, *, conclusion: str, title: str, message: str
+    ) -> None:
+        """A completed check run for a request that was not queued."""
         item = QueueItem(
             deployment_id=str(workflow.uuid4()),
             revision=signal.revision,
@@ -469,15 +542,7 @@ class DeployWorkflow:
             enqueued_at=workflow.now(),
         )
         await self._check_run(
-            item,
-            status="completed",
-            conclusion="skipped",
-            title="Re-run refused",
-            message=(
-                f"Only the latest deployment attempt can be re-run, and that is "
-                f"`{checkrun.short(latest)}`, not `{checkrun.short(signal.revision)}`. "
-                "Use a manual deployment to go to another revision."
-            ),
+            item, status="completed", conclusion=conclusion, title=title, message=message
         )
 
     def _sort_queue(self) -> None:
@@ -575,11 +640,13 @@ class DeployWorkflow:
         )
         # The review gate can stay open for days: keep queueing, dropping duplicates and
         # unlocking meanwhile.
+        self.running_done = child.done
         while not child.done():
             await workflow.wait_condition(lambda: child.done() or self._has_work())
             await self._housekeeping()
             if self._detaches() and not child.done() and self._should_continue_as_new():
                 await self._continue_as_new(item, child.done)  # it tells the next run its end
+        self.running_done = None
         try:
             result = await child
         except ChildWorkflowError as err:
@@ -726,17 +793,17 @@ class DeployWorkflow:
             at=workflow.now(),
         )
 
-    async def _record_queued(self, batches: int | None = None) -> None:
+    async def _record_queued(self, yields: bool = False) -> None:
         """Queued items as SQL rows in state "queued", with the trigger and requester only
         the queue knows: a job page or /roots shows a waiting manual deployment as one."""
         if not workflow.patched(PATCH_RECORD_QUEUED):
             self.unrecorded = []
             return
         if self.bounded:
-            # a batch per activity; stops when the history should continue as new (the rest
-            # are carried)
-            while self.unrecorded and not self._continuing() and batches != 0:
-                batches = None if batches is None else batches - 1
+            # a batch per activity, for as long as `_writing_on` lets
+            batches = 0
+            while self.unrecorded and self._writing_on(yields, batches):
+                batches += 1
                 wanted = set(self.unrecorded[:QUEUED_BATCH])
                 self.unrecorded = self.unrecorded[QUEUED_BATCH:]
                 rows = [self._history(i, "queued") for i in self.queue if i.deployment_id in wanted]
@@ -766,13 +833,13 @@ class DeployWorkflow:
                     "recording queued %s failed: %s", item.deployment_id, err.cause
                 )
 
-    async def _write_changed_check_runs(self, batches: int | None = None) -> None:
+    async def _write_changed_check_runs(self, yields: bool = False) -> None:
         """Bounded: write the queued check runs that changed (new items, promoted ones, all
         merged ones when the lock comes or goes), a batch per activity in the order they
-        changed, at most `batches` batches; stop early when the history should continue as new
-        (the rest are carried)."""
-        while self.changed and not self._continuing() and batches != 0:
-            batches = None if batches is None else batches - 1
+        changed, for as long as `_writing_on` lets."""
+        batches = 0
+        while self.changed and self._writing_on(yields, batches):
+            batches += 1
             wanted = set(itertools.islice(self.changed, QUEUED_BATCH))
             for deployment_id in wanted:
                 del self.changed[deployment_id]

@@ -80,7 +80,10 @@ class Supervisor:
         *,
         env: Mapping[str, str],
         cwd: Path | None = None,
+        first: bool = False,
     ) -> Child:
+        """Start `argv` as child `name`. `first`: a server the other children depend on,
+        started again after they were (a restart): it is still stopped after them."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{name}.log"
         with log.open("ab") as out:
@@ -95,8 +98,27 @@ class Supervisor:
                 preexec_fn=_die_with_parent,  # only prctl: nothing that could deadlock
             )
         child = Child(name, list(argv), proc, log)
-        self.children.append(child)
+        if first:
+            self.children.insert(0, child)
+        else:
+            self.children.append(child)
         return child
+
+    def child(self, name: str) -> Child:
+        """The running child started as `name`."""
+        for child in self.children:
+            if child.name == name:
+                return child
+        raise KeyError(f"no child named {name!r}")
+
+    def kill(self, child: Child) -> int:
+        """SIGKILL the child's whole process group — a crash, not a stop: nothing gets to
+        clean up — and forget it (`check` no longer reports it). Returns its exit code."""
+        _signal_group(child, signal.SIGKILL)
+        code = child.proc.wait(timeout=10)
+        if child in self.children:
+            self.children.remove(child)
+        return code
 
     def check(self) -> None:
         """Raise ChildExited for the first child that is no longer running."""

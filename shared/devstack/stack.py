@@ -28,7 +28,7 @@ from shared.contracts.deploy import TASK_QUEUE
 from shared.devstack import credentials, temporal
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.ports import LOOPBACK, free_port, free_ports, port_in_use, wait_for_port
-from shared.devstack.processes import Supervisor
+from shared.devstack.processes import Child, Supervisor
 
 EMULATOR_APP_ID = 1
 # Variables the stack sets for its children; inherited values of these are replaced.
@@ -142,7 +142,7 @@ class DevStack:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
             self._check_ports()
-            address = self._start_temporal()
+            address = self.start_temporal()
             ui = None
             if opts.temporal_address is None and not opts.headless_ui:
                 ui = f"http://{opts.local_host}:{opts.ui_port}"
@@ -157,7 +157,7 @@ class DevStack:
             if opts.gateway:
                 self._start_gateway()
             if opts.worker:
-                self._start_worker()
+                self.start_worker()
         except BaseException:
             self.stop()
             raise
@@ -267,7 +267,10 @@ class DevStack:
                     "(another `rollwright dev`?); pick another port with the command's options"
                 )
 
-    def _start_temporal(self) -> str:
+    def start_temporal(self) -> str:
+        """Start the dev server (unless an external Temporal is configured) and wait until it
+        serves; its address. Called by `start`, and again after the server was killed: it
+        comes back on the same port with the state in its database file."""
         opts = self.options
         if opts.temporal_address is not None:
             address = opts.temporal_address
@@ -283,7 +286,8 @@ class DevStack:
                 namespace=opts.namespace,
                 headless=opts.headless_ui,
             )
-            child = self.supervisor.start("temporal", argv, env=dict(opts.env))
+            # first: the gateway and workers talk to it, so it is stopped after them
+            child = self.supervisor.start("temporal", argv, env=dict(opts.env), first=True)
             self.out(f"  starting         Temporal dev server (pid {child.pid})")
         asyncio.run(self._temporal_ready(address))
         return address
@@ -382,9 +386,19 @@ class DevStack:
             lambda: _http_ok(f"{self.urls.gateway}/healthz"),
         )
 
-    def _start_worker(self) -> None:
-        child = self.supervisor.start("worker", [sys.executable, "-m", "worker"], env=self.env)
-        self.out(f"  starting         worker (pid {child.pid})")
+    def start_worker(self, worker_id: str | None = None) -> Child:
+        """Start a worker process and wait until it polls. `worker_id` names it (child
+        `worker-<id>`, `ROLLWRIGHT_WORKER_ID`, its own task queue) and gives it a git cache of
+        its own, as separate hosts have: several workers, or one started again after a crash.
+        Without it: the stack's one worker, `<hostname>-<pid>`, the data directory's cache."""
+        env = dict(self.env)
+        name = "worker"
+        if worker_id is not None:
+            name = f"worker-{worker_id}"
+            env["ROLLWRIGHT_WORKER_ID"] = worker_id
+            env["ROLLWRIGHT_GIT_CACHE_DIR"] = str(self.data_dir / "workers" / worker_id / "git")
+        child = self.supervisor.start(name, [sys.executable, "-m", "worker"], env=env)
+        self.out(f"  starting         {name} (pid {child.pid})")
 
         queue = self.env.get("ROLLWRIGHT_TASK_QUEUE") or TASK_QUEUE
 
@@ -397,7 +411,8 @@ class DevStack:
 
             return asyncio.run(check())
 
-        self._wait("worker", polling)
+        self._wait(name, polling)
+        return child
 
     def _wait(self, name: str, ready: Callable[[], bool]) -> None:
         deadline = time.monotonic() + self.options.ready_timeout

@@ -65,9 +65,19 @@ def process_tree(pid: int) -> set[int]:
 
 def peak_rss_kib(pid: int) -> int:
     """VmHWM: the process's own peak resident set size so far."""
+    return _status_kib(pid, "VmHWM")
+
+
+def rss_kib(pid: int) -> int:
+    """VmRSS: the process's resident set size now."""
+    return _status_kib(pid, "VmRSS")
+
+
+def _status_kib(pid: int, field: str) -> int:
+    """A KiB figure of /proc/<pid>/status (0 when the process is gone)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     except (FileNotFoundError, ProcessLookupError):
         pass

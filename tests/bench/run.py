@@ -29,7 +29,7 @@ import helm_python
 from shared.engine.affected import affected_between
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.bench import fleetgen, jobpage, preview, publish, service
+from tests.bench import fleetgen, fleetwide, jobpage, longqueue, preview, publish, service
 from tests.bench.common import git, machine, peak_rss_kib, process_tree, write_section
 
 REPO = Path(__file__).resolve().parents[2]
@@ -280,6 +280,8 @@ SECTIONS: dict[str, Any] = {
     "publish": publish,
     "jobpage": jobpage,
     "preview": preview,
+    "fleetwide": fleetwide,
+    "longqueue": longqueue,
 }
 RENDER_MARKER = "## Render engine (issue 2)"
 

@@ -23,19 +23,18 @@ import secrets
 import statistics
 import time
 import uuid
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from shared.devstack import fleetrepo
-from shared.devstack.emulator.model import CheckRunRecord
-from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack, StackOptions
 from shared.github.app import webhook_signature
 from tests.bench import fleetgen
 from tests.bench.common import machine
-from tests.support.stack import inherited_env, wait_on
+from tests.support.fleet import FleetDriver
+from tests.support.stack import inherited_env
 
 MARKER = "## Deploy service (issue 4)"
 OWNER, NAME = "bench", "fleet"
@@ -47,7 +46,6 @@ LIGHT_REQUESTS = 500
 CONNECTIONS = 64
 SAMPLES = 5
 STEP_TIMEOUT = 60.0
-T = TypeVar("T")
 
 
 def _quiet(line: str) -> None:
@@ -109,33 +107,77 @@ def _tiny_fleet(path: Path) -> Path:
 async def _load(
     url: str, secret: str, template: dict[str, Any], count: int, rate: float
 ) -> dict[str, float]:
-    """Send `count` distinct signed pushes open-loop at `rate`/s; latencies in ms.
-
-    Requests are built and signed beforehand and sent over a pool of keep-alive HTTP/1.1
-    connections by a minimal client, so the load generator's own CPU use (it shares the two
-    cores with the gateway and Temporal) stays small next to what it measures.
-    """
-    parts = urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    requests = []
+    """Send `count` distinct signed pushes open-loop at `rate`/s; latencies in ms."""
+    payloads = []
     for _ in range(count):
         payload = dict(template)
         payload["after"] = secrets.token_hex(20)  # a new DispatchWorkflow id each time
+        payloads.append(payload)
+    sent = await send_open_loop(url, signed_requests(url, secret, "push", payloads), rate)
+    accepted = sent.statuses.count(202)
+    if accepted != count:
+        raise RuntimeError(f"the gateway did not accept every webhook: {sent.statuses}")
+    return {
+        "count": count,
+        "rate": count / sent.elapsed,
+        "p50": percentile(sent.latencies, 50),
+        "p90": percentile(sent.latencies, 90),
+        "p99": percentile(sent.latencies, 99),
+        "max": max(sent.latencies),
+        "service_p50": percentile(sent.service, 50),
+        "service_p99": percentile(sent.service, 99),
+    }
+
+
+def signed_requests(
+    url: str, secret: str, event: str, payloads: list[dict[str, Any]]
+) -> list[tuple[str, bytes]]:
+    """Each payload as a complete signed HTTP/1.1 webhook request (its delivery id, bytes),
+    built beforehand so that sending them costs the load generator little."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    requests = []
+    for payload in payloads:
         body = json.dumps(payload).encode()
+        delivery = str(uuid.uuid4())
         head = (
             f"POST {parts.path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-            "Content-Type: application/json\r\nX-GitHub-Event: push\r\n"
-            f"X-GitHub-Delivery: {uuid.uuid4()}\r\n"
+            f"Content-Type: application/json\r\nX-GitHub-Event: {event}\r\n"
+            f"X-GitHub-Delivery: {delivery}\r\n"
             f"X-Hub-Signature-256: {webhook_signature(secret, body)}\r\n"
             f"Content-Length: {len(body)}\r\n\r\n"
         )
-        requests.append(head.encode() + body)
+        requests.append((delivery, head.encode() + body))
+    return requests
+
+
+@dataclass
+class Sent:
+    """What an open-loop run got back, in the order the requests were scheduled."""
+
+    statuses: list[int]
+    latencies: list[float]  # ms from the scheduled send time to the whole answer
+    service: list[float]  # ms from the actual send to the whole answer
+    elapsed: float  # s from the first scheduled send to the last answer
+
+
+async def send_open_loop(
+    url: str, requests: list[tuple[str, bytes]], rate: float, connections: int = CONNECTIONS
+) -> Sent:
+    """Send prepared requests open-loop at `rate`/s over a pool of keep-alive connections.
+
+    A minimal client keeps the load generator's own CPU use (it shares the two cores with the
+    gateway and Temporal) small next to what it measures. Latency counts from each request's
+    *scheduled* time, so waiting for a free connection counts (no coordinated omission).
+    """
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
     pool: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
-    for _ in range(CONNECTIONS):
+    for _ in range(connections):
         pool.put_nowait(await asyncio.open_connection(host, port))
-    latencies: list[float] = []
-    service: list[float] = []
-    statuses: dict[int, int] = {}
+    statuses = [0] * len(requests)
+    latencies = [0.0] * len(requests)
+    service = [0.0] * len(requests)
     start = time.perf_counter() + 0.2
 
     async def send(i: int, request: bytes) -> None:
@@ -145,7 +187,6 @@ async def _load(
         sent = time.perf_counter()
         writer.write(request)
         head = await reader.readuntil(b"\r\n\r\n")
-        status = int(head.split(b" ", 2)[1])
         length = 0
         for line in head.split(b"\r\n")[1:]:
             name, _, value = line.partition(b":")
@@ -154,92 +195,19 @@ async def _load(
         await reader.readexactly(length)
         done = time.perf_counter()
         pool.put_nowait((reader, writer))
-        statuses[status] = statuses.get(status, 0) + 1
-        latencies.append((done - scheduled) * 1000)
-        service.append((done - sent) * 1000)
+        statuses[i] = int(head.split(b" ", 2)[1])
+        latencies[i] = (done - scheduled) * 1000
+        service[i] = (done - sent) * 1000
 
-    await asyncio.gather(*(send(i, request) for i, request in enumerate(requests)))
+    await asyncio.gather(*(send(i, request) for i, (_, request) in enumerate(requests)))
     elapsed = time.perf_counter() - start
     while not pool.empty():
         _, writer = pool.get_nowait()
         writer.close()
-    accepted = statuses.get(202, 0)
-    if accepted != count:
-        raise RuntimeError(f"the gateway did not accept every webhook: {statuses}")
-    return {
-        "count": count,
-        "rate": count / elapsed,
-        "p50": percentile(latencies, 50),
-        "p90": percentile(latencies, 90),
-        "p99": percentile(latencies, 99),
-        "max": max(latencies),
-        "service_p50": percentile(service, 50),
-        "service_p99": percentile(service, 99),
-    }
+    return Sent(statuses, latencies, service, elapsed)
 
 
 # --------------------------------------------------------------------------- push → check run
-
-
-class _Fleet:
-    def __init__(self, stack: DevStack, repo: Path) -> None:
-        self.stack = stack
-        self.repo = repo
-        assert stack.emulator is not None
-        self.emulator: GitHubEmulator = stack.emulator
-        self.edits = 0
-
-    def wait(self, what: str, probe: Callable[[], T | None], poll: float = 0.02) -> T:
-        return wait_on(self.stack, what, probe, timeout=STEP_TIMEOUT, poll=poll)
-
-    def push_change(self, root: str) -> tuple[str, float]:
-        """Commit a change to `root`'s cluster values and send the push; (sha, sent at)."""
-        self.edits += 1
-        before = fleetrepo.head(self.repo)
-        after = fleetrepo.set_value(
-            self.repo,
-            f"deployments/{root}/cluster.values.yaml",
-            "env.BENCH_EDIT",
-            str(self.edits),
-            f"{root}: edit {self.edits}",
-        )
-        sent = time.perf_counter()
-        delivery = self.emulator.send_push(OWNER, NAME, before, after)
-        if delivery.status != 202:
-            raise RuntimeError(f"push answered {delivery.status}: {delivery.response}")
-        return after, sent
-
-    def review(self, root: str, head: str) -> CheckRunRecord:
-        def probe() -> CheckRunRecord | None:
-            for run in reversed(self.emulator.check_runs(OWNER, NAME)):
-                if (
-                    run.name == f"rollwright/{root}"
-                    and run.state["head_sha"] == head
-                    and run.conclusion == "action_required"
-                    and (run.output.get("text") or "").strip()
-                ):
-                    return run
-            return None
-
-        return self.wait(f"review of {root}@{head[:12]}", probe)
-
-    def approve(self, run: CheckRunRecord) -> None:
-        deployment_id = run.state["external_id"]
-        self.emulator.click_action(run.id, "approve", "bench")
-
-        def published() -> bool | None:
-            runs = [
-                r
-                for r in self.emulator.check_runs(OWNER, NAME)
-                if r.state.get("external_id") == deployment_id
-            ]
-            if runs and runs[-1].conclusion == "success":
-                return True
-            if runs and runs[-1].conclusion in ("failure", "cancelled"):
-                raise RuntimeError(f"deployment {deployment_id}: {runs[-1].output}")
-            return None
-
-        self.wait(f"published {deployment_id}", published, poll=0.05)
 
 
 def fleet_and_stack(
@@ -265,7 +233,7 @@ def bench_push_to_check_run(work: Path) -> dict[str, float]:
     changed: list[float] = []
     try:
         stack.add_repository(OWNER, NAME, repo)
-        fleet = _Fleet(stack, repo)
+        fleet = FleetDriver(stack, OWNER, NAME, repo, timeout=STEP_TIMEOUT)
         # warm-up: the worker's first mirror clone and first render happen here
         head, _ = fleet.push_change("g009/c009-009")
         fleet.approve(fleet.review("g009/c009-009", head))

@@ -47,7 +47,7 @@ class DeployBeforeRecordQueued(DeployBeforeBounded):
     async def run(self, inp: DeployInput) -> None:
         await super().run(inp)
 
-    async def _record_queued(self, batches: int | None = None) -> None:
+    async def _record_queued(self, yields: bool = False) -> None:
         self.unrecorded = []
 
 
@@ -59,7 +59,7 @@ class DeployRecordingUnpatched(DeployBeforeBounded):
     async def run(self, inp: DeployInput) -> None:
         await super().run(inp)
 
-    async def _record_queued(self, batches: int | None = None) -> None:
+    async def _record_queued(self, yields: bool = False) -> None:
         self.unrecorded = []
         for item in self.queue:
             await workflow.execute_activity(
@@ -303,3 +303,41 @@ class DispatchWaitingOnSharedQueue(DispatchWorkflow):
 
     def _waits_queue(self) -> str | None:
         return None
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployQueueOfThree(DeployWorkflow):
+    """DeployWorkflow whose queue holds three merges (not 10,000): the refusal of a merge past
+    the most a root's queue keeps."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    def _max_queued(self) -> int:
+        return 3
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployWritingEveryBatch(DeployWorkflow):
+    """DeployWorkflow before "deploy-writes-yield": every changed check run and row written
+    before the next deployment starts."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    def _writes_yield(self) -> bool:
+        return False
+
+
+@workflow.defn(name="DeployWorkflow")
+class DeployYieldingUnpatched(DeployWorkflow):
+    """Writes that yield without the patch check: what "deploy-writes-yield" guards against."""
+
+    @workflow.run
+    async def run(self, inp: DeployInput) -> None:
+        await super().run(inp)
+
+    def _writes_yield(self) -> bool:
+        return self.bounded
