@@ -243,12 +243,25 @@ def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
                 result_type=DispatchResult,
             )
             assert failed.roots == [] and "rollwright.yaml:2:" in (failed.error or "")
-            (unreadable,) = [
+            revision_runs = [
                 r for r in emulator.check_runs("acme", "fleet") if r.name == "rollwright"
             ]
+            (unreadable,) = [r for r in revision_runs if r.state["head_sha"] == broken]
             assert unreadable.conclusion == "failure"
             assert unreadable.state["head_sha"] == broken
             assert "rollwright.yaml:2:" in unreadable.output["summary"]
+
+            # The merged revision's summary (Approve all) saw g/c1 wait, then publish.
+            async def summary_done() -> Any:
+                runs = [r for r in emulator.check_runs("acme", "fleet") if r.name == "rollwright"]
+                done = [r for r in runs if r.state["head_sha"] == after]
+                return done[0] if done and done[0].conclusion == "success" else None
+
+            summary = await eventually(summary_done, "the revision summary done")
+            assert "| `g/c1` |" in summary.output["summary"]
+            assert summary.actions == []
+            history = [u.request.get("conclusion") for u in summary.history]
+            assert "action_required" in history  # it offered Approve all while g/c1 waited
         finally:
             stop.set()
             await worker

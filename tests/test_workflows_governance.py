@@ -235,7 +235,7 @@ async def test_approve_all_approves_only_what_the_clicker_may_approve() -> None:
         prod_id = await h.awaiting_review(prod, A)
 
         def summary_run() -> CheckRunRequest | None:
-            runs = [world.last(i) for i in world.summary_runs(A)]
+            runs = [world.last(i) for i in world.revision_runs(A)]
             return next(
                 (
                     r

@@ -218,7 +218,8 @@ class World:
 
     def runs_for(self, revision: str, root: str | None = None) -> list[int]:
         """Check-run ids created for a revision (of one root), oldest first; the revision's
-        summary check run (`rollwright`, Approve all) is not a root's: see `summary_runs`."""
+        `rollwright` check run (Approve all; an unreadable fleet) is not a root's: see
+        `revision_runs`."""
         return [
             i
             for i in self.runs_by_revision.get(revision, [])
@@ -226,8 +227,9 @@ class World:
             and root in (None, self.check_runs[i][0].name.removeprefix("rollwright/"))
         ]
 
-    def summary_runs(self, revision: str) -> list[int]:
-        """The revision's `rollwright` summary check runs, oldest first."""
+    def revision_runs(self, revision: str) -> list[int]:
+        """The revision's `rollwright` check runs (its Approve all summary, or the failure of
+        an unreadable fleet), oldest first."""
         return [
             i
             for i in self.runs_by_revision.get(revision, [])
