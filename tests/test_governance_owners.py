@@ -168,3 +168,22 @@ def test_a_deployment_waits_for_each_owner_group(admin: bool) -> None:
             assert [a.counted for a in world.audits] == [True, True, True]
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_review_never_still_asks_the_owners_of_what_changed() -> None:
+    async def scenario() -> None:
+        world = World(
+            latest={ROOT: latest(L)},
+            review={"rules": [{"review": "never", "approvers": ["alice"]}]},
+            teams={"@acme/web": {"wendy"}},
+            owners=OWNED[:1],
+        )
+        async with harness(world) as h:
+            await h.push(ROOT, A, by="carol")
+            deployment_id = await h.awaiting_review(ROOT, A)
+            summary = world.last(world.check_run_of(deployment_id)).summary
+            assert "an owner of `web`" in summary and "an approver" not in summary
+            result = await h.review(deployment_id, "approve", "olga")
+            assert result.state == "published" and result.approved_by == "@olga"
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))

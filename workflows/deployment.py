@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         ACT_JUDGE_REVIEW,
         ACT_REPORT_REVIEW,
         ACT_REVIEW_POLICY,
+        POLICY_REQUIREMENT,
         JudgeRequest,
         ReportReview,
         ReviewPolicy,
@@ -284,7 +285,11 @@ class DeploymentWorkflow:
         if policy is not None and policy.review == "always":
             auto = False
         elif policy is not None and policy.review == "never" and routine:
-            auto, approved_by = True, f"rollwright (review: never, {policy.rule or 'policy'})"
+            if policy.owners:
+                # `never` waives the rule's approvers, not the owners of what the diff touches.
+                self._satisfied.append(POLICY_REQUIREMENT)
+            else:
+                auto, approved_by = True, f"rollwright (review: never, {policy.rule or 'policy'})"
         if not auto:
             review = await self._await_review(diff)
             if review is None:
