@@ -109,6 +109,7 @@ def build_activities(
         checks.check_run,
         checks.queue_check_runs,
         governance.judge_review,
+        governance.carry_over,
     ]
     return Activities(
         all=shared + pinned,

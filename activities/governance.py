@@ -9,6 +9,7 @@ memberships of the teams the policy names, then applies the decision table in
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from temporalio import activity
@@ -19,16 +20,22 @@ from activities.heartbeat import blocking
 from activities.joblog import JobLog
 from activities.store import FILES_DIR, load_render_meta
 from shared.contracts.governance import (
+    ACT_CARRY_OVER,
     ACT_JUDGE_REVIEW,
     ACT_REVIEW_POLICY,
+    CarryOver,
+    CarryOverRequest,
     JudgeRequest,
     ReviewPolicy,
     ReviewPolicyRequest,
     Verdict,
 )
+from shared.contracts.preview import preview_fingerprints_key
 from shared.engine import fleetconfig
 from shared.engine.layout import detect_layout
 from shared.engine.tree import WorkTree
+from shared.github.app import GitHubApp, PullOfCommit
+from shared.review.diff import fingerprint
 from shared.review.governance import decide, policy_for, teams_named
 from shared.review.owners import changed_paths, owners_for
 from shared.stores.blob import BlobStore
@@ -112,12 +119,7 @@ class GovernanceActivities:
             teams: set[str] = set()
         else:
             app = self.github.app_for(request.repo)
-            permission = app.collaborator_permission(repo, actor)
-            teams = {
-                f"@{org}/{slug}".lower()
-                for org, slug in teams_named(request.policy)
-                if app.is_team_member(repo, org, slug, actor)
-            }
+            permission, teams = _who(app, repo, request.policy, actor)
         return decide(
             request.policy,
             request.decision,
@@ -127,3 +129,93 @@ class GovernanceActivities:
             teams=teams,
             satisfied=request.satisfied,
         )
+
+    @activity.defn(name=ACT_CARRY_OVER)
+    async def carry_over(self, request: CarryOverRequest) -> CarryOver:
+        with github_errors():
+            result = await blocking(self._carry_over, request)
+        activity.logger.info(
+            "pull request approval checked",
+            extra={
+                "repo": request.repo.full_name,
+                "deployment": request.deployment_id,
+                "pr": result.pr,
+                "approvers": result.approvers,
+                "reason": result.reason,
+            },
+        )
+        return result
+
+    def _carry_over(self, request: CarryOverRequest) -> CarryOver:
+        """The merged pull request's approving reviews of its last head, each judged like a
+        click, when the deployment's diff is exactly the diff previewed for that head."""
+        repo, app = request.repo.full_name, self.github.app_for(request.repo)
+        pull = _merged_pull(app.pulls_of_commit(repo, request.revision), request.revision)
+        if pull is None:
+            return CarryOver(reason="this commit did not come from a merged pull request")
+        pr = f"#{pull.number}"
+        raw = self.blobs.get(preview_fingerprints_key(repo, pull.number, pull.head_sha))
+        previewed = json.loads(raw).get(request.root) if raw is not None else None
+        if previewed is None:
+            return CarryOver(
+                pr=pull.number, reason=f"{pr} was not previewed for this root at its last head"
+            )
+        old = load_render_meta(self.blobs, request.old_prefix) if request.old_prefix else {}
+        new = load_render_meta(self.blobs, request.new_prefix)
+        ours = fingerprint(old.get("file_digests") or {}, new.get("file_digests") or {})
+        if {p: list(d) for p, d in ours.items()} != previewed:
+            return CarryOver(
+                pr=pull.number,
+                reason=f"the diff differs from the one previewed for {pr} (something else was "
+                "deployed or merged since)",
+            )
+        latest: dict[str, tuple[str, str]] = {}  # login → (state, commit) of their last review
+        for review in app.pull_reviews(repo, pull.number):
+            if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED") and review.login:
+                latest[review.login.lower()] = (review.state, review.commit_id)
+        approvers = sorted(
+            login
+            for login, (state, commit) in latest.items()
+            if state == "APPROVED" and commit == pull.head_sha
+        )
+        if not approvers:
+            return CarryOver(pr=pull.number, reason=f"{pr} has no approval of its last head")
+        # The pull request's author stands for the change here, whoever merged it.
+        policy = request.policy.model_copy(update={"author": pull.author})
+        counted, satisfies, refused = [], [], []
+        for login in approvers:
+            permission, teams = _who(app, repo, policy, login)
+            verdict = decide(
+                policy, "approve", login, repo=repo, permission=permission, teams=teams
+            )
+            if verdict.counts:
+                counted.append(login)
+                satisfies += [r for r in verdict.satisfies if r not in satisfies]
+            else:
+                refused.append(verdict.reason)
+        missing = policy.outstanding(satisfies)
+        reason = ""
+        if missing:
+            reason = f"the approvals of {pr} do not cover: " + "; ".join(
+                policy.whose(r) for r in missing
+            )
+            if refused:
+                reason += " (" + "; ".join(refused) + ")"
+        return CarryOver(pr=pull.number, approvers=counted, satisfies=satisfies, reason=reason)
+
+
+def _who(app: GitHubApp, repo: str, policy: ReviewPolicy, login: str) -> tuple[str, set[str]]:
+    """GitHub's permission of `login` on `repo`, and the policy's teams they are in."""
+    permission = app.collaborator_permission(repo, login)
+    teams = {
+        f"@{org}/{slug}".lower()
+        for org, slug in teams_named(policy)
+        if app.is_team_member(repo, org, slug, login)
+    }
+    return permission, teams
+
+
+def _merged_pull(pulls: list[PullOfCommit], sha: str) -> PullOfCommit | None:
+    """The merged pull request whose merge commit `sha` is (a commit pushed directly, or one
+    that is only some open pull request's head, has none)."""
+    return next((p for p in pulls if p.merged and p.merge_commit_sha == sha), None)

@@ -232,6 +232,8 @@ class PreviewActivities:
             "base_ref": request.base_ref,
         }
         self.blobs.put(f"{prefix}report.json", json.dumps(document, indent=1).encode())
+        prints = {r.root: r.fingerprint for r in report.roots if r.head_error is None}
+        self.blobs.put(f"{prefix}fingerprints.json", json.dumps(prints, indent=1).encode())
         comment = comment_body(report, request, full_url=outcome.full_url)
         self.blobs.put(outcome.comment_key, comment.encode())
 

@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from activities.github import GitHubAccess
 from activities.governance import GovernanceActivities
 from shared.contracts.deploy import SIGNAL_REVIEW, CheckRunRequest, ReviewSignal
-from shared.contracts.governance import revision_review_workflow_id
+from shared.contracts.governance import CarryOver, OwnersRequirement, revision_review_workflow_id
 from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.settings import Settings
@@ -292,3 +292,55 @@ async def still_waiting_on(h: Harness, root: str, deployment_id: str) -> None:
     state = await h.until_state(root, "still waiting", lambda s: s.current is not None)
     assert state.current is not None and state.current.deployment_id == deployment_id
     assert state.current.state == "awaiting_review"
+
+
+# --- approvals carried over from the merged pull request --------------------------------------
+
+
+@scenario
+async def test_a_pull_request_approval_that_covers_everything_publishes_at_once() -> None:
+    world = World(
+        latest={ROOT: latest(L)},
+        carried={A: CarryOver(pr=12, approvers=["alice"], satisfies=["policy"])},
+    )
+    async with harness(world) as h:
+        await h.push(ROOT, A, by="carol")
+        await until(lambda: world.outcomes, "published without a click")
+        (outcome,) = world.outcomes
+        assert (outcome.state, outcome.approved_by) == ("published", "approved in #12 by @alice")
+        assert [(a.actor, a.source, a.counted) for a in world.audits] == [
+            ("alice", "pr_review", True)
+        ]
+        (run_id,) = world.runs_for(A)
+        assert "action_required" not in world.conclusions(run_id)
+
+
+@scenario
+async def test_a_pull_request_approval_that_does_not_cover_everything_asks_and_says_why() -> None:
+    world = World(
+        latest={ROOT: latest(L)},
+        owners=OWNERS,
+        carried={
+            A: CarryOver(
+                pr=12,
+                approvers=["alice"],
+                satisfies=["policy"],
+                reason="the approvals of #12 do not cover: an owner of `web`",
+            )
+        },
+    )
+    async with harness(world) as h:
+        await h.push(ROOT, A, by="carol")
+        deployment_id = await h.awaiting_review(ROOT, A)
+        summary = summary_of(world, deployment_id)
+        assert "Approved so far by @alice." in summary
+        assert "does not carry over: the approvals of #12 do not cover" in summary
+        result = await h.review(deployment_id, "approve", "olga")
+        assert result.state == "published" and result.approved_by == "@alice, @olga"
+
+
+OWNERS = [
+    OwnersRequirement(
+        name="owners:web", application="web", path="deployments/apps/web/OWNERS", owners=["olga"]
+    )
+]

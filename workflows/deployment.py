@@ -57,10 +57,13 @@ with workflow.unsafe.imports_passed_through():
         ReviewSignal,
     )
     from shared.contracts.governance import (
+        ACT_CARRY_OVER,
         ACT_JUDGE_REVIEW,
         ACT_REPORT_REVIEW,
         ACT_REVIEW_POLICY,
         POLICY_REQUIREMENT,
+        CarryOver,
+        CarryOverRequest,
         JudgeRequest,
         ReportReview,
         ReviewPolicy,
@@ -111,6 +114,7 @@ class DeploymentWorkflow:
         self._why: list[str] = []  # why the deployment asks (manual, diverged)
         self._counts = ""  # the diff's counts, for the check run title
         self._reported = False  # told the revision's summary (Approve all) it waits
+        self._carry_note = ""  # why the pull request's approvals did not carry over
 
     @workflow.signal(name=SIGNAL_REVIEW)
     def review(self, signal: ReviewSignal) -> None:
@@ -290,6 +294,11 @@ class DeploymentWorkflow:
                 self._satisfied.append(POLICY_REQUIREMENT)
             else:
                 auto, approved_by = True, f"rollwright (review: never, {policy.rule or 'policy'})"
+        carried = None
+        if not auto and policy is not None and inp.trigger == "merge":
+            carried = await self._carry_over(policy, render)
+        if carried is not None:
+            auto, approved_by = True, carried
         if not auto:
             review = await self._await_review(diff)
             if review is None:
@@ -370,6 +379,8 @@ class DeploymentWorkflow:
         """The check run of a deployment waiting for review: why it asks, and for governed
         deployments whose approval is still needed and which clicks did not count."""
         message = list(self._why)
+        if self._carry_note:
+            message.append(self._carry_note)
         policy = self.policy
         if policy is not None:
             rule = f" (`{policy.rule}`)" if policy.rule else ""
@@ -399,6 +410,42 @@ class DeploymentWorkflow:
         )
         if policy is not None and self.inp.trigger == "merge":
             await self._report("awaiting_review")
+
+    async def _carry_over(self, policy: ReviewPolicy, render: RenderSummary) -> str | None:
+        """Approvals of the merged pull request that carry over (its GitHub reviews of its
+        last head, when this diff is the one previewed for it): who approved, once they meet
+        every requirement; otherwise None, and the check run will say why."""
+        inp = self.inp
+        try:
+            carried = await calls.run(
+                ACT_CARRY_OVER,
+                CarryOverRequest(
+                    repo=inp.repo,
+                    root=inp.root,
+                    revision=inp.revision,
+                    deployment_id=inp.deployment_id,
+                    policy=policy,
+                    new_prefix=render.blob_prefix,
+                    old_prefix=inp.latest.published_prefix if inp.latest else None,
+                ),
+                options=calls.JUDGE,
+                result_type=CarryOver,
+            )
+        except ActivityError as err:
+            self._carry_note = f"Pull request approvals were not checked: {_message(err)}."
+            return None
+        for login in carried.approvers:
+            if login not in self._approvers:
+                self._approvers.append(login)
+            await self._audit(
+                ReviewSignal(decision="approve", by=login, source="pr_review"), counted=True
+            )
+        self._satisfied += [r for r in carried.satisfies if r not in self._satisfied]
+        if carried.pr is not None and carried.approvers and not policy.outstanding(self._satisfied):
+            return f"approved in #{carried.pr} by " + ", ".join(f"@{a}" for a in carried.approvers)
+        if carried.reason and carried.pr is not None:  # a direct push has nothing to carry
+            self._carry_note = f"The pull request's approval does not carry over: {carried.reason}."
+        return None
 
     async def _report(self, state: DeploymentState) -> None:
         """Tell the revision's summary check run (Approve all) how this root stands."""

@@ -134,3 +134,27 @@ class ReportReview(Payload):
     repo: RepoRef
     revision: str
     review: RootReview
+
+
+# --- approvals carried over from the pull request --------------------------------------------
+
+ACT_CARRY_OVER = "carry_over"  # CarryOverRequest -> CarryOver
+
+
+class CarryOverRequest(Payload):
+    repo: RepoRef
+    root: str
+    revision: str
+    deployment_id: str
+    policy: ReviewPolicy
+    new_prefix: str
+    old_prefix: str | None = None
+
+
+class CarryOver(Payload):
+    """What the merged pull request's GitHub reviews approve of this deployment."""
+
+    pr: int | None = None
+    approvers: list[str] = Field(default_factory=list)  # whose reviews counted
+    satisfies: list[str] = Field(default_factory=list)  # the requirements they meet
+    reason: str = ""  # why nothing (or not everything) carries over

@@ -235,6 +235,22 @@ def _calling(operation: str) -> Iterator[None]:
 # --------------------------------------------------------------------------- client
 
 
+@dataclass(frozen=True)
+class PullOfCommit:
+    number: int
+    head_sha: str
+    merge_commit_sha: str | None
+    merged: bool
+    author: str | None
+
+
+@dataclass(frozen=True)
+class PullReview:
+    login: str
+    state: str  # APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED
+    commit_id: str
+
+
 class GitHubApp:
     """One GitHub App (id + private key) talking to one GitHub (api.github.com, GHES, emulator).
 
@@ -391,6 +407,46 @@ class GitHubApp:
             return isinstance(data, dict) and data.get("state") == "active"
 
         return self._call(f"reading the membership of {login} in @{org}/{team_slug}", ask)
+
+    # -- pull requests and their reviews
+
+    def pulls_of_commit(self, repo: str, sha: str) -> list[PullOfCommit]:
+        """The pull requests `sha` belongs to (as merge commit or head), as GitHub lists them
+        (`GET /repos/{owner}/{repo}/commits/{sha}/pulls`)."""
+
+        def ask() -> list[PullOfCommit]:
+            client = self._client(repo)
+            _, data = client.requester.requestJsonAndCheck(
+                "GET", f"/repos/{repo}/commits/{sha}/pulls", parameters={"per_page": 100}
+            )
+            return [
+                PullOfCommit(
+                    number=int(p["number"]),
+                    head_sha=str(p["head"]["sha"]),
+                    merge_commit_sha=p.get("merge_commit_sha"),
+                    merged=bool(p.get("merged_at")),
+                    author=(p.get("user") or {}).get("login"),
+                )
+                for p in (data if isinstance(data, list) else [])
+            ]
+
+        return self._call(f"listing the pull requests of {repo}@{sha[:12]}", ask)
+
+    def pull_reviews(self, repo: str, number: int) -> list[PullReview]:
+        """Every submitted review of pull request `number`, oldest first."""
+
+        def ask() -> list[PullReview]:
+            pull = self._repo(repo).get_pull(number)
+            return [
+                PullReview(
+                    login=str(r.user.login) if r.user else "",
+                    state=str(r.state),
+                    commit_id=str(r.commit_id or ""),
+                )
+                for r in pull.get_reviews()
+            ]
+
+        return self._call(f"listing the reviews of {repo}#{number}", ask)
 
     # -- check runs
 

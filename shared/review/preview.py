@@ -36,7 +36,7 @@ from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.render import Render
 from shared.engine.tree import GitError, WorkTree, changed_files, git
-from shared.review.diff import RenderFiles, diff_renders
+from shared.review.diff import RenderFiles, diff_renders, fingerprint
 from shared.review.noise import NoiseFilter
 from shared.review.report import PreviewReport, RootPreview, RootStatus
 
@@ -246,4 +246,7 @@ def _root_preview(
         status = "removed"
     else:
         status = "unchanged" if shown.empty else "changed"
-    return RootPreview(root, status, shown, base_error=base_error, hidden=hidden)
+    changes = fingerprint(old.digests if old else {}, new.digests)
+    return RootPreview(
+        root, status, shown, base_error=base_error, hidden=hidden, fingerprint=changes
+    )

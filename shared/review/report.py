@@ -32,6 +32,9 @@ class RootPreview:
     base_error: str | None = None
     head_error: str | None = None
     hidden: list[HiddenChange] = field(default_factory=list)
+    # Every changed file with its digests before and after, noise included (shared.review.diff
+    # `fingerprint`): what a deployment's diff is compared with for carried-over approvals.
+    fingerprint: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -97,11 +97,14 @@ from shared.contracts.deploy import (
     waits_task_queue,
 )
 from shared.contracts.governance import (
+    ACT_CARRY_OVER,
     ACT_JUDGE_REVIEW,
     ACT_REPORT_REVIEW,
     ACT_REVIEW_POLICY,
     REVISION_REVIEW_WORKFLOW,
     SIGNAL_ROOT_REVIEW,
+    CarryOver,
+    CarryOverRequest,
     JudgeRequest,
     OwnersRequirement,
     ReportReview,
@@ -208,6 +211,8 @@ class World:
     policies: list[ReviewPolicyRequest] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
     reports: list[ReportReview] = field(default_factory=list)  # to the revision summaries
+    # revision -> what its merged pull request's reviews carry over (none: a direct push)
+    carried: dict[str, CarryOver] = field(default_factory=dict)
 
     # --- assertions helpers -------------------------------------------------------------
 
@@ -355,6 +360,11 @@ class World:
         for root in req.roots:  # what the real activity does: signal-with-start per root
             await start_deploy(self.client, root, req.revision, repo=req.repo)
 
+    @activity.defn(name=ACT_CARRY_OVER)
+    async def carry_over(self, req: CarryOverRequest) -> CarryOver:
+        found = self.carried.get(req.revision)
+        return found or CarryOver(reason="this commit did not come from a merged pull request")
+
     @activity.defn(name=ACT_REPORT_REVIEW)
     async def report_review(self, report: ReportReview) -> None:
         self.reports.append(report)
@@ -487,6 +497,7 @@ class World:
             self.notify_promotions,
             self.judge or self.judge_review,
             self.report_review,
+            self.carry_over,
         ]
 
     def pinned_activities(self) -> list[Callable[..., Any]]:

@@ -246,6 +246,8 @@ class GitHubEmulator:
         self._permissions: dict[tuple[str, str], str] = {}
         # (org, team slug) → login → membership state (active, pending)
         self._teams: dict[tuple[str, str], dict[str, str]] = {}
+        # (repo, pull number) → submitted reviews, oldest first
+        self._reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._routes = self._build_routes()
@@ -336,6 +338,33 @@ class GitHubEmulator:
         """Put `login` in the team `org/team_slug` (state `pending`: invited, not yet in)."""
         with self._lock:
             self._teams.setdefault((org.lower(), team_slug.lower()), {})[login.lower()] = state
+
+    def add_review(
+        self,
+        owner: str,
+        repo: str,
+        number: int,
+        login: str,
+        state: str = "APPROVED",
+        *,
+        commit_id: str | None = None,
+    ) -> dict[str, Any]:
+        """`login` submits a review of pull request `number` (APPROVED, CHANGES_REQUESTED,
+        COMMENTED or DISMISSED) on `commit_id` (default: the pull request's head now)."""
+        if state not in ("APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED"):
+            raise ValueError(f"unknown review state {state!r}")
+        with self._lock:
+            record = self._repo(owner, repo)
+            pull = record.pulls[number]
+            review = {
+                "id": self._next("review", start=80000),
+                "login": login,
+                "state": state,
+                "commit_id": commit_id or pull["head_sha"],
+                "submitted_at": utc_now(),
+            }
+            self._reviews.setdefault((record.full_name.lower(), number), []).append(review)
+            return review
 
     def set_pull(
         self,
@@ -708,6 +737,20 @@ class GitHubEmulator:
             ),
             r("GET", "/repos/{owner}/{repo}/compare/{basehead}", self._compare, "token", False),
             r("GET", "/repos/{owner}/{repo}/pulls/{pull_number}", self._get_pull, "token", False),
+            r(
+                "GET",
+                "/repos/{owner}/{repo}/pulls/{pull_number}/reviews",
+                self._list_reviews,
+                "token",
+                False,
+            ),
+            r(
+                "GET",
+                "/repos/{owner}/{repo}/commits/{commit_sha}/pulls",
+                self._commit_pulls,
+                "token",
+                False,
+            ),
             r(
                 "GET",
                 "/repos/{owner}/{repo}/collaborators/{username}/permission",
@@ -1103,6 +1146,46 @@ class GitHubEmulator:
         return comment
 
     # --- pulls and compare
+
+    def _list_reviews(self, req: Request) -> tuple[int, Any]:
+        assert req.repo is not None
+        number = _int_param(req.params["pull_number"])
+        if number not in req.repo.pulls:
+            raise ApiError(404, "Not Found")
+        api = f"{req.base}/repos/{req.repo.full_name}"
+        page = f"{req.base}/{req.repo.full_name}/pull/{number}"
+        items = [
+            {
+                "id": r["id"],
+                "node_id": node_id("PullRequestReview", r["id"]),
+                "user": _user_json(r["login"], _stable_id(r["login"]), "User", req.base),
+                "body": "",
+                "state": r["state"],
+                "html_url": f"{page}#pullrequestreview-{r['id']}",
+                "pull_request_url": f"{api}/pulls/{number}",
+                "_links": {
+                    "html": {"href": page},
+                    "pull_request": {"href": f"{api}/pulls/{number}"},
+                },
+                "submitted_at": r["submitted_at"],
+                "commit_id": r["commit_id"],
+                "author_association": "MEMBER",
+            }
+            for r in self._reviews.get((req.repo.full_name.lower(), number), [])
+        ]
+        return 200, Page(items, req)
+
+    def _commit_pulls(self, req: Request) -> tuple[int, Any]:
+        """The pull requests a commit belongs to: merged ones whose merge commit it is, and
+        those whose head it is (GitHub lists both)."""
+        assert req.repo is not None
+        sha = req.params["commit_sha"]
+        items = [
+            self.pull_json(req.repo, pull, req.base)
+            for number, pull in sorted(req.repo.pulls.items())
+            if sha in (pull.get("merge_commit_sha"), pull["head_sha"])
+        ]
+        return 200, Page(items, req)
 
     def _get_permission(self, req: Request) -> tuple[int, Any]:
         """GitHub's answer for a collaborator (or anyone: a private repository's outsiders
