@@ -26,6 +26,7 @@ from shared.contracts.governance import (
     CarryOver,
     CarryOverRequest,
     JudgeRequest,
+    OwnersRequirement,
     ReviewPolicy,
     ReviewPolicyRequest,
     Verdict,
@@ -119,7 +120,7 @@ class GovernanceActivities:
             teams: set[str] = set()
         else:
             app = self.github.app_for(request.repo)
-            permission, teams = _who(app, repo, request.policy, actor)
+            permission, teams = who_is(app, repo, request.policy, actor)
         return decide(
             request.policy,
             request.decision,
@@ -169,22 +170,14 @@ class GovernanceActivities:
                 reason=f"the diff differs from the one previewed for {pr} (something else was "
                 "deployed or merged since)",
             )
-        latest: dict[str, tuple[str, str]] = {}  # login → (state, commit) of their last review
-        for review in app.pull_reviews(repo, pull.number):
-            if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED") and review.login:
-                latest[review.login.lower()] = (review.state, review.commit_id)
-        approvers = sorted(
-            login
-            for login, (state, commit) in latest.items()
-            if state == "APPROVED" and commit == pull.head_sha
-        )
+        approvers = head_approvers(app, repo, pull.number, pull.head_sha)
         if not approvers:
             return CarryOver(pr=pull.number, reason=f"{pr} has no approval of its last head")
         # The pull request's author stands for the change here, whoever merged it.
         policy = request.policy.model_copy(update={"author": pull.author})
         counted, satisfies, refused = [], [], []
         for login in approvers:
-            permission, teams = _who(app, repo, policy, login)
+            permission, teams = who_is(app, repo, policy, login)
             verdict = decide(
                 policy, "approve", login, repo=repo, permission=permission, teams=teams
             )
@@ -204,7 +197,7 @@ class GovernanceActivities:
         return CarryOver(pr=pull.number, approvers=counted, satisfies=satisfies, reason=reason)
 
 
-def _who(app: GitHubApp, repo: str, policy: ReviewPolicy, login: str) -> tuple[str, set[str]]:
+def who_is(app: GitHubApp, repo: str, policy: ReviewPolicy, login: str) -> tuple[str, set[str]]:
     """GitHub's permission of `login` on `repo`, and the policy's teams they are in."""
     permission = app.collaborator_permission(repo, login)
     teams = {
@@ -213,6 +206,51 @@ def _who(app: GitHubApp, repo: str, policy: ReviewPolicy, login: str) -> tuple[s
         if app.is_team_member(repo, org, slug, login)
     }
     return permission, teams
+
+
+def head_approvers(app: GitHubApp, repo: str, number: int, head: str) -> list[str]:
+    """Who approves pull request `number` at its head `head`: each reviewer's last approving
+    or blocking review (comments do not count) must approve that very commit."""
+    latest: dict[str, tuple[str, str]] = {}
+    for review in app.pull_reviews(repo, number):
+        if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED") and review.login:
+            latest[review.login.lower()] = (review.state, review.commit_id)
+    return sorted(
+        login for login, (state, commit) in latest.items() if state == "APPROVED" and commit == head
+    )
+
+
+def owners_report(
+    app: GitHubApp, repo: str, number: int, head: str, owners: list[OwnersRequirement]
+) -> list[str]:
+    """Markdown for a preview: each OWNERS file the change touches, and whether the pull
+    request's approvals of its head already meet it (judged like clicks: write access, teams)."""
+    if not owners:
+        return []
+    approvers = head_approvers(app, repo, number, head)
+    lines = [
+        "### OWNERS",
+        "",
+        "The deployments of this change need an approval from an owner of each application "
+        "it touches (docs/governance.md); GitHub reviews of this head carry over after merge.",
+        "",
+        "| application | OWNERS | owners | approved |",
+        "|---|---|---|---|",
+    ]
+    for req in owners:
+        policy = ReviewPolicy(owners=[req])
+        by = []
+        for login in approvers:
+            permission, teams = who_is(app, repo, policy, login)
+            verdict = decide(
+                policy, "approve", login, repo=repo, permission=permission, teams=teams
+            )
+            if req.name in verdict.satisfies:
+                by.append(f"@{login}")
+        names = ", ".join(o if o.startswith("@") else f"@{o}" for o in req.owners)
+        status = f"yes, by {', '.join(by)}" if by else "not yet"
+        lines.append(f"| `{req.application}` | `{req.path}` | {names} | {status} |")
+    return lines
 
 
 def _merged_pull(pulls: list[PullOfCommit], sha: str) -> PullOfCommit | None:
