@@ -19,8 +19,14 @@ from pydantic import SecretStr
 
 from activities.github import GitHubAccess
 from activities.governance import GovernanceActivities
-from shared.contracts.deploy import SIGNAL_REVIEW, CheckRunRequest, ReviewSignal
-from shared.contracts.governance import CarryOver, OwnersRequirement, revision_review_workflow_id
+from shared.contracts.deploy import SIGNAL_REVIEW, TASK_QUEUE, CheckRunRequest, ReviewSignal
+from shared.contracts.governance import (
+    REVISION_REVIEW_WORKFLOW,
+    CarryOver,
+    OwnersRequirement,
+    RevisionReviewInput,
+    revision_review_workflow_id,
+)
 from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.settings import Settings
@@ -344,3 +350,32 @@ OWNERS = [
         name="owners:web", application="web", path="deployments/apps/web/OWNERS", owners=["olga"]
     )
 ]
+
+
+@scenario
+async def test_the_revision_summary_continues_as_new_and_keeps_its_roots() -> None:
+    roots = [f"g/c{i}" for i in range(6)]
+    world = World(latest={r: latest(L) for r in roots})
+    async with harness(world) as h:
+        # A low history limit: the summary continues as new while the roots report.
+        handle = await h.client.start_workflow(
+            REVISION_REVIEW_WORKFLOW,
+            RevisionReviewInput(repo=REPO, revision=A, max_history_events=25),
+            id=revision_review_workflow_id(REPO.full_name, A),
+            task_queue=TASK_QUEUE,
+        )
+        for root in roots:
+            await h.push(root, A, by="carol")
+
+        def summary(title: str) -> CheckRunRequest | None:
+            runs = [world.last(i) for i in world.revision_runs(A)]
+            return next((r for r in runs if r.title == title), None)
+
+        await until(lambda: summary("6 of 6 roots awaiting review"), "all six listed")
+        await approve_all(h, "alice")
+        done = await until(lambda: summary("6 roots: none awaiting review"), "all published")
+        assert done.conclusion == "success"
+        assert len(world.outcomes) == 6
+        assert len(world.revision_runs(A)) == 1, "one summary check run across the runs"
+        chain = await h.run_chain(handle.id, handle.result_run_id or "")
+        assert len(chain) >= 2, "the summary continued as new"

@@ -39,6 +39,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows import calls
 
 CheckConclusion = Literal["action_required", "neutral", "success"]
+# Continue as new past this many events (or when Temporal suggests it): a revision touching
+# thousands of roots reports about ten events' worth per root.
+MAX_HISTORY_EVENTS = 10_000
 # Once every reported deployment has finished and nothing was reported for this long, the
 # workflow ends (a later report starts it again, with a fresh check run).
 QUIET = timedelta(hours=1)
@@ -78,7 +81,24 @@ class RevisionReviewWorkflow:
     @workflow.run
     async def run(self, inp: RevisionReviewInput) -> None:
         self.inp = inp
+        for carried in inp.roots:
+            self.roots.setdefault(carried.root, carried)  # a signal that came first is newer
+        self.check_run_id = self.check_run_id or inp.check_run_id
         while True:
+            if self._should_continue_as_new():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                # Clicks and unwritten reports are handled below first (neither is carried);
+                # the next turn continues as new.
+                if not self.clicks and not self.dirty:
+                    workflow.continue_as_new(
+                        RevisionReviewInput(
+                            repo=inp.repo,
+                            revision=inp.revision,
+                            roots=[self.roots[r] for r in sorted(self.roots)],
+                            check_run_id=self.check_run_id,
+                            max_history_events=inp.max_history_events,
+                        )
+                    )
             try:
                 await workflow.wait_condition(
                     lambda: self.dirty or bool(self.clicks),
@@ -96,6 +116,11 @@ class RevisionReviewWorkflow:
             if self.dirty:
                 self.dirty = False
                 await self._write()
+
+    def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        limit = self.inp.max_history_events or MAX_HISTORY_EVENTS
+        return info.is_continue_as_new_suggested() or info.get_current_history_length() > limit
 
     def _waiting(self) -> list[RootReview]:
         return [

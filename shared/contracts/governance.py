@@ -128,6 +128,11 @@ class RootReview(Payload):
 class RevisionReviewInput(Payload):
     repo: RepoRef
     revision: str
+    # Carried by continue-as-new: what the roots reported, the summary check run, and a lower
+    # history limit than Temporal's suggestion (tests).
+    roots: list[RootReview] = Field(default_factory=list)
+    check_run_id: int | None = None
+    max_history_events: int | None = None
 
 
 class ReportReview(Payload):
