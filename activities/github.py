@@ -230,12 +230,27 @@ class GitHubActivities:
             return CheckRunRef(check_run_id=create())
         if state.status == "completed" and request.status != "completed":
             new_id = create()
-            self._supersede(app, repo, request.check_run_id, new_id)
+            self._supersede(app, repo, request.check_run_id, new_id, details_url, output)
             return CheckRunRef(check_run_id=new_id)
         return CheckRunRef(check_run_id=state.id, html_url=state.html_url or "")
 
-    def _supersede(self, app: GitHubApp, repo: str, old_id: int, new_id: int) -> None:
-        """Best effort: the old run's buttons would otherwise stay clickable."""
+    def _supersede(
+        self,
+        app: GitHubApp,
+        repo: str,
+        old_id: int,
+        new_id: int,
+        details_url: str | None,
+        output: CheckRunOutput,
+    ) -> None:
+        """Best effort: the old run's buttons would otherwise stay clickable. It keeps the
+        diff it showed and points at the job page, where the deployment goes on; a reviewer
+        who opens the run they approved is not left with an empty page."""
+        job = (
+            f" Its job page has the timeline, the log and the full diff: {details_url}"
+            if (details_url)
+            else ""
+        )
         try:
             app.update_check_run(
                 repo,
@@ -244,9 +259,11 @@ class GitHubActivities:
                 conclusion="neutral",
                 output=CheckRunOutput(
                     title="Superseded",
-                    summary=f"This deployment continues in check run {new_id}.",
+                    summary=f"This deployment continues in check run {new_id}.{job}",
+                    text=output.text,
                 ),
                 actions=[],
+                details_url=details_url,
             )
         except GitHubError as err:
             activity.logger.warning(

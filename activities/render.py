@@ -11,7 +11,9 @@ goes through the same review as any other change.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 from temporalio import activity
@@ -20,13 +22,14 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import fleet_mistakes, withhold_unexpected
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
-from activities.store import load_render, save_render
+from activities.store import StoredRender, load_render, publisher, save_render
 from shared.contracts.deploy import (
     ACT_DIFF_RENDER,
     ACT_RENDER_ROOT,
     ERR_CHECKOUT_GONE,
     DiffRequest,
     DiffSummary,
+    LatestDeployment,
     RenderRequest,
     RenderSummary,
 )
@@ -34,10 +37,12 @@ from shared.engine.fleet import Fleet
 from shared.engine.render import Render
 from shared.engine.secrets.redact import keyed_markers
 from shared.engine.tree import WorkTree
+from shared.review.compared import Base, Commit, ReviewContext, context_key
 from shared.review.diff import diff_renders
 from shared.review.diffdoc import diff_document, document_key
 from shared.settings import Settings
-from shared.stores.blob import BlobStore, render_prefix
+from shared.stores.blob import BlobStore, latest_key, render_prefix
+from shared.stores.gitmirror import GitMirrorError, commit_summary
 
 
 def full_diff_key(deployment_id: str) -> str:
@@ -47,10 +52,39 @@ def full_diff_key(deployment_id: str) -> str:
 
 def render_checkout(checkout: Path, root: str) -> Render:
     """The root's render from a checkout; empty when the root is gone at this revision."""
+    return render_with_warnings(checkout, root, warn=False)[0]
+
+
+# The fleet's warnings per root of the revisions rendered last: they depend on the revision
+# alone, and one push deploys many roots of one revision (the analysis reads every release
+# of the fleet: about a second on a 1,000-root fleet).
+_WARNINGS: OrderedDict[tuple[str, str], dict[str, list[str]]] = OrderedDict()
+_WARNINGS_KEPT = 8
+_warnings_lock = threading.Lock()
+
+
+def render_with_warnings(
+    checkout: Path, root: str, *, warn: bool = True, key: tuple[str, str] | None = None
+) -> tuple[Render, list[str]]:
+    """The root's render and (with `warn`) the fleet's warnings about it: values keys the
+    fleet sets that no template reads, with file and line, which the check run shows above
+    the diff. `key` (repository, revision) shares the warnings between deployments."""
     fleet = Fleet.open(WorkTree(checkout))
     if root not in set(fleet.roots()):
-        return Render.of(root, {})
-    return fleet.render(root)
+        return Render.of(root, {}), []
+    render = fleet.render(root)
+    if not warn:
+        return render, []
+    with _warnings_lock:
+        table = _WARNINGS.get(key) if key is not None else None
+    if table is None:
+        table = {r: [str(p) for p in fleet.unread_values(r)] for r in fleet.roots()}
+        if key is not None:
+            with _warnings_lock:
+                _WARNINGS[key] = table
+                while len(_WARNINGS) > _WARNINGS_KEPT:
+                    _WARNINGS.popitem(last=False)
+    return render, table.get(root, [])
 
 
 class RenderActivities:
@@ -84,7 +118,7 @@ class RenderActivities:
                 fleet_mistakes(),
                 keyed_markers(self.settings.marker_key(repo)),
             ):
-                render = render_checkout(Path(request.checkout_path), request.root)
+                render, warnings = render_with_warnings(Path(request.checkout_path), request.root)
         except ApplicationError as err:
             self.jobs.write(
                 request.deployment_id,
@@ -96,7 +130,12 @@ class RenderActivities:
         if not render.files:
             log.info("root renders empty", extra={"repo": repo, "root": request.root})
         prefix = render_prefix(repo, request.root, request.revision)
-        save_render(self.blobs, prefix, request.revision, render)
+        try:
+            commit = commit_summary(Path(request.checkout_path))
+        except GitMirrorError as err:  # reviews still work without the subject and author
+            log.warning("commit summary unavailable", extra={"repo": repo, "error": str(err)})
+            commit = {}
+        save_render(self.blobs, prefix, request.revision, render, warnings, commit)
         log.info(
             "render stored",
             extra={
@@ -113,6 +152,7 @@ class RenderActivities:
             "rendered",
             root=request.root,
             files=len(render.files),
+            warnings=len(warnings),
             # no digest: it hashes the plaintext, and people read this log (store.py)
             prefix=prefix,
             seconds=round(time.monotonic() - started, 3),
@@ -128,6 +168,10 @@ class RenderActivities:
         new = load_render(self.blobs, request.new_prefix)
         old = load_render(self.blobs, request.old_prefix) if request.old_prefix else None
         diff = diff_renders(old.side if old else None, new.side)
+        diff.warnings = new.warnings
+        context = self._context(request, new, old)
+        self.blobs.put(context_key(request.deployment_id), context.model_dump_json().encode())
+        diff.preamble = context.markdown()
         url = self.settings.job_url(request.deployment_id)
         key = full_diff_key(request.deployment_id)
         self.blobs.put(key, diff.markdown().encode())
@@ -149,6 +193,7 @@ class RenderActivities:
             request.deployment_id,
             "diffed",
             base=request.old_prefix,
+            compared=context.comparison(),
             added=diff.added,
             removed=diff.removed,
             changed=diff.changed,
@@ -165,3 +210,38 @@ class RenderActivities:
             text=diff.check_run_text(url),
             full_key=key,
         )
+
+    def _context(
+        self, request: DiffRequest, new: StoredRender, old: StoredRender | None
+    ) -> ReviewContext:
+        """What the review compares: the deployed commit, and the render published last on
+        the root (latest.json names its deployment; nothing when there is none)."""
+        web = request.repo.html_url.rstrip("/")
+        info = new.meta.get("commit") or {}
+        sha = str(info.get("sha") or new.meta.get("revision") or "")
+        commit = Commit(
+            sha=sha,
+            subject=str(info.get("subject") or ""),
+            author=str(info.get("author") or ""),
+            url=f"{web}/commit/{sha}" if web and sha else "",
+        )
+        raw = self.blobs.get(latest_key(request.repo.full_name, request.root))
+        latest = LatestDeployment.model_validate_json(raw) if raw is not None else None
+        if old is None:
+            return ReviewContext(
+                root=request.root,
+                commit=commit,
+                last_attempt=latest.deployment_id if latest else None,
+                last_attempt_state=latest.state if latest else None,
+            )
+        revision = str(old.meta.get("revision") or "")
+        who, when = (None, None)
+        if latest is not None and latest.published_prefix == old.prefix:
+            who, when = publisher(latest)
+        base = Base(
+            revision=revision,
+            deployment_id=who,
+            published_at=when,
+            commit_url=f"{web}/commit/{revision}" if web and revision else "",
+        )
+        return ReviewContext(root=request.root, commit=commit, base=base)

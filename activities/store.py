@@ -3,7 +3,9 @@
 A stored render, under `renders/<owner>/<repo>/<root>/<sha>/` (shared.stores.blob.render_prefix):
 
     digest.json         {"schema": 1, "root", "revision", "digest", "files": [...],
-                         "file_digests": {path: digest}, "hidden": {path: {pointer: digest}}}
+                         "file_digests": {path: digest}, "hidden": {path: {pointer: digest}},
+                         "warnings": ["path:line: warning: ...", ...],
+                         "commit": {"sha", "subject", "author", "date"}}
     files/<path>        each redacted output file, path relative to the root
 
 `digest`, `file_digests` and `hidden` are digests of the plaintext (see
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -61,18 +64,35 @@ RENDER_SCHEMA = 1
 class StoredRender:
     """A render read back from the blob store (redacted files, path → bytes)."""
 
-    def __init__(self, prefix: str, digest: str, side: RenderFiles) -> None:
+    def __init__(
+        self,
+        prefix: str,
+        digest: str,
+        side: RenderFiles,
+        warnings: list[str] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
         self.prefix = prefix
         self.digest = digest
         self.side = side
+        self.warnings = list(warnings or [])
+        self.meta = dict(meta or {})  # digest.json as stored (revision, commit, ...)
 
     @property
     def files(self) -> Mapping[str, bytes]:
         return self.side.files
 
 
-def save_render(store: BlobStore, prefix: str, revision: str, render: Render) -> None:
-    """Store the redacted files of `render` under `prefix` (module docstring). Idempotent."""
+def save_render(
+    store: BlobStore,
+    prefix: str,
+    revision: str,
+    render: Render,
+    warnings: list[str] | None = None,
+    commit: dict[str, str] | None = None,
+) -> None:
+    """Store the redacted files of `render` under `prefix` (module docstring), with the fleet's
+    warnings about the root (values keys no template reads). Idempotent."""
     for path, data in render.files.items():
         store.put(prefix + FILES_DIR + path, data)
     meta = {
@@ -83,6 +103,8 @@ def save_render(store: BlobStore, prefix: str, revision: str, render: Render) ->
         "files": sorted(render.files),
         "file_digests": render.file_digests,
         "hidden": render.leaf_digests(),
+        "warnings": list(warnings or []),
+        "commit": commit or {},
     }
     store.put(prefix + DIGEST_FILE, (json.dumps(meta, indent=2) + "\n").encode())
 
@@ -112,7 +134,43 @@ def load_render(store: BlobStore, prefix: str) -> StoredRender:
             )
         files[path] = data
     side = RenderFiles(files, meta.get("file_digests") or {}, meta.get("hidden") or {})
-    return StoredRender(prefix, str(meta["digest"]), side)
+    warnings = [str(w) for w in meta.get("warnings") or []]
+    return StoredRender(prefix, str(meta["digest"]), side, warnings, meta)
+
+
+def with_publisher(latest: LatestDeployment, previous: LatestDeployment | None) -> LatestDeployment:
+    """`latest` with the deployment that published its `published_prefix` and when: itself
+    when it published, else carried from the root's previous latest.json (the deployment
+    workflow sends the prefix and revision along, and reviews name the deployment too)."""
+    if latest.state == "published" and latest.published_revision == latest.revision:
+        return latest.model_copy(
+            update={
+                "published_deployment_id": latest.deployment_id,
+                "published_at": latest.finished_at,
+            }
+        )
+    if previous is None or previous.published_prefix != latest.published_prefix:
+        return latest
+    who, when = publisher(previous)
+    return latest.model_copy(update={"published_deployment_id": who, "published_at": when})
+
+
+def publisher(latest: LatestDeployment) -> tuple[str | None, datetime | None]:
+    """The deployment that published `latest.published_prefix`, and when (None: unknown)."""
+    if latest.published_deployment_id is not None:
+        return latest.published_deployment_id, latest.published_at
+    if latest.state == "published" and latest.published_revision == latest.revision:
+        return latest.deployment_id, latest.finished_at
+    return None, None
+
+
+def _parse_latest(raw: bytes | None) -> LatestDeployment | None:
+    if raw is None:
+        return None
+    try:
+        return LatestDeployment.model_validate_json(raw)
+    except ValidationError:
+        return None  # nothing to carry over; load_latest reports the broken file
 
 
 # --- activities ------------------------------------------------------------------------------
@@ -146,7 +204,11 @@ class StoreActivities:
     @activity.defn(name=ACT_PERSIST_LATEST)
     async def persist_latest(self, request: PersistLatestRequest) -> None:
         key = latest_key(request.repo.full_name, request.root)
-        data = request.latest.model_dump_json(indent=2).encode() + b"\n"
+        latest = request.latest
+        if latest.published_deployment_id is None and latest.published_prefix:
+            previous = await blocking(self.blobs.get, key)
+            latest = with_publisher(latest, _parse_latest(previous))
+        data = latest.model_dump_json(indent=2).encode() + b"\n"
         await blocking(self.blobs.put, key, data)
         activity.logger.info(
             "latest deployment persisted",

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from gateway.api import web_base
 from gateway.context import Gateway
 from shared.contracts.deploy import TERMINAL_STATES, deploy_workflow_id
+from shared.review.compared import ReviewContext, context_key
 from shared.review.diffdoc import DiffDocument, document_key
 from shared.settings import Settings
 from shared.stores.blob import BlobStore, job_log_key
@@ -132,6 +133,8 @@ class Job(BaseModel):
     links: JobLinks
     rollback_command: str
     diff: DiffStats | None = None
+    # What the review compares: the commit (subject, author, link) and the base render.
+    review: ReviewContext | None = None
 
 
 class LogPage(BaseModel):
@@ -229,6 +232,7 @@ class JobReader:
             links=self.links(deployment_id, row.repo, row.root, row.revision, check_runs),
             rollback_command=self.rollback_command(row.repo, row.root, row.revision),
             diff=self.diff_stats(deployment_id) if with_diff else None,
+            review=self.review(deployment_id),
         )
 
     def _queued_job(self, deployment_id: str) -> Job | None:
@@ -319,6 +323,10 @@ class JobReader:
         )
         events = [AuditEvent.of(r) for r in rows]
         return AuditPage(events=events, next=events[-1].id if len(events) == limit else None)
+
+    def review(self, deployment_id: str) -> ReviewContext | None:
+        raw = self.blobs.get(context_key(deployment_id))
+        return None if raw is None else ReviewContext.model_validate_json(raw)
 
     def raw_diff(self, deployment_id: str) -> bytes | None:
         return self.blobs.get(document_key(deployment_id))

@@ -201,6 +201,26 @@ async def job_action(
     return RedirectResponse(f"{public}/jobs/{deployment_id}", status_code=303)
 
 
+@router.get("/", response_class=HTMLResponse)
+async def index_page(reader: ReaderDep) -> HTMLResponse:
+    """The front page: every root with a deployment, the most recently active first, each
+    linked to its root page (so `/` is a way in, not a dead end)."""
+    public = reader.settings.public_url.rstrip("/")
+    rows = await run_in_threadpool(reader.store.roots)
+    roots = [
+        {
+            "repo": repo,
+            "root": root,
+            "deployments": count,
+            "last": last,
+            "page": f"{public}/roots/{quote(root)}?{urlencode({'repo': repo})}",
+        }
+        for repo, root, count, last in rows
+    ]
+    html = templates.get_template("index.html").render(roots=roots, public_url=public)
+    return HTMLResponse(html)
+
+
 @router.get("/roots/{root:path}", response_class=HTMLResponse)
 async def root_page(
     root: str,

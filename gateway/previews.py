@@ -15,22 +15,17 @@ from __future__ import annotations
 
 import html
 import json
-import re
-from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, Response
-from markdown_it import MarkdownIt
-from markdown_it.renderer import RendererHTML
-from markdown_it.token import Token
-from markdown_it.utils import EnvType, OptionsDict
 from pydantic import ValidationError
 
 from gateway.context import GatewayDep
 from shared.contracts.preview import PreviewPointer, preview_latest_key, preview_prefix
+from shared.review.markdown_html import render_markdown
 from shared.stores.blob import BlobStore
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
@@ -136,62 +131,3 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #d1d9e0; padd
 </main>
 </body></html>
 """
-
-
-# --------------------------------------------------------------------------- Markdown
-
-
-# Tags the report uses; anything else in raw HTML is shown as text.
-_ALLOWED_TAG = re.compile(
-    r"</?(?:details|summary|code|b|strong|em|i|sub|sup|kbd)>|<details open>|<br ?/?>",
-    re.IGNORECASE,
-)
-_TAG = re.compile(r"<[^<>]*>")
-_ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
-
-
-def _escape_text(text: str) -> str:
-    """Escape text from a raw HTML block, keeping the character references it already has."""
-    out, last = [], 0
-    for match in _ENTITY.finditer(text):
-        out.append(html.escape(text[last : match.start()], quote=False))
-        out.append(match.group(0))
-        last = match.end()
-    out.append(html.escape(text[last:], quote=False))
-    return "".join(out)
-
-
-def _safe_html(raw: str) -> str:
-    out, last = [], 0
-    for match in _TAG.finditer(raw):
-        out.append(_escape_text(raw[last : match.start()]))
-        tag = match.group(0)
-        out.append(tag if _ALLOWED_TAG.fullmatch(tag) else html.escape(tag, quote=False))
-        last = match.end()
-    out.append(_escape_text(raw[last:]))
-    return "".join(out)
-
-
-def _html_block(
-    renderer: RendererHTML,
-    tokens: Sequence[Token],
-    idx: int,
-    options: OptionsDict,
-    env: EnvType,
-) -> str:
-    return _safe_html(tokens[idx].content)
-
-
-def markdown_renderer() -> MarkdownIt:
-    """CommonMark + tables, raw HTML limited to the report's own tags, links validated."""
-    md = MarkdownIt("commonmark", {"html": True}).enable("table")
-    md.add_render_rule("html_block", _html_block)
-    md.add_render_rule("html_inline", _html_block)
-    return md
-
-
-_MD = markdown_renderer()
-
-
-def render_markdown(text: str) -> str:
-    return str(_MD.render(text))

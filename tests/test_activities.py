@@ -317,10 +317,10 @@ def test_an_unexpected_render_error_keeps_its_message_out(
     # value it choked on. Temporal stores the message and the check run shows it.
     secret = "hunter2-plaintext"
 
-    def broken(path: Path, root: str) -> None:
+    def broken(path: Path, root: str, **_: object) -> None:
         raise KeyError(secret)  # the traceback shows source lines: keep the value out of them
 
-    monkeypatch.setattr("activities.render.render_checkout", broken)
+    monkeypatch.setattr("activities.render.render_with_warnings", broken)
     head = world.commit({"deployments/solo/apps/app/deployment.yaml": one_app("web")})
     with caplog.at_level("DEBUG"), pytest.raises(ApplicationError) as info:
         world.render_at(head, "solo", "dep-odd")

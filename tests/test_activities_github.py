@@ -119,7 +119,10 @@ def test_completed_run_asked_back_in_progress_is_replaced(
             actions=[checkrun.APPROVE, checkrun.REJECT],
         ),
     )
-    publishing = call(activities, request(first.check_run_id, status="in_progress", title="Pub"))
+    diff = "```diff\n+a\n```\n"
+    publishing = call(
+        activities, request(first.check_run_id, status="in_progress", title="Pub", text=diff)
+    )
     assert publishing.check_run_id != first.check_run_id
     new = emulator.check_run(publishing.check_run_id)
     assert (new.name, new.status, new.state["external_id"]) == (
@@ -131,6 +134,13 @@ def test_completed_run_asked_back_in_progress_is_replaced(
     old = emulator.check_run(first.check_run_id)
     assert (old.status, old.conclusion, old.actions) == ("completed", "neutral", [])
     assert old.output["title"] == "Superseded"
+    # It keeps the diff that was reviewed and points at the job page, where things go on.
+    assert old.output["text"] == diff
+    assert old.output["summary"] == (
+        f"This deployment continues in check run {publishing.check_run_id}. Its job page has "
+        "the timeline, the log and the full diff: http://rollwright.test/jobs/dep-1"
+    )
+    assert old.state["details_url"] == "http://rollwright.test/jobs/dep-1"
     # from then on the new run is the one updated
     done = call(
         activities,

@@ -41,7 +41,9 @@ def test_render_matches_golden(tmp_path: Path, capsys: pytest.CaptureFixture[str
     argv = ["render", "--repo", str(FLEET), "--out", str(tmp_path)]
     for root in GOLDEN_ROOTS:
         argv += ["--root", root]
-    assert run(capsys, *argv) == (0, "", "")
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (0, "")
+    assert err.startswith(f"rendered {len(GOLDEN_ROOTS)} root(s), ") and err.count("\n") == 1
     assert_golden(tmp_path, "bootstrap-fleet", GOLDEN_ROOTS)
 
 
@@ -180,11 +182,12 @@ def test_generators_and_template_are_required(tmp_path: Path) -> None:
     (fleet / SET / "production/values.yaml").write_text(
         "applicationsets:\n  management-cluster-root:\n    generators: null\n"
     )
+    # One mistake, reported once with the roots it fails.
     assert [str(p) for p in validate_fleet(WorkTree(fleet))] == [
-        f'{SET}/values.yaml: rendering root "{root}": ApplicationSet '
+        f"{SET}/values.yaml: ApplicationSet "
         "'management-cluster-root' has no generators (set it in values.yaml or "
-        "config/infra-cluster/applicationset-defaults.yaml)"
-        for root in ("infra-cluster/production/europe-west1", "infra-cluster/production/us-east1")
+        "config/infra-cluster/applicationset-defaults.yaml) (in 2 roots: "
+        "infra-cluster/production/europe-west1, infra-cluster/production/us-east1)"
     ]
 
 

@@ -343,7 +343,9 @@ def test_hierarchy_gotmpl_does_not_see_release_values(tmp_path: Path) -> None:
         echo(base, ROOT)
     assert caught.value.path == f"{DEP}/values.yaml.gotmpl"
     assert caught.value.line == 1
-    assert 'map has no entry for key "fromInstance"' in str(caught.value)
+    assert "Go template error in {{ .fromInstance }}: key 'fromInstance' is not set" in str(
+        caught.value
+    )
 
 
 def test_helmfile_is_rendered_with_the_environment_and_atlas(tmp_path: Path) -> None:

@@ -33,7 +33,11 @@ def test_roots(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_validate_passes(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "validate", "--repo", str(EXAMPLE)) == (0, "", "")
+    assert run(capsys, "validate", "--repo", str(EXAMPLE)) == (
+        0,
+        "",
+        f"{len(ROOTS)} root(s) checked: no problems found\n",
+    )
 
 
 def test_values_of_the_overriding_cluster_deployment(capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,7 +66,9 @@ def test_values_without_release_lists_the_choices(capsys: pytest.CaptureFixture[
 
 def test_render_matches_golden(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    assert run(capsys, "render", "--repo", str(EXAMPLE), "--out", str(out)) == (0, "", "")
+    code, stdout, err = run(capsys, "render", "--repo", str(EXAMPLE), "--out", str(out))
+    assert (code, stdout) == (0, "")
+    assert err.startswith(f"rendered {len(ROOTS)} root(s), ") and err.count("\n") == 1
     assert_matches_golden(out, GOLDEN)
 
 

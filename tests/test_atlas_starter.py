@@ -62,7 +62,10 @@ def test_starter_fleet_renders_unchanged_against_golden(
     out = tmp_path / "out"
     assert cli.main(["render", "--repo", str(FLEET), "--out", str(out)]) == 0
     captured = capsys.readouterr()
-    assert captured.err == ""  # nothing from Helm's Go side on the terminal
+    # Nothing from Helm's Go side on the terminal: only the two commands' summaries.
+    assert captured.err.splitlines()[0] == "1 root(s) checked: no problems found"
+    assert captured.err.splitlines()[1].startswith("rendered 1 root(s), ")
+    assert len(captured.err.splitlines()) == 2
     assert fingerprint(FLEET) == before  # rendered with no change to the fleet
     assert_matches_golden(out, GOLDEN)
 

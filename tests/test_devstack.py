@@ -418,50 +418,107 @@ def test_rollwright_dev_runs_and_stops_cleanly(tmp_path: Path, stop_signal: sign
         assert not port_in_use(port), port
 
 
-@pytest.mark.timeout(240)
-def test_rollwright_demo_succeeds_and_names_a_failing_step(tmp_path: Path) -> None:
-    """`rollwright demo` exits 0 after every step on the example fleet; on a fleet whose
-    changed root cannot render it exits 1 naming the step, with the check run's reason."""
-    env = inherited_env()
-    cwd = Path(__file__).resolve().parents[1]
-    ok = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "demo", "--data-dir", str(tmp_path / "ok")],
+def _demo(*args: str, timeout: float = 200) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shared.cli", "demo", *args],
         capture_output=True,
         text=True,
-        env=env,
-        cwd=cwd,
-        timeout=200,
+        env=inherited_env(),
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=timeout,
     )
+
+
+@pytest.mark.timeout(240)
+def test_rollwright_demo_succeeds_and_names_a_failing_step(tmp_path: Path) -> None:
+    """`rollwright demo` exits 0 after every step on the example fleet, and without --keep
+    prints no link to the stack it stops but says how to keep it; on a fleet whose changed
+    root cannot render it exits 1 naming the step, with the check run's reason, and keeps
+    the logs it names."""
+    ok = _demo("--data-dir", str(tmp_path / "ok"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     for number in range(1, 10):
         assert f"[{number}/9]" in ok.stdout
-    assert re.search(r"job page\s+http://127\.0\.0\.1:\d+/jobs/[0-9a-f-]{36}", ok.stdout)
     assert re.search(r"/jobs/[0-9a-f-]{36}: published, [1-9]\d* states in the timeline", ok.stdout)
     assert "every step happened" in ok.stdout
     assert "REGION: eu-central-1" in ok.stdout  # the diff excerpt shows the change
-    assert re.search(r"Temporal UI \(deploy workflow\)\s+http://127\.0\.0\.1:\d+/", ok.stdout)
-    assert re.search(r"check run \(result\)\s+http://127\.0\.0\.1:\d+/acme/", ok.stdout)
+    after = ok.stdout.split("every step happened", 1)[1]
+    assert "http://" not in after  # the stack is stopped: no dead links
+    assert "make demo DEMO_ARGS=--keep" in after
+    assert f"Its files stay in {tmp_path / 'ok'}" in after
 
     broken = tmp_path / "broken-fleet"
     shutil.copytree(EXAMPLES / "atlas-fleet", broken)
     app = broken / "deployments/staging/cluster-a/apps/cert-operator/deployment.yaml"
     app.write_text("apps:\n  - template: no-such-template\n")
-    failed = subprocess.run(
-        [
-            *(sys.executable, "-m", "shared.cli", "demo", "--fleet", str(broken)),
-            *("--data-dir", str(tmp_path / "broken"), "--step-timeout", "60"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=200,
-    )
+    # No --data-dir: a temporary directory, which a failure must not take the logs with.
+    failed = _demo("--fleet", str(broken), "--step-timeout", "60")
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "FAILED at step: check run asks for review with the diff" in failed.stderr
     assert "concluded failure" in failed.stderr
     assert "no-such-template" in failed.stderr
     assert "every step happened" not in failed.stdout
+    found = re.search(r"logs: (\S+) \(kept\)", failed.stderr)
+    assert found, failed.stderr
+    logs = Path(found[1])
+    try:
+        assert sorted(p.name for p in logs.glob("*.log")), logs  # worker.log, gateway.log, ...
+    finally:
+        shutil.rmtree(logs.parent, ignore_errors=True)
+
+
+@pytest.mark.timeout(240)
+def test_rollwright_demo_on_the_dimensions_fleet(tmp_path: Path) -> None:
+    """`--fleet examples/dimensions-fleet` runs the dimensions scenario to the end; a
+    dimensions fleet without what the scenario changes is refused before anything starts."""
+    ok = _demo("--fleet", str(EXAMPLES / "dimensions-fleet"), "--data-dir", str(tmp_path / "d"))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "every step happened" in ok.stdout
+    assert "management-cluster/integration/int-sector-1/us-central1" in ok.stdout
+    assert "region: eu-central-1" in ok.stdout  # in the reviewed diff
+
+    other = tmp_path / "other"
+    shutil.copytree(EXAMPLES / "dimensions-fleet", other)
+    shutil.rmtree(other / "config/management-cluster/prometheus")
+    config = other / "config/config.yaml"
+    config.write_text(config.read_text().replace("      - prometheus\n", "", 1))
+    refused = _demo("--fleet", str(other), "--data-dir", str(tmp_path / "r"), timeout=60)
+    assert refused.returncode == 1
+    assert "is a dimensions fleet without root" in refused.stderr
+    assert "use examples/dimensions-fleet or a copy of it" in refused.stderr
+    assert not (tmp_path / "r").exists()  # refused before the stack started
+
+
+@pytest.mark.timeout(240)
+def test_rollwright_demo_keep_prints_the_links_of_a_running_stack(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shared.cli", "demo", "--keep", "--data-dir", str(tmp_path / "k")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=inherited_env(),
+        cwd=Path(__file__).resolve().parents[1],
+        preexec_fn=_interruptible,
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    for line in proc.stdout:
+        lines.append(line.rstrip())
+        if "keeps running" in line or proc.poll() is not None:
+            break
+    output = "\n".join(lines)
+    try:
+        assert "The stack keeps running (--keep)" in output, output
+        found = re.search(r"job page\s+(http://127\.0\.0\.1:\d+/jobs/[0-9a-f-]{36})", output)
+        assert found, output
+        assert re.search(r"Temporal UI \(deploy workflow\)\s+http://127\.0\.0\.1:\d+/", output)
+        assert re.search(r"check run \(result\)\s+http://127\.0\.0\.1:\d+/acme/", output)
+        with urllib.request.urlopen(found[1], timeout=10) as page:  # it still answers
+            assert page.status == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
 
 
 @pytest.mark.timeout(120)

@@ -352,7 +352,7 @@ CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
     ),
     "OWNERS with an unknown key": (
         {"config/mc/b/OWNERS": "approvers: [x]\napprover: [y]\n"},
-        ["config/mc/b/OWNERS:2: warning: unknown key 'approver'"],
+        ["config/mc/b/OWNERS:2: warning: unknown key 'approver' (did you mean 'approvers'?)"],
     ),
     "metadata name mismatch": (
         {"config/mc/a/metadata.yaml": "name: b\n"},
@@ -456,18 +456,19 @@ def test_render_errors_name_the_application(tmp_path: Path) -> None:
     files = base_files()
     files["config/mc/b/e2/values.yaml"] = app_values("b", {"destination": None})
     assert problems_of(tmp_path, files) == [
-        "config/mc/b/values.yaml: rendering root \"mc/e2/s3/r3\": application 'b' has no "
-        "destination (set it in values.yaml or config/mc/application-defaults.yaml)"
+        "config/mc/b/values.yaml: application 'b' has no destination (set it in values.yaml "
+        "or config/mc/application-defaults.yaml) (in root mc/e2/s3/r3)"
     ]
 
 
 def test_template_errors_in_values_are_fleet_errors(tmp_path: Path) -> None:
     files = base_files()
     files["config/mc/a/e1/values.yaml"] = app_values("a", {"project": "{{ .Values.nope.x }}"})
+    # Once, with the roots it fails (not once per root), in words: `.Values.nope` is unset.
     assert problems_of(tmp_path, files) == [
-        f"config/mc/a: rendering root \"{root}\": application 'a': templating in its values "
-        'failed: executing "gotpl" at <.Values.nope.x>: nil pointer evaluating interface {}.x'
-        for root in sorted(E1)
+        "config/mc/a: application 'a': templating in its values failed: Go template error in "
+        "{{ .Values.nope.x }}: cannot read 'x': .Values.nope is not set "
+        f"(in {len(E1)} roots: {', '.join(sorted(E1))})"
     ]
 
 

@@ -47,7 +47,9 @@ def test_roots(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_validate_passes(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "validate", "--repo", str(EXAMPLE)) == (0, "", "")
+    code, out, err = run(capsys, "validate", "--repo", str(EXAMPLE))
+    assert (code, out) == (0, "")
+    assert err == "16 root(s) checked: no problems found\n"
 
 
 def test_values_show_the_patch_in_integration_only(capsys: pytest.CaptureFixture[str]) -> None:
@@ -88,7 +90,9 @@ def test_render_matches_golden(tmp_path: Path, capsys: pytest.CaptureFixture[str
     argv = ["render", "--repo", str(EXAMPLE), "--out", str(tmp_path)]
     for root in GOLDEN_ROOTS:
         argv += ["--root", root]
-    assert run(capsys, *argv) == (0, "", "")
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (0, "")
+    assert err.startswith(f"rendered {len(GOLDEN_ROOTS)} root(s), ") and err.count("\n") == 1
     assert_golden(tmp_path, "dimensions-fleet", GOLDEN_ROOTS)
 
 
@@ -134,4 +138,4 @@ def test_validate_reports_a_broken_copy(tmp_path: Path, capsys: pytest.CaptureFi
         "management-cluster/integration/int-sector-1/us-central1, "
         "management-cluster/integration/int-sector-2/us-central1",
     ]
-    assert err == "2 problem(s) found\n"
+    assert err == "16 root(s) checked: 2 problem(s) found\n"

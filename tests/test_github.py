@@ -772,14 +772,17 @@ def test_check_run_page_and_button_click_over_http(
         "dep-9",
         "completed",
         None,
-        output(text="<b>diff</b>"),
+        output(text="**Compared with** `abc`\n\n<script>alert(1)</script>"),
         [APPROVE, REJECT],
         conclusion="action_required",
     )
     with httpx.Client(base_url=emulator.url, timeout=10) as http:
         page = http.get(f"/acme/fleet/runs/{run_id}")
         assert page.status_code == 200
-        assert "&lt;b&gt;diff&lt;/b&gt;" in page.text
+        # The text as GitHub shows it: Markdown rendered, other markup escaped.
+        assert "<strong>Compared with</strong> <code>abc</code>" in page.text
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+        assert "<script>" not in page.text
         assert 'name="identifier" value="approve"' in page.text
         clicked = http.post(
             f"/_emulator/check-runs/{run_id}/click",

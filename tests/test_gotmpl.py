@@ -102,7 +102,14 @@ def test_env_is_what_rollwright_yaml_declares(host: gotmpl.Host) -> None:
     [
         ('a: 1\n{{ exec "pwd" (list) }}\n', 2, "exec is refused: it would run commands"),
         ('a\nb\n{{ .Values | get "missing" }}\n', 3, 'get "missing": no value exists for key'),
-        ("a\n{{ .nope }}\n", 2, 'map has no entry for key "nope"'),  # missingkey=error
+        ("a\n{{ .nope }}\n", 2, "Go template error in {{ .nope }}: key 'nope' is not set"),
+        ("{{ .emtpy }}", 1, "key 'emtpy' is not set (did you mean 'empty'?)"),
+        ("{{ .Values.emtpy }}", 1, "key 'emtpy' is not set (did you mean 'empty'?)"),
+        ("{{ .a | upperr }}", 1, "syntax error: unknown function 'upperr' (did you mean 'upper'?)"),
+        ("{{ .a }", 1, 'Go template syntax error: unexpected "}" in operand (a "}}" with'),
+        ("{{ if .a }}x", 1, "the file ends inside an action or block"),
+        ("{{ .a.b.c.d }}", 1, "cannot read 'd': the value it is read from is not a map"),
+        ("{{ .empty 3 }}", 1, "'empty' is a value, not a function: it takes no arguments"),
         ('{{ readFile "/etc/passwd" }}', 1, "absolute paths are not allowed"),
         ('x\n{{ readFile "../outside" }}', 2, "points outside the repository"),
         ('{{ readFile "deployments/secret.txt" }}', 1, "may not read files under deployments/"),

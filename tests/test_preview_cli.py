@@ -4,6 +4,9 @@ rendered tree."""
 from __future__ import annotations
 
 import json
+import os
+import pty
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from shared.cli.main import main
+from shared.review.report import WORKING_TREE, repro_command
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import commit_all, git, init_repo, write_files
 from tests.preview_support import CONFIGMAP, DEPLOYMENT, commit, web_repo
@@ -69,7 +73,9 @@ def test_head_error_exits_2_base_error_warns(
     ("args", "message"),
     [
         (["nope", "HEAD"], "error: revision 'nope' is not a commit of"),
-        (["HEAD"], "error: diff needs BASE and HEAD revisions (or --check)"),
+        ([], "error: diff needs a revision: BASE compares it with the working tree"),
+        (["HEAD", "--format", "text"], "error: --format text is for --check"),
+        (["--check", "--format", "unified"], "error: --check prints text or json"),
         (["HEAD~1", "HEAD", "--check"], "error: --check compares the working tree"),
         (["HEAD~1", "HEAD", "--root", "x/y"], "error: unknown root 'x/y': neither revision"),
     ],
@@ -97,8 +103,9 @@ def test_json_format_is_stable(tmp_path: Path, capsys: pytest.CaptureFixture[str
     doc = json.loads(out)
     assert list(doc) == [
         "format", "base", "head", "all_roots", "failed", "changed", "warnings", "error",
-        "counts", "roots",
+        "counts", "roots", "working_tree",
     ]  # fmt: skip
+    assert doc["working_tree"] is False
     assert doc["format"] == "rollwright.preview/v1"
     assert doc["head"] == git(repo, "rev-parse", "HEAD")
     assert doc["counts"] == {
@@ -267,3 +274,104 @@ def test_the_console_script_runs_as_a_pre_commit_hook(
         f"rendered/g/c2/{CONFIGMAP}: out of date",
         f"rendered/g/c2/{DEPLOYMENT}: out of date",
     ]
+
+
+def test_diff_rev_compares_the_working_tree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = web_repo(tmp_path / "fleet")
+    code, out, _ = run(capsys, "HEAD", "--repo", str(repo), "--format", "unified")
+    assert code == 0 and "# rollwright diff " in out and "..working tree" in out
+    # Uncommitted (tracked) and untracked changes both count; nothing is committed.
+    write_files(repo, {"deployments/g/c1/cluster.values.yaml": {"cluster": "g/c1", "replicas": 7}})
+    write_files(repo, {"deployments/g/c2/apps/extra/deployment.yaml": one_app("web")})
+    code, out, err = run(capsys, "main", "--repo", str(repo), "--format", "json")
+    assert code == 1, err
+    doc = json.loads(out)
+    assert doc["working_tree"] is True and doc["head"] == "working tree"
+    assert doc["base"] == git(repo, "rev-parse", "main")
+    assert {r["root"]: r["status"] for r in doc["roots"]} == {"g/c1": "changed", "g/c2": "changed"}
+    assert "+  replicas: 7" in doc["roots"][0]["resources"][0]["diff"]
+    code, out, _ = run(capsys, "main", "--repo", str(repo))
+    assert "→ head `working tree`" in out
+    assert repro_command("main", WORKING_TREE, "g/c1") == "rollwright diff main --root g/c1"
+    assert git(repo, "status", "--porcelain") != ""  # the working tree was only read
+    # A broken working tree fails like a broken head revision, naming the file.
+    write_files(repo, {"deployments/g/c1/cluster.values.yaml": "a: [\n"})
+    code, _, err = run(capsys, "main", "--repo", str(repo), "--format", "unified")
+    assert code == 2 and "does not render at working tree" in err
+    assert "deployments/g/c1/cluster.values.yaml" in err and str(repo) not in err
+
+
+def test_terminal_gets_a_coloured_unified_diff(tmp_path: Path) -> None:
+    """On a terminal (a real pty), no --format: unified and coloured; NO_COLOR turns the
+    colour off; in a pipe, Markdown as before."""
+    repo = web_repo(tmp_path / "fleet")
+    commit(repo, {"deployments/g/c1/cluster.values.yaml": {"cluster": "g/c1", "replicas": 4}})
+    script = str(Path(sys.executable).parent / "rollwright")
+
+    def on_terminal(env: dict[str, str]) -> str:
+        leader, follower = pty.openpty()
+        proc = subprocess.Popen(
+            [script, "diff", "HEAD~1", "HEAD"], cwd=repo, stdout=follower, env=env
+        )
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # EIO: the other end closed
+                break
+            if not data:
+                break
+            chunks.append(data)
+        assert proc.wait(timeout=120) == 1
+        os.close(leader)
+        return b"".join(chunks).decode().replace("\r\n", "\n")
+
+    plain_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    shown = on_terminal(plain_env)
+    assert "\x1b[32m+  replicas: 4\x1b[m" in shown
+    assert f"\x1b[1m--- a/g/c1/{DEPLOYMENT}\x1b[m" in shown
+    assert "<details>" not in shown and "### rollwright preview" not in shown
+    no_colour = on_terminal({**plain_env, "NO_COLOR": "1"})
+    assert "\x1b[" not in no_colour and "+  replicas: 4" in no_colour
+    piped = subprocess.run(
+        [script, "diff", "HEAD~1", "HEAD"], cwd=repo, capture_output=True, text=True, check=False
+    )
+    assert piped.returncode == 1 and piped.stdout.startswith("### rollwright preview\n")
+    forced = subprocess.run(
+        [script, "diff", "HEAD~1", "HEAD", "--format", "unified", "--color", "always"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "\x1b[32m+  replicas: 4\x1b[m" in forced.stdout
+
+
+def test_check_without_rendered_tree_is_one_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = web_repo(tmp_path / "fleet")
+    code, out, err = run(capsys, "--check", "--repo", str(repo))
+    assert code == 1 and out == ""
+    assert err.splitlines() == [
+        "error: rendered/ does not exist: create it with `rollwright render --out rendered` "
+        f"in {repo} and commit it, or point --rendered at the rendered tree"
+    ]
+    code, out, _ = run(capsys, "--check", "--repo", str(repo), "--format", "json")
+    assert code == 1 and json.loads(out)["exists"] is False
+
+
+def test_check_collapses_a_missing_root_and_speaks_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = rendered_repo(tmp_path, capsys)
+    shutil.rmtree(repo / "rendered/g/c2")
+    code, out, _ = run(capsys, "--check", "--repo", str(repo))
+    assert code == 1 and out.splitlines() == ["rendered/g/c2/: missing (3 files)"]
+    code, out, _ = run(capsys, "--check", "--repo", str(repo), "--format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["up_to_date"] is False and doc["roots"] == 2
+    assert doc["problems"] == [{"path": "rendered/g/c2/", "problem": "missing (3 files)"}]

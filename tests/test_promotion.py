@@ -503,6 +503,44 @@ def test_rollout_status_text_and_json(repo: Path, capsys: pytest.CaptureFixture[
     assert code == 2 and "no patch with id 'nope'" in err
 
 
+def test_rollout_status_shows_a_blocked_node_with_the_reason(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The issue's case: integration runs a cert-manager older than the patch needs. The patch
+    # is not applied there (its roots refuse to render), and the status says so, by node.
+    values = repo / "config/management-cluster/cert-manager/integration/values.yaml"
+    values.write_text(values.read_text().replace("v1.15.1", "v1.12.0"))
+    code, out, _ = run(capsys, "rollout", "status", "--repo", str(repo))
+    assert code == 0
+    assert "  active on:    integration (blocked)\n" in out
+    blocked = next(line for line in out.splitlines() if line.startswith("  blocked:"))
+    assert blocked == (
+        "  blocked:      integration: dependency /cert-manager/source/targetRevision >=v1.13.0 "
+        "is not met at management-cluster/integration/int-sector-1/europe-west1, "
+        "management-cluster/integration/int-sector-1/us-central1, "
+        "management-cluster/integration/int-sector-2/us-central1 (found 'v1.12.0'); the patch "
+        "is not applied there and those roots refuse to render until it is met"
+    )
+    code, out, _ = run(capsys, "rollout", "status", "--format", "json", "--repo", str(repo))
+    [item] = json.loads(out)
+    assert [b["node"] for b in item["blocked"]] == ["integration"]
+    assert "(found 'v1.12.0')" in item["blocked"][0]["reason"]
+    # render and diff say why too: the roots refuse with the dependency and the value found
+    code, _, err = run(capsys, "render", "--repo", str(repo), "--out", str(repo / "out"))
+    assert code == 1
+    assert "dependency /cert-manager/source/targetRevision >=v1.13.0 of patch" in err
+    assert "is not met (found 'v1.12.0'), so the patch is not applied at" in err
+
+
+def test_rollout_status_of_a_healthy_patch_has_no_blocked_node(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "rollout", "status", "--format", "json", "--repo", str(repo))
+    assert code == 0
+    [item] = json.loads(out)
+    assert item["blocked"] == []
+
+
 # --- graduation keeps the values files as people wrote them ---------------------------------
 
 COMMENTED_BASE = """\

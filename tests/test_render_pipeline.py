@@ -410,7 +410,11 @@ def test_json_patch_that_cannot_apply_is_an_error(fleet: Path) -> None:
             "patch": [{"op": "replace", "path": "/spec/missing/deep", "value": 1}],
         }
     ]
-    with pytest.raises(FleetError, match=r"jsonPatches\[0\]: applying to Service 'shop'"):
+    with pytest.raises(
+        FleetError,
+        match=r"jsonPatches\[0\]: patch\[0\] \(replace /spec/missing/deep\): applying to "
+        r"Service 'shop': member 'missing' not found$",
+    ):
         render(spec(chart(), json_patches=patches), fleet)
 
 

@@ -60,7 +60,7 @@ def test_validate_warns_with_both_files_and_lines(
     assert line == warning(ZONE_B, ZONE_B).replace(
         ": /hypershift", ": warning: /hypershift", 1
     ).format(copy=COPY)
-    assert err == "1 warning(s) found\n"
+    assert err.endswith(" root(s) checked: 1 warning(s) found\n")
     # the merge order is kept: the patch wins
     values = Fleet.open(WorkTree(fleet)).values(f"management-cluster/{ZONE_B}")
     assert values["applications"]["hypershift"]["source"]["targetRevision"] == "v4.18.0"

@@ -670,9 +670,9 @@ async def test_a_merge_past_a_full_queue_is_refused_on_its_check_run() -> None:
 
 
 @scenario
-async def test_an_unlock_of_a_long_queue_starts_the_next_deployment_after_one_batch() -> None:
-    # An Unlock rewrites every waiting merge's check run; the first of them starts after one
-    # batch of those writes, and the rest are written while it runs.
+async def test_an_unlock_of_a_long_queue_starts_the_next_deployment_before_its_writes() -> None:
+    # An Unlock rewrites every waiting merge's check run; the first of them starts before
+    # those writes, which are done while it runs.
     queued = [sha(f"u{n}") for n in range(120)]  # three batches
     world = World(latest={ROOT: latest(L, trigger="manual")})
     async with harness(world) as h:
@@ -695,7 +695,7 @@ async def test_an_unlock_of_a_long_queue_starts_the_next_deployment_after_one_ba
                 steps.append(event.activity_task_scheduled_event_attributes.activity_type.name)
             elif event.HasField("start_child_workflow_execution_initiated_event_attributes"):
                 break
-        assert steps.count(ACT_QUEUE_CHECK_RUNS) == 1, steps
+        assert ACT_QUEUE_CHECK_RUNS not in steps, steps
 
 
 @scenario

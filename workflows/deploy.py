@@ -103,10 +103,9 @@ DETACHED_CHECK = timedelta(minutes=30)
 # A merge beyond it is refused on its check run; manual deployments are always queued.
 MAX_QUEUED = 10_000
 PATCH_QUEUE_FULL = "deploy-queue-full"
-# Queued check runs and rows give way to a deployment that can start: once one can, at most
-# one more batch is written before it starts (checked between batches, so a deployment that
-# ends during a long rewrite is followed at once); the rest are written while it runs. Older
-# histories wrote every batch first.
+# Queued check runs and rows give way to a deployment that can start: none is written while
+# one can (checked between batches, so a deployment that ends during a long rewrite is
+# followed at once); they are written while it runs. Older histories wrote every batch first.
 PATCH_WRITES_YIELD = "deploy-writes-yield"
 
 
@@ -422,11 +421,11 @@ class DeployWorkflow:
     def _writes_yield(self) -> bool:
         return self.bounded and workflow.patched(PATCH_WRITES_YIELD)
 
-    def _writing_on(self, yields: bool, batches: int) -> bool:
+    def _writing_on(self, yields: bool) -> bool:
         """Bounded writes: another batch, unless the history should continue as new (the
-        rest are carried) or, when they yield, a deployment can start and one batch was
-        written since this call began."""
-        return not self._continuing() and not (yields and batches and self._next_may_start())
+        rest are carried) or, when they yield, a deployment can start. The item that starts
+        may have no check run yet: its deployment creates one."""
+        return not self._continuing() and not (yields and self._next_may_start())
 
     def _next_may_start(self) -> bool:
         """A deployment can start, or the running one has ended and the next may follow."""
@@ -800,24 +799,16 @@ class DeployWorkflow:
             self.unrecorded = []
             return
         if self.bounded:
-            # a batch per activity, for as long as `_writing_on` lets
-            batches = 0
-            while self.unrecorded and self._writing_on(yields, batches):
-                batches += 1
+            # the item about to start first, alone; then a batch per activity, for as long as
+            # `_writing_on` lets
+            front = self._starting(yields)
+            if front is not None and front.deployment_id in self.unrecorded:
+                self.unrecorded.remove(front.deployment_id)
+                await self._record_rows([front])
+            while self.unrecorded and self._writing_on(yields):
                 wanted = set(self.unrecorded[:QUEUED_BATCH])
                 self.unrecorded = self.unrecorded[QUEUED_BATCH:]
-                rows = [self._history(i, "queued") for i in self.queue if i.deployment_id in wanted]
-                if not rows:
-                    continue
-                try:
-                    await calls.run(
-                        ACT_RECORD_DEPLOYMENTS,
-                        DeploymentRecords(records=rows),
-                        options=calls.RECORD,
-                        result_type=type(None),
-                    )
-                except ActivityError as err:
-                    workflow.logger.warning("recording queued items failed: %s", err.cause)
+                await self._record_rows([i for i in self.queue if i.deployment_id in wanted])
             return
         pending, self.unrecorded = self.unrecorded, []
         for item in [i for i in self.queue if i.deployment_id in pending]:
@@ -833,33 +824,56 @@ class DeployWorkflow:
                     "recording queued %s failed: %s", item.deployment_id, err.cause
                 )
 
+    async def _record_rows(self, items: list[QueueItem]) -> None:
+        if not items:
+            return
+        try:
+            await calls.run(
+                ACT_RECORD_DEPLOYMENTS,
+                DeploymentRecords(records=[self._history(i, "queued") for i in items]),
+                options=calls.RECORD,
+                result_type=type(None),
+            )
+        except ActivityError as err:
+            workflow.logger.warning("recording queued items failed: %s", err.cause)
+
+    def _starting(self, yields: bool) -> QueueItem | None:
+        """The item about to start, when writes yield to it."""
+        return self.queue[0] if yields and self._item_ready() else None
+
     async def _write_changed_check_runs(self, yields: bool = False) -> None:
         """Bounded: write the queued check runs that changed (new items, promoted ones, all
         merged ones when the lock comes or goes), a batch per activity in the order they
-        changed, for as long as `_writing_on` lets."""
-        batches = 0
-        while self.changed and self._writing_on(yields, batches):
-            batches += 1
+        changed, for as long as `_writing_on` lets. When they yield to an item about to start
+        that has no check run yet, that one is written alone first: a push shows as queued
+        at once, as before."""
+        front = self._starting(yields)
+        if front is not None and front.check_run_id is None and front.deployment_id in self.changed:
+            del self.changed[front.deployment_id]
+            await self._write_check_runs([front])
+        while self.changed and self._writing_on(yields):
             wanted = set(itertools.islice(self.changed, QUEUED_BATCH))
             for deployment_id in wanted:
                 del self.changed[deployment_id]
-            items = [i for i in self.queue if i.deployment_id in wanted]
-            if not items:
-                continue
-            requests = [self._queued_request(i) for i in items]
-            try:
-                written = await calls.run(
-                    ACT_QUEUE_CHECK_RUNS,
-                    CheckRunBatch(requests=requests),
-                    options=calls.GITHUB_BATCH,
-                    result_type=CheckRunRefs,
-                )
-            except ActivityError as err:
-                # Check runs only show the queue: never fail the root's queue for them.
-                workflow.logger.warning("queued check runs failed: %s", err.cause)
-                continue
-            for item, ref in zip(items, written.refs, strict=False):
-                item.check_run_id = ref.check_run_id
+            await self._write_check_runs([i for i in self.queue if i.deployment_id in wanted])
+
+    async def _write_check_runs(self, items: list[QueueItem]) -> None:
+        if not items:
+            return
+        requests = [self._queued_request(i) for i in items]
+        try:
+            written = await calls.run(
+                ACT_QUEUE_CHECK_RUNS,
+                CheckRunBatch(requests=requests),
+                options=calls.GITHUB_BATCH,
+                result_type=CheckRunRefs,
+            )
+        except ActivityError as err:
+            # Check runs only show the queue: never fail the root's queue for them.
+            workflow.logger.warning("queued check runs failed: %s", err.cause)
+            return
+        for item, ref in zip(items, written.refs, strict=False):
+            item.check_run_id = ref.check_run_id
 
     def _queued_request(self, item: QueueItem) -> CheckRunRequest:
         """A queued item's check run: waiting for an Unlock, or queued with where it stands."""

@@ -58,7 +58,8 @@ def add_parsers(sub: Any) -> None:
         "--fleet",
         type=Path,
         default=None,
-        help="example fleet to copy (default: examples/atlas-fleet of this checkout)",
+        help="example fleet to copy, either layout (default: examples/atlas-fleet of this "
+        "checkout; examples/dimensions-fleet works too)",
     )
     p.add_argument(
         "--keep", action="store_true", help="leave the stack running afterwards, until Ctrl-C"

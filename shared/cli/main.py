@@ -1,17 +1,22 @@
 """The `rollwright` command line: render, inspect and validate a fleet checkout locally.
 
-    rollwright roots [--repo DIR] [--changed BASE..HEAD]
+    rollwright roots [--repo DIR] [--changed BASE..HEAD] [--format text|json]
     rollwright values ROOT [--repo DIR] [--release DEPLOYMENT/RELEASE] [--reveal[=force]]
+                      [--format yaml|json]
     rollwright render [--repo DIR] --out OUT [--root ROOT ...] [--jobs N] [--reveal[=force]]
-    rollwright validate [--repo DIR] [--strict]
+                      [--format text|json]
+    rollwright validate [--repo DIR] [--strict] [--format text|json]
 
 Bad input never shows a traceback: fleet mistakes print `path:line: message` and exit 1.
+`render` and `validate` end with a one-line summary on stderr, in a terminal or a pipe, so a
+script's log says what happened; `--format json` puts the structured result on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import sys
 import time
@@ -25,11 +30,11 @@ from shared.cli import diff as preview_cli
 from shared.cli import rollout as rollout_cli
 from shared.engine import parallel, yamldoc
 from shared.engine.affected import affected_between
-from shared.engine.errors import FleetError, FleetErrors
+from shared.engine.errors import ROOTS_NAMED, FleetError, FleetErrors, Problem, by_root
 from shared.engine.fleet import Fleet
 from shared.engine.secrets.redact import keyed_markers
 from shared.engine.tree import GitError, WorkTree
-from shared.engine.validate import validate_fleet
+from shared.engine.validate import check_fleet
 
 
 def _fleet(args: argparse.Namespace) -> Fleet:
@@ -47,6 +52,9 @@ def cmd_roots(args: argparse.Namespace) -> int:
         roots = affected_between(Path(args.repo), base, head)
     else:
         roots = _fleet(args).roots()
+    if args.format == "json":
+        sys.stdout.write(json.dumps(list(roots), indent=2) + "\n")
+        return 0
     for root in roots:
         print(root)
     return 0
@@ -69,12 +77,16 @@ def cmd_values(args: argparse.Namespace) -> int:
         return 2
     fleet = _fleet(args)
     values = fleet.values(args.root, args.release, reveal=bool(args.reveal))
-    sys.stdout.write(yamldoc.dumps(values))
+    if args.format == "json":
+        sys.stdout.write(json.dumps(values, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write(yamldoc.dumps(values))
     return 0
 
 
 class _Progress:
-    """A one-line progress bar on a terminal; silent otherwise."""
+    """A one-line progress bar on a terminal (nothing in a pipe); `close` replaces it with the
+    summary line, which is printed in a pipe too."""
 
     def __init__(self, total: int) -> None:
         self.total = total
@@ -92,10 +104,17 @@ class _Progress:
         sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} {label[:40]:<40}")
         sys.stderr.flush()
 
-    def close(self) -> None:
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def close(self, summary: str) -> None:
+        """Replace the bar with `summary`; "" only clears the bar (what follows says more)."""
         if self.enabled:
-            elapsed = time.monotonic() - self.started
-            sys.stderr.write(f"\rrendered {self.done} root(s) in {elapsed:.1f}s{' ' * 50}\n")
+            sys.stderr.write(f"\r{summary}{' ' * 90}\r{summary}")
+            sys.stderr.write("\n" if summary else "")
+        elif summary:
+            sys.stderr.write(summary + "\n")
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -109,15 +128,60 @@ def cmd_render(args: argparse.Namespace) -> int:
             fleet.check_root(root)  # raises the usual error
     out = Path(args.out)
     progress = _Progress(len(roots))
-
+    # Every root that renders is written; the ones that fail are reported together at the
+    # end, each mistake once with its roots, and nothing of them is written.
+    failures: list[tuple[str, FleetError]] = []
+    done: list[str] = []
     try:
-        for root in parallel.render_into(fleet, roots, args.jobs, out, reveal=bool(args.reveal)):
+        for root in parallel.render_into(
+            fleet, roots, args.jobs, out, reveal=bool(args.reveal), failures=failures
+        ):
+            done.append(root)
             progress.step(root)
     except parallel.WorkerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    progress.close()
-    return 0
+    files = sum(_count_files(out / root) for root in done)
+    elapsed = progress.elapsed
+    problems = by_root(failures, name_roots=len(roots) > 1)
+    if failures:
+        progress.close("")
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        failed = ", ".join(root for root, _ in failures[:ROOTS_NAMED])
+        more = f" and {len(failures) - ROOTS_NAMED} more" if len(failures) > ROOTS_NAMED else ""
+        summary = (
+            f"rendered {len(done)} of {len(roots)} root(s), {files} file(s) into {out} in "
+            f"{elapsed:.1f}s; {len(failures)} failed ({failed}{more}), nothing written for them"
+        )
+        print(summary, file=sys.stderr)
+    else:
+        summary = f"rendered {len(roots)} root(s), {files} file(s) into {out} in {elapsed:.1f}s"
+        progress.close(summary)
+    if args.format == "json":
+        document = {
+            "out": str(out),
+            "roots": done,
+            "files": files,
+            "seconds": elapsed,
+            "failed": [root for root, _ in failures],
+            "problems": [_problem_json(p) for p in problems],
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    return 1 if failures else 0
+
+
+def _problem_json(problem: Problem) -> dict[str, object]:
+    return {
+        "path": problem.path,
+        "line": problem.line,
+        "severity": "warning" if problem.hygiene else "error",
+        "message": problem.message,
+    }
+
+
+def _count_files(directory: Path) -> int:
+    return sum(len(names) for _, _, names in os.walk(directory))
 
 
 def _jobs(text: str) -> int:
@@ -131,16 +195,28 @@ def _jobs(text: str) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    problems = validate_fleet(WorkTree(Path(args.repo)))
-    for problem in problems:
-        print(problem)
+    result = check_fleet(WorkTree(Path(args.repo)))
+    problems = result.problems
     errors = sum(1 for p in problems if not p.hygiene)
     warnings = len(problems) - errors
+    code = 1 if errors or (warnings and args.strict) else 0
+    if args.format == "json":
+        document = {
+            "ok": code == 0,
+            "roots": result.roots,
+            "errors": errors,
+            "warnings": warnings,
+            "problems": [_problem_json(p) for p in problems],
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    else:
+        for problem in problems:
+            print(problem)
     found = [f"{errors} problem(s)"] if errors else []
     found += [f"{warnings} warning(s)"] if warnings else []
-    if found:
-        print(f"{' and '.join(found)} found", file=sys.stderr)
-    return 1 if errors or (warnings and args.strict) else 0
+    checked = f"{result.roots} root(s) checked" if result.roots is not None else "fleet checked"
+    print(f"{checked}: {' and '.join(found) or 'no problems'} found", file=sys.stderr)
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -162,9 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
             "stdout is not a terminal unless --reveal=force",
         )
 
+    def format_arg(p: argparse.ArgumentParser, json_help: str = "") -> None:
+        p.add_argument("--format", choices=["text", "json"], default="text", help=json_help or None)
+
     p = sub.add_parser("roots", help="list root ids, or those affected between two revisions")
     repo_arg(p)
     p.add_argument("--changed", metavar="BASE..HEAD", help="only roots affected by these commits")
+    format_arg(p)
     p.set_defaults(func=cmd_roots)
 
     p = sub.add_parser("values", help="print the merged values of a root or release")
@@ -172,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     repo_arg(p)
     p.add_argument("--release", metavar="DEPLOYMENT/RELEASE")
     reveal_arg(p)
+    p.add_argument("--format", choices=["yaml", "json"], default="yaml")
     p.set_defaults(func=cmd_values)
 
     p = sub.add_parser("render", help="render roots into OUT/<root>/")
@@ -186,12 +267,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="render on N processes (default: the number of CPUs)",
     )
     reveal_arg(p)
+    format_arg(p, "json: a summary on stdout (out, roots, files, seconds)")
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("validate", help="check the fleet repo; one path:line: message per problem")
     repo_arg(p)
     p.add_argument(
         "--strict", action="store_true", help="warnings fail too (exit 1), not only problems"
+    )
+    format_arg(
+        p, "json: {ok, roots, errors, warnings, problems: [{path, line, severity, message}]}"
     )
     p.set_defaults(func=cmd_validate)
 

@@ -191,7 +191,15 @@ def _text(r: Any, window: Any) -> str:
         lines.append(f"  {label + ':':<14}{value}")
 
     row("staged", r.staged_path or "(no staged file; copies only)")
-    row("active on", ", ".join(r.active_nodes) or "nothing yet (staged only)")
+    stuck = {b.node for b in r.blocked}
+    active = [f"{n} (blocked)" if n in stuck else n for n in r.active_nodes]
+    row("active on", ", ".join(active) or "nothing yet (staged only)")
+    for blocked in r.blocked:
+        row(
+            "blocked",
+            f"{blocked.node}: {blocked.reason}; the patch is not applied there and those roots "
+            "refuse to render until it is met",
+        )
     for warning in r.shadowed_pins:
         row("warning", warning)
     if r.skipped_nodes:

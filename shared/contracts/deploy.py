@@ -245,6 +245,10 @@ class LatestDeployment(Payload):
     # attempt failed: a failed apply becomes latest, but the cluster still runs the old render.
     published_prefix: str | None = None
     published_revision: str | None = None
+    # Which deployment published that render, and when: what a review says it compares with.
+    # Filled in when latest.json is written (None in files written before the fields).
+    published_deployment_id: str | None = None
+    published_at: datetime | None = None
     # The queue lock lives here so a restarted DeployWorkflow rebuilds it: this attempt locks
     # merged revisions out (None in files written before the field: trigger == "manual"),
     # until someone clicks Unlock, which is recorded here too.

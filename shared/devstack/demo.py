@@ -27,19 +27,77 @@ from shared.devstack.emulator.model import CheckRunRecord
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.processes import ChildExited
 from shared.devstack.stack import DevStack, StackError, options_from_args
+from shared.engine.errors import FleetError
+from shared.engine.fleet import Fleet
+from shared.engine.tree import WorkTree
 from shared.stores.blob import FileBlobStore, latest_key
 from shared.stores.sql import SqlStore
 
 OWNER = "acme"
-REPO = "atlas-fleet"
-ROOT = "staging/cluster-a"
-CHANGED_FILE = "deployments/staging/cluster-a/cluster.values.yaml"
+REPO = "fleet"
 NEW_REGION = "eu-central-1"
 REVIEWER = "demo-reviewer"
 MARKER = ".rollwright-demo"
 FAILED = frozenset({"failure", "cancelled", "skipped", "timed_out"})
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The change the demo merges: `key` (dotted) of `changed_file` set to NEW_REGION, which
+    changes what `root` renders and nothing else, so its review shows the new value."""
+
+    layout: str
+    root: str
+    changed_file: str
+    key: str
+
+
+# One per layout, on the layout's example fleet (or a copy of it).
+SCENARIOS = {
+    "atlas": Scenario(
+        "atlas",
+        "staging/cluster-a",
+        "deployments/staging/cluster-a/cluster.values.yaml",
+        "env.REGION",
+    ),
+    "dimensions": Scenario(
+        "dimensions",
+        "management-cluster/integration/int-sector-1/us-central1",
+        "config/management-cluster/prometheus/integration/int-sector-1/us-central1/values.yaml",
+        "applications.prometheus.source.helm.valuesObject.region",
+    ),
+}
+
+
+class DemoRefused(Exception):
+    """The fleet given with --fleet cannot run the demo's scenario (said before starting)."""
+
+
+def scenario_for(fleet: Path) -> Scenario:
+    """The scenario for the fleet's layout, refused when the fleet lacks what it changes."""
+    try:
+        opened = Fleet.open(WorkTree(fleet))
+        roots = set(opened.roots())
+    except FleetError as err:
+        raise DemoRefused(f"{fleet} is not a fleet rollwright can read: {err}") from None
+    scenario = SCENARIOS.get(opened.layout_name)
+    if scenario is None:
+        raise DemoRefused(f"{fleet}: the demo has no scenario for the {opened.layout_name} layout")
+    owner = Path(scenario.changed_file).parent
+    if scenario.layout == "dimensions":
+        owner = Path(*Path(scenario.changed_file).parts[:3])  # config/<type>/<application>
+    if scenario.root not in roots or not (fleet / owner).is_dir():
+        example = (
+            "examples/atlas-fleet" if scenario.layout == "atlas" else "examples/dimensions-fleet"
+        )
+        raise DemoRefused(
+            f"{fleet} is a {scenario.layout} fleet without root {scenario.root} or {owner}/, "
+            f"which the demo changes (it sets {scenario.key} in {scenario.changed_file}); "
+            f"use {example} or a copy of it"
+        )
+    return scenario
 
 
 class StepFailed(Exception):
@@ -54,6 +112,7 @@ class Demo:
     stack: DevStack
     repo_dir: Path
     step_timeout: float
+    scenario: Scenario
 
     @property
     def emulator(self) -> GitHubEmulator:
@@ -85,7 +144,7 @@ class Demo:
         runs = [
             run
             for run in self.emulator.check_runs(OWNER, REPO)
-            if run.name == f"rollwright/{ROOT}" and run.state["head_sha"] == head_sha
+            if run.name == f"rollwright/{self.scenario.root}" and run.state["head_sha"] == head_sha
         ]
         return runs[-1] if runs else None
 
@@ -130,51 +189,81 @@ def run_demo(args: argparse.Namespace) -> int:
     if not fleet.is_dir():
         print(f"rollwright demo: no example fleet at {fleet} (use --fleet DIR)", file=sys.stderr)
         return 1
+    try:
+        scenario = scenario_for(fleet)
+    except DemoRefused as err:
+        print(f"rollwright demo: {err}", file=sys.stderr)
+        return 1
     data_dir, remove = _data_dir(args)
     stack = DevStack(options_from_args(args, data_dir))
     total = 9
+    failed = False
     try:
         with step(1, total, "start the embedded stack"):
             stack.start()
             print(_indent(stack.banner()), flush=True)
-        demo = Demo(stack, stack.data_dir / "repos" / REPO, args.step_timeout)
-        _run_steps(demo, total, fleet)
+        demo = Demo(stack, stack.data_dir / "repos" / REPO, args.step_timeout, scenario)
+        links = _run_steps(demo, total, fleet)
         if args.keep:
+            print(_indent(links, "  "), flush=True)
             print("The stack keeps running (--keep); Ctrl-C stops it.", flush=True)
             stack.wait()
+        else:
+            # The links would point at a stack that is about to stop: say how to keep it.
+            print(
+                "  The stack stops now. To open the job page, the root page, the Temporal UI\n"
+                "  and the check runs, keep it running: make demo DEMO_ARGS=--keep\n"
+                "  (rollwright demo --keep)",
+                flush=True,
+            )
+            if not remove:
+                print(f"  Its files stay in {data_dir} (repository, logs, blobs, database).")
     except StepFailed as err:
+        failed = True
         print(f"\nrollwright demo FAILED at step: {err.step}\n  {err.reason}", file=sys.stderr)
-        print(f"  logs: {stack.supervisor.log_dir}", file=sys.stderr)
+        print(f"  logs: {stack.supervisor.log_dir} (kept)", file=sys.stderr)
         return 1
     except ChildExited as err:
+        failed = True
         print(f"\nrollwright demo: {err}", file=sys.stderr)
+        print(f"  logs: {stack.supervisor.log_dir} (kept)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("\nrollwright demo: stopping", flush=True)
         return 0 if args.keep else 130
     finally:
         stack.stop()
-        if remove:
+        # A failed demo keeps its directory: the logs it names are what explains the failure.
+        if remove and not failed:
             shutil.rmtree(data_dir, ignore_errors=True)
     return 0
 
 
-def _run_steps(demo: Demo, total: int, fleet: Path) -> None:
+def _run_steps(demo: Demo, total: int, fleet: Path) -> str:
+    """Run steps 2 to 9; return the links to what the demo made (while the stack runs)."""
     stack = demo.stack
     emulator = demo.emulator
+    scenario = demo.scenario
+    root = scenario.root
     with step(2, total, f"create the fleet repo {OWNER}/{REPO} from {fleet.name}"):
         base = fleetrepo.create_fleet_repo(fleet, demo.repo_dir, message="Fleet from example")
         stack.add_repository(OWNER, REPO, demo.repo_dir)
         print(f"      {demo.repo_dir} at {base[:12]}", flush=True)
 
-    with step(3, total, f"merge a change to {ROOT} and send the signed push webhook"):
+    with step(3, total, f"merge a change to {root} and send the signed push webhook"):
         head = fleetrepo.set_value(
-            demo.repo_dir, CHANGED_FILE, "env.REGION", NEW_REGION, f"{ROOT}: move to {NEW_REGION}"
+            demo.repo_dir,
+            scenario.changed_file,
+            scenario.key,
+            NEW_REGION,
+            f"{root}: move to {NEW_REGION}",
         )
         delivery = emulator.send_push(OWNER, REPO, base, head)
         if not 200 <= delivery.status < 300:
             raise StepFailed("push", f"the gateway answered {delivery.status}: {delivery.response}")
-        print(f"      {head[:12]}: {CHANGED_FILE} env.REGION → {NEW_REGION}", flush=True)
+        print(
+            f"      {head[:12]}: {scenario.changed_file} {scenario.key} → {NEW_REGION}", flush=True
+        )
         print(f"      gateway answered {delivery.status} {delivery.response.strip()}", flush=True)
 
     with step(4, total, "check run asks for review with the diff"):
@@ -191,7 +280,7 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> None:
                 return None
             return run
 
-        run = demo.wait_for(f"check run rollwright/{ROOT} awaiting review", awaiting_review)
+        run = demo.wait_for(f"check run rollwright/{root} awaiting review", awaiting_review)
         text = run.output.get("text") or ""
         identifiers = [a["identifier"] for a in run.actions]
         if not text.strip():
@@ -226,9 +315,9 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> None:
         print(f"      check run {final.id}: {final.output.get('title')}", flush=True)
 
     with step(7, total, "latest deployment recorded in the blob store"):
-        latest = demo.wait_for("published latest.json", lambda: _latest(stack, head))
+        latest = demo.wait_for("published latest.json", lambda: _latest(stack, root, head))
         print(
-            f"      deployments/{OWNER}/{REPO}/{ROOT}/latest.json: {latest['state']} "
+            f"      deployments/{OWNER}/{REPO}/{root}/latest.json: {latest['state']} "
             f"{latest['revision'][:12]} approved by {latest.get('approved_by')}",
             flush=True,
         )
@@ -244,14 +333,17 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> None:
         print(f"      {job_url}: {page}", flush=True)
 
     print("\nrollwright demo: every step happened.", flush=True)
-    print(f"  job page                       {job_url}", flush=True)
-    print(f"  root page                      {urls.gateway}/roots/{ROOT}", flush=True)
-    deploy_url = urls.workflow_url(deploy_workflow_id(f"{OWNER}/{REPO}", ROOT))
+    links = [
+        f"job page                       {job_url}",
+        f"root page                      {urls.gateway}/roots/{root}",
+    ]
+    deploy_url = urls.workflow_url(deploy_workflow_id(f"{OWNER}/{REPO}", root))
     if deploy_url:
-        print(f"  Temporal UI (deploy workflow)  {deploy_url}", flush=True)
-        print(f"  Temporal UI (this deployment)  {urls.workflow_url(deployment_id)}", flush=True)
-    print(f"  check run (review)             {emulator.url}/{OWNER}/{REPO}/runs/{run.id}")
-    print(f"  check run (result)             {emulator.url}/{OWNER}/{REPO}/runs/{final.id}")
+        links.append(f"Temporal UI (deploy workflow)  {deploy_url}")
+        links.append(f"Temporal UI (this deployment)  {urls.workflow_url(deployment_id)}")
+    links.append(f"check run (review)             {emulator.url}/{OWNER}/{REPO}/runs/{run.id}")
+    links.append(f"check run (result)             {emulator.url}/{OWNER}/{REPO}/runs/{final.id}")
+    return "\n".join(links)
 
 
 def _job_page(url: str) -> str | None:
@@ -268,9 +360,9 @@ def _job_page(url: str) -> str | None:
     return f"{job['state']}, {len(job.get('timeline') or [])} states in the timeline"
 
 
-def _latest(stack: DevStack, head: str) -> dict[str, str] | None:
+def _latest(stack: DevStack, root: str, head: str) -> dict[str, str] | None:
     store = _blob_store(stack)
-    data = store.get(latest_key(f"{OWNER}/{REPO}", ROOT))
+    data = store.get(latest_key(f"{OWNER}/{REPO}", root))
     if data is None:
         return None
     latest: dict[str, str] = json.loads(data)
@@ -304,7 +396,9 @@ def _sql_row(stack: DevStack, deployment_id: str) -> tuple[str, str, str] | None
 def _excerpt(text: str, needle: str, context: int = 6) -> str:
     """The diff's first line, then the lines around `needle` (the change the demo made)."""
     lines = text.splitlines()
-    at = next((i for i, line in enumerate(lines) if needle in line), 0)
+    # A changed line of the diff, not the commit subject above it, which may name it too.
+    changed = [i for i, line in enumerate(lines) if needle in line and line[:1] in "+-"]
+    at = changed[0] if changed else next((i for i, ln in enumerate(lines) if needle in ln), 0)
     start, end = max(1, at - context), min(len(lines), at + context + 1)
     shown = lines[:1] + (["…"] if start > 1 else []) + lines[start:end]
     return "\n".join(shown + (["…"] if end < len(lines) else []))

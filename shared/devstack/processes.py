@@ -120,6 +120,21 @@ class Supervisor:
             self.children.remove(child)
         return code
 
+    def terminate(self, child: Child, timeout: float = 15.0) -> int:
+        """SIGTERM the child's process group — a stop: it may finish what it is doing —
+        SIGKILL it if it outlives `timeout`, and forget it. Returns its exit code."""
+        _signal_group(child, signal.SIGTERM)
+        try:
+            code = child.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(child, signal.SIGKILL)
+            code = child.proc.wait(timeout=5)
+        # anything the child left behind in its group goes too
+        _signal_group(child, signal.SIGKILL)
+        if child in self.children:
+            self.children.remove(child)
+        return code
+
     def check(self) -> None:
         """Raise ChildExited for the first child that is no longer running."""
         for child in self.children:
@@ -129,15 +144,8 @@ class Supervisor:
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM each child's process group, newest first; SIGKILL what outlives `timeout`."""
-        for child in reversed(self.children):
-            _signal_group(child, signal.SIGTERM)
-            try:
-                child.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _signal_group(child, signal.SIGKILL)
-                child.proc.wait(timeout=5)
-            # anything the child left behind in its group goes too
-            _signal_group(child, signal.SIGKILL)
+        for child in list(reversed(self.children)):
+            self.terminate(child, timeout)
         self.children.clear()
 
     def wait_any(self, poll: float = 0.5) -> None:

@@ -74,3 +74,35 @@ class FleetErrors(FleetError):
 
     def __str__(self) -> str:
         return "\n".join(str(p) for p in self.problems)
+
+
+# How many roots a grouped problem names before "and N more": enough to recognise the
+# pattern (a group, a region) without one mistake filling a terminal in a large fleet.
+ROOTS_NAMED = 8
+
+
+def by_root(failures: list[tuple[str, FleetError]], *, name_roots: bool = True) -> list[Problem]:
+    """Failures of several roots as problems, each mistake once with the roots it affects:
+    `path:line: message (in 3 roots: a, b, c)`. A mistake in a shared file (global values,
+    a template, a chart) fails every root that reads it; the roots differ only in the
+    `rendering root "<root>": ` prefix `Fleet.render` adds, which is taken out to group.
+    `name_roots=False` (one root was asked for) leaves the roots out of the message."""
+    roots_of: dict[Problem, list[str]] = {}
+    for root, err in failures:
+        problems = err.problems if isinstance(err, FleetErrors) else [err.problem]
+        prefix = f'rendering root "{root}": '
+        for problem in problems:
+            message = problem.message.removeprefix(prefix)
+            key = problem.with_message(message)
+            if root not in roots_of.setdefault(key, []):
+                roots_of[key].append(root)
+    grouped = []
+    for problem, roots in roots_of.items():
+        if not name_roots:
+            grouped.append(problem)
+            continue
+        named = ", ".join(roots[:ROOTS_NAMED])
+        more = f" and {len(roots) - ROOTS_NAMED} more" if len(roots) > ROOTS_NAMED else ""
+        where = f"root {named}" if len(roots) == 1 else f"{len(roots)} roots: {named}{more}"
+        grouped.append(problem.with_message(f"{problem.message} (in {where})"))
+    return sorted(grouped, key=lambda p: (p.path, p.line or 0, p.message))

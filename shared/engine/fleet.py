@@ -15,7 +15,7 @@ import fnmatch
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from shared.engine import fleetconfig
+from shared.engine import fleetconfig, suggest
 from shared.engine.atlas.layout import AtlasLayout
 from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.errors import FleetError, FleetErrors, Problem
@@ -51,8 +51,10 @@ class Fleet:
         return self.layout.roots()
 
     def check_root(self, root: str) -> None:
-        if root not in set(self.roots()):
-            raise FleetError(f"unknown root {root!r}; `rollwright roots` lists them")
+        roots = self.roots()
+        if root not in set(roots):
+            hint = suggest.hint(root, roots)
+            raise FleetError(f"unknown root {root!r}{hint}; `rollwright roots` lists them")
 
     def releases(self, root: str) -> list[ReleaseInfo]:
         self.check_root(root)
@@ -138,6 +140,12 @@ class Fleet:
         if fleetconfig.CONFIG_FILE in changed:
             out |= set(self.roots())
         return out
+
+    def unread_values(self, root: str | None = None) -> list[Problem]:
+        """Values keys the fleet sets that no template reads (reaching `root`; None: all)."""
+        if root is not None:
+            self.check_root(root)
+        return self._guarded(lambda: self.layout.unread_values(root))
 
     def validate(self) -> list[Problem]:
         problems = self._guarded(self.layout.validate)

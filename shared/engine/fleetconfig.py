@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from shared.engine import manifests, yamldoc
+from shared.engine import manifests, suggest, yamldoc
 from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.tree import Tree
 
@@ -511,6 +511,12 @@ class FleetConfig(_Strict):
     layout: Literal["atlas", "dimensions"] | None = Field(
         default=None, description="Fleet layout; detected when absent."
     )
+    strict: bool = Field(
+        default=False,
+        description="Values keys the fleet sets that no template reads (typos such as "
+        "`imgae:`) are errors: the renders of the roots they reach refuse, as for every "
+        "content problem. Default: warnings (`rollwright validate`, check runs).",
+    )
     output: OutputSettings = Field(default_factory=OutputSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
     atlas: AtlasSettings = Field(default_factory=AtlasSettings)
@@ -534,10 +540,12 @@ def parse_model(model: type[M], data: Any, *, text: str, source: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        raise FleetErrors(validation_problems(err, text=text, source=source)) from None
+        raise FleetErrors(validation_problems(err, text=text, source=source, model=model)) from None
 
 
-def validation_problems(err: ValidationError, *, text: str, source: str) -> list[Problem]:
+def validation_problems(
+    err: ValidationError, *, text: str, source: str, model: type[BaseModel] | None = None
+) -> list[Problem]:
     problems = []
     for item in err.errors():
         loc = tuple(p for p in item["loc"] if isinstance(p, str | int))
@@ -546,13 +554,49 @@ def validation_problems(err: ValidationError, *, text: str, source: str) -> list
         where = "/".join(str(p) for p in loc) or "(top level)"
         kind = item["type"]
         if kind == "extra_forbidden":
-            message = f"unknown key {where!r}"
+            known = known_keys(model, loc[:-1]) if model is not None and loc else []
+            message = f"unknown key {where!r}{suggest.hint(str(loc[-1]), known) if loc else ''}"
         elif kind == "missing":
             message = f"missing required key {where!r}"
         else:
             message = f"{where}: {item['msg']}"
         problems.append(Problem(source, line, message))
     return problems
+
+
+def known_keys(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
+    """The keys a model accepts at `loc` (its JSON Schema's properties there, aliases
+    included): what "did you mean" picks from. Best effort: [] where the schema is unclear."""
+    try:
+        schema = model.model_json_schema(by_alias=True)
+    except Exception:  # a schema pydantic cannot express: no suggestion, not an error
+        return []
+    defs = schema.get("$defs", {})
+
+    def resolve(node: Any) -> list[dict[str, Any]]:
+        """The object schemas `node` may be (through $ref, anyOf / oneOf / allOf)."""
+        if not isinstance(node, dict):
+            return []
+        if "$ref" in node:
+            return resolve(defs.get(str(node["$ref"]).rsplit("/", 1)[-1]))
+        for key in ("anyOf", "oneOf", "allOf"):
+            if key in node:
+                return [s for option in node[key] for s in resolve(option)]
+        return [node]
+
+    nodes = resolve(schema)
+    for part in loc:
+        step: list[dict[str, Any]] = []
+        for node in nodes:
+            if isinstance(part, int):
+                step += resolve(node.get("items"))
+            else:
+                step += resolve((node.get("properties") or {}).get(part))
+                extra = node.get("additionalProperties")
+                if isinstance(extra, dict):
+                    step += resolve(extra)
+        nodes = step
+    return sorted({str(k) for node in nodes for k in (node.get("properties") or {})})
 
 
 def require(condition: bool, message: str, *, path: str, line: int | None = None) -> None:

@@ -299,7 +299,7 @@ def rewrite(text: str, *, source: str = "") -> str:
             return "".join(out)
         out.append(text[pos:start])
         open_len = 3 if _TRIM_OPEN.match(text, start) else 2
-        end = _action_end(text, start + open_len)
+        end = action_end(text, start + open_len)
         close_len = 3 if text[end - 1] == "-" and text[end - 2].isspace() else 2
         if close_len == 3:
             end -= 1
@@ -316,8 +316,9 @@ def rewrite(text: str, *, source: str = "") -> str:
         pos = end + close_len
 
 
-def _action_end(text: str, pos: int) -> int:
-    """Index of the `}}` closing the action starting at `pos` (strings may hold `}}`)."""
+def action_end(text: str, pos: int) -> int:
+    """Index of the `}}` closing the action starting at `pos` (strings may hold `}}`);
+    shared with `template_reads`, which walks the same actions."""
     while pos < len(text):
         char = text[pos]
         if text.startswith("}}", pos):

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 import helm_python as _helm
 from helm_python import _native
 
+from shared.engine import goerrors
 from shared.engine.errors import FleetError
 
 log = logging.getLogger("rollwright.helm")
@@ -367,7 +368,7 @@ def render_chart(
     try:
         templates = chart.render_with(values, options)
     except _helm.HelmError as err:
-        raise _chart_error(str(err), files_root or path, source) from None
+        raise _chart_error(str(err), files_root or path, source, values) from None
     templates = {k: v for k, v in templates.items() if not k.endswith("NOTES.txt")}
     crds: dict[str, str] = {}
     if include_crds:
@@ -384,12 +385,19 @@ _CHART_POSITION = re.compile(
 )
 
 
-def _chart_error(message: str, path: Path, source: str) -> FleetError:
-    """A render error; for a chart directory in the repo it points at the template's line."""
-    text = f"rendering chart: {_clean(message)}"
+def _chart_error(
+    message: str, path: Path, source: str, values: dict[str, Any] | None = None
+) -> FleetError:
+    """A render error; for a chart directory in the repo it points at the template's line.
+    Go template errors are reworded (shared.engine.goerrors)."""
+    text = f"rendering chart: {goerrors.reword(_clean(message), {'Values': values or {}})}"
     match = _CHART_POSITION.search(message)
     if match and path.is_dir() and (path / match.group("file")).is_file():
         return FleetError(text, path=f"{source}/{match.group('file')}", line=int(match["line"]))
+    if match and match.group(0) not in text:
+        # Not a file of the repo (a remote chart): the rewording took the position out of
+        # the words, and the problem's path is the declaring file, so say where it failed.
+        text += f" (at {match.group(0)})"
     return FleetError(text, path=source)
 
 
@@ -446,7 +454,7 @@ def render_template(
     try:
         out = chart.render_with(context, options)
     except _helm.HelmError as err:
-        raise _template_error(str(err), source) from None
+        raise _template_error(str(err), source, context) from None
     return out.get(_TEMPLATE_NAME, "")
 
 
@@ -468,14 +476,18 @@ _NOISE = (
 )
 
 
-def _template_error(message: str, source: str) -> FleetError:
+def _template_error(message: str, source: str, context: dict[str, Any] | None = None) -> FleetError:
     match = _POSITION.search(message)
     line = int(match.group(1)) if match else None
     text = _POSITION.sub(lambda m: f"{source}:{m.group(1)}", _clean(message))
     text = text.replace("template: rollwright/templates/t", f"template {source}")
     for pattern, replacement in _NOISE:
         text = pattern.sub(replacement, text)
-    return FleetError(f"template error: {text}", path=source, line=line)
+    # The position is the problem's own `path:line:`; the words are goerrors'.
+    reworded = goerrors.reword(text, context)
+    if reworded == text:
+        return FleetError(f"template error: {text}", path=source, line=line)
+    return FleetError(reworded, path=source, line=line)
 
 
 def _clean(message: str) -> str:

@@ -64,6 +64,11 @@ class Layout(Protocol):
         """Every problem, content and hygiene (`Problem.hygiene`)."""
         ...
 
+    def unread_values(self, root: str | None) -> list[Problem]:
+        """Values keys the fleet sets that no template reads, those reaching `root` (None:
+        all): warnings, or content problems under rollwright.yaml `strict`."""
+        ...
+
     def refusals(self, root: str) -> list[Problem]:
         """The content problems that touch `root`: its render and values refuse with them
         rather than drop, ignore or change what the fleet asked for

@@ -11,7 +11,7 @@ roots, and the parent renders chunks too (it is already started, with the fleet 
 hands out chunks in order and gives results back in root order, so callers (the CLI, a
 progress bar) see what the serial path gives. A fleet error in root k is raised when the
 caller reaches root k, after every earlier root: the same error, at the same point, as the
-serial loop.
+serial loop; `render_into(..., failures=[...])` collects fleet errors and renders on.
 
 `render_into` lets the workers write the files too (creating tens of thousands of files is
 a good share of the work), each root into its own staging directory inside `out`;
@@ -107,6 +107,8 @@ def render_all(
     try:
         pool = _Pool(fleet.tree.root, workers - 1, job, _Worker("", job, fleet))
         for result in pool.run(roots):
+            if isinstance(result, _Failed):
+                raise result.error()
             assert result.files is not None
             yield Render.of(result.root, result.files, result.redacted)
         pool.close()
@@ -123,23 +125,47 @@ def render_into(
     *,
     reveal: bool,
     min_roots_per_worker: int = MIN_ROOTS_PER_WORKER,
+    failures: list[tuple[str, FleetError]] | None = None,
 ) -> Iterator[str]:
     """Write each root's files (redacted, or plaintext with `reveal`) to `out/<root>/`, in
-    root order, yielding each root once its directory is in place."""
+    root order, yielding each root once its directory is in place.
+
+    A fleet error in a root is raised when the caller reaches it; with `failures`, it is
+    appended there instead (root, error) and the roots after it are rendered all the same.
+    Either way a failed root's directory is not touched: nothing of it is written.
+    """
     workers = worker_count(len(roots), jobs, min_roots_per_worker)
     if not workers or not isinstance(fleet.tree, WorkTree):
-        for render in fleet.render_all(roots):
+        for root in roots:
+            try:
+                render = fleet.render(root)
+            except FleetError as err:
+                if failures is None:
+                    raise
+                failures.append((root, err))
+                continue
             write_root(out / render.root, render.reveal() if reveal else render.files)
             yield render.root
         return
     made_out = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".rollwright-render-", dir=out))
-    job = _Job(staging=str(staging), reveal=reveal, marker_key=redact.marker_key())
+    job = _Job(
+        staging=str(staging),
+        reveal=reveal,
+        marker_key=redact.marker_key(),
+        keep_going=failures is not None,
+    )
     pool: _Pool | None = None
     try:
         pool = _Pool(fleet.tree.root, workers - 1, job, _Worker("", job, fleet))
         for result in pool.run(roots):
+            if isinstance(result, _Failed):
+                error = result.error()
+                if failures is None or not isinstance(error, FleetError):
+                    raise error
+                failures.append((result.root, error))
+                continue
             target = out / result.root
             if target.exists():
                 shutil.rmtree(target)
@@ -171,6 +197,8 @@ class _Job:
     staging: str | None = None
     reveal: bool = False
     marker_key: bytes | None = None  # the parent's secret-marker key (redact.keyed_markers)
+    # Render the roots after a failing one too (the CLI's render reports every failure).
+    keep_going: bool = False
 
 
 @dataclass(frozen=True)
@@ -213,7 +241,7 @@ class _Worker:
             for index, root in items:
                 result = self.render(index, root)
                 results.append(result)
-                if isinstance(result, _Failed):
+                if isinstance(result, _Failed) and not self.job.keep_going:
                     break  # the caller stops at the first failure, as the serial loop does
         return results
 
@@ -294,8 +322,8 @@ class _Pool:
             self.terminate()
             raise
 
-    def run(self, roots: list[str]) -> Iterator[_Done]:
-        """Results of `roots` in order; the first failure is raised in its place."""
+    def run(self, roots: list[str]) -> Iterator[_Done | _Failed]:
+        """Results of `roots` in order, failures in their place (the caller raises them)."""
         workers = len(self.procs)
         size = max(1, min(MAX_CHUNK, len(roots) // ((workers + 1) * 8) or 1))
         items = list(enumerate(roots))
@@ -319,9 +347,9 @@ class _Pool:
                     next_chunk += 1
             while next_yield in done:
                 for result in done.pop(next_yield):
-                    if isinstance(result, _Failed):
-                        raise result.error()
                     yield result
+                    if isinstance(result, _Failed) and not self.local.job.keep_going:
+                        return  # a chunk stops at its first failure, and so do we
                 next_yield += 1
             if next_yield >= len(chunks):
                 break

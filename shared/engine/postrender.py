@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import jsonpatch
 
+from shared.engine import suggest
 from shared.engine.errors import FleetError
 from shared.engine.manifests import Resource
 
@@ -51,16 +54,31 @@ ALT_MERGE_KEYS: dict[str, str] = {"ports": "port"}
 SCALAR_SET_KEYS = frozenset({"finalizers"})
 
 
+@dataclass(frozen=True)
+class PatchOrigin:
+    """Where one patch entry was written, for its errors: the file, the entry's line and the
+    line of each of its operations (jsonPatches; empty when unknown)."""
+
+    path: str
+    line: int | None = None
+    op_lines: tuple[int | None, ...] = ()
+
+
 # Keys of a jsonPatches target (kustomize's selector, as helmfile passes it on). Each value is a
 # regular expression matched against the whole field, as kustomize does: `name: web-.*`.
 TARGET_KEYS = ("group", "version", "kind", "name", "namespace")
 
 
-def _target_matchers(target: dict[str, Any], where: str, origin: str) -> dict[str, re.Pattern[str]]:
+def _target_matchers(
+    target: dict[str, Any], where: str, origin: str, line: int | None = None
+) -> dict[str, re.Pattern[str]]:
     unknown = sorted(str(k) for k in target if k not in TARGET_KEYS)
     if unknown:
+        hints = "".join(suggest.hint(key, TARGET_KEYS) for key in unknown)
         raise FleetError(
-            f"{where}: unknown target key(s) {unknown}; known: {list(TARGET_KEYS)}", path=origin
+            f"{where}: unknown target key(s) {unknown}{hints}; known: {list(TARGET_KEYS)}",
+            path=origin,
+            line=line,
         )
     matchers: dict[str, re.Pattern[str]] = {}
     for key in TARGET_KEYS:
@@ -73,6 +91,7 @@ def _target_matchers(target: dict[str, Any], where: str, origin: str) -> dict[st
             raise FleetError(
                 f"{where}: target {key} {value!r} is not a valid regular expression: {err}",
                 path=origin,
+                line=line,
             ) from None
     return matchers
 
@@ -98,48 +117,74 @@ def apply_release_patches(
     strategic_merge_patches: list[dict[str, Any]],
     *,
     origin: str,
+    json_origins: Sequence[PatchOrigin] = (),
+    strategic_origins: Sequence[PatchOrigin] = (),
 ) -> None:
     """Apply a release's patches to its rendered objects, in place.
 
     JSON patches run first, then strategic merge patches, each in the order given. A strategic
     merge patch whose top level says `$patch: delete` removes the object from the release.
+    `json_origins` / `strategic_origins` (one per entry) say where each entry was written, so
+    an error names its file and line, down to the failing operation; without them, `origin`.
     """
     for index, entry in enumerate(json_patches):
         where = f"jsonPatches[{index}]"
+        place = json_origins[index] if index < len(json_origins) else PatchOrigin(origin)
         if not isinstance(entry, dict) or not isinstance(entry.get("target"), dict):
-            raise FleetError(f"{where}: needs a 'target' mapping and a 'patch' list", path=origin)
+            raise FleetError(
+                f"{where}: needs a 'target' mapping and a 'patch' list",
+                path=place.path,
+                line=place.line,
+            )
         ops = entry.get("patch")
         if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
-            raise FleetError(f"{where}: 'patch' must be a list of operations", path=origin)
-        matchers = _target_matchers(entry["target"], where, origin)
+            raise FleetError(
+                f"{where}: 'patch' must be a list of operations", path=place.path, line=place.line
+            )
+        matchers = _target_matchers(entry["target"], where, place.path, place.line)
         hits = [r for r in resources if _matches(r, matchers)]
         if not hits:
             raise FleetError(
-                f"{where}: no rendered object matches target {_describe(entry['target'])}",
-                path=origin,
+                f"{where}: no rendered object matches target {_describe(entry['target'])}"
+                + _target_hint(entry["target"], resources),
+                path=place.path,
+                line=place.line,
             )
         for res in hits:
-            try:
-                patched = jsonpatch.apply_patch(res.doc, ops)
-            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as err:
-                raise FleetError(
-                    f"{where}: applying to {res.kind} {res.name!r}: {err}", path=origin
-                ) from None
+            patched: Any = res.doc
+            # One operation at a time (the same result as the whole list) to say which failed.
+            for k, op in enumerate(ops):
+                try:
+                    patched = jsonpatch.apply_patch(patched, [op])
+                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as err:
+                    op_line = place.op_lines[k] if k < len(place.op_lines) else place.line
+                    raise FleetError(
+                        f"{where}: patch[{k}] ({op.get('op')} {op.get('path')}): applying to "
+                        f"{res.kind} {res.name!r}: {_reason(err)}",
+                        path=place.path,
+                        line=op_line,
+                    ) from None
             if not isinstance(patched, dict):
                 raise FleetError(
                     f"{where}: applying to {res.kind} {res.name!r} left no Kubernetes object",
-                    path=origin,
+                    path=place.path,
+                    line=place.line,
                 )
             res.doc = patched
     for index, patch in enumerate(strategic_merge_patches):
         where = f"strategicMergePatches[{index}]"
+        place = strategic_origins[index] if index < len(strategic_origins) else PatchOrigin(origin)
         if (
             not isinstance(patch, dict)
             or not patch.get("kind")
             or not isinstance(patch.get("metadata"), dict)
             or not patch["metadata"].get("name")
         ):
-            raise FleetError(f"{where}: needs apiVersion, kind and metadata.name", path=origin)
+            raise FleetError(
+                f"{where}: needs apiVersion, kind and metadata.name",
+                path=place.path,
+                line=place.line,
+            )
         meta = patch["metadata"]
         target = {
             "kind": re.escape(str(patch["kind"])),
@@ -147,7 +192,7 @@ def apply_release_patches(
         }
         if meta.get("namespace"):
             target["namespace"] = re.escape(str(meta["namespace"]))
-        matchers = _target_matchers(target, where, origin)
+        matchers = _target_matchers(target, where, place.path, place.line)
         api_version = str(patch.get("apiVersion") or "")
         hits = [
             r
@@ -158,18 +203,42 @@ def apply_release_patches(
             raise FleetError(
                 f"{where}: no rendered object is {api_version + ' ' if api_version else ''}"
                 f"{patch['kind']} {meta['name']!r}"
-                + (f" in namespace {meta['namespace']!r}" if meta.get("namespace") else ""),
-                path=origin,
+                + (f" in namespace {meta['namespace']!r}" if meta.get("namespace") else "")
+                + _target_hint({"kind": patch["kind"], "name": meta["name"]}, resources),
+                path=place.path,
+                line=place.line,
             )
         for res in hits:
             try:
                 merged = strategic_merge(res.doc, patch)
             except ValueError as err:
-                raise FleetError(f"{where}: {err}", path=origin) from None
+                raise FleetError(f"{where}: {err}", path=place.path, line=place.line) from None
             if merged is None:
                 resources.remove(res)
             else:
                 res.doc = merged
+
+
+def _reason(err: Exception) -> str:
+    """jsonpatch's message without the document it prints after " in " (a whole object,
+    values and all: noise at best in an error people read)."""
+    text = str(err)
+    if isinstance(err, jsonpatch.JsonPatchTestFailed):
+        return "the value at the path differs from the test operation's value"
+    return re.split(r" in [\[{]", text, maxsplit=1)[0]
+
+
+def _target_hint(target: dict[str, Any], resources: list[Resource]) -> str:
+    """` (did you mean kind 'Deployment'?)` when a literal kind or name is one slip away from
+    what the release rendered."""
+    for key, field_name in (("kind", "kind"), ("name", "name")):
+        wanted = target.get(key)
+        if not isinstance(wanted, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", wanted):
+            continue  # a regular expression, not a misspelt name
+        found = suggest.closest(wanted, {_fields(r)[field_name] for r in resources})
+        if found is not None:
+            return f" (did you mean {key} {found!r}?)"
+    return ""
 
 
 def _describe(target: dict[str, Any]) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from shared.engine.postrender import PatchOrigin
+
 SourceKind = Literal["chart", "remote-chart", "kustomize", "manifests"]
 
 
@@ -54,6 +56,9 @@ class ReleaseSpec:
     labels: dict[str, str] = field(default_factory=dict)
     json_patches: list[dict[str, Any]] = field(default_factory=list)
     strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)
+    # Where each patch entry was written (file, line, lines of its operations): errors name it.
+    json_patch_origins: list[PatchOrigin] = field(default_factory=list)
+    strategic_patch_origins: list[PatchOrigin] = field(default_factory=list)
     remove_labels: list[str] = field(default_factory=list)
     crds: bool = True
     hooks: bool | None = None  # None: the fleet's render.hooks

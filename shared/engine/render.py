@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from shared.engine import chart_deps, charts, helm, manifests, yamldoc
+from shared.engine import argocd, chart_deps, charts, helm, manifests, yamldoc
 from shared.engine import postrender as patching
-from shared.engine.errors import FleetError
+from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.fleetconfig import FleetConfig
 from shared.engine.manifests import Resource
 from shared.engine.release import ChartSource, ReleaseSpec
@@ -152,6 +152,23 @@ class ChartResolver:
         return path
 
 
+def prepared_chart(spec: ReleaseSpec, tree: Tree, resolver: ChartResolver) -> tuple[Path, Path]:
+    """(the chart's own path, the chart to render): the second has its Chart.yaml
+    dependencies built in (`shared.engine.chart_deps`), or is the first when none are missing."""
+    chart_dir = resolver.resolve(spec.source, tree, spec.origin)
+    local = spec.source.kind == "chart" and chart_dir.is_dir()
+    path = chart_deps.prepare(
+        chart_dir,
+        source=spec.source.describe(),
+        origin=spec.origin,
+        tree=tree,
+        repo_path=spec.source.path if local else None,
+        repositories=spec.repositories,
+        refuse="it is not in charts/ and the release says skipDeps" if spec.skip_deps else None,
+    )
+    return chart_dir, path
+
+
 def render_release(
     spec: ReleaseSpec, tree: Tree, config: FleetConfig, resolver: ChartResolver | None = None
 ) -> list[Resource]:
@@ -161,17 +178,8 @@ def render_release(
     scope_only: list[Resource] = []  # CRDs not rendered, consulted for their kinds' scope
     kind = spec.source.kind
     if kind in ("chart", "remote-chart"):
-        chart_dir = resolver.resolve(spec.source, tree, spec.origin)
+        chart_dir, path = prepared_chart(spec, tree, resolver)
         local = kind == "chart" and chart_dir.is_dir()
-        path = chart_deps.prepare(
-            chart_dir,
-            source=spec.source.describe(),
-            origin=spec.origin,
-            tree=tree,
-            repo_path=spec.source.path if local else None,
-            repositories=spec.repositories,
-            refuse="it is not in charts/ and the release says skipDeps" if spec.skip_deps else None,
-        )
         try:
             check_chart(path, spec)
             rendered = helm.render_chart(
@@ -235,12 +243,62 @@ def render_release(
     for res in kept:
         manifests.apply_namespace(res, spec.namespace, cluster_kinds)
     patching.apply_release_patches(
-        kept, spec.json_patches, spec.strategic_merge_patches, origin=spec.origin
+        kept,
+        spec.json_patches,
+        spec.strategic_merge_patches,
+        origin=spec.origin,
+        json_origins=spec.json_patch_origins,
+        strategic_origins=spec.strategic_patch_origins,
     )
     if spec.remove_labels:
         for res in kept:
             manifests.remove_labels(res, spec.remove_labels)
+    check_argocd(kept, spec, tree)
     return kept
+
+
+def check_argocd(resources: list[Resource], spec: ReleaseSpec, tree: Tree) -> None:
+    """Argo CD Applications and ApplicationSets in a release must hold only fields of
+    Argo CD's schema, with the right types: a misspelt field would be dropped by Argo CD (an
+    Application without `targetRevision` tracks HEAD), so the render refuses instead."""
+    problems: list[Problem] = []
+    for res in resources:
+        if not argocd.is_argocd(res.doc):
+            continue
+        for found in argocd.check_object(res.doc):
+            path, line = _template_place(res.source, spec, tree, found.path)
+            what = f"release {spec.id!r} renders {res.kind} {res.name!r} ({res.source})"
+            problems.append(Problem(path, line, f"{what}: {argocd.describe(found)}"))
+    if problems:
+        raise FleetErrors(problems)
+
+
+def _template_place(
+    source: str, spec: ReleaseSpec, tree: Tree, path: tuple[str | int, ...]
+) -> tuple[str, int | None]:
+    """The fleet file that wrote a rendered object, and the line of the last key of `path`
+    in it when it is there: the chart template of a local chart, the manifest file; else the
+    file that declared the release."""
+    rel: str | None = None
+    chart, sep, inside = source.partition(":")
+    if sep and spec.source.kind == "chart" and spec.source.path == chart:
+        template = inside.split("/", 1)[1] if "/" in inside else inside
+        rel = f"{chart}/{template}"
+    elif not sep and spec.source.kind == "manifests":
+        rel = source
+    names = [p for p in path if isinstance(p, str)]
+    if rel is None or not names or not tree.is_file(rel):
+        return spec.origin, None
+    try:
+        lines = tree.read_text(rel).splitlines()
+    except (OSError, UnicodeDecodeError):
+        return spec.origin, None
+    key = names[-1]
+    for i, text in enumerate(lines, 1):
+        stripped = text.lstrip(" -")
+        if stripped.startswith((f"{key}:", f'"{key}":', f"'{key}':")):
+            return rel, i
+    return rel, None
 
 
 def check_chart(path: Path, spec: ReleaseSpec) -> None:

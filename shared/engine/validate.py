@@ -8,26 +8,46 @@ warnings (`Problem.hygiene`; docs/formats/problems.md).
 
 from __future__ import annotations
 
-from shared.engine.errors import FleetError, FleetErrors, Problem
+from dataclasses import dataclass
+
+from shared.engine.errors import FleetError, FleetErrors, Problem, by_root
 from shared.engine.fleet import Fleet
 from shared.engine.tree import Tree
 
 
+@dataclass(frozen=True)
+class Validation:
+    """What `validate` found: the problems, sorted, and how many roots the fleet has (None
+    when the fleet could not be opened at all)."""
+
+    problems: list[Problem]
+    roots: int | None
+
+
 def validate_fleet(tree: Tree, *, render: bool = True) -> list[Problem]:
+    return check_fleet(tree, render=render).problems
+
+
+def check_fleet(tree: Tree, *, render: bool = True) -> Validation:
     try:
         fleet = Fleet.open(tree)
     except FleetErrors as err:
-        return list(err.problems)
+        return Validation(list(err.problems), None)
     except FleetError as err:
-        return [err.problem]
+        return Validation([err.problem], None)
     problems = set(fleet.validate())
-    if render and not any(not p.hygiene for p in problems):
+    try:
+        roots: list[str] | None = fleet.roots()
+    except FleetError:
+        roots = None  # validate() reported why (duplicate cluster names, ...)
+    if render and roots is not None and not any(not p.hygiene for p in problems):
         # Rendering a fleet with content problems would repeat them once per root.
-        for root in fleet.roots():
+        failures: list[tuple[str, FleetError]] = []
+        for root in roots:
             try:
                 fleet.render(root)
-            except FleetErrors as err:
-                problems.update(err.problems)
             except FleetError as err:
-                problems.add(err.problem)
-    return sorted(problems, key=lambda p: (p.path, p.line or 0, p.message))
+                failures.append((root, err))
+        problems.update(by_root(failures))  # a shared file's mistake once, with its roots
+    ordered = sorted(problems, key=lambda p: (p.path, p.line or 0, p.message))
+    return Validation(ordered, len(roots) if roots is not None else None)

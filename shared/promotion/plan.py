@@ -108,6 +108,17 @@ class PatchRollout:
     # node (shared.engine.dimensions.shadows); at the next node, what promoting would override
     shadowed_pins: list[str] = field(default_factory=list)
     next_shadowed_pins: list[str] = field(default_factory=list)
+    # Active nodes where the patch is not applied (an unmet dependency): their roots refuse
+    # to render until it is met, like a blocked stage. One entry per node and reason.
+    blocked: list[Blocked] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """An active node whose roots the patch cannot be applied to, and why."""
+
+    node: str
+    reason: str  # "dependency /x >=v1 is not met at <roots> (found 'v0')"
 
 
 @dataclass(frozen=True)
@@ -446,6 +457,13 @@ def _status(fleet: _Fleet, found: _Found) -> PatchRollout:
         unmet = _unmet(simulated, found.patch_id, roots)
         conflicts += [c for c in _conflicts(simulated, found.patch_id, roots) if c not in conflicts]
         next_shadows = _shadows(simulated, found.patch_id, roots)
+    blocked = [
+        Blocked(node, reason)
+        for node in order
+        for reason in _unmet(
+            fleet.layout, found.patch_id, fleet.roots(found.ctype, fleet.by_path[node])
+        )
+    ]
     patch = fleet.layout.load_patch(fleet.source(found))
     return PatchRollout(
         patch_id=found.patch_id,
@@ -463,6 +481,7 @@ def _status(fleet: _Fleet, found: _Found) -> PatchRollout:
         skipped_nodes=skipped,
         shadowed_pins=_shadows(fleet.layout, found.patch_id, active_roots),
         next_shadowed_pins=next_shadows,
+        blocked=blocked,
     )
 
 

@@ -50,6 +50,10 @@ class FileDiff:
 @dataclass
 class RenderDiff:
     files: list[FileDiff] = field(default_factory=list)
+    # The fleet's warnings about the new render (`path:line: warning: …`), shown first.
+    warnings: list[str] = field(default_factory=list)
+    # Markdown above everything: what the diff compares (shared.review.compared).
+    preamble: str = ""
 
     @property
     def added(self) -> int:
@@ -71,6 +75,9 @@ class RenderDiff:
         return f"{self.added} added, {self.removed} removed, {self.changed} changed"
 
     def header(self, full_url: str | None = None) -> str:
+        return self.preamble + self._counts_line(full_url) + self.warnings_markdown()
+
+    def _counts_line(self, full_url: str | None) -> str:
         if self.empty:
             line = "**No changes**: the render is identical to the latest published render."
         else:
@@ -78,6 +85,13 @@ class RenderDiff:
         if full_url and not self.empty:
             line += f" [Full diff]({full_url})"
         return line + "\n\n"
+
+    def warnings_markdown(self) -> str:
+        if not self.warnings:
+            return ""
+        lines = [f"**{len(self.warnings)} warning(s)** in the fleet for this root:", ""]
+        lines += [f"- ⚠️ `{w}`" for w in self.warnings]
+        return "\n".join(lines) + "\n\n"
 
     def sections(self) -> list[str]:
         return [_section(f) for f in self.files]

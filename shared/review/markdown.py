@@ -31,7 +31,13 @@ from functools import partial
 
 from shared.github.limits import OUTPUT_LIMIT, Section, cut_bytes, fit_sections, size
 from shared.review.diff import FileDiff
-from shared.review.report import PreviewReport, RootPreview, repro_command, root_status
+from shared.review.report import (
+    PreviewReport,
+    RootPreview,
+    repro_command,
+    root_status,
+    short_revision,
+)
 
 OPEN_ROOTS = 3  # root sections start expanded when there are this few
 ERROR_BYTES = 4_000  # one error message in the summary, at most
@@ -128,7 +134,7 @@ def _header_chunks(report: PreviewReport, repro: str | None, title: str) -> list
         else (" (the roots this change affects)" if report.roots else "")
     )
     first += (
-        f"Base {_code(report.base[:12])} → head {_code(report.head[:12])}: "
+        f"Base {_code(report.base[:12])} → head {_code(short_revision(report.head))}: "
         f"**{c.roots} root(s)** rendered{scope}; {c.roots_changed} changed"
         f" ({c.roots_added} added, {c.roots_removed} removed), {c.roots_failed} failed.\n\n"
         f"**Resources:** {c.added} added, {c.removed} removed, {c.changed} changed"

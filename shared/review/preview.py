@@ -1,6 +1,7 @@
 """What a change does to every affected root: the engine of PR previews and `rollwright diff`.
 
     report = build_preview(Path("fleet"), "main", "feature")   # two git revisions
+    report = build_preview(Path("fleet"), "main", None)        # main against the working tree
     report.failed, report.changed, report.counts                # exit status, summary
     report_markdown(report, limit=65_535, full_url=url)          # check run text / PR comment
     report_unified(report), report_json(report)                  # terminals, CI, tools
@@ -8,7 +9,10 @@
 Both revisions are read from the git repository (plain or bare) without touching its
 working tree, index or HEAD: each is exported through a temporary index into a temporary
 directory (charts and kustomizations need real files), which is removed afterwards. The
-two exports run at once: for a preview of a few roots they are most of the time.
+two exports run at once: for a preview of a few roots they are most of the time. A `head` of
+None is the working tree as it is on disk (uncommitted and untracked files included; what
+`git status` ignores is left out of the changed paths but, as for `rollwright render`, read
+where the fleet reads it): `rollwright diff REV`.
 
 The roots rendered are those the change can affect (`Fleet.affected` on both sides, so a
 root that appears or disappears is included; a change to a global input affects every
@@ -40,7 +44,7 @@ from shared.engine.tree import GitError, WorkTree, changed_files, git
 from shared.review.diff import RenderFiles, diff_renders, fingerprint
 from shared.review.noise import NoiseFilter
 from shared.review.owners import owners_for
-from shared.review.report import PreviewReport, RootPreview, RootStatus
+from shared.review.report import WORKING_TREE, PreviewReport, RootPreview, RootStatus
 
 # --------------------------------------------------------------------------- building
 
@@ -48,7 +52,7 @@ from shared.review.report import PreviewReport, RootPreview, RootStatus
 def build_preview(
     repo: Path,
     base: str,
-    head: str,
+    head: str | None,
     *,
     roots: list[str] | None = None,
     warnings: Sequence[str] = (),
@@ -63,9 +67,15 @@ def build_preview(
     each render (e.g. to heartbeat); `jobs` > 1 renders on several processes.
     """
     base_sha = _resolve(repo, base)
-    head_sha = _resolve(repo, head)
+    head_sha = _resolve(repo, head) if head is not None else WORKING_TREE
     notes = list(warnings)
-    changed = None if roots is not None else changed_files(repo, base_sha, head_sha)
+    changed = None
+    if roots is None:
+        changed = (
+            changed_files(repo, base_sha, head_sha)
+            if head is not None
+            else worktree_changes(repo, base_sha)
+        )
     if changed is not None and not changed:
         return PreviewReport(base_sha, head_sha, [], warnings=notes)
     with (
@@ -74,7 +84,11 @@ def build_preview(
     ):
         # Exporting is most of a small preview's time and mostly git's: both sides at once.
         base_export = pool.submit(_Side.export, repo, base_sha, Path(tmp) / "base")
-        head_side = _Side.export(repo, head_sha, Path(tmp) / "head")
+        head_side = (
+            _Side.export(repo, head_sha, Path(tmp) / "head")
+            if head is not None
+            else _Side.working_tree(repo)
+        )
         if head_side.fleet is None:
             return PreviewReport(base_sha, head_sha, [], warnings=notes, error=head_side.error)
         base_side = base_export.result()
@@ -134,6 +148,17 @@ class _Side:
             return cls(sha, directory, None, set(), _clean(str(err), directory))
         return cls(sha, directory, fleet, roots, None)
 
+    @classmethod
+    def working_tree(cls, repo: Path) -> _Side:
+        """The checkout itself, read in place (it is already real files)."""
+        top = Path(git(repo, "rev-parse", "--show-toplevel").strip())
+        try:
+            fleet = Fleet.open(WorkTree(top))
+            roots = set(fleet.roots())
+        except FleetError as err:
+            return cls(WORKING_TREE, top, None, set(), _clean(str(err), top))
+        return cls(WORKING_TREE, top, fleet, roots, None)
+
     def affected(self, changed: set[str]) -> set[str]:
         if self.fleet is None:
             raise FleetError(self.error or "the fleet cannot be read")
@@ -170,6 +195,16 @@ def _side_files(render: Render) -> RenderFiles:
 def _clean(message: str, directory: Path) -> str:
     """Error messages name repo-relative paths, not the temporary export directory."""
     return message.replace(f"{directory}{os.sep}", "").replace(str(directory), ".")
+
+
+def worktree_changes(repo: Path, base: str) -> set[str]:
+    """Paths the working tree has added, modified or deleted since commit `base`: tracked
+    files (staged or not) and untracked ones that `.gitignore` does not exclude."""
+    if git(repo, "rev-parse", "--is-bare-repository").strip() == "true":
+        raise GitError(f"{repo} is a bare repository: it has no working tree to compare")
+    tracked = git(repo, "diff", "--name-only", "--no-renames", "-z", base, "--")
+    untracked = git(repo, "ls-files", "--others", "--exclude-standard", "-z")
+    return {p for p in (tracked + untracked).split("\0") if p}
 
 
 def export_revision(repo: Path, sha: str, directory: Path) -> None:

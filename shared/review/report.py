@@ -14,6 +14,13 @@ from shared.review.noise import HiddenChange
 
 RootStatus = Literal["added", "removed", "changed", "unchanged", "error"]
 REPORT_FORMAT = "rollwright.preview/v1"
+# The head of a preview of the working tree (`rollwright diff REV`): not a commit.
+WORKING_TREE = "working tree"
+
+
+def short_revision(revision: str) -> str:
+    """A commit id cut to 12 characters for people; the working tree by name."""
+    return revision if revision == WORKING_TREE else revision[:12]
 
 
 @dataclass(frozen=True)
@@ -105,7 +112,7 @@ class PreviewReport:
 
 def repro_command(base: str, head: str, root: str | None = None) -> str:
     """The local command that prints the same report: `rollwright diff BASE HEAD [--root R]`."""
-    words = ["rollwright", "diff", base, head]
+    words = ["rollwright", "diff", base] + ([] if head == WORKING_TREE else [head])
     if root is not None:
         words += ["--root", root]
     return shlex.join(words)
@@ -114,7 +121,8 @@ def repro_command(base: str, head: str, root: str | None = None) -> str:
 def report_unified(report: PreviewReport) -> str:
     """Plain unified diff with `#` comment lines (warnings, errors, hidden noise); paths are
     `a/<root>/<file>` / `b/<root>/<file>`, as in a rendered tree."""
-    lines = [f"# rollwright diff {report.base[:12]}..{report.head[:12]}\n"]
+    target = short_revision(report.head)
+    lines = [f"# rollwright diff {report.base[:12]}..{target}\n"]
     lines += [f"# warning: {line}\n" for w in report.warnings for line in _lines_of(w)]
     if report.error:
         lines += ["# error: the head revision's fleet cannot be read:\n"]
@@ -175,7 +183,7 @@ def report_json(report: PreviewReport) -> dict[str, Any]:
     return {
         "format": REPORT_FORMAT,
         "base": report.base,
-        "head": report.head,
+        "head": report.head,  # "working tree" when it is the working tree (no commit)
         "all_roots": report.all_roots,
         "failed": report.failed,
         "changed": report.changed,
@@ -193,6 +201,7 @@ def report_json(report: PreviewReport) -> dict[str, Any]:
             "hidden": c.hidden,
         },
         "roots": [_root_json(item) for item in report.roots],
+        "working_tree": report.head == WORKING_TREE,  # added last: keys are only ever added
     }
 
 

@@ -341,3 +341,16 @@ def _mirror_of(checkout: Path) -> Path | None:
     gitdir = Path(text.split(":", 1)[1].strip())
     mirror = gitdir.parent.parent
     return mirror if (mirror / "HEAD").is_file() else None
+
+
+def commit_summary(checkout: Path, revision: str = "HEAD") -> dict[str, str]:
+    """Subject, author and date of a commit of a checkout (what reviewers read about it):
+    `{"sha", "subject", "author", "date"}`."""
+    proc = run(
+        ["git", "-C", str(checkout), "log", "-1", "--format=%H%x00%s%x00%an%x00%cI", revision],
+        timeout=30,
+    )
+    if not proc.ok:
+        raise GitMirrorError(f"git log {revision}: {proc.err.strip()}")
+    sha, subject, author, date = [*proc.out.rstrip("\n").split("\0"), "", "", ""][:4]
+    return {"sha": sha, "subject": subject, "author": author, "date": date}

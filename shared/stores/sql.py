@@ -816,6 +816,19 @@ class SqlStore:
             query = _deployment_filter(select(func.count()).select_from(DeploymentRow), repo, root)
             return int(session.scalar(query) or 0)
 
+    def roots(self, *, limit: int = 500) -> list[tuple[str, str, int, datetime]]:
+        """(repo, root, deployments, last started) of every root with a deployment, the most
+        recently active first: the gateway's front page."""
+        with self._sessions() as session:
+            last = func.max(DeploymentRow.created_at)
+            query = (
+                select(DeploymentRow.repo, DeploymentRow.root, func.count(), last)
+                .group_by(DeploymentRow.repo, DeploymentRow.root)
+                .order_by(last.desc(), DeploymentRow.repo, DeploymentRow.root)
+                .limit(limit)
+            )
+            return [(r, t, int(n), at) for r, t, n, at in session.execute(query)]
+
     def _deployments(
         self, repo: str | None, root: str | None, limit: int, offset: int
     ) -> list[DeploymentRow]:

@@ -21,13 +21,29 @@ import traceback
 from pathlib import Path
 from types import FrameType, ModuleType
 
-from tests.chaos import burst, hostile, long_queue, publish_race, temporal_restart, workers
+from tests.chaos import (
+    burst,
+    hostile,
+    long_queue,
+    publish_race,
+    rolling,
+    temporal_restart,
+    workers,
+)
 from tests.chaos.report import CaseResult, load_average, render
 from tests.support.cluster import Cluster
 
 # Report order is the (NUMBER); run order puts the quick cases first and the one
 # that leaves a thousand-item queue behind last.
-CASES: list[ModuleType] = [hostile, publish_race, burst, workers, temporal_restart, long_queue]
+CASES: list[ModuleType] = [
+    hostile,
+    publish_race,
+    burst,
+    workers,
+    rolling,
+    temporal_restart,
+    long_queue,
+]
 COMMAND = "make chaos"
 
 

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from temporalio.api.enums.v1 import EventType, PendingActivityState, TimeoutType
+from temporalio.api.enums.v1 import EventType, PendingActivityState, TaskQueueType, TimeoutType
 from temporalio.api.failure.v1 import Failure
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -107,6 +109,21 @@ class TemporalView:
             return answer
 
         return self.run(query())
+
+    def pollers(self, task_queue: str) -> set[str]:
+        """The identities (`<pid>@<host>`) polling `task_queue` for activities lately."""
+
+        async def describe() -> set[str]:
+            answer = await self.client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=self.client.namespace,
+                    task_queue=TaskQueue(name=task_queue),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+                )
+            )
+            return {p.identity for p in answer.pollers}
+
+        return self.run(describe())
 
     def running_activity(self, workflow_id: str, activity: str) -> str | None:
         """The identity of the worker running `activity` of the workflow right now (its
@@ -240,6 +257,11 @@ class Cluster:
     def kill_worker(self, worker_id: str) -> None:
         """SIGKILL the worker's process group (the worker and its git, helm children)."""
         self.stack.supervisor.kill(self.workers.pop(worker_id))
+
+    def stop_worker(self, worker_id: str, timeout: float = 45.0) -> int:
+        """Stop the worker as an upgrade does (SIGTERM: it finishes or hands back its running
+        activities within its 30 s graceful shutdown); SIGKILL after `timeout`."""
+        return self.stack.supervisor.terminate(self.workers.pop(worker_id), timeout)
 
     def worker_of(self, identity: str) -> str | None:
         """Which of our workers has the Temporal identity `identity` (`<pid>@<host>`)."""

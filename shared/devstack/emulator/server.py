@@ -86,6 +86,7 @@ from shared.devstack.emulator.model import (
 )
 from shared.github.app import webhook_signature
 from shared.github.limits import OUTPUT_LIMIT
+from shared.review.markdown_html import render_markdown
 
 SCHEMAS_FILE = Path(__file__).with_name("rest_schemas.json")
 # The git data API and pull request creation (promotions), from the same OpenAPI description.
@@ -794,6 +795,7 @@ class GitHubEmulator:
             r("POST", "/_emulator/check-runs/{check_run_id}/click", self._ctl_click, "none", False),
             r("POST", "/_emulator/webhooks", self._ctl_webhook, "none", False),
             r("GET", "/{owner}/{repo}/runs/{check_run_id}", self._html_check_run, "none", False),
+            r("GET", "/{owner}/{repo}/commit/{sha}", self._html_commit, "none", False),
         ]
 
     # --- dispatch (called from the HTTP handler threads)
@@ -1348,6 +1350,22 @@ class GitHubEmulator:
         body = _object(req.body)
         delivery = self.send_webhook(str(body["event"]), body["payload"])
         return 200, _delivery_json(delivery)
+
+    def _html_commit(self, req: Request) -> tuple[int, Any]:
+        """A commit's page (what `html_url`s and the job page's revision link open): message,
+        author and the patch, from the seeded repository."""
+        with self._lock:
+            repo = self._repos.get(f"{req.params['owner']}/{req.params['repo']}".lower())
+        sha = req.params["sha"]
+        if repo is None or repo.git_dir is None or not re.fullmatch(r"[0-9a-fA-F]{4,40}", sha):
+            raise ApiError(404, "Not Found")
+        full = _git_ok(repo.git_dir, "rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}")
+        if not isinstance(full, str):
+            raise ApiError(404, "Not Found")
+        shown = _git(repo.git_dir, "show", "--format=%H%n%an <%ae>%n%cI%n%B%x00", "--patch", full)
+        header, _, patch = shown.partition("\0")
+        commit, author, date, *message = header.split("\n")
+        return 200, Html(_render_commit_page(repo.full_name, commit, author, date, message, patch))
 
     def _html_check_run(self, req: Request) -> tuple[int, Any]:
         with self._lock:
@@ -2000,18 +2018,45 @@ def _render_check_run_page(run: CheckRunRecord) -> str:
         for u in run.history
     )
     title = html.escape(f"{run.owner}/{run.repo} · {state['name']}")
+    details = state.get("details_url") or ""
+    # GitHub shows a "Details" link to details_url beside the check run; so does this page.
+    details_link = (
+        f" · <a id='details' href='{html.escape(details)}'>Details</a>"
+        if details.startswith(("http://", "https://"))
+        else ""
+    )
+    commit = f"/{run.owner}/{run.repo}/commit/{state['head_sha']}"
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
         f"<body style='font-family:sans-serif;max-width:70em;margin:2em auto'>"
         f"<h1>{title}</h1>"
         f"<p>check run {run.id} · <b>{html.escape(state['status'])}</b>"
-        f" {html.escape(state['conclusion'] or '')} · head {html.escape(state['head_sha'][:12])}"
-        f" · external id {html.escape(state['external_id'] or '')}</p>"
+        f" {html.escape(state['conclusion'] or '')} · head "
+        f"<a href='{html.escape(commit)}'>{html.escape(state['head_sha'][:12])}</a>"
+        f" · external id {html.escape(state['external_id'] or '')}{details_link}</p>"
         f"<p>{buttons}</p>"
         f"<h2>{html.escape(output.get('title') or '')}</h2>"
-        f"<pre style='white-space:pre-wrap'>{html.escape(output.get('summary') or '')}</pre>"
-        f"<pre style='white-space:pre-wrap'>{html.escape(output.get('text') or '')}</pre>"
+        # GitHub renders the summary and text as Markdown: rollwright writes them for that.
+        f"<div id='summary'>{render_markdown(output.get('summary') or '')}</div>"
+        f"<div id='text'>{render_markdown(output.get('text') or '')}</div>"
         f"<h3>History</h3><ol>{history}</ol></body></html>"
+    )
+
+
+def _render_commit_page(
+    full_name: str, commit: str, author: str, date: str, message: list[str], patch: str
+) -> str:
+    subject = message[0] if message else ""
+    body = "\n".join(message[1:]).strip()
+    title = html.escape(f"{full_name} · {subject}")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+        f"<body style='font-family:sans-serif;max-width:70em;margin:2em auto'>"
+        f"<h1 id='subject'>{html.escape(subject)}</h1>"
+        f"<p>{html.escape(full_name)} · commit <code id='sha'>{html.escape(commit)}</code>"
+        f" · {html.escape(author)} · {html.escape(date)}</p>"
+        f"<pre style='white-space:pre-wrap'>{html.escape(body)}</pre>"
+        f"<pre id='patch'>{html.escape(patch.strip())}</pre></body></html>"
     )
 
 

@@ -27,12 +27,23 @@ def apply_instance_patches(
     ):
         strategic = kind == "strategicMergePatches"
         for j, entry in enumerate(entries):
+            keys = ("apps", inst.index, kind, j)
+            ops = entry.get("patch") if isinstance(entry, dict) else None
+            place = postrender.PatchOrigin(
+                inst.deployment.path,
+                inst.deployment.line(*keys),
+                tuple(inst.deployment.line(*keys, "patch", k) for k in range(len(ops)))
+                if isinstance(ops, list)
+                else (),
+            )
             try:
                 postrender.apply_release_patches(
                     objects,
                     [] if strategic else [entry],
                     [entry] if strategic else [],
                     origin=inst.deployment.path,
+                    json_origins=[place],
+                    strategic_origins=[place],
                 )
             except FleetError as err:
                 # "jsonPatches[0]: ..." from patching names the entry in a one-item list
@@ -40,7 +51,7 @@ def apply_instance_patches(
                 raise FleetError(
                     f"{inst.where}.{kind}[{j}] (instance {model.instance_name!r}): {message}",
                     path=inst.deployment.path,
-                    line=inst.deployment.line("apps", inst.index, kind, j),
+                    line=err.line or place.line,  # the failing operation's line, if known
                 ) from None
     kept = {id(res) for res in objects}  # `$patch: delete` removes objects
     for _, resources in rendered:

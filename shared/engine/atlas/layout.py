@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.engine import helm, render
-from shared.engine.atlas import affected, secrets, validate
+from shared.engine.atlas import affected, secrets, unread, validate
 from shared.engine.atlas.discovery import Cluster
 from shared.engine.atlas.files import FILE_SCHEMAS
 from shared.engine.atlas.instance_patches import apply_instance_patches
@@ -40,6 +40,7 @@ class AtlasLayout:
     def __init__(self, tree: Tree, config: FleetConfig) -> None:
         self.planner = Planner(tree, config)
         self._structure: list[Problem] | None = None
+        self._unread: list[unread.Unread] | None = None
 
     @property
     def tree(self) -> Tree:
@@ -168,12 +169,25 @@ class AtlasLayout:
         return affected.affected_roots(self.tree, self.files, changed)
 
     def validate(self) -> list[Problem]:
-        return validate.validate(self.planner)
+        problems = validate.validate(self.planner)
+        if any(not p.hygiene for p in problems):
+            return problems  # keys cannot be judged while releases fail to plan
+        return sorted(set(problems) | set(self.unread_values(None)))
+
+    def unread_values(self, root: str | None) -> list[Problem]:
+        """Keys no template reads (`shared.engine.atlas.unread`), analysed once per layout."""
+        if self._unread is None:
+            self._unread = unread.unread_keys(self.planner, strict=self.config.strict)
+        return unread.roots_of(self._unread, root)
 
     def refusals(self, root: str) -> list[Problem]:
         """The structure problems that touch `root`; all are content (a file never read, a
         definition that cannot be read), docs/formats/problems.md. Planning and values errors
-        fail the render by themselves."""
+        fail the render by themselves. Under rollwright.yaml `strict`, keys no template reads
+        that reach `root` too."""
         if self._structure is None:
             self._structure = validate.structure(self.planner)
-        return [p for p in self._structure if validate.touches(self.tree, p, root)]
+        found = [p for p in self._structure if validate.touches(self.tree, p, root)]
+        if not found and self.config.strict:
+            found = self.unread_values(root)
+        return found

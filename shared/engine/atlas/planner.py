@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shared.engine import helm, render, template_memo, yamldoc
+from shared.engine import helm, render, suggest, template_memo, yamldoc
 from shared.engine.atlas.discovery import (
     Cluster,
     DeploymentDef,
@@ -59,6 +59,7 @@ from shared.engine.atlas.values import (
 )
 from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.fleetconfig import Capabilities, FleetConfig, parse_model
+from shared.engine.postrender import PatchOrigin
 from shared.engine.release import ChartSource, ReleaseSpec, Repository, SourceKind
 from shared.engine.tree import GitError, Tree
 from shared.engine.values import deep_merge
@@ -130,6 +131,8 @@ class ReleaseParts:
     template_secrets: list[str] = field(default_factory=list)
     json_patches: list[dict[str, Any]] = field(default_factory=list)
     strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)
+    json_patch_origins: list[PatchOrigin] = field(default_factory=list)
+    strategic_patch_origins: list[PatchOrigin] = field(default_factory=list)
     overrides: list[Layer] = field(default_factory=list)  # `set:` / `setString:`
 
 
@@ -149,6 +152,8 @@ class ReleasePlan:
     template_secrets: list[str] = field(default_factory=list)
     json_patches: list[dict[str, Any]] = field(default_factory=list)
     strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)
+    json_patch_origins: list[PatchOrigin] = field(default_factory=list)
+    strategic_patch_origins: list[PatchOrigin] = field(default_factory=list)
     overrides: list[Layer] = field(default_factory=list)
 
     @property
@@ -205,7 +210,8 @@ class Planner:
     def cluster(self, root: str) -> Cluster:
         found = self.clusters().get(root)
         if found is None:
-            raise FleetError(f"unknown root {root!r}; `rollwright roots` lists them")
+            hint = suggest.hint(root, self.clusters())
+            raise FleetError(f"unknown root {root!r}{hint}; `rollwright roots` lists them")
         return found
 
     def _load_deployment(self, defn: DeploymentDef) -> LoadedDeployment:
@@ -275,7 +281,8 @@ class Planner:
                         loaded.path,
                         loaded.line("apps", i, "template"),
                         f"{where}: template {inst.template!r} not found (no "
-                        f"{TEMPLATES}/{inst.template}/{HELMFILES[0]} or {HELMFILES[1]})",
+                        f"{TEMPLATES}/{inst.template}/{HELMFILES[0]} or {HELMFILES[1]})"
+                        + suggest.hint(inst.template, self.template_names()),
                     )
                 )
             for j, secret in enumerate(inst.secrets):
@@ -323,6 +330,12 @@ class Planner:
                 raise FleetErrors(problems)
             self._deployments[defn.dir] = loaded
         return loaded
+
+    def template_names(self) -> list[str]:
+        """The app templates the fleet has (directories of templates/ with a helmfile)."""
+        if not self.tree.is_dir(TEMPLATES):
+            return []
+        return [t for t in self.tree.listdir(TEMPLATES) if self.helmfile_path(t) is not None]
 
     def helmfile_path(self, template: str) -> str | None:
         directory = join(TEMPLATES, template)
@@ -394,7 +407,8 @@ class Planner:
         path = self.helmfile_path(template)
         if path is None:  # checked with the deployment; kept for a clear message anyway
             raise FleetError(
-                f"apps[{index}]: template {template!r} not found",
+                f"apps[{index}]: template {template!r} not found"
+                + suggest.hint(template, self.template_names()),
                 path=loaded.path,
                 line=loaded.line("apps", index, "template"),
             )
@@ -484,6 +498,8 @@ class Planner:
                 template_secrets=parts.template_secrets,
                 json_patches=parts.json_patches,
                 strategic_merge_patches=parts.strategic_merge_patches,
+                json_patch_origins=parts.json_patch_origins,
+                strategic_patch_origins=parts.strategic_patch_origins,
                 overrides=parts.overrides,
             )
 
@@ -521,10 +537,14 @@ class Planner:
             parts.template_secrets.append(
                 self._template_file(hf, entry, keys, where, "secrets file")
             )
-        parts.json_patches.extend(self._patches(hf, i, "jsonPatches", rel.jsonPatches))
-        parts.strategic_merge_patches.extend(
-            self._patches(hf, i, "strategicMergePatches", rel.strategicMergePatches)
-        )
+        for entry, place in self._patches(hf, i, "jsonPatches", rel.jsonPatches):
+            parts.json_patches.append(entry)
+            parts.json_patch_origins.append(place)
+        for entry, place in self._patches(
+            hf, i, "strategicMergePatches", rel.strategicMergePatches
+        ):
+            parts.strategic_merge_patches.append(entry)
+            parts.strategic_patch_origins.append(place)
         for kind in ("set", "setString"):
             for j, entry in enumerate(getattr(rel, kind)):
                 parts.overrides.append(self._set_layer(hf, i, kind, j, entry))
@@ -584,17 +604,22 @@ class Planner:
 
     def _patches(
         self, hf: Helmfile, i: int, kind: str, entries: list[dict[str, Any] | str]
-    ) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    ) -> list[tuple[dict[str, Any], PatchOrigin]]:
+        """The entries, each with where it was written (an inline entry's line in the
+        helmfile, a patch file's item's line in that file) and its operations' lines."""
+        out: list[tuple[dict[str, Any], PatchOrigin]] = []
         for j, entry in enumerate(entries):
             if isinstance(entry, dict):
-                out.append(entry)
+                keys: tuple[str | int, ...] = ("releases", i, kind, j)
+                # Called at once (not kept): the loop's `keys` is the one meant.
+                out.append((entry, _origin(entry, hf.path, lambda *k: hf.line((*keys, *k)))))  # noqa: B023
                 continue
             where = f"releases[{i}].{kind}[{j}]"
             path = self._template_file(hf, entry, ("releases", i, kind, j), where, "patch file")
-            data = yamldoc.loads(self.files.text(path), path)
+            text = self.files.text(path)
+            data = yamldoc.loads(text, path)
             items = data if isinstance(data, list) else [data]
-            for item in items:
+            for n, item in enumerate(items):
                 if not isinstance(item, dict):
                     raise FleetError(
                         f"a patch file holds a mapping or a list of mappings, found "
@@ -602,7 +627,14 @@ class Planner:
                         path=path,
                         line=1,
                     )
-                out.append(item)
+                top: tuple[int, ...] = (n,) if isinstance(data, list) else ()
+
+                def line_of(
+                    *k: str | int, top: tuple[int, ...] = top, text: str = text
+                ) -> int | None:
+                    return yamldoc.key_line(text, (*top, *k))
+
+                out.append((item, _origin(item, path, line_of)))
         return out
 
     def chart_defaults(self, plan: ReleasePlan) -> dict[str, Any]:
@@ -668,7 +700,10 @@ class Planner:
         for plan in plans:
             if plan.id == release:
                 return plan
-        raise FleetError(f"root {root!r} has no release {release!r}; its releases: {ids or '-'}")
+        hint = suggest.hint(release, [p.id for p in plans])
+        raise FleetError(
+            f"root {root!r} has no release {release!r}{hint}; its releases: {ids or '-'}"
+        )
 
     @contextmanager
     def naming(self, plan: ReleasePlan) -> Iterator[None]:
@@ -678,6 +713,8 @@ class Planner:
         except FleetErrors:
             raise
         except FleetError as err:
+            if err.problem.message.startswith(f"release {plan.id!r}"):
+                raise  # it names the release already (shared.engine.render)
             raise err.within(f'release "{plan.id}"') from None
 
     def capabilities(self, plan: ReleasePlan) -> tuple[str | None, tuple[str, ...]]:
@@ -714,6 +751,8 @@ class Planner:
             labels=plan.labels,
             json_patches=plan.json_patches,
             strategic_merge_patches=plan.strategic_merge_patches,
+            json_patch_origins=plan.json_patch_origins,
+            strategic_patch_origins=plan.strategic_patch_origins,
             remove_labels=list(rel.remove_labels),
             crds=rel.crds,
             hooks=rel.hooks,
@@ -820,6 +859,13 @@ def local_kind(tree: Tree, path: str) -> SourceKind | None:
     if names & {"kustomization.yaml", "kustomization.yml", "Kustomization"}:
         return "kustomize"
     return "manifests"
+
+
+def _origin(entry: dict[str, Any], path: str, line_of: Callable[..., int | None]) -> PatchOrigin:
+    """Where a patch entry is: its line, and for a JSON patch each operation's line."""
+    ops = entry.get("patch")
+    op_lines = tuple(line_of("patch", k) for k in range(len(ops))) if isinstance(ops, list) else ()
+    return PatchOrigin(path, line_of(), op_lines)
 
 
 def patch_shape_problem(entry: dict[str, Any], *, strategic: bool) -> str | None:

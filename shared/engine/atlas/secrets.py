@@ -144,6 +144,8 @@ def _taint_plan(planner: Planner, plan: ReleasePlan) -> ReleasePlan:
         template_secrets=parts.template_secrets,
         json_patches=parts.json_patches,
         strategic_merge_patches=parts.strategic_merge_patches,
+        json_patch_origins=parts.json_patch_origins,
+        strategic_patch_origins=parts.strategic_patch_origins,
         overrides=parts.overrides,
     )
 

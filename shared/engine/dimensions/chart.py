@@ -19,7 +19,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from shared.engine import helm, yamldoc
+from shared.engine import argocd, goerrors, helm, yamldoc
 from shared.engine.dimensions.config import Place
 from shared.engine.dimensions.models import (
     DEFAULTS_FILES,
@@ -73,8 +73,25 @@ def chart_files(spec: ClusterTypeSpec, place: Place, values: dict[str, Any]) -> 
                 + _template_reason(err.problem.message),
                 path=comp.dir,
             ) from None
+        _check_rendered(comp, text)
         files[f"templates/{comp.name}.yaml"] = (text.strip("\n") + "\n").encode()
     return files
+
+
+def _check_rendered(comp: Component, text: str) -> None:
+    """The rendered object against Argo CD's schema: the fields were checked where they are
+    written (`argofields`), so this holds what only the merge and the templating make (a
+    value templated into the wrong type); the render refuses rather than ship it."""
+    problems = []
+    for doc in yamldoc.loads_all(text, join(comp.dir, VALUES_FILE)):
+        if argocd.is_argocd(doc):
+            problems += [argocd.describe(m) for m in argocd.check_object(doc)]
+    if problems:
+        raise FleetError(
+            f"{comp.kind} {comp.name!r} renders fields Argo CD does not accept: "
+            + "; ".join(problems),
+            path=comp.dir,
+        )
 
 
 def _check(comp: Component, fields: dict[str, Any]) -> None:
@@ -105,5 +122,5 @@ def _template_reason(message: str) -> str:
     marker = "template: gotpl:"
     if marker in message:
         tail = message.split(marker, 1)[1]
-        return re.sub(r"^\d+(:\d+)?: ", "", tail.strip())
+        return goerrors.reword(re.sub(r"^\d+(:\d+)?: ", "", tail.strip()))
     return message

@@ -9,11 +9,12 @@ perturbed (`shared.engine.secrets.origin`), for origin tracking.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from shared.engine import yamldoc
-from shared.engine.dimensions import patches
+from shared.engine.dimensions import argofields, patches
 from shared.engine.dimensions.config import require_mapping
 from shared.engine.dimensions.models import (
     DEFAULTS_FILES,
@@ -102,8 +103,10 @@ class FleetFiles:
             if not self.tree.is_file(rel):
                 return {}
             text, data = self.mapping(rel)
-            parse_model(DEFAULTS_MODELS[section], data, text=text, source=rel)
-            return data.get("defaults") or {}
+            fields = data.get("defaults")
+            with _argo_checked(section, fields, ("defaults",), text, rel):
+                parse_model(DEFAULTS_MODELS[section], data, text=text, source=rel)
+            return fields or {}
 
         result: dict[str, Any] = self._cached("defaults", rel, load)
         return result
@@ -143,7 +146,10 @@ class FleetFiles:
             else:
                 text, data = self.read(rel)
             data = require_mapping(data, rel)
-            parse_model(ValuesFile, data, text=text, source=rel)
+            mine = data.get(comp.section)
+            fields = mine.get(comp.name) if isinstance(mine, dict) else None
+            with _argo_checked(comp.section, fields, (comp.section, comp.name), text, rel):
+                parse_model(ValuesFile, data, text=text, source=rel)
             only = f"a values file under {comp.dir}/ may only define {comp.section}.{comp.name}"
             for section in ("applications", "applicationsets"):
                 entries = data.get(section) or {}
@@ -184,8 +190,10 @@ class FleetFiles:
         def load() -> patches.Patch:
             text = self.text(rel)
             patch = patches.load_patch(text, rel)
-            parse_model(PATCH_MODELS[comp.section], patch.content, text=text, source=rel)
             name = comp.name
+            fields = patch.body.get(name)
+            with _argo_checked(comp.section, fields, ("patch", name), text, rel):
+                parse_model(PATCH_MODELS[comp.section], patch.content, text=text, source=rel)
             problems = []
             for key in patch.body:
                 if key != name:
@@ -213,3 +221,23 @@ class FleetFiles:
 
         result: patches.Patch = self._cached("patch", rel, load)
         return result
+
+
+@contextmanager
+def _argo_checked(
+    section: Section, fields: Any, keys: tuple[str, ...], text: str, rel: str
+) -> Iterator[None]:
+    """Run the model check in the block, then check `fields` against Argo CD's schema
+    (`argofields`); raise every problem of both at once, one per line (where the model and
+    Argo CD's schema both object to a line, the model's message is kept)."""
+    problems: list[Problem] = []
+    try:
+        yield
+    except FleetErrors as err:
+        problems = list(err.problems)
+    if isinstance(fields, dict):
+        seen = {p.line for p in problems}
+        found = argofields.problems(section, fields, keys=keys, text=text, source=rel)
+        problems += [p for p in found if p.line not in seen]
+    if problems:
+        raise FleetErrors(problems)

@@ -183,6 +183,12 @@ class DimensionsLayout:
     def validate(self) -> list[Problem]:
         return self.validator.problems()
 
+    def unread_values(self, root: str | None) -> list[Problem]:
+        """None: every field of an application or ApplicationSet is checked against the
+        models and Argo CD's schema (an unknown key is a content problem), and the chart's
+        templates read every field the models allow."""
+        return []
+
     def refusals(self, root: str) -> list[Problem]:
         """Content problems that touch `root` (docs/formats/problems.md)."""
         return self.validator.refusals(root)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from shared.engine import yamldoc
+from shared.engine import suggest, yamldoc
 from shared.engine.dimensions import patches
 from shared.engine.dimensions.config import Place, Sequence
 from shared.engine.dimensions.files import FleetFiles
@@ -78,7 +78,8 @@ class Merger:
 
     def split(self, root: str) -> tuple[str, Place]:
         if root not in self._root_set:
-            raise FleetError(f"unknown root {root!r}; `rollwright roots` lists them")
+            hint = suggest.hint(root, self._root_set)
+            raise FleetError(f"unknown root {root!r}{hint}; `rollwright roots` lists them")
         ctype, _, rest = root.partition("/")
         return ctype, tuple(rest.split("/"))
 
