@@ -7,23 +7,31 @@ Everything here is already redacted where it was written; the pages escape it on
 
 from __future__ import annotations
 
+import logging
 import shlex
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import Depends, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from gateway.api import web_base
 from gateway.context import Gateway
-from shared.contracts.deploy import TERMINAL_STATES, deploy_workflow_id
+from shared.contracts.deploy import (
+    TERMINAL_STATES,
+    LatestDeployment,
+    deploy_workflow_id,
+    lock_from_latest,
+)
 from shared.review.compared import ReviewContext, context_key
 from shared.review.diffdoc import DiffDocument, document_key
 from shared.settings import Settings
-from shared.stores.blob import BlobStore, job_log_key
+from shared.stores.blob import BlobStore, job_log_key, latest_key
 from shared.stores.joblog import parse_log
 from shared.stores.sql import AuditRow, SqlStore
+
+log = logging.getLogger("rollwright.gateway")
 
 # Deployment ids are uuids; anything that is not a plain token cannot name a job.
 DEPLOYMENT_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -132,6 +140,9 @@ class Job(BaseModel):
     audit: list[AuditEvent] = Field(default_factory=list)  # clicks on it, counted or not
     links: JobLinks
     rollback_command: str
+    # Some deployment published this revision on the root: only then is rolling back to it
+    # offered (a revision never deployed is no known-good state to return to).
+    revision_deployed: bool = False
     diff: DiffStats | None = None
     # What the review compares: the commit (subject, author, link) and the base render.
     review: ReviewContext | None = None
@@ -161,6 +172,31 @@ class RootDeployment(BaseModel):
     created_at: datetime | None = None
     updated_at: datetime | None = None
     page: str
+    message: str = ""  # the outcome, as the deployment recorded it
+    live: bool = False  # the root runs this deployment's render (published last)
+
+
+class RootLock(BaseModel):
+    """A root's queue locked by a manual deployment (latest.json), until someone unlocks."""
+
+    repo: str
+    deployment_id: str
+    revision: str
+    since: datetime | None = None
+    locked_by: str | None = None  # who asked for the locking deployment
+    page: str  # the locking deployment's job page
+    check_run: str | None = None  # its check run on GitHub, which offers the Unlock button
+
+
+class QueuedDeployment(BaseModel):
+    position: int
+    deployment_id: str
+    repo: str
+    revision: str
+    trigger: str
+    requested_by: str | None = None
+    since: datetime | None = None
+    page: str
 
 
 class RootPage(BaseModel):
@@ -173,6 +209,9 @@ class RootPage(BaseModel):
     total: int
     deployments: list[RootDeployment]
     workflows: dict[str, str]  # repo → the root's DeployWorkflow in the Temporal UI
+    locks: list[RootLock] = Field(default_factory=list)
+    queue: list[QueuedDeployment] = Field(default_factory=list)
+    live: dict[str, str] = Field(default_factory=dict)  # repo → the live deployment's id
 
 
 class JobReader:
@@ -231,6 +270,7 @@ class JobReader:
             audit=[AuditEvent.of(a) for a in self.store.audit_events(deployment_id)],
             links=self.links(deployment_id, row.repo, row.root, row.revision, check_runs),
             rollback_command=self.rollback_command(row.repo, row.root, row.revision),
+            revision_deployed=self.store.revision_published(row.repo, row.root, row.revision),
             diff=self.diff_stats(deployment_id) if with_diff else None,
             review=self.review(deployment_id),
         )
@@ -377,6 +417,24 @@ class JobReader:
             root, limit=ROOTS_PAGE_SIZE, offset=(page - 1) * ROOTS_PAGE_SIZE, repo=repo
         )
         repos = [repo] if repo else sorted({r.repo for r in rows})
+        live = {
+            name: found.deployment_id
+            for name in repos
+            if (found := self.store.live_deployment(root, name)) is not None
+        }
+        queue = [
+            QueuedDeployment(
+                position=i,
+                deployment_id=q.deployment_id,
+                repo=q.repo,
+                revision=q.revision,
+                trigger=q.trigger,
+                requested_by=q.requested_by,
+                since=_utc(q.created_at),
+                page=self.settings.job_url(q.deployment_id),
+            )
+            for i, q in enumerate(self.store.queued(root, repo), start=1)
+        ]
         workflows = {
             name: url
             for name in repos
@@ -389,6 +447,9 @@ class JobReader:
             pages=pages,
             total=total,
             workflows=workflows,
+            locks=[lock for name in repos if (lock := self.root_lock(name, root)) is not None],
+            queue=queue,
+            live=live,
             deployments=[
                 RootDeployment(
                     deployment_id=r.deployment_id,
@@ -404,9 +465,37 @@ class JobReader:
                     created_at=_utc(r.created_at),
                     updated_at=_utc(r.updated_at),
                     page=self.settings.job_url(r.deployment_id),
+                    message=r.message or "",
+                    live=live.get(r.repo) == r.deployment_id,
                 )
                 for r in rows
             ],
+        )
+
+    def root_lock(self, repo: str, root: str) -> RootLock | None:
+        """The lock latest.json says the root's queue holds (as the DeployWorkflow reads it)."""
+        raw = self.blobs.get(latest_key(repo, root))
+        if raw is None:
+            return None
+        try:
+            latest = LatestDeployment.model_validate_json(raw)
+        except ValidationError:
+            log.warning("latest.json unreadable", extra={"repo": repo, "root": root})
+            return None
+        lock = lock_from_latest(latest)
+        if not lock.locked or lock.by_deployment is None:
+            return None
+        row = self.store.deployment(lock.by_deployment)
+        github = web_base(self.settings.github_api_url)
+        run = latest.check_run_id
+        return RootLock(
+            repo=repo,
+            deployment_id=lock.by_deployment,
+            revision=lock.revision or latest.revision,
+            since=_utc(lock.since),
+            locked_by=row.requested_by if row is not None else None,
+            page=self.settings.job_url(lock.by_deployment),
+            check_run=f"{github}/{repo}/runs/{run}" if run else None,
         )
 
 

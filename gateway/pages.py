@@ -99,7 +99,10 @@ async def job_page(
     deployment_id: DeploymentId,
     reader: ReaderDep,
     view: Annotated[str, Query(pattern="^(unified|split)$")] = "unified",
+    live: bool = False,
 ) -> StreamingResponse | HTMLResponse:
+    """The job page; `?live=1` is the same page without the log and the diff: what the
+    page's script fetches to refresh its state, approver, buttons, timeline and check runs."""
     settings = reader.settings
     # the diff (up to megabytes) is read while the page streams, not before it starts
     job = await run_in_threadpool(reader.job, deployment_id, with_diff=False)
@@ -110,7 +113,7 @@ async def job_page(
             f"Rollwright has no record of deployment {deployment_id}.",
             settings.public_url,
         )
-    log_lines = await run_in_threadpool(reader.log, deployment_id)
+    log_lines = [] if live else await run_in_threadpool(reader.log, deployment_id)
     buttons: list[devactions.Button] = []
     dev_error = ""
     if settings.dev_mode and not job.finished:
@@ -135,6 +138,7 @@ async def job_page(
         "unified_rows": unified_rows,
         "split_rows": split_rows,
         "diff_document": _lazy_document(reader, deployment_id),
+        "live": live,
     }
     pieces = templates.get_template("job.html").generate(**context)
     # A sync iterator: Starlette pulls it in a worker thread, so loading and rendering a
@@ -198,6 +202,9 @@ async def job_action(
         )
         return error_page(502, "The click did not go through", str(err), public)
     log.info("dev action clicked", extra={"deployment": deployment_id, "action": identifier})
+    if form.get("back") == ["root"]:  # the root page's Unlock: back where it was clicked
+        root_url = f"{public}/roots/{quote(job.root)}?{urlencode({'repo': job.repo})}"
+        return RedirectResponse(root_url, status_code=303)
     return RedirectResponse(f"{public}/jobs/{deployment_id}", status_code=303)
 
 
@@ -241,11 +248,27 @@ async def root_page(
         query = {"page": str(number), **({"repo": repo} if repo else {})}
         return f"{public}/roots/{quote(root)}?{urlencode(query)}"
 
+    # In the dev stack the lock banner clicks Unlock itself (through the emulator's check
+    # run, as for the job page's buttons); with GitHub, it links the check run that offers it.
+    unlock: dict[str, devactions.Button] = {}
+    if settings.dev_mode:
+        for lock in listing.locks:
+            try:
+                offered = await run_in_threadpool(
+                    devactions.buttons, settings, lock.repo, root, lock.deployment_id
+                )
+            except devactions.EmulatorError as err:
+                log.warning("emulator unreachable", extra={"root": root, "error": str(err)})
+                continue
+            for button in offered:
+                if button.identifier == "unlock":
+                    unlock[lock.deployment_id] = button
     query = urlencode({"page": str(listing.page), **({"repo": repo} if repo else {})})
     html = templates.get_template("root.html").render(
         page=listing,
         page_url=page_url,
         api_url=f"{public}/api/roots/{quote(root)}?{query}",
         public_url=public,
+        unlock=unlock,
     )
     return HTMLResponse(html)

@@ -220,3 +220,29 @@ def test_by_root_names_a_few_roots_and_counts_the_rest() -> None:
         Problem("b.yaml", None, "other (in root g/c00)"),
     ]
     assert by_root(failures[:1], name_roots=False) == [Problem("a.yaml", 3, "x")]
+
+
+def test_strategic_merge_patch_and_release_errors_carry_their_lines(
+    fleet: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tools = "templates/debug-tools/helmfile.yaml.gotmpl"
+    edit(fleet, tools, "name: netshoot", "name: netshot")
+    code, _, err = run(
+        capsys, "render", "--repo", str(fleet), "--out", str(tmp_path / "a"), "--root", ROOTS[1]
+    )
+    assert code == 1
+    assert err.splitlines()[0] == (
+        f'{tools}:8: release "debug-tools/debug-tools": strategicMergePatches[0]: no rendered '
+        "object is apps/v1 Deployment 'netshot' (did you mean name 'netshoot'?)"
+    )
+    # Two files of a plain-manifests release defining one object: the release's own line.
+    fleet2 = shutil.copytree(EXAMPLE, tmp_path / "fleet2")
+    manifests = fleet2 / "templates/debug-tools/manifests"
+    first = sorted(manifests.glob("*.yaml"))[0]
+    shutil.copy(first, manifests / "zz-copy.yaml")
+    code, _, err = run(
+        capsys, "render", "--repo", str(fleet2), "--out", str(tmp_path / "b"), "--root", ROOTS[1]
+    )
+    assert code == 1
+    line = err.splitlines()[0]
+    assert line.startswith(f"{tools}:3: ") and "is rendered twice" in line, line

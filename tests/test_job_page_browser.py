@@ -5,7 +5,8 @@ processes, and the GitHub emulator.
 One deployment's story, as a person watching it: the page opened while the render runs shows
 log lines arriving without a reload, the state moves to awaiting review, a resource's diff
 expands, side by side shows removed and added lines next to each other, and Approve (dev mode:
-through the emulator's check run and the gateway's webhook) takes it to published. The render
+through the emulator's check run and the gateway's webhook) takes it to published, while a
+second page left open on the job follows every field without a reload. The render
 is slow for an honest reason: the root has 1,000 releases. Screenshots go to
 $ROLLWRIGHT_TEST_ARTIFACTS (default tests/artifacts/).
 """
@@ -150,6 +151,23 @@ def test_watch_review_and_approve_a_deployment(stack: tuple[DevStack, Path], bro
     expect(cells.nth(1)).to_have_text("")
     first.screenshot(path=str(shots / "4-resource-side-by-side.png"))
 
+    # --- the page puts the diff before the log, and offers no rollback to a revision that
+    # was never deployed
+    order = page.evaluate(
+        "() => [document.getElementById('diff'), document.getElementById('log')]"
+        ".map(e => e.getBoundingClientRect().top + window.scrollY)"
+    )
+    assert order[0] < order[1], order
+    expect(page.locator("#rollback")).to_have_count(0)
+
+    # --- a second page, open on the job while someone approves: it is never reloaded, and
+    # every field follows (state, approver, buttons, timeline, check runs)
+    watcher = browser.new_page(viewport={"width": 1400, "height": 1000})
+    watcher.goto(job_url)
+    expect(watcher.locator("#state")).to_have_text("awaiting_review")
+    expect(watcher.locator("#approved-by")).to_have_text("—")
+    runs_before = watcher.locator("#facts a[href*='/runs/']").count()
+
     # --- Approve (dev mode): the emulator's check run sends the webhook; the state follows
     approve = page.locator("button.approve")
     expect(approve).to_be_visible()
@@ -157,11 +175,21 @@ def test_watch_review_and_approve_a_deployment(stack: tuple[DevStack, Path], bro
     approve.click()
     page.wait_for_url(f"**/jobs/{deployment_id}")
     expect(page.locator("#state")).to_have_text("published", timeout=STEP_TIMEOUT * 1000)
-    page.reload()
-    expect(page.locator("#approved-by")).to_contain_text("dev-reviewer")
-    expect(page.locator("#timeline .state")).to_have_text(
+
+    expect(watcher.locator("#state")).to_have_text("published", timeout=STEP_TIMEOUT * 1000)
+    expect(watcher.locator("#approved-by")).to_contain_text("dev-reviewer")
+    expect(watcher.locator("#timeline .state")).to_have_text(
         ["queued", "rendering", "awaiting_review", "publishing", "published"]
     )
-    expect(page.locator("button.approve")).to_have_count(0)
-    page.screenshot(path=str(shots / "6-published.png"), full_page=False)
+    expect(watcher.locator("button.approve")).to_have_count(0)
+    # after a review the deployment goes on in a new check run: its link appears too
+    expect(watcher.locator("#facts a[href*='/runs/']")).not_to_have_count(runs_before)
+    watcher.screenshot(path=str(shots / "6-published-live.png"), full_page=False)
+    assert watcher.evaluate("() => performance.getEntriesByType('navigation').length") == 1
+    watcher.close()
+
+    # --- reloaded, the published revision now offers the rollback
+    page.reload()
+    expect(page.locator("#rollback")).to_contain_text(after[:12])
+    page.screenshot(path=str(shots / "7-published.png"), full_page=False)
     page.close()

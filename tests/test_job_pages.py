@@ -599,6 +599,11 @@ def test_rollwright_deploy_queues_a_manual_deployment(served: tuple[World, str])
         "api",
         "carol",
     )
+    as_json = deploy(url, ROOT, "--revision", SHA, "--repo", REPO, "--format", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    answer = json.loads(as_json.stdout)
+    assert (answer["root"], answer["revision"], answer["repo"]) == (ROOT, SHA, REPO)
+    assert answer["job_url"].startswith(f"{PUBLIC}/jobs/")
 
 
 def test_rollwright_deploy_errors(served: tuple[World, str], tmp_path: Path) -> None:
@@ -635,3 +640,42 @@ def test_rollwright_deploy_resolves_a_short_revision_and_the_origin_remote(
     assert done.returncode == 0, done.stderr
     ((ref, _, revision),) = world.dispatcher.queued
     assert ref.full_name == REPO and revision.revision == sha
+
+
+def test_rollback_only_for_a_deployed_revision_and_the_diff_before_the_log(world: World) -> None:
+    awaiting(world)
+    html = world.client.get(f"/jobs/{DEP}").text
+    # the diff comes before the log
+    assert html.index('id="diff"') < html.index('id="log"')
+    # never published on the root: no rollback to it
+    assert 'id="rollback"' not in html
+    assert world.client.get(f"/api/jobs/{DEP}").json()["revision_deployed"] is False
+    # another deployment published the same revision: now it is a known-good state
+    world.record("published", T0 + timedelta(minutes=5), deployment_id="other-dep")
+    html = world.client.get(f"/jobs/{DEP}").text
+    assert 'id="rollback"' in html and f"--revision {SHA}" in html
+    # a different root with that revision does not count
+    world.record("awaiting_review", T0, deployment_id="third", root="prod/other")
+    assert 'id="rollback"' not in world.client.get("/jobs/third").text
+
+
+def test_live_parts_are_the_page_without_log_and_diff(world: World) -> None:
+    """What the page's script fetches on each state change to refresh every field."""
+    awaiting(world)
+    live = world.client.get(f"/jobs/{DEP}?live=1").text
+    for part in ('id="state"', 'id="facts"', 'id="review-actions"', 'id="timeline-section"'):
+        assert part in live, part
+    assert 'id="log"' not in live and 'id="diff"' not in live and "<script>" not in live
+    world.record("publishing", T0 + timedelta(seconds=60), check_run_id=8, approved_by="@bob")
+    live = world.client.get(f"/jobs/{DEP}?live=1").text
+    assert '<dd id="approved-by">@bob</dd>' in live
+    assert f'href="https://github.com/{REPO}/runs/8"' in live
+    assert re.findall(r'class="state (\w+)"', live.split('id="timeline"', 1)[1]) == [
+        "rendering",
+        "awaiting_review",
+        "publishing",
+    ]
+    # the full page's script asks for exactly this, and swaps exactly these parts
+    page = world.client.get(f"/jobs/{DEP}").text
+    assert 'data-live="?live=1"' in page
+    assert 'var LIVE = ["state", "facts", "review-actions", "timeline-section"];' in page

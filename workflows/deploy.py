@@ -66,6 +66,8 @@ with workflow.unsafe.imports_passed_through():
         Relation,
         RelationRequest,
         UnlockSignal,
+        lock_from_latest,
+        locks_queue,
         pack_queue,
         unpack_queue,
     )
@@ -997,23 +999,13 @@ class DeployWorkflow:
 
 
 def _locks(latest: LatestDeployment) -> bool:
-    """Whether this attempt locks merged revisions out: a locking (manual) deployment that
-    reached publish, successfully or not."""
-    if latest.state not in ("published", "failed"):
-        return False
-    return latest.locks_queue if latest.locks_queue is not None else latest.trigger == "manual"
+    return locks_queue(latest)
 
 
 def _lock_from(latest: LatestDeployment | None) -> LockState:
-    """The queue lock is a function of latest.json, so a restarted workflow rebuilds it."""
-    if latest is None or not _locks(latest) or latest.unlocked_at is not None:
-        return LockState()
-    return LockState(
-        locked=True,
-        by_deployment=latest.deployment_id,
-        revision=latest.revision,
-        since=latest.finished_at,
-    )
+    """The queue lock is a function of latest.json, so a restarted workflow rebuilds it (the
+    same function the root page reads it with)."""
+    return lock_from_latest(latest)
 
 
 def _finished(

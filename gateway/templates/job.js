@@ -1,5 +1,6 @@
-// Live log: poll the JSON log API for lines after the ones shown, every second, until the
-// deployment has finished (then once more, for lines written after the last state).
+// Live page: poll the JSON log API for lines after the ones shown, every second, until the
+// deployment has finished (then once more, for lines written after the last state); on each
+// state change, refresh the page's other live parts (below).
 // The URL is relative to the page, so it works behind any host name or path prefix.
 (function () {
   var log = document.getElementById("log");
@@ -32,12 +33,32 @@
         if (page.state && state.textContent !== page.state) {
           state.textContent = page.state;
           state.className = "state " + page.state;
+          refresh();
         }
         if (atEnd) log.scrollTop = log.scrollHeight;
         if (page.finished && last) { status.textContent = "Finished."; return; }
         setTimeout(function () { poll(page.finished); }, page.finished ? 2000 : 1000);
       })
       .catch(function () { setTimeout(function () { poll(false); }, 2000); });
+  }
+  // Every other field (approver, outcome, check runs, buttons, timeline) follows a state
+  // change: the page itself without log and diff (?live=1) is fetched and those parts swapped.
+  var LIVE = ["state", "facts", "review-actions", "timeline-section"];
+  function refresh() {
+    fetch(location.pathname + log.dataset.live, { headers: { Accept: "text/html" } })
+      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html");
+        LIVE.forEach(function (id) {
+          var now = document.getElementById(id), got = fresh.getElementById(id);
+          if (now && got) now.replaceWith(document.importNode(got, true));
+        });
+        var pending = document.getElementById("diff-pending");
+        if (pending && fresh.getElementById("diff-ready")) {
+          pending.innerHTML = 'The diff is ready: <a href="">reload the page</a> to see it.';
+        }
+      })
+      .catch(function () { setTimeout(refresh, 2000); });
   }
   if (!finished) setTimeout(function () { poll(false); }, 1000);
 

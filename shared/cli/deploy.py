@@ -1,5 +1,5 @@
-"""`rollwright deploy ROOT --revision SHA`: a manual deployment through the gateway's API —
-the rollback path (deploy an older revision) and a redeploy.
+"""`rollwright deploy ROOT --revision SHA [--format json]`: a manual deployment through the
+gateway's API — the rollback path (deploy an older revision) and a redeploy.
 
 It calls `POST /api/deploy` with the bearer token; the root's DeployWorkflow queues the
 revision as a manual deployment: ahead of merged revisions, reviewed like any other, and it
@@ -74,6 +74,12 @@ def add_parsers(sub: Any) -> None:
         default=os.environ.get("USER") or None,
         help="who asks, shown on the check run and job page (default: $USER)",
     )
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="json: the gateway's answer (repo, root, revision, deployment_id, job_url, ...)",
+    )
     p.set_defaults(func=cmd_deploy)
 
 
@@ -92,6 +98,9 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     except OSError as err:
         print(f"error: deploying {body['root']} via {url}: {err}", file=sys.stderr)
         return 1
+    if status == 202 and args.format == "json":
+        sys.stdout.write(json.dumps(answer, indent=2) + "\n")
+        return 0
     if status == 202:
         print(
             f"queued a manual deployment of {answer.get('root')} at {answer.get('revision')} "

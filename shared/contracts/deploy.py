@@ -257,6 +257,27 @@ class LatestDeployment(Payload):
     unlocked_at: datetime | None = None
 
 
+def locks_queue(latest: LatestDeployment) -> bool:
+    """Whether this attempt locks merged revisions out: a locking (manual) deployment that
+    reached publish, successfully or not."""
+    if latest.state not in ("published", "failed"):
+        return False
+    return latest.locks_queue if latest.locks_queue is not None else latest.trigger == "manual"
+
+
+def lock_from_latest(latest: LatestDeployment | None) -> LockState:
+    """The queue lock as a function of latest.json: the DeployWorkflow rebuilds it from there
+    after a restart, and the root page reads it the same way."""
+    if latest is None or not locks_queue(latest) or latest.unlocked_at is not None:
+        return LockState()
+    return LockState(
+        locked=True,
+        by_deployment=latest.deployment_id,
+        revision=latest.revision,
+        since=latest.finished_at,
+    )
+
+
 class CurrentDeployment(Payload):
     deployment_id: str
     revision: str

@@ -53,6 +53,7 @@ class ReleaseSpec:
     source: ChartSource
     values: dict[str, Any]
     origin: str  # repo-relative file that declared the release, for error messages
+    origin_line: int | None = None  # the release's line in `origin` (None: unknown)
     labels: dict[str, str] = field(default_factory=dict)
     json_patches: list[dict[str, Any]] = field(default_factory=list)
     strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)

@@ -143,19 +143,22 @@ class ChartResolver:
     """Turns a `ChartSource` into a local chart path. Remote charts are fetched once into a
     cache keyed by reference and version (see `shared.engine.charts`)."""
 
-    def resolve(self, source: ChartSource, tree: Tree, origin: str) -> Path:
+    def resolve(
+        self, source: ChartSource, tree: Tree, origin: str, line: int | None = None
+    ) -> Path:
+        """`origin` and `line`: where the release naming the chart was written."""
         if source.kind == "remote-chart":
             return charts.fetch(source, origin)
         path = tree.local_path(source.path)
         if not path.exists():
-            raise FleetError(f"chart {source.path!r} not found", path=origin)
+            raise FleetError(f"chart {source.path!r} not found", path=origin, line=line)
         return path
 
 
 def prepared_chart(spec: ReleaseSpec, tree: Tree, resolver: ChartResolver) -> tuple[Path, Path]:
     """(the chart's own path, the chart to render): the second has its Chart.yaml
     dependencies built in (`shared.engine.chart_deps`), or is the first when none are missing."""
-    chart_dir = resolver.resolve(spec.source, tree, spec.origin)
+    chart_dir = resolver.resolve(spec.source, tree, spec.origin, spec.origin_line)
     local = spec.source.kind == "chart" and chart_dir.is_dir()
     path = chart_deps.prepare(
         chart_dir,
@@ -203,6 +206,7 @@ def render_release(
                 raise FleetError(
                     f"{context}, chart {spec.source.describe()}: {err.problem.message}",
                     path=spec.origin,
+                    line=spec.origin_line,
                 ) from None
             raise err.within(f"{context} (declared in {spec.origin})") from None
         for name, text in sorted(rendered.crds.items()):
@@ -219,7 +223,11 @@ def render_release(
     else:
         base = tree.local_path(spec.source.path)
         if not base.is_dir():
-            raise FleetError(f"manifest directory {spec.source.path!r} not found", path=spec.origin)
+            raise FleetError(
+                f"manifest directory {spec.source.path!r} not found",
+                path=spec.origin,
+                line=spec.origin_line,
+            )
         for file in sorted(base.rglob("*")):
             if file.suffix in (".yaml", ".yml") and file.is_file():
                 rel = f"{spec.source.path}/{file.relative_to(base).as_posix()}"
@@ -346,6 +354,7 @@ def release_files(
                 f"release {spec.id!r}: {res.kind} {res.name!r} is rendered twice "
                 f"(from {origins[name]} and {res.source}); both would be written to {name}",
                 path=spec.origin,
+                line=spec.origin_line,
             )
         origins[name] = res.source
         files[name] = manifests.dump(res).encode()

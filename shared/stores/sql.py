@@ -816,6 +816,54 @@ class SqlStore:
             query = _deployment_filter(select(func.count()).select_from(DeploymentRow), repo, root)
             return int(session.scalar(query) or 0)
 
+    def revision_published(self, repo: str, root: str, revision: str) -> bool:
+        """Whether some deployment published `revision` on the root: only such a revision
+        is offered as a rollback target (it is known to have run there)."""
+        with self._sessions() as session:
+            query = (
+                select(DeploymentRow.deployment_id)
+                .where(
+                    DeploymentRow.repo == repo,
+                    DeploymentRow.root == root,
+                    DeploymentRow.revision == revision,
+                    DeploymentRow.state == "published",
+                )
+                .limit(1)
+            )
+            return session.scalar(query) is not None
+
+    def live_deployment(self, root: str, repo: str) -> DeploymentRow | None:
+        """The deployment whose render the root runs: the one published last."""
+        with self._sessions() as session:
+            query = (
+                select(DeploymentRow)
+                .where(
+                    DeploymentRow.repo == repo,
+                    DeploymentRow.root == root,
+                    DeploymentRow.state == "published",
+                )
+                .order_by(DeploymentRow.updated_at.desc(), DeploymentRow.deployment_id.desc())
+                .limit(1)
+            )
+            return session.scalar(query)
+
+    def queued(self, root: str, repo: str | None, *, limit: int = 200) -> list[DeploymentRow]:
+        """A root's queued deployments in the order its queue takes them: manual before merge,
+        first come first served within each (the DeployWorkflow's rule; each row is
+        recorded when its deployment joins the queue)."""
+        with self._sessions() as session:
+            query = _deployment_filter(select(DeploymentRow), repo, root).where(
+                DeploymentRow.state == "queued"
+            )
+            rows = list(
+                session.scalars(
+                    query.order_by(DeploymentRow.created_at, DeploymentRow.deployment_id).limit(
+                        limit
+                    )
+                )
+            )
+        return sorted(rows, key=lambda r: 0 if r.trigger == "manual" else 1)
+
     def roots(self, *, limit: int = 500) -> list[tuple[str, str, int, datetime]]:
         """(repo, root, deployments, last started) of every root with a deployment, the most
         recently active first: the gateway's front page."""

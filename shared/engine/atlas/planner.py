@@ -172,12 +172,14 @@ class _LocalCharts(render.ChartResolver):
     def __init__(self) -> None:
         self._found: dict[str, Path] = {}
 
-    def resolve(self, source: ChartSource, tree: Tree, origin: str) -> Path:
+    def resolve(
+        self, source: ChartSource, tree: Tree, origin: str, line: int | None = None
+    ) -> Path:
         if source.kind == "remote-chart":
-            return super().resolve(source, tree, origin)
+            return super().resolve(source, tree, origin, line)
         found = self._found.get(source.path)
         if found is None:
-            found = self._found[source.path] = super().resolve(source, tree, origin)
+            found = self._found[source.path] = super().resolve(source, tree, origin, line)
         return found
 
 
@@ -748,6 +750,7 @@ class Planner:
             source=plan.source,
             values=values,
             origin=plan.instance.helmfile.path,
+            origin_line=plan.instance.helmfile.line(("releases", plan.index)),
             labels=plan.labels,
             json_patches=plan.json_patches,
             strategic_merge_patches=plan.strategic_merge_patches,
