@@ -29,7 +29,7 @@ from shared.review.diffdoc import DiffDocument, document_key
 from shared.settings import Settings
 from shared.stores.blob import BlobStore, job_log_key, latest_key
 from shared.stores.joblog import parse_log
-from shared.stores.sql import FleetRoot, SqlStore
+from shared.stores.sql import AuditRow, FleetRoot, SqlStore
 
 log = logging.getLogger("rollwright.gateway")
 
@@ -43,6 +43,44 @@ class TimelineEvent(BaseModel):
     at: datetime
     message: str = ""
     check_run_id: int | None = None
+
+
+class AuditEvent(BaseModel):
+    """One person's action (approve, reject, unlock, promote, halt, resume), where it was
+    made, and whether it counted (`reason`: why not)."""
+
+    id: int
+    repo: str
+    root: str | None = None
+    deployment_id: str | None = None
+    action: str
+    actor: str | None = None
+    source: str
+    counted: bool
+    reason: str = ""
+    at: datetime
+
+    @classmethod
+    def of(cls, row: AuditRow) -> AuditEvent:
+        return cls(
+            id=row.id,
+            repo=row.repo,
+            root=row.root,
+            deployment_id=row.deployment_id,
+            action=row.action,
+            actor=row.actor,
+            source=row.source,
+            counted=row.counted,
+            reason=row.reason or "",
+            at=row.at if row.at.tzinfo else row.at.replace(tzinfo=UTC),
+        )
+
+
+class AuditPage(BaseModel):
+    """`GET /api/audit`: events newest first; pass `next` as `before` for older ones."""
+
+    events: list[AuditEvent]
+    next: int | None
 
 
 class ResourceSummary(BaseModel):
@@ -99,6 +137,7 @@ class Job(BaseModel):
     approved_at: datetime | None = None
     finished_at: datetime | None = None
     timeline: list[TimelineEvent]
+    audit: list[AuditEvent] = Field(default_factory=list)  # clicks on it, counted or not
     links: JobLinks
     rollback_command: str
     # Some deployment published this revision on the root: only then is rolling back to it
@@ -263,6 +302,7 @@ class JobReader:
             approved_at=_utc(getattr(row, "approved_at", None)),
             finished_at=_utc(getattr(row, "finished_at", None)),
             timeline=events,
+            audit=[AuditEvent.of(a) for a in self.store.audit_events(deployment_id)],
             links=self.links(deployment_id, row.repo, row.root, row.revision, check_runs),
             rollback_command=self.rollback_command(row.repo, row.root, row.revision),
             revision_deployed=self.store.revision_published(row.repo, row.root, row.revision),
@@ -335,6 +375,29 @@ class JobReader:
                 self.settings.public_url.rstrip("/"),
             ]
         )
+
+    def audit(
+        self,
+        *,
+        repo: str | None,
+        root: str | None,
+        actor: str | None,
+        action: str | None,
+        counted: bool | None,
+        before: int | None,
+        limit: int,
+    ) -> AuditPage:
+        rows = self.store.audit_query(
+            repo=repo,
+            root=root,
+            actor=actor,
+            action=action,
+            counted=counted,
+            before_id=before,
+            limit=limit,
+        )
+        events = [AuditEvent.of(r) for r in rows]
+        return AuditPage(events=events, next=events[-1].id if len(events) == limit else None)
 
     def review(self, deployment_id: str) -> ReviewContext | None:
         raw = self.blobs.get(context_key(deployment_id))

@@ -43,9 +43,11 @@ with workflow.unsafe.imports_passed_through():
         DeployBeforeRecordQueued,
         DeployBeforeSignalsFirst,
         DeployBoundedUnpatched,
+        DeploymentBeforeGovernance,
         DeploymentBeforeReviewOrigin,
         DeploymentBeforeVerify,
         DeploymentBeforeWorkerLoss,
+        DeploymentGovernanceUnpatched,
         DeploymentReviewOriginUnpatched,
         DeploymentVerifyUnpatched,
         DeploymentWorkerLossUnpatched,
@@ -320,6 +322,56 @@ def _answering(status: int) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_deployment_from_before_review_policies_replays() -> None:
+    """A deployment approved on the code before "governance-review-policy" (no policy read,
+    no click judged) replays on today's code; the same history fails without the patch
+    check."""
+
+    async def scenario() -> WorkflowHistory:
+        world = World()
+        async with harness(
+            world, workflows=[DeployWorkflow, DeploymentBeforeGovernance, DispatchWorkflow]
+        ) as h:
+            await h.push(ROOT, A)
+            deployment_id = await h.awaiting_review(ROOT, A)
+            result = await h.review(deployment_id, "approve", "alice")
+            assert result.state == "published" and world.policies == [] == world.verdicts
+            return await h.client.get_workflow_handle(deployment_id).fetch_history()
+
+    history = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert _deployment_replay_failure(history, DeploymentWorkflow) is None
+    assert _deployment_replay_failure(history, DeploymentGovernanceUnpatched) is not None
+
+
+def test_a_governed_deployment_replays() -> None:
+    """A deployment under a review policy (a refused click, then an approver's) replays on
+    today's code, and not on the code before review policies."""
+
+    async def scenario() -> WorkflowHistory:
+        world = World(permissions={"rita": "read"})
+        async with harness(world) as h:
+            await h.push(ROOT, A, by="carol")
+            deployment_id = await h.awaiting_review(ROOT, A)
+            await h.click(deployment_id, "approve", "rita")
+            await until(lambda: world.audits, "the refusal recorded")
+            result = await h.review(deployment_id, "approve", "alice")
+            assert result.state == "published" and len(world.verdicts) == 2
+            return await h.client.get_workflow_handle(deployment_id).fetch_history()
+
+    history = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert _deployment_replay_failure(history, DeploymentWorkflow) is None
+    assert _deployment_replay_failure(history, DeploymentBeforeGovernance) is not None
+
+
+def _deployment_replay_failure(history: WorkflowHistory, deployment: type) -> Exception | None:
+    async def replay() -> Exception | None:
+        replayer = Replayer(workflows=[deployment], data_converter=pydantic_data_converter)
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        return result.replay_failure
+
+    return asyncio.run(replay())
 
 
 def test_a_dispatch_that_failed_on_an_unreadable_fleet_replays() -> None:

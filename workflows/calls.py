@@ -56,6 +56,13 @@ WORKER_QUEUE = Options(timedelta(seconds=30))
 CHECKOUT = Options(timedelta(minutes=20), _PINNED_RETRY, _BEAT, _PINNED_START)
 RENDER = Options(timedelta(minutes=30), _PINNED_RETRY, _BEAT, _PINNED_START)
 DIFF = Options(timedelta(minutes=10), _PINNED_RETRY, _BEAT, _PINNED_START)
+# A deployment's review policy, read from its checkout (a quick file read).
+POLICY = Options(timedelta(minutes=5), _PINNED_RETRY, schedule_to_start=_PINNED_START)
+# Does a review click count: GitHub's permission and team answers. A few attempts, then the
+# click is refused with the reason, and the clicker may click again (the review goes on).
+JUDGE = Options(
+    timedelta(minutes=1), RetryPolicy(maximum_interval=timedelta(seconds=20), maximum_attempts=5)
+)
 CLEANUP = Options(
     timedelta(minutes=2), RetryPolicy(maximum_attempts=3), schedule_to_start=timedelta(minutes=1)
 )

@@ -477,7 +477,9 @@ class DiffSummary(Payload):
 class CheckRunAction(Payload):
     label: str
     description: str
-    identifier: Literal["approve", "reject", "unlock", "promote", "halt", "resume", "rollback"]
+    identifier: Literal[
+        "approve", "reject", "unlock", "promote", "halt", "resume", "rollback", "approve_all"
+    ]
 
 
 class CheckRunRequest(Payload):

@@ -347,6 +347,8 @@ class DevStack:
             # the control API has no authentication: loopback only, whatever --host says
             host=LOOPBACK,
             port=self.options.emulator_port,
+            # A sandbox: whoever one clicks as has write access (the control API sets less).
+            default_permission="write",
         ).start()
 
     def _child_env(self, address: str, ui: str | None, gateway: str) -> dict[str, str]:

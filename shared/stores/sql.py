@@ -205,6 +205,8 @@ class DeliveryClaim:
     repo: str | None = None
     outcome: str = ""
     enqueue: OutboxEntry | None = None
+    # A person's click the delivery carries (Unlock, Promote, ...): recorded with it, once.
+    audit: AuditRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -347,6 +349,13 @@ class SqlStore:
                 # One row per statement on purpose: a multi-row VALUES list does not promise
                 # ids in list order on every database, and the order is the delivery order.
                 connection.execute(insert(_outbox), rows)
+            audits = [
+                _audit_values(c.audit)
+                for c in candidates
+                if c.audit is not None and c.delivery_id in recorded
+            ]
+            if audits:
+                connection.execute(insert(AuditRow), audits)
         return [
             first[c.delivery_id] == i and c.delivery_id in recorded for i, c in enumerate(claims)
         ]
@@ -750,6 +759,36 @@ class SqlStore:
             )
             return list(session.scalars(query))
 
+    def audit_query(
+        self,
+        *,
+        repo: str | None = None,
+        root: str | None = None,
+        actor: str | None = None,
+        action: str | None = None,
+        counted: bool | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditRow]:
+        """Audit events matching every filter given, newest first; `before_id` pages on
+        (the smallest id of the previous page)."""
+        with self._sessions() as session:
+            query = select(AuditRow)
+            if repo is not None:
+                query = query.where(AuditRow.repo == repo)
+            if root is not None:
+                query = query.where(AuditRow.root == root)
+            if actor is not None:
+                query = query.where(AuditRow.actor == actor)
+            if action is not None:
+                query = query.where(AuditRow.action == action)
+            if counted is not None:
+                query = query.where(AuditRow.counted == counted)
+            if before_id is not None:
+                query = query.where(AuditRow.id < before_id)
+            query = query.order_by(AuditRow.id.desc()).limit(limit)
+            return list(session.scalars(query))
+
     def deployment(self, deployment_id: str) -> DeploymentRow | None:
         with self._sessions() as session:
             return session.get(DeploymentRow, deployment_id)
@@ -980,3 +1019,17 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def _audit_values(record: AuditRecord) -> dict[str, Any]:
+    return {
+        "repo": record.repo[:255],
+        "root": record.root[:512] if record.root else record.root,
+        "deployment_id": record.deployment_id,
+        "action": record.action[:32],
+        "actor": record.actor[:255] if record.actor else record.actor,
+        "source": record.source,
+        "counted": record.counted,
+        "reason": record.reason,
+        "at": _utc(record.at),
+    }
