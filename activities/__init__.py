@@ -18,12 +18,14 @@ from temporalio.client import Client
 from activities.dispatch import DispatchActivities, QueueActivities
 from activities.git import GitActivities
 from activities.github import GitHubAccess, GitHubActivities
+from activities.governance import GovernanceActivities
 from activities.joblog import JobLog
 from activities.preview import PreviewActivities
 from activities.promotion import PromotionActivities, PromotionSignals
 from activities.publish import BlobPublisher, PublishActivities, Publisher, publish_targets
 from activities.render import RenderActivities
 from activities.store import StoreActivities
+from activities.verify import DeliveryVerifier, VerifyPlans
 from shared.settings import Settings
 from shared.stores.blob import BlobStore
 from shared.stores.blob_url import open_blob_store
@@ -76,12 +78,14 @@ def build_activities(
     targets = publish_targets(settings, mirror, blobs, github.token_for)
     publish = PublishActivities(publisher, jobs, targets=targets)
     previews = PreviewActivities(settings, mirror, blobs, github)
+    governance = GovernanceActivities(github, blobs, jobs)
     pinned: list[Callable[..., Any]] = [
         previews.preview_revisions,
         previews.preview_build,
         git.checkout,
         render.render_root,
         render.diff_render,
+        governance.review_policy,
         publish.publish,
         git.cleanup_checkout,
     ]
@@ -93,6 +97,7 @@ def build_activities(
         git.revision_relation,
         dispatch.signal_deploys,
         dispatch.await_dispatch,
+        dispatch.report_review,
         QueueActivities(settings).worker_task_queue,
         store.load_latest,
         store.persist_latest,
@@ -104,6 +109,10 @@ def build_activities(
         *_promotion_activities(mirror, blobs, github, client, settings),
         checks.check_run,
         checks.queue_check_runs,
+        VerifyPlans(mirror, targets.web_url).verify_plan,
+        DeliveryVerifier(jobs, mirror=mirror).verify_delivery,
+        governance.judge_review,
+        governance.carry_over,
     ]
     return Activities(
         all=shared + pinned,
@@ -130,6 +139,7 @@ def _promotion_activities(
         promotions.touched,
         promotions.commit,
         promotions.graduate,
+        promotions.rollback,
         signals.signal_promotions,
         signals.notify_promotions,
     ]

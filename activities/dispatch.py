@@ -17,6 +17,14 @@ from shared.contracts.deploy import (
     DeploymentStatus,
     SignalDeploysRequest,
 )
+from shared.contracts.governance import (
+    ACT_REPORT_REVIEW,
+    REVISION_REVIEW_WORKFLOW,
+    SIGNAL_ROOT_REVIEW,
+    ReportReview,
+    RevisionReviewInput,
+    revision_review_workflow_id,
+)
 from shared.contracts.queueing import await_closed, queue_revision
 from shared.settings import Settings
 
@@ -43,6 +51,29 @@ class DispatchActivities:
             extra={"workflow": request.workflow_id, "outcome": outcome},
         )
         return outcome
+
+    @activity.defn(name=ACT_REPORT_REVIEW)
+    async def report_review(self, report: ReportReview) -> None:
+        """Tell the revision's summary (RevisionReviewWorkflow, started if needed) how one
+        root's deployment of it stands."""
+        workflow_id = revision_review_workflow_id(report.repo.full_name, report.revision)
+        await self.client.start_workflow(
+            REVISION_REVIEW_WORKFLOW,
+            RevisionReviewInput(repo=report.repo, revision=report.revision),
+            id=workflow_id,
+            task_queue=self.settings.task_queue,
+            start_signal=SIGNAL_ROOT_REVIEW,
+            start_signal_args=[report.review],
+            static_summary=f"Approve all of {report.revision[:12]} in {report.repo.full_name}",
+        )
+        activity.logger.info(
+            "root review reported",
+            extra={
+                "workflow": workflow_id,
+                "root": report.review.root,
+                "state": report.review.state,
+            },
+        )
 
     @activity.defn(name=ACT_DEPLOYMENT_STATUS)
     async def deployment_status(self, workflow_id: str) -> DeploymentStatus:

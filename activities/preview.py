@@ -42,7 +42,9 @@ from activities.errors import (
     withhold_unexpected,
 )
 from activities.github import GitHubAccess
+from activities.governance import owners_report
 from activities.heartbeat import beat, blocking
+from shared.contracts.governance import OwnersRequirement
 from shared.contracts.preview import (
     ACT_PREVIEW_BUILD,
     ACT_PREVIEW_COMMENT,
@@ -61,7 +63,7 @@ from shared.contracts.preview import (
     preview_prefix,
 )
 from shared.engine.secrets.redact import keyed_markers
-from shared.github.limits import COMMENT_LIMIT, OUTPUT_LIMIT, fit_text
+from shared.github.limits import COMMENT_LIMIT, OUTPUT_LIMIT, fit_text, size
 from shared.review.markdown import report_markdown
 from shared.review.preview import build_preview
 from shared.review.report import PreviewReport, report_json, report_unified, repro_command
@@ -85,6 +87,9 @@ MAX_ERROR_BYTES = 4000  # of one error in the summary (the text and the full rep
 MAX_LINE_BYTES = 300  # of one warning line in the summary
 # Room the workflow may add to the summary (a note that the comment could not be written).
 SUMMARY_RESERVE = 4_500
+# The OWNERS table after the summary: skipped when less than this is left of GitHub's limit.
+OWNERS_MIN_BYTES = 500
+OWNERS_CUT = "\n_{omitted} more OWNERS files are not listed here._\n"
 SUMMARY_CUT = "\n\n_The summary is cut here to stay within GitHub's limit; see the full diff._\n"
 
 
@@ -198,6 +203,9 @@ class PreviewActivities:
         prefix = preview_prefix(repo.full_name, request.pr, rev.pr_head_sha)
         full_url = self.preview_url(repo.full_name, request.pr, rev.pr_head_sha)
         outcome = outcome_of(report, request, prefix=prefix, full_url=full_url)
+        owners = await blocking(self._owners, request, report, size(outcome.summary))
+        if owners:
+            outcome = outcome.model_copy(update={"summary": f"{outcome.summary}\n\n{owners}"})
         await blocking(self._store, report, prefix, request, outcome)
         activity.logger.info(
             "preview built",
@@ -211,6 +219,30 @@ class PreviewActivities:
             },
         )
         return outcome
+
+    def _owners(self, request: PreviewBuildRequest, report: PreviewReport, used: int) -> str:
+        """The OWNERS section of the check run summary (empty: no OWNERS file touched), within
+        what the summary (`used` bytes so far) leaves of GitHub's limit."""
+        found: dict[str, OwnersRequirement] = {}
+        for root in report.roots:
+            for req in root.owners:
+                found.setdefault(req.path, req)
+        if not found:
+            return ""
+        repo = request.repo
+        owners = [found[p] for p in sorted(found)]
+        with github_errors():
+            lines = owners_report(
+                self.github.app_for(repo),
+                repo.full_name,
+                request.pr,
+                request.revisions.pr_head_sha,
+                owners,
+            )
+        budget = OUTPUT_LIMIT - used - 2  # the blank line between
+        if budget < OWNERS_MIN_BYTES:
+            return ""  # the full report page still lists the owners' files per root
+        return fit_text([line + "\n" for line in lines], budget, OWNERS_CUT)
 
     def preview_url(self, repo: str, pr: int, head: str) -> str:
         return f"{self.settings.public_url.rstrip('/')}/previews/{repo}/{pr}/{head}"
@@ -232,6 +264,8 @@ class PreviewActivities:
             "base_ref": request.base_ref,
         }
         self.blobs.put(f"{prefix}report.json", json.dumps(document, indent=1).encode())
+        prints = {r.root: r.fingerprint for r in report.roots if r.head_error is None}
+        self.blobs.put(f"{prefix}fingerprints.json", json.dumps(prints, indent=1).encode())
         comment = comment_body(report, request, full_url=outcome.full_url)
         self.blobs.put(outcome.comment_key, comment.encode())
 

@@ -31,6 +31,7 @@ from shared.contracts.promotion import (
     ACT_PROMOTION_DEPLOYMENTS,
     ACT_PROMOTION_EVALUATE,
     ACT_PROMOTION_GRADUATE,
+    ACT_PROMOTION_ROLLBACK,
     ACT_PROMOTION_SIGNAL,
     ACT_PROMOTION_TOUCHED,
     PROMOTION_WORKFLOW,
@@ -48,6 +49,8 @@ from shared.contracts.promotion import (
     NotifyPromotionsRequest,
     PromotionInput,
     PromotionRevision,
+    RollbackRequest,
+    RollbackResult,
     RootDeployment,
     SignalPromotionsRequest,
     TouchedRequest,
@@ -58,7 +61,7 @@ from shared.contracts.promotion import (
 from shared.engine import fleetconfig
 from shared.engine.dimensions.patches import load_patch
 from shared.engine.errors import FleetError
-from shared.engine.tree import GitTree, Tree, changed_files
+from shared.engine.tree import GitTree, Tree, changed_files, git
 from shared.engine.windows import window_state
 from shared.github.gitdata import (
     BranchMoved,
@@ -67,6 +70,7 @@ from shared.github.gitdata import (
     find_open_pull_request,
     open_pull_request,
 )
+from shared.process import run
 from shared.promotion import plan as promotion
 from shared.settings import Settings
 from shared.stores.blob import BlobStore, latest_key
@@ -252,6 +256,67 @@ class PromotionActivities:
             type=ERR_BRANCH_MOVING,
         )
 
+    @activity.defn(name=ACT_PROMOTION_ROLLBACK)
+    async def rollback(self, request: RollbackRequest) -> RollbackResult:
+        with github_errors(), fleet_mistakes():
+            result = await blocking(self._rollback, request)
+        activity.logger.info(
+            "promotion rolled back" if result.committed else "promotion not rolled back",
+            extra={
+                "repo": request.repo.full_name,
+                "patch": request.patch_id,
+                "node": request.node,
+                "reverted": result.reverted,
+                "revision": result.revision,
+                "reason": result.message,
+            },
+        )
+        return result
+
+    def _rollback(self, request: RollbackRequest) -> RollbackResult:
+        """Commit the revert of the latest promotion commit of the patch to the node: every
+        file it wrote gets its parent's content back (or goes, when it added it)."""
+        repo = request.repo
+        app = self.github.app_for(repo)
+        for _ in range(COMMIT_ATTEMPTS):
+            tip = branch_tip(app, repo.full_name, repo.default_branch)
+            mirror = self.mirror.ensure(repo, tip)
+            promoted = promotion_commit(mirror, tip, request.patch_id, request.node)
+            if promoted is None:
+                return RollbackResult(
+                    revision=tip,
+                    committed=False,
+                    message=f"no promotion commit of {request.patch_id} to {request.node} "
+                    f"on {repo.default_branch}",
+                )
+            writes, deletes = revert_change(mirror, promoted, tip)
+            if not writes and not deletes:
+                return RollbackResult(
+                    revision=tip,
+                    committed=False,
+                    reverted=promoted,
+                    message=f"the promotion {promoted[:12]} is already reverted at {tip[:12]}",
+                )
+            message = (
+                f"roll back {request.patch_id} at {request.node}\n\n"
+                f"Reverts {promoted[:12]} (promote {request.patch_id} to {request.node}): "
+                f"{request.reason}\n\n"
+                f"{promotion.TRAILER_PATCH}: {request.patch_id}\n"
+                f"{TRAILER_ROLLBACK}: {promoted}\n"
+            )
+            try:
+                sha = commit_files(
+                    app, repo.full_name, repo.default_branch, tip, writes, deletes, message
+                )
+            except BranchMoved:
+                continue
+            return RollbackResult(revision=sha, reverted=promoted)
+        raise ApplicationError(
+            f"rolling back {request.patch_id} at {request.node}: branch "
+            f"{repo.default_branch} of {repo.full_name} kept moving ({COMMIT_ATTEMPTS} attempts)",
+            type=ERR_BRANCH_MOVING,
+        )
+
     @activity.defn(name=ACT_PROMOTION_GRADUATE)
     async def graduate(self, request: GraduateRequest) -> GraduateResult:
         with github_errors(), fleet_mistakes():
@@ -419,6 +484,7 @@ def evaluate(tree: Tree, patch_id: str, now: datetime) -> Evaluation:
         )
     return Evaluation(
         revision=revision,
+        rollback=fleetconfig.load(tree).rollout.rollback,
         plan=[infos[n.path] for n in plan],
         active_nodes=covered,
         current_node=current.path if current else None,
@@ -429,6 +495,55 @@ def evaluate(tree: Tree, patch_id: str, now: datetime) -> Evaluation:
         conflicts=list(status.conflicts),
         window=window,
     )
+
+
+TRAILER_ROLLBACK = "Rollwright-Rollback-Of"
+
+
+def promotion_commit(mirror: Path, tip: str, patch_id: str, node: str) -> str | None:
+    """The newest commit reachable from `tip` that promoted `patch_id` to `node` (by the
+    trailers promotion commits carry), or None."""
+    out = git(
+        mirror,
+        "log",
+        "--format=%H%x00%(trailers:only,unfold)%x1e",
+        f"--grep={promotion.TRAILER_NODE}: {node}",
+        "--fixed-strings",
+        tip,
+    )
+    for record in out.split("\x1e"):
+        sha, _, trailers = record.strip().partition("\0")
+        lines = {line.strip() for line in trailers.splitlines()}
+        if (
+            sha
+            and f"{promotion.TRAILER_PATCH}: {patch_id}" in lines
+            and f"{promotion.TRAILER_NODE}: {node}" in lines
+        ):
+            return sha
+    return None
+
+
+def revert_change(mirror: Path, commit: str, tip: str) -> tuple[dict[str, bytes], list[str]]:
+    """What makes the files `commit` changed at `tip` read as in its parent: (writes,
+    deletes); both empty when `tip` already has the parent's content."""
+    parent = f"{commit}^"
+    writes: dict[str, bytes] = {}
+    deletes: list[str] = []
+    for path in sorted(changed_files(mirror, parent, commit)):
+        before = _blob(mirror, parent, path)
+        now = _blob(mirror, tip, path)
+        if before == now:
+            continue
+        if before is None:
+            deletes.append(path)
+        else:
+            writes[path] = before
+    return writes, deletes
+
+
+def _blob(mirror: Path, revision: str, path: str) -> bytes | None:
+    proc = run(["git", "-C", str(mirror), "cat-file", "blob", f"{revision}:{path}"], timeout=None)
+    return proc.stdout if proc.ok else None
 
 
 def _covered(paths: list[str], copies: list[str]) -> list[str]:

@@ -52,6 +52,7 @@ from activities.store import load_render, load_render_meta
 from shared.contracts.deploy import ACT_PUBLISH, PublishRequest, PublishResult
 from shared.engine.errors import FleetError
 from shared.engine.fleetconfig import CONFIG_FILE, FleetConfig, target_path
+from shared.engine.kustomization import KUSTOMIZATION, kustomization
 from shared.settings import Settings
 from shared.stores.blob import BlobStore, BlobStoreError
 from shared.stores.gitmirror import GitMirror, TokenProvider
@@ -238,6 +239,7 @@ class PublishActivities:
             result = PublishResult(
                 target=f"{target.label}@{target.branch}:{prefix} ({found[:12]})",
                 already_published=True,
+                commit=found,
             )
             return _Published("git", result, {"commit": found})
         tree = publish_tree(
@@ -248,10 +250,14 @@ class PublishActivities:
             target=target.describe(),
             published_path=lambda path: prefix + path,
         )
+        # Not part of the render (nor its digest): how Argo CD and Flux find every file of
+        # the root's nested tree without settings of their own (S3 has its pointer for that).
+        generated = kustomization(tree.files)
+        files = tree.files if generated is None else {**tree.files, KUSTOMIZATION: generated}
         outcome = self.targets.git.publish_tree(
             target,
             prefix,
-            tree.files,
+            files,
             deployment_id=request.deployment_id,
             message=commit_message(request, VERSION),
             root=request.root,
@@ -259,11 +265,12 @@ class PublishActivities:
         result = PublishResult(
             target=f"{target.label}@{target.branch}:{prefix} ({outcome.commit[:12]})",
             already_published=outcome.already_published,
+            commit=outcome.commit,
         )
         details = {
             "commit": outcome.commit,
             "attempts": outcome.attempts,
-            "files": len(tree.files),
+            "files": len(files),
             "encrypted": len(tree.encrypted),
         }
         return _Published("git", result, details)

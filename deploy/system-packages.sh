@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The Debian packages the tests start by themselves: PostgreSQL (SQL store tests) and Chromium
-# (job page browser tests). Installed when missing and we are root with apt-get; otherwise the
-# tests that need them skip and say why. Nothing here downloads from outside Debian's archive.
+# The Debian packages the tests start by themselves: PostgreSQL (SQL store tests), Chromium
+# (job page browser tests) and kubectl (tests/test_publish_consumable.py builds published roots
+# with it, the way a cluster's Argo CD or Flux would, independently of the engine's own kubectl
+# from PyPI). Installed when missing and we are root with apt-get; otherwise the tests that
+# need them skip and say why. Nothing here adds an apt source: kubectl comes from whatever
+# source the machine already has (Kubernetes' or Google Cloud's apt repository; Debian's own
+# archive does not carry it).
 set -euo pipefail
-wanted=(postgresql chromium)
+wanted=(postgresql chromium kubectl)
 missing=()
 for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -16,4 +20,8 @@ fi
 echo "system-packages: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# A package no configured source has (kubectl without its repository) must not stop the rest.
+for pkg in "${missing[@]}"; do
+  apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null ||
+    echo "system-packages: $pkg is not available from this machine's apt sources; its tests will skip" >&2
+done

@@ -9,6 +9,7 @@ defaults, never rename or retype one (rows written by an older gateway are read 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -19,6 +20,7 @@ from shared.contracts.deploy import (
     SIGNAL_NEW_REVISION,
     SIGNAL_REVIEW,
     SIGNAL_UNLOCK,
+    AuditRecord,
     DispatchInput,
     NewRevision,
     RepoRef,
@@ -36,6 +38,9 @@ from shared.contracts.preview import (
 )
 from shared.contracts.promotion import promotion_workflow_id
 
+# The audit trail's `root` of a promote / halt / resume click: the rollout it was made on.
+ROLLOUT_SUBJECT = "rollout:"
+
 
 class _Action(BaseModel):
     """A workflow start or signal to perform. Stored as JSON in the outbox between accepting
@@ -43,6 +48,11 @@ class _Action(BaseModel):
     never rename one."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
+
+    def audit(self, at: datetime) -> AuditRecord | None:
+        """The audit event of a person's click this action carries (None: not a click, or
+        one the workflow audits itself, like Approve / Reject)."""
+        return None
 
 
 class StartDispatch(_Action):
@@ -88,6 +98,16 @@ class Unlock(_Action):
 
     def describe(self) -> str:
         return f"signal {SIGNAL_UNLOCK}"
+
+    def audit(self, at: datetime) -> AuditRecord | None:
+        return AuditRecord(
+            repo=self.repo,
+            root=self.root,
+            action="unlock",
+            actor=self.signal.by,
+            counted=True,
+            at=at,
+        )
 
 
 class QueueRevision(_Action):
@@ -146,7 +166,7 @@ class PromotionClick(_Action):
     kind: Literal["promotion_click"] = "promotion_click"
     repo: str
     patch_id: str
-    action: Literal["promote", "halt", "resume"]
+    action: Literal["promote", "halt", "resume", "rollback"]
     by: str | None = None
     # The clicked check run's commit: a stale Promote or Resume is ignored.
     head_sha: str | None = None
@@ -157,6 +177,17 @@ class PromotionClick(_Action):
 
     def describe(self) -> str:
         return f"signal {self.action}"
+
+    def audit(self, at: datetime) -> AuditRecord | None:
+        # A rollout has no root: the audit trail names it `rollout:<patch-id>` there.
+        return AuditRecord(
+            repo=self.repo,
+            root=f"{ROLLOUT_SUBJECT}{self.patch_id}",
+            action=self.action,
+            actor=self.by,
+            counted=True,
+            at=at,
+        )
 
 
 Action = (

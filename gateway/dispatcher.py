@@ -49,12 +49,16 @@ from shared.contracts.preview import (
     preview_workflow_id,
 )
 from shared.contracts.promotion import (
+    QUERY_ROLLOUT,
     SIGNAL_HALT,
     SIGNAL_PROMOTE,
     SIGNAL_RESUME,
+    SIGNAL_ROLLBACK,
     HaltSignal,
     PromoteSignal,
     ResumeSignal,
+    RollbackSignal,
+    RolloutView,
     promotion_workflow_id,
 )
 from shared.contracts.queueing import queue_revision
@@ -129,6 +133,11 @@ class Dispatcher(Protocol):
     ) -> Dispatched:
         """Signal promote / halt / resume to the patch's PromotionWorkflow (`head_sha`: the
         clicked check run's commit; a stale Promote or Resume is ignored, Halt always counts)."""
+        ...
+
+    async def rollout(self, repo: str, patch_id: str) -> RolloutView | None:
+        """Where a patch's rollout stands (its PromotionWorkflow's `rollout` query); None when
+        there is no such rollout."""
         ...
 
     async def check_health(self) -> None:
@@ -245,8 +254,26 @@ class TemporalDispatcher:
             reason = f"Halt clicked by @{by}" if by else "Halt clicked"
             halt = HaltSignal(by=by, reason=reason, head_sha=head_sha)
             return await self._signal(workflow_id, SIGNAL_HALT, halt)
+        if action == "rollback":
+            rollback = RollbackSignal(by=by, head_sha=head_sha)
+            return await self._signal(workflow_id, SIGNAL_ROLLBACK, rollback)
         resume = ResumeSignal(by=by, head_sha=head_sha)
         return await self._signal(workflow_id, SIGNAL_RESUME, resume)
+
+    async def rollout(self, repo: str, patch_id: str) -> RolloutView | None:
+        handle = self.client.get_workflow_handle(promotion_workflow_id(repo, patch_id))
+        doing = f"asking {handle.id} where its rollout stands"
+        try:
+            view: RolloutView = await handle.query(
+                QUERY_ROLLOUT, result_type=RolloutView, rpc_timeout=self.rpc_timeout
+            )
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise DispatchError(f"{doing}: {err.status.name}: {err.message}") from err
+        except (WorkflowQueryFailedError, WorkflowQueryRejectedError) as err:
+            raise DispatchError(f"{doing}: {err}") from err
+        return view
 
     async def check_health(self) -> None:
         async with _calling("checking Temporal health"):

@@ -1,5 +1,7 @@
 """The job pages as JSON: `/api/jobs/{id}`, its log (`?after=N`, what the page polls) and
-its structured diff, and `/api/roots/{root}` (a root's deployments, newest first, paged).
+its structured diff, `/api/roots/{root}` (a root's deployments, newest first, paged),
+`/api/fleet` (every root of a repository) and `/api/audit` (the audit trail, filtered and
+paged).
 
 Read-only and unauthenticated like the pages (they show redacted data only); the write side
 of the API (`POST /api/deploy`) is gateway/api.py.
@@ -14,7 +16,7 @@ from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
-from gateway.jobviews import DEPLOYMENT_ID, Job, LogPage, ReaderDep, RootPage
+from gateway.jobviews import DEPLOYMENT_ID, AuditPage, FleetPage, Job, LogPage, ReaderDep, RootPage
 
 router = APIRouter(prefix="/api", tags=["jobs"])
 
@@ -30,6 +32,35 @@ async def job(deployment_id: DeploymentId, reader: ReaderDep) -> Job:
     if found is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no deployment {deployment_id}")
     return found
+
+
+@router.get("/audit")
+async def audit(
+    reader: ReaderDep,
+    repo: Annotated[str | None, Query(description="owner/name")] = None,
+    root: Annotated[str | None, Query(description="A root id.")] = None,
+    actor: Annotated[str | None, Query(description="A GitHub login.")] = None,
+    action: Annotated[
+        str | None,
+        Query(description="approve, reject, unlock, promote, halt or resume."),
+    ] = None,
+    counted: Annotated[bool | None, Query(description="false: only refused clicks.")] = None,
+    before: Annotated[int | None, Query(ge=1, description="`next` of the previous page.")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> AuditPage:
+    """The audit trail: who approved, rejected, unlocked, promoted, halted or resumed what,
+    from where (check run, page, API, PR review), when, and whether it counted."""
+    return await run_in_threadpool(
+        lambda: reader.audit(
+            repo=repo,
+            root=root,
+            actor=actor,
+            action=action,
+            counted=counted,
+            before=before,
+            limit=limit,
+        )
+    )
 
 
 @router.get("/jobs/{deployment_id}/log", responses=NOT_FOUND)
@@ -71,3 +102,10 @@ async def root(
     if listing.total == 0:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no deployments of root {root}")
     return listing
+
+
+@router.get("/fleet")
+async def fleet(reader: ReaderDep, repo: str | None = None, state: str | None = None) -> FleetPage:
+    """Every root of a repository (the fleet page as JSON); `state` filters (`running`: not
+    finished)."""
+    return await run_in_threadpool(reader.fleet, repo or None, state or None)

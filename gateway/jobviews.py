@@ -29,7 +29,7 @@ from shared.review.diffdoc import DiffDocument, document_key
 from shared.settings import Settings
 from shared.stores.blob import BlobStore, job_log_key, latest_key
 from shared.stores.joblog import parse_log
-from shared.stores.sql import SqlStore
+from shared.stores.sql import AuditRow, FleetRoot, SqlStore
 
 log = logging.getLogger("rollwright.gateway")
 
@@ -43,6 +43,44 @@ class TimelineEvent(BaseModel):
     at: datetime
     message: str = ""
     check_run_id: int | None = None
+
+
+class AuditEvent(BaseModel):
+    """One person's action (approve, reject, unlock, promote, halt, resume), where it was
+    made, and whether it counted (`reason`: why not)."""
+
+    id: int
+    repo: str
+    root: str | None = None
+    deployment_id: str | None = None
+    action: str
+    actor: str | None = None
+    source: str
+    counted: bool
+    reason: str = ""
+    at: datetime
+
+    @classmethod
+    def of(cls, row: AuditRow) -> AuditEvent:
+        return cls(
+            id=row.id,
+            repo=row.repo,
+            root=row.root,
+            deployment_id=row.deployment_id,
+            action=row.action,
+            actor=row.actor,
+            source=row.source,
+            counted=row.counted,
+            reason=row.reason or "",
+            at=row.at if row.at.tzinfo else row.at.replace(tzinfo=UTC),
+        )
+
+
+class AuditPage(BaseModel):
+    """`GET /api/audit`: events newest first; pass `next` as `before` for older ones."""
+
+    events: list[AuditEvent]
+    next: int | None
 
 
 class ResourceSummary(BaseModel):
@@ -99,6 +137,7 @@ class Job(BaseModel):
     approved_at: datetime | None = None
     finished_at: datetime | None = None
     timeline: list[TimelineEvent]
+    audit: list[AuditEvent] = Field(default_factory=list)  # clicks on it, counted or not
     links: JobLinks
     rollback_command: str
     # Some deployment published this revision on the root: only then is rolling back to it
@@ -175,6 +214,41 @@ class RootPage(BaseModel):
     live: dict[str, str] = Field(default_factory=dict)  # repo → the live deployment's id
 
 
+class FleetRow(BaseModel):
+    """One root on the fleet page."""
+
+    root: str
+    revision: str  # of its newest deployment
+    state: str
+    deployed_revision: str | None  # the newest that reached the cluster
+    health: str  # verified → healthy, unhealthy, verifying, published (not verified), none
+    queued: int
+    locked: bool
+    locked_by: str | None = None  # the deployment holding the lock
+    page: str  # the newest deployment's job page
+    root_page: str
+    queue: str | None = None  # the root's DeployWorkflow in the Temporal UI
+
+
+class FleetPage(BaseModel):
+    """`GET /` (and `/api/fleet`): every root of a repository."""
+
+    repo: str | None
+    repositories: list[str]
+    state: str | None  # the filter
+    states: dict[str, int]  # every root's state → how many, for the filter links
+    roots: list[FleetRow]
+
+
+# How the newest delivery stands, as the fleet page says it.
+HEALTH = {
+    "verified": "healthy",
+    "unhealthy": "unhealthy",
+    "verifying": "verifying",
+    "published": "published (not verified)",
+}
+
+
 class JobReader:
     """Reads jobs for one gateway: its settings, SQL store and (lazily opened) blob store."""
 
@@ -228,6 +302,7 @@ class JobReader:
             approved_at=_utc(getattr(row, "approved_at", None)),
             finished_at=_utc(getattr(row, "finished_at", None)),
             timeline=events,
+            audit=[AuditEvent.of(a) for a in self.store.audit_events(deployment_id)],
             links=self.links(deployment_id, row.repo, row.root, row.revision, check_runs),
             rollback_command=self.rollback_command(row.repo, row.root, row.revision),
             revision_deployed=self.store.revision_published(row.repo, row.root, row.revision),
@@ -301,6 +376,29 @@ class JobReader:
             ]
         )
 
+    def audit(
+        self,
+        *,
+        repo: str | None,
+        root: str | None,
+        actor: str | None,
+        action: str | None,
+        counted: bool | None,
+        before: int | None,
+        limit: int,
+    ) -> AuditPage:
+        rows = self.store.audit_query(
+            repo=repo,
+            root=root,
+            actor=actor,
+            action=action,
+            counted=counted,
+            before_id=before,
+            limit=limit,
+        )
+        events = [AuditEvent.of(r) for r in rows]
+        return AuditPage(events=events, next=events[-1].id if len(events) == limit else None)
+
     def review(self, deployment_id: str) -> ReviewContext | None:
         raw = self.blobs.get(context_key(deployment_id))
         return None if raw is None else ReviewContext.model_validate_json(raw)
@@ -345,6 +443,55 @@ class JobReader:
         )
 
     # --- a root ------------------------------------------------------------------------------
+
+    def fleet(self, repo: str | None, state: str | None) -> FleetPage:
+        """The fleet page: one repository's roots (the only one when `repo` is None and
+        there is one), filtered by the newest deployment's state (`running`: not finished)."""
+        repositories = self.store.repositories()
+        if repo is None and len(repositories) == 1:
+            repo = repositories[0]
+        rows = [self._fleet_row(repo, r) for r in self.store.fleet(repo)] if repo else []
+        states: dict[str, int] = {}
+        for row in rows:
+            states[row.state] = states.get(row.state, 0) + 1
+        if state == "running":
+            rows = [r for r in rows if r.state not in TERMINAL_STATES]
+        elif state:
+            rows = [r for r in rows if r.state == state]
+        return FleetPage(
+            repo=repo, repositories=repositories, state=state, states=states, roots=rows
+        )
+
+    def _fleet_row(self, repo: str, found: FleetRoot) -> FleetRow:
+        latest, delivered = found.latest, found.delivered
+        lock = self._lock(repo, found.root)
+        return FleetRow(
+            root=found.root,
+            revision=latest.revision,
+            state=latest.state,
+            deployed_revision=delivered.revision if delivered else None,
+            health=HEALTH.get(delivered.state, delivered.state) if delivered else "none",
+            queued=found.queued,
+            locked=lock is not None,
+            locked_by=lock,
+            page=self.settings.job_url(latest.deployment_id),
+            root_page=f"{self.settings.public_url.rstrip('/')}/roots/{quote(found.root)}"
+            f"?repo={quote(repo, safe='')}",
+            queue=self.workflow_url(deploy_workflow_id(repo, found.root)),
+        )
+
+    def _lock(self, repo: str, root: str) -> str | None:
+        """The deployment holding the root's queue lock (latest.json, as the queue rebuilds
+        it), or None."""
+        raw = self.blobs.get(latest_key(repo, root))
+        if raw is None:
+            return None
+        try:
+            latest = LatestDeployment.model_validate_json(raw)
+        except ValueError:
+            return None
+        lock = lock_from_latest(latest)  # the rule the DeployWorkflow rebuilds its lock with
+        return lock.by_deployment if lock.locked else None
 
     def root_page(self, root: str, repo: str | None, page: int) -> RootPage:
         total = self.store.count_deployments(repo, root=root)

@@ -1,4 +1,5 @@
-"""The job pages: `/jobs/{deployment_id}` (the check run's details link) and `/roots/{root}`.
+"""The pages: `/jobs/{deployment_id}` (the check run's details link), `/roots/{root}`, the
+fleet `/` and a patch's rollout `/rollouts/{owner}/{repo}/{patch_id}`.
 
 Server-rendered HTML (Jinja2, autoescaped) that reads fine without JavaScript; a few lines of
 vanilla JS follow the live log (polling `/api/jobs/{id}/log` every second) and expand or
@@ -26,9 +27,17 @@ from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 
 from gateway import devactions
+from gateway.context import GatewayDep
+from gateway.dispatcher import DispatchError
 from gateway.jobviews import DEPLOYMENT_ID, JobReader, ReaderDep
+from shared.contracts.promotion import (
+    RolloutView,
+    promotion_check_run_name,
+    promotion_workflow_id,
+)
 from shared.review.diffdoc import DiffDocument, split_rows, unified_rows
 
 log = logging.getLogger("rollwright.gateway.pages")
@@ -70,6 +79,20 @@ templates = Environment(
 )
 templates.filters["when"] = _when
 templates.filters["logtext"] = _logtext
+
+
+def _inline_code(text: str) -> Markup:
+    """Workflow messages mark ids and revisions as `code` (they are Markdown on check runs):
+    escaped, with those spans as <code>."""
+    parts = str(escape(text)).split("`")
+    if len(parts) % 2 == 0:  # an odd backtick: nothing is code
+        return Markup(str(escape(text)))
+    return Markup(
+        "".join(f"<code>{part}</code>" if i % 2 else part for i, part in enumerate(parts))
+    )
+
+
+templates.filters["inline_code"] = _inline_code
 
 
 def error_page(code: int, title: str, detail: str, public_url: str) -> HTMLResponse:
@@ -209,11 +232,83 @@ async def job_action(
 
 
 @router.get("/", response_class=HTMLResponse)
+async def fleet_page(
+    reader: ReaderDep, repo: str | None = None, state: str | None = None
+) -> HTMLResponse:
+    """`?repo=OWNER/NAME`: the fleet page, every root of the repository with its newest
+    deployment, what the cluster runs and how that delivery was verified, the queue and the
+    lock (`?state=` filters). Without it: the front page (every root, and each fleet)."""
+    if not repo:
+        return await index_page(reader)
+    public = reader.settings.public_url.rstrip("/")
+    fleet = await run_in_threadpool(reader.fleet, repo, state or None)
+
+    def filter_url(value: str | None) -> str:
+        query = {
+            **({"repo": fleet.repo} if fleet.repo else {}),
+            **({"state": value} if value else {}),
+        }
+        return f"{public}/?{urlencode(query)}" if query else f"{public}/"
+
+    html = templates.get_template("fleet.html").render(
+        fleet=fleet,
+        filter_url=filter_url,
+        repo_url=lambda name: f"{public}/?{urlencode({'repo': name})}",
+        api_url=f"{public}/api/fleet?{urlencode({'repo': fleet.repo or ''})}",
+        public_url=public,
+    )
+    return HTMLResponse(html)
+
+
+@router.get("/rollouts/{owner}/{name}/{patch_id}", response_class=HTMLResponse)
+async def rollout_page(
+    owner: str, name: str, patch_id: str, gateway: GatewayDep, reader: ReaderDep
+) -> HTMLResponse:
+    """A patch's rollout as a pipeline: the sequence's nodes in order with their state, what
+    it waits for (gate, window, soak, deployments), a halt and its reason, and what can be
+    done now (the check run's buttons and their equivalents)."""
+    public = reader.settings.public_url.rstrip("/")
+    repo = f"{owner}/{name}"
+    try:
+        view = await gateway.dispatcher.rollout(repo, patch_id)
+    except DispatchError as err:
+        return error_page(503, "Temporal did not answer", str(err), public)
+    if view is None:
+        return error_page(
+            404, "No such rollout", f"No rollout of patch {patch_id!r} in {repo} is known.", public
+        )
+    html = templates.get_template("rollout.html").render(
+        view=view,
+        actions=rollout_actions(view),
+        check_run=promotion_check_run_name(patch_id),
+        temporal=reader.workflow_url(promotion_workflow_id(repo, patch_id)),
+        fleet_url=f"{public}/?{urlencode({'repo': repo})}",
+        job_url=reader.settings.job_url,
+        public_url=public,
+    )
+    return HTMLResponse(html)
+
+
+def rollout_actions(view: RolloutView) -> list[tuple[str, str]]:
+    """(button, what it does) for the clicks the rollout takes now."""
+    actions = []
+    if view.phase == "gate" and view.gate == "manual" and view.next_node:
+        actions.append(("Promote", f"commits the patch to {view.next_node}"))
+    if view.phase == "halted" and view.halt is not None:
+        actions.append(("Resume", "continues; the node still waits for a good deployment"))
+        if view.halt.deployment_ids and not view.halt.rolled_back:
+            actions.append(("Roll back", f"reverts the promotion to {view.halt.node}"))
+    elif view.phase in ("deploying", "soaking", "gate", "promoting"):
+        actions.append(("Halt", "stops the rollout where it is"))
+    return actions
+
+
 async def index_page(reader: ReaderDep) -> HTMLResponse:
     """The front page: every root with a deployment, the most recently active first, each
     linked to its root page (so `/` is a way in, not a dead end)."""
     public = reader.settings.public_url.rstrip("/")
     rows = await run_in_threadpool(reader.store.roots)
+    repositories = sorted({repo for repo, _, _, _ in rows})
     roots = [
         {
             "repo": repo,
@@ -224,7 +319,10 @@ async def index_page(reader: ReaderDep) -> HTMLResponse:
         }
         for repo, root, count, last in rows
     ]
-    html = templates.get_template("index.html").render(roots=roots, public_url=public)
+    fleets = {name: f"{public}/?{urlencode({'repo': name})}" for name in repositories}
+    html = templates.get_template("index.html").render(
+        roots=roots, fleets=fleets, public_url=public
+    )
     return HTMLResponse(html)
 
 

@@ -17,8 +17,9 @@ Which events do what (anything else is answered 200 `ignored`):
   `approve` / `reject` → `review` signal to the DeploymentWorkflow named by the `external_id`;
   `unlock` → `unlock` signal to `deploy:<repo>:<root>`.
 - `check_run.requested_action` on `rollwright/promote: <patch-id>` (a rollout's check run):
-  `promote` / `halt` / `resume` → that signal to `promote:<repo>:<patch-id>`, with the
-  clicked run's `head_sha` (the workflow tells a stale Promote or Resume apart).
+  `promote` / `halt` / `resume` / `rollback` → that signal to `promote:<repo>:<patch-id>`,
+  with the clicked run's `head_sha` (the workflow tells a stale Promote, Resume or Roll back
+  apart).
 - `check_run.rerequested` (same check runs, default branch) → signal-with-start
   `deploy:<repo>:<root>` with a manual `rerequested` revision of the check run's head sha.
 - `check_suite.rerequested` (this App's suite, default branch) → start a manual
@@ -38,6 +39,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs
 
@@ -55,7 +57,7 @@ from gateway.actions import (
     Unlock,
 )
 from gateway.context import Gateway, GatewayDep
-from shared.contracts.checkrun import root_from_check_run_name
+from shared.contracts.checkrun import REVISION_CHECK_NAME, root_from_check_run_name
 from shared.contracts.deploy import (
     DispatchInput,
     NewRevision,
@@ -64,6 +66,7 @@ from shared.contracts.deploy import (
     UnlockSignal,
     dispatch_workflow_id,
 )
+from shared.contracts.governance import APPROVE_ALL_ID, revision_review_workflow_id
 from shared.contracts.preview import (
     PREVIEW_CHECK_NAME,
     PullRequestClosed,
@@ -299,6 +302,8 @@ def _check_run(ev: CheckRunEvent, app_id: str | None) -> Route:
     patch_id = patch_from_check_run_name(run.name)
     if patch_id is not None:
         return _promotion_check_run(ev, patch_id, app_id)
+    if run.name == REVISION_CHECK_NAME:
+        return _revision_check_run(ev, app_id)
     root = root_from_check_run_name(run.name)
     if root is None:
         return Ignore(f"check run {run.name!r} is not a rollwright check run")
@@ -410,15 +415,42 @@ def _preview_check_run(ev: CheckRunEvent, app_id: str | None) -> Route:
     )
 
 
-def _promotion_check_run(ev: CheckRunEvent, patch_id: str, app_id: str | None) -> Route:
-    """Promote / Halt / Resume on a rollout's check run → its PromotionWorkflow."""
+def _revision_check_run(ev: CheckRunEvent, app_id: str | None) -> Route:
+    """Approve all on a revision's summary check run (`rollwright`) → its
+    RevisionReviewWorkflow, as a review click made on that check run: the workflow passes it
+    on to each deployment of the revision, and each judges it by its own policy."""
     run = ev.check_run
     if not _ours(run.app, app_id):
         return Ignore(f"check run {run.name!r} belongs to another app")
     if ev.action != "requested_action":
         return Ignore(f"check_run.{ev.action} on {run.name!r} is not handled")
     identifier = ev.requested_action.identifier if ev.requested_action else ""
-    if identifier not in ("promote", "halt", "resume"):
+    if identifier != APPROVE_ALL_ID:
+        return Ignore(f"requested action {identifier!r} is not handled")
+    repo = ev.repository.full_name
+    return Review(
+        repo=repo,
+        # The stored format names the signalled workflow `deployment_id`.
+        deployment_id=revision_review_workflow_id(repo, run.head_sha),
+        signal=ReviewSignal(
+            decision="approve",
+            by=ev.sender.login if ev.sender else None,
+            repo=repo,
+            check_run_name=run.name,
+            head_sha=run.head_sha,
+        ),
+    )
+
+
+def _promotion_check_run(ev: CheckRunEvent, patch_id: str, app_id: str | None) -> Route:
+    """Promote / Halt / Resume / Roll back on a rollout's check run → its PromotionWorkflow."""
+    run = ev.check_run
+    if not _ours(run.app, app_id):
+        return Ignore(f"check run {run.name!r} belongs to another app")
+    if ev.action != "requested_action":
+        return Ignore(f"check_run.{ev.action} on {run.name!r} is not handled")
+    identifier = ev.requested_action.identifier if ev.requested_action else ""
+    if identifier not in ("promote", "halt", "resume", "rollback"):
         return Ignore(f"requested action {identifier!r} is not handled")
     return PromotionClick.model_validate(
         {
@@ -605,7 +637,7 @@ async def _receive(
     repo_name = repo.get("full_name") if isinstance(repo, dict) else None
     if isinstance(route, Ignore | Acknowledge):
         kind = "ignored" if isinstance(route, Ignore) else "acknowledged"
-        outcome, enqueue = f"{kind}: {route.reason}", None
+        outcome, enqueue, audit = f"{kind}: {route.reason}", None, None
     else:
         # The action goes into the outbox in the same transaction as the delivery record:
         # once we answer 202 it will be performed, even if Temporal is down right now.
@@ -616,9 +648,10 @@ async def _receive(
             target=route.target,
             payload=route.model_dump_json(),
         )
+        audit = route.audit(datetime.now(UTC))
     try:
         claimed = await gw.intake.claim(
-            DeliveryClaim(delivery, event, action, repo_name, outcome, enqueue)
+            DeliveryClaim(delivery, event, action, repo_name, outcome, enqueue, audit)
         )
     except Exception as err:  # the database is down: let GitHub's redelivery try again
         log.error("webhook %s %s: recording the delivery failed: %s", event, delivery, err)

@@ -18,6 +18,7 @@ from activities.publish_git import GitPublisher
 from activities.publish_s3 import S3Publisher
 from activities.render import render_checkout
 from shared.contracts.deploy import PublishRequest, PublishResult, RepoRef
+from shared.engine.kustomization import KUSTOMIZATION, kustomization
 from shared.engine.secrets.sops import sops_binary, sops_environment
 from shared.stores.blob import FileBlobStore
 from shared.stores.gitmirror import GitMirror
@@ -81,6 +82,13 @@ class PublishWorld:
     def plain(self, root: str) -> dict[str, bytes]:
         """The root's plaintext render at the fleet's HEAD (the test's view of the truth)."""
         return render_checkout(self.repo, root).reveal()
+
+    def on_branch(self, root: str) -> dict[str, bytes]:
+        """What the git publisher writes for the root at HEAD: the plaintext render and the
+        kustomization.yaml that lists it."""
+        files = self.plain(root)
+        generated = kustomization(files)
+        return files if generated is None else {**files, KUSTOMIZATION: generated}
 
     def request(
         self, root: str, deployment: str, *, digest: str | None = None, approved_by: str = "@ana"

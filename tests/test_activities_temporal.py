@@ -159,6 +159,8 @@ def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
     key = new_app_key()
     emulator = GitHubEmulator(app_id=1, app_key=key)
     emulator.seed_repository("acme", "fleet", 5, "main")
+    emulator.set_permission("acme", "fleet", "octocat", "write")
+    emulator.set_permission("acme", "fleet", "reader", "read")
     repo = RepoRef(owner="acme", name="fleet", installation_id=5, clone_url=str(fleet))
 
     async def scenario(client: Client, settings: Settings) -> None:
@@ -191,6 +193,15 @@ def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
                 check_run_name=run.name,
                 head_sha=run.state["head_sha"],
             )
+            # A reader's click is judged against GitHub's permission API and changes nothing
+            # but the check run's summary.
+            await render.signal(SIGNAL_REVIEW, click.model_copy(update={"by": "reader"}))
+
+            async def refusal_shown() -> Any:
+                shown = emulator.check_run(run.id).output["summary"] or ""
+                return "@reader clicked Approve" in shown
+
+            await eventually(refusal_shown, "the refused click on the check run")
             await render.signal(SIGNAL_REVIEW, click)
 
             async def published() -> Any:
@@ -211,7 +222,9 @@ def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
 
             (row,) = await eventually(recorded, "the deployment recorded in SQL")
             assert row.deployment_id == deployment_id and row.approved_by == "@octocat"
-            (audit,) = sql.audit_events(deployment_id)
+            refused, audit = sql.audit_events(deployment_id)
+            assert (refused.actor, refused.counted) == ("reader", False)
+            assert "@reader has read access to acme/fleet" in refused.reason
             assert (audit.action, audit.actor, audit.counted) == ("approve", "octocat", True)
             sql.close()
             # the checkout was made on this worker's disk and cleaned up afterwards
@@ -230,12 +243,25 @@ def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
                 result_type=DispatchResult,
             )
             assert failed.roots == [] and "rollwright.yaml:2:" in (failed.error or "")
-            (unreadable,) = [
+            revision_runs = [
                 r for r in emulator.check_runs("acme", "fleet") if r.name == "rollwright"
             ]
+            (unreadable,) = [r for r in revision_runs if r.state["head_sha"] == broken]
             assert unreadable.conclusion == "failure"
             assert unreadable.state["head_sha"] == broken
             assert "rollwright.yaml:2:" in unreadable.output["summary"]
+
+            # The merged revision's summary (Approve all) saw g/c1 wait, then publish.
+            async def summary_done() -> Any:
+                runs = [r for r in emulator.check_runs("acme", "fleet") if r.name == "rollwright"]
+                done = [r for r in runs if r.state["head_sha"] == after]
+                return done[0] if done and done[0].conclusion == "success" else None
+
+            summary = await eventually(summary_done, "the revision summary done")
+            assert "| `g/c1` |" in summary.output["summary"]
+            assert summary.actions == []
+            history = [u.request.get("conclusion") for u in summary.history]
+            assert "action_required" in history  # it offered Approve all while g/c1 waited
         finally:
             stop.set()
             await worker

@@ -432,6 +432,7 @@ def test_github_app_manifest() -> None:
         "contents": "write",
         "pull_requests": "write",
         "metadata": "read",
+        "members": "read",  # team approvers in review policies (docs/governance.md)
     }
     assert set(manifest["default_events"]) == {"push", "pull_request", "check_run", "check_suite"}
     assert manifest["hook_attributes"]["url"].endswith("/events")

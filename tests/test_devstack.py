@@ -439,7 +439,10 @@ def test_rollwright_demo_succeeds_and_names_a_failing_step(tmp_path: Path) -> No
     assert ok.returncode == 0, ok.stdout + ok.stderr
     for number in range(1, 10):
         assert f"[{number}/9]" in ok.stdout
-    assert re.search(r"/jobs/[0-9a-f-]{36}: published, [1-9]\d* states in the timeline", ok.stdout)
+    assert re.search(r"/jobs/[0-9a-f-]{36}: verified, [1-9]\d* states in the timeline", ok.stdout)
+    # published to a git branch, then verified by the stack's fake Argo CD (issue 15)
+    assert re.search(r"Argo CD staging-cluster-a: Synced at [0-9a-f]{12}, Healthy", ok.stdout)
+    assert "Verified" in ok.stdout
     assert "every step happened" in ok.stdout
     assert "REGION: eu-central-1" in ok.stdout  # the diff excerpt shows the change
     after = ok.stdout.split("every step happened", 1)[1]

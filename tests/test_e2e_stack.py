@@ -7,12 +7,15 @@ Three stories, one root each, on one stack:
 - merge → check run asks for review with the diff → Approve → published (blob store + SQL);
 - merge → Reject → cancelled, nothing persisted as latest;
 - manual deploy (POST /api/deploy) → published, queue locked → a merge waits with
-  `action_required` and an Unlock button → Unlock → it renders, is approved and published.
+  `action_required` and an Unlock button → Unlock → it renders, is approved and published;
+- a group-wide change → the revision's `rollwright` summary with Approve all → a reader's click
+  is refused by both roots (the emulator's permission API) and audited → a writer's approves.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import urllib.error
@@ -329,3 +332,55 @@ def test_bad_signature_is_refused_and_starts_nothing(world: World) -> None:
             timeout=10,
         )
     assert err.value.code == 401
+
+
+def test_approve_all_approves_what_the_clicker_may_and_audits_the_rest(world: World) -> None:
+    """A group-wide change puts both staging clusters at the review gate: the revision's
+    `rollwright` check run lists them with Approve all. A reader's click changes nothing (each
+    deployment asks the emulator's permission API, refuses and records it); a writer's click
+    approves both."""
+    world.emulator.set_permission(OWNER, NAME, "rita", "read")
+    before = fleetrepo.head(world.repo_dir)
+    head = fleetrepo.set_value(
+        world.repo_dir, "deployments/staging/group.values.yaml", "env.LOG_LEVEL", "info", "quiet"
+    )
+    assert world.emulator.send_push(OWNER, NAME, before, head).status == 202
+    roots = ("staging/cluster-a", "staging/cluster-b")
+
+    def summary(title: str) -> CheckRunRecord | None:
+        runs = [
+            r
+            for r in world.emulator.check_runs(OWNER, NAME)
+            if r.name == "rollwright" and r.state["head_sha"] == head
+        ]
+        return runs[-1] if runs and runs[-1].output.get("title") == title else None
+
+    waiting = world.wait_for("the summary of two", lambda: summary("2 of 2 roots awaiting review"))
+    assert [a["identifier"] for a in waiting.actions] == ["approve_all"]
+    assert all(f"| `{root}` |" in waiting.output["summary"] for root in roots)
+
+    world.click(waiting, "approve_all", "rita")
+
+    def refusals() -> list[dict[str, Any]] | None:
+        page = json.loads(world.gateway_get("/api/audit?actor=rita&counted=false"))
+        events: list[dict[str, Any]] = page["events"]
+        return events if len(events) == 2 else None
+
+    refused = world.wait_for("two refusals", refusals)
+    assert {e["root"] for e in refused} == set(roots)
+    assert all("@rita has read access" in e["reason"] for e in refused)
+    assert summary("2 of 2 roots awaiting review") is not None
+
+    world.click(waiting, "approve_all", "alice")
+    done = world.wait_for("the summary done", lambda: summary("2 roots: none awaiting review"))
+    assert done.conclusion == "success" and done.actions == []
+    for root in roots:
+        latest = world.wait_for(
+            f"{root} published", functools.partial(_published, world, root, head)
+        )
+        assert latest["approved_by"] == "@alice"
+
+
+def _published(world: World, root: str, revision: str) -> dict[str, Any] | None:
+    latest = world.latest(root)
+    return latest if latest and latest["revision"] == revision else None

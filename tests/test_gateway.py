@@ -895,12 +895,23 @@ def test_unlock_button_signals_the_roots_deploy_workflow(
         DeployInput(repo=RepoRef(owner=owner, name=name), root="prod/eu-west"),
         workflow_id,
     )
-    answer = post(client, "check_run", payload)
+    delivery = str(uuid.uuid4())
+    answer = post(client, "check_run", payload, delivery=delivery)
     assert answer.status_code == 202, answer.text
     assert answer.json()["workflow_id"] == workflow_id
     seen = temporal.seen(workflow_id, DeploySeen, lambda s: bool(s.unlocks))
     assert seen.unlocks == [UnlockSignal(by="codebytere")]
     assert seen.revisions == []
+    # The click is in the audit trail once, however often GitHub redelivers it.
+    assert post(client, "check_run", payload, delivery=delivery).status_code == 200
+    (event,) = store_of(client).audit_query(repo=full_name)
+    assert (event.root, event.action, event.actor, event.source, event.counted) == (
+        "prod/eu-west",
+        "unlock",
+        "codebytere",
+        "check_run",
+        True,
+    )
 
 
 @pytest.mark.parametrize(

@@ -178,3 +178,27 @@ def test_metric_labels_stay_bounded() -> None:
     body, _ = metrics.exposition()
     assert b'rollwright_gateway_webhooks_total{event="other",outcome="ignored"} 1.0' in body
     assert b"evil" not in body
+
+
+def test_approve_all_on_the_revision_summary_goes_to_its_workflow() -> None:
+    """Approve all on the `rollwright` check run becomes a review click made on that check
+    run, sent to the revision's RevisionReviewWorkflow (which passes it on to each root)."""
+    payload = ours("check_run.requested_action.6.json", name="rollwright")
+    payload["requested_action"] = {"identifier": "approve_all"}
+    routed = route("check_run", payload)
+    assert isinstance(routed, Review)
+    repo, sha = payload["repository"]["full_name"], payload["check_run"]["head_sha"]
+    assert routed.target == f"revision:{repo}:{sha}"
+    assert routed.signal == ReviewSignal(
+        decision="approve",
+        by=payload["sender"]["login"],
+        repo=repo,
+        check_run_name="rollwright",
+        head_sha=sha,
+    )
+    assert ACTION.validate_json(routed.model_dump_json()) == routed
+    payload["requested_action"] = {"identifier": "approve"}
+    assert isinstance(route("check_run", payload), Ignore)
+    foreign = ours("check_run.requested_action.6.json", name="rollwright", app=9)
+    foreign["requested_action"] = {"identifier": "approve_all"}
+    assert isinstance(route("check_run", foreign), Ignore)

@@ -27,7 +27,13 @@ from pydantic import SecretStr
 from activities.joblog import JobLog
 from gateway.app import create_app
 from gateway.dispatcher import Dispatched, Dispatcher, DispatchError
-from shared.contracts.deploy import TERMINAL_STATES, DeploymentRecord, NewRevision, RepoRef
+from shared.contracts.deploy import (
+    TERMINAL_STATES,
+    AuditRecord,
+    DeploymentRecord,
+    NewRevision,
+    RepoRef,
+)
 from shared.devstack import credentials
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.ports import free_port
@@ -305,6 +311,66 @@ def test_job_json(world: World) -> None:
     full = world.client.get(f"/api/jobs/{DEP}/diff").json()
     hunks = next(r for r in full["resources"] if r["name"] == "settings")["hunks"]
     assert "-  region: eu" in hunks[0]["lines"] and "+  region: us" in hunks[0]["lines"]
+
+
+def test_the_audit_trail_on_the_job_page_and_in_the_api(world: World) -> None:
+    """Clicks as the record_audit activity stores them: shown on the job page (refused ones
+    with why) and queryable under /api/audit by repo, root, actor, action and outcome."""
+    awaiting(world)
+    clicks = [
+        ("approve", "rita", False, "@rita has read access to acme/fleet; only people with write"),
+        ("approve", "alice", True, ""),
+    ]
+    for n, (action, actor, counted, reason) in enumerate(clicks):
+        world.store.record_audit(
+            AuditRecord(
+                repo=REPO,
+                root=ROOT,
+                deployment_id=DEP,
+                action=action,
+                actor=actor,
+                counted=counted,
+                reason=reason,
+                at=T0 + timedelta(minutes=n + 1),
+            )
+        )
+    world.store.record_audit(
+        AuditRecord(
+            repo=REPO,
+            root="prod/us-1",
+            action="unlock",
+            actor="bob",
+            source="api",
+            counted=True,
+            at=T0 + timedelta(minutes=5),
+        )
+    )
+    job = world.client.get(f"/api/jobs/{DEP}").json()
+    assert [(a["actor"], a["counted"], a["source"]) for a in job["audit"]] == [
+        ("rita", False, "check_run"),
+        ("alice", True, "check_run"),
+    ]
+    page = text_of(world.client.get(f"/jobs/{DEP}").text)
+    assert "Audit" in page and "@rita approve check run no — @rita has read access" in page
+    assert "@alice approve check run yes" in page
+
+    every = world.client.get("/api/audit").json()
+    assert [e["actor"] for e in every["events"]] == ["bob", "alice", "rita"]  # newest first
+    assert every["next"] is None
+    refused = world.client.get("/api/audit", params={"counted": "false"}).json()["events"]
+    assert [e["actor"] for e in refused] == ["rita"]
+    by_root = world.client.get("/api/audit", params={"root": "prod/us-1"}).json()["events"]
+    assert [(e["action"], e["source"]) for e in by_root] == [("unlock", "api")]
+    first = world.client.get("/api/audit", params={"limit": 2}).json()
+    assert [e["actor"] for e in first["events"]] == ["bob", "alice"]
+    rest = world.client.get("/api/audit", params={"limit": 2, "before": first["next"]}).json()
+    assert [e["actor"] for e in rest["events"]] == ["rita"] and rest["next"] is None
+    assert (
+        world.client.get("/api/audit", params={"actor": "alice", "action": "reject"}).json()[
+            "events"
+        ]
+        == []
+    )
 
 
 def test_log_follow_api(world: World) -> None:

@@ -9,7 +9,8 @@ The payloads are `../shared/fixtures/github/webhooks/pull_request.opened.12.json
 are rewritten to point at an emulated repository, every other field stays as GitHub sent it.
 
 One stack (dev server, worker, gateway, emulator) serves the module; every story has its own
-repository, so they do not see each other's pull refs or base branch.
+repository, so they do not see each other's pull refs or base branch. The last story follows an
+approved pull request through its merge: its deployment publishes on the carried approval.
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from gateway.app import create_app
-from shared.contracts.deploy import QUERY_STATE
+from shared.contracts.deploy import QUERY_STATE, SIGNAL_REVIEW, NewRevision, RepoRef, ReviewSignal
 from shared.contracts.preview import (
     PREVIEW_CHECK_NAME,
     PreviewState,
     preview_external_id,
     preview_workflow_id,
 )
+from shared.contracts.queueing import queue_revision
 from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.model import CheckRunRecord, CommentRecord
 from shared.devstack.emulator.server import GitHubEmulator
@@ -450,3 +452,78 @@ def test_a_rotated_secret_shows_a_changed_hash_and_never_its_plaintext(
         [SECRET_OLD, SECRET_NEW],
     )
     assert "preview built" in caplog.text  # the worker's logs were captured
+
+
+# --------------------------------------------------------------------------- carried approvals
+
+
+def test_an_approved_pull_request_deploys_without_asking_again(stack: Stack) -> None:
+    """The previewed diff, approved on GitHub by someone with write access, is what the merge
+    deploys: the deployment publishes at once, "approved in #2 by @alice" (issue 14, item 4).
+    The real worker throughout: preview fingerprints, the emulator's commit → pull request
+    lookup, reviews and permission API, the deployment's own renders."""
+    fleet = new_fleet(stack)
+    emulator = stack.emulator
+    emulator.set_permission(OWNER, fleet.name, "alice", "write")
+    repo = RepoRef(
+        owner=OWNER, name=fleet.name, installation_id=INSTALLATION, clone_url=str(fleet.path)
+    )
+    base = fleet.head("main")
+    deploy(stack, repo, base)  # what was deployed before the pull request
+    review = wait_for_deployment(stack, fleet, base, "action_required")
+    signal_review(stack, review, "alice")
+    wait_for_deployment(stack, fleet, base, "success")
+
+    head = fleet.open(greeting("g/c1", "hello from the pull request"))
+    assert fleet.finished_run(head).conclusion == "success"
+    emulator.add_review(OWNER, fleet.name, fleet.pr, "alice", "APPROVED", commit_id=head)
+    git(fleet.path, "merge", "-q", "--no-ff", "-m", "Merge #2", fleet.branch)
+    merged = fleet.head("main")
+    emulator.set_pull(
+        OWNER,
+        fleet.name,
+        fleet.pr,
+        head_sha=head,
+        head_ref=fleet.branch,
+        base_ref="main",
+        state="closed",
+        merged=True,
+        merge_commit_sha=merged,
+    )
+    deploy(stack, repo, merged)
+    done = wait_for_deployment(stack, fleet, merged, "success")
+    assert "approved in #2 by @alice" in done.output["summary"]
+    conclusions = [u.state.get("conclusion") for u in done.history]
+    assert "action_required" not in conclusions  # nobody was asked
+
+
+def deploy(stack: Stack, repo: RepoRef, revision: str) -> None:
+    """What a push of `revision` to the default branch does for root g/c1."""
+    signal = NewRevision(revision=revision, trigger="merge", reason="push", requested_by="pusher")
+    stack.run(queue_revision(stack.env.client, stack.settings.task_queue, repo, "g/c1", signal))
+
+
+def wait_for_deployment(
+    stack: Stack, fleet: Fleet, revision: str, conclusion: str
+) -> CheckRunRecord:
+    def probe() -> CheckRunRecord | None:
+        runs = [
+            r
+            for r in stack.emulator.check_runs(OWNER, fleet.name)
+            if r.name == "rollwright/g/c1" and r.state["head_sha"] == revision
+        ]
+        return runs[-1] if runs and runs[-1].conclusion == conclusion else None
+
+    return stack.wait_for(f"g/c1@{revision[:12]} {conclusion}", probe)
+
+
+def signal_review(stack: Stack, run: CheckRunRecord, by: str) -> None:
+    click = ReviewSignal(
+        decision="approve",
+        by=by,
+        repo=f"{OWNER}/{run.repo}",
+        check_run_name=run.name,
+        head_sha=run.state["head_sha"],
+    )
+    handle = stack.env.client.get_workflow_handle(run.state["external_id"])
+    stack.run(handle.signal(SIGNAL_REVIEW, click))

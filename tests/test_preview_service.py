@@ -43,6 +43,7 @@ from shared.contracts.preview import (
     PullRequestClosed,
     parse_preview_external_id,
     preview_external_id,
+    preview_fingerprints_key,
     preview_latest_key,
     preview_prefix,
     preview_workflow_id,
@@ -330,6 +331,66 @@ def test_an_unexpected_error_in_the_build_leaves_its_message_out(
     assert "in put" in vars(logged)["traceback"]
     assert LEAKED not in caplog.text
     assert all(LEAKED not in str(vars(r)) for r in caplog.records)
+
+
+def test_a_preview_stores_each_roots_fingerprint_for_carried_over_approvals(
+    previews: PreviewActivities, emulator: GitHubEmulator, tmp_path: Path
+) -> None:
+    """What a deployment's diff is compared with before a pull request's approval carries
+    over (docs/governance.md): every changed file of each root, with its digests."""
+    repo, ref = seeded(emulator, tmp_path)
+    change = {"deployments/g/c1/cluster.values.yaml": {"cluster": "g/c1", "greeting": "hi"}}
+    head = branch(repo, "feature", change)
+    emulator.set_pull("acme", "fleet", 3, head_sha=head, head_ref="feature")
+    rev = revisions(previews, ref, head)
+    request = PreviewBuildRequest(repo=ref, pr=3, revisions=rev, base_ref="main")
+    asyncio.run(ActivityEnvironment().run(previews.preview_build, request))
+    raw = previews.blobs.get(preview_fingerprints_key("acme/fleet", 3, head))
+    assert raw is not None
+    prints = json.loads(raw)
+    assert list(prints) == ["g/c1"]
+    assert prints["g/c1"], "the changed root has changed files"
+    for old, new in prints["g/c1"].values():
+        assert old != new and (new or "").startswith("sha256:")
+
+
+def test_the_preview_check_run_names_the_owners_to_approve_and_whether_they_did(
+    previews: PreviewActivities, emulator: GitHubEmulator, tmp_path: Path
+) -> None:
+    """OWNERS on a pull request (issue 14, item 2): the preview's summary lists the OWNERS
+    files the change touches and whether the PR's reviews of its head already approve."""
+    repo = web_repo(
+        tmp_path / "fleet",
+        {
+            "deployments/apps/web/OWNERS": {"approvers": ["olga", "@acme/web"]},
+            "templates/web/OWNERS": {"approvers": ["tess"]},
+        },
+    )
+    emulator.seed_repository("acme", "fleet", INSTALLATION, "main", git_dir=repo)
+    ref = RepoRef(owner="acme", name="fleet", installation_id=INSTALLATION, clone_url=str(repo))
+    change = {"deployments/g/c1/cluster.values.yaml": {"cluster": "g/c1", "greeting": "hi"}}
+    head = branch(repo, "feature", change)
+    emulator.set_pull("acme", "fleet", 3, head_sha=head, head_ref="feature")
+    request = PreviewBuildRequest(
+        repo=ref, pr=3, revisions=revisions(previews, ref, head), base_ref="main"
+    )
+
+    def summary() -> str:
+        outcome = asyncio.run(ActivityEnvironment().run(previews.preview_build, request))
+        return outcome.summary
+
+    before = summary()
+    assert "### OWNERS" in before
+    assert "| `web` | `deployments/apps/web/OWNERS` | @olga, @acme/web | not yet |" in before
+    assert "| `template web` | `templates/web/OWNERS` | @tess | not yet |" in before
+
+    emulator.set_permission("acme", "fleet", "olga", "write")
+    emulator.set_permission("acme", "fleet", "tess", "read")  # cannot approve anything
+    emulator.add_review("acme", "fleet", 3, "olga", "APPROVED", commit_id=head)
+    emulator.add_review("acme", "fleet", 3, "tess", "APPROVED", commit_id=head)
+    after = summary()
+    assert "| `web` | `deployments/apps/web/OWNERS` | @olga, @acme/web | yes, by @olga |" in after
+    assert "| `template web` | `templates/web/OWNERS` | @tess | not yet |" in after
 
 
 def test_a_missing_base_branch_or_head_is_a_clear_error(

@@ -34,6 +34,7 @@ from shared.contracts.promotion import (
     DeploymentFinished,
     DeploymentsRequest,
     GraduateRequest,
+    RollbackRequest,
     TouchedRequest,
 )
 from shared.devstack.credentials import new_app_key
@@ -375,3 +376,43 @@ def test_deployments_contain_the_patch_only_where_active(world: World) -> None:
     )
     d = found.deployments[0]
     assert (d.deployment_id, d.state, d.contains_patch, d.failed) == ("d1", "failed", True, True)
+
+
+def test_rollback_reverts_the_promotion_commit_as_the_app(world: World) -> None:
+    """Issue 15, `rollback: auto`: the revert of the node's promotion commit lands on the
+    default branch like a promotion (through the App); done twice, it commits nothing."""
+    node = "integration/int-sector-1/us-central1"
+    copy = f"{APP_DIR}/{node}/patches/patch-001-hypershift-v4.18.yaml"
+    promoted = world.run(
+        world.acts.commit,
+        CommitRequest(repo=world.repo, patch_id=PATCH, to_node=node, expected_revision=world.first),
+    )
+    app = world.access.app_for(world.repo)
+    # someone else pushes meanwhile: the revert goes on top and keeps their change
+    other = commit_files(app, "acme/fleet", "main", promoted.revision, {"x.txt": b"x\n"}, [], "x")
+    request = RollbackRequest(
+        repo=world.repo, patch_id=PATCH, node=node, reason="`mc/x`: deployment unhealthy"
+    )
+    result = world.run(world.acts.rollback, request)
+    assert result.committed and result.reverted == promoted.revision
+    assert result.revision == world.tip()
+    assert git(world.remote, "rev-parse", f"{result.revision}^") == other
+    files = git(world.remote, "ls-tree", "-r", "--name-only", result.revision).split()
+    assert copy not in files and "x.txt" in files
+    assert git(world.remote, "diff", "--name-only", world.first, result.revision).split() == [
+        "x.txt"
+    ]
+    message = git(world.remote, "log", "-1", "--format=%B", result.revision)
+    assert message.startswith(f"roll back {PATCH} at {node}")
+    assert (
+        "deployment unhealthy" in message
+        and f"Rollwright-Rollback-Of: {promoted.revision}" in message
+    )
+    assert git(world.remote, "log", "-1", "--format=%an", result.revision) == "rollwright[bot]"
+    again = world.run(world.acts.rollback, request)
+    assert not again.committed and again.revision == result.revision
+    assert "already reverted" in again.message
+    never = world.run(
+        world.acts.rollback, request.model_copy(update={"node": "stage/stage-sector-1"})
+    )
+    assert not never.committed and "no promotion commit" in never.message

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ def click(
     return payload
 
 
-@pytest.mark.parametrize("identifier", ["promote", "halt", "resume"])
+@pytest.mark.parametrize("identifier", ["promote", "halt", "resume", "rollback"])
 def test_rollout_buttons_route_to_the_promotion_workflow(identifier: str) -> None:
     payload = click(promotion_check_run_name(PATCH), identifier)
     route = route_event("check_run", payload, app_id=APP_ID, delivery_id="d1")
@@ -64,6 +64,14 @@ def test_rollout_buttons_route_to_the_promotion_workflow(identifier: str) -> Non
     assert route.target == f"promote:{full_name}:{PATCH}"
     # stored in the outbox as JSON and read back
     assert ACTION.validate_json(route.model_dump_json()) == route
+    # and in the audit trail with it, under the rollout's name
+    audit = route.audit(datetime(2026, 1, 1, tzinfo=UTC))
+    assert audit is not None
+    assert (audit.root, audit.action, audit.actor) == (
+        f"rollout:{PATCH}",
+        identifier,
+        payload["sender"]["login"],
+    )
 
 
 def test_rollout_check_run_is_never_a_root() -> None:

@@ -44,9 +44,11 @@ def test_publish_commits_the_root_subtree_with_provenance(world: PublishWorld) -
     result = world.publish(request)
     assert not result.already_published
     assert result.target.startswith("acme/fleet@rendered:g/c1/ (")
+    # the branch commit, for delivery verification (Argo CD must be Synced at it)
+    assert result.commit == git(world.repo, "rev-parse", "rendered")
     # the fleet repo's `rendered` branch holds exactly the root's plaintext render
     assert branch_files(world.repo, "rendered") == {
-        f"g/c1/{p}": d for p, d in world.plain("g/c1").items()
+        f"g/c1/{p}": d for p, d in world.on_branch("g/c1").items()
     }
     message = git(world.repo, "log", "-1", "--format=%B", "rendered")
     for expected in (
@@ -74,6 +76,7 @@ def test_republishing_a_deployment_makes_no_second_commit(world: PublishWorld) -
     assert again.already_published
     assert commit_count(world.repo, "rendered") == count
     assert again.target.split("(")[1] == first.target.split("(")[1]  # the original commit
+    assert again.commit == first.commit
     # a new deployment of an unchanged render: nothing to commit either
     same = world.publish(world.request("g/c2", "dep-3"))
     assert same.already_published
@@ -102,7 +105,7 @@ def test_a_changed_render_touches_only_its_subtree(world: PublishWorld) -> None:
     changed = git(world.repo, "diff", "--name-only", "rendered~1", "rendered").splitlines()
     assert changed and all(name.startswith("g/c1/") for name in changed)
     assert branch_files(world.repo, "rendered", "g/c2/") == c2_before
-    assert branch_files(world.repo, "rendered", "g/c1/") == world.plain("g/c1")
+    assert branch_files(world.repo, "rendered", "g/c1/") == world.on_branch("g/c1")
     # a root deleted from the fleet publishes an empty render: its subtree goes away
     world.remove("deployments/g/c1")
     world.publish(world.request("g/c1", "dep-4"))
@@ -132,7 +135,7 @@ def test_concurrent_publishes_of_two_roots_both_land(tmp_path: Path, world: Publ
             outcomes[root] = publisher.publish_tree(
                 target,
                 f"{root}/",
-                world.plain(root),
+                world.on_branch(root),
                 deployment_id=f"dep-{root}",
                 message=f"publish {root}\n\n{TRAILER}: dep-{root}\n",
                 root=root,
@@ -150,7 +153,7 @@ def test_concurrent_publishes_of_two_roots_both_land(tmp_path: Path, world: Publ
     assert not errors
     assert sorted(o.attempts for o in outcomes.values()) == [1, 2]  # the race happened
     for root in ("g/c1", "g/c2"):
-        assert branch_files(world.repo, "rendered", f"{root}/") == world.plain(root)
+        assert branch_files(world.repo, "rendered", f"{root}/") == world.on_branch(root)
         log = git(world.repo, "log", "--format=%B", "rendered")
         assert f"{TRAILER}: dep-{root}" in log
     assert commit_count(world.repo, "rendered") == 3  # dep-0 and one per root, nothing lost
@@ -175,7 +178,7 @@ def test_another_repository_of_the_same_owner(tmp_path: Path) -> None:
     publish["git"]["path"] = "clusters/{root}/manifests"
     world = publish_world(tmp_path, fleet_files(publish), web_url=str(remotes))
     world.publish(world.request("g/c1", "dep-1"))
-    assert branch_files(catalog, "main", "clusters/g/c1/manifests/") == world.plain("g/c1")
+    assert branch_files(catalog, "main", "clusters/g/c1/manifests/") == world.on_branch("g/c1")
     assert not has_branch(world.repo, "rendered")
 
 
@@ -224,7 +227,7 @@ def test_plaintext_secrets_are_refused(tmp_path: Path, age_key: AgeKey) -> None:
     assert not has_branch(world.repo, "rendered")
     # a root without secrets publishes plaintext as usual
     world.publish(world.request("g/c2", "dep-2"))
-    assert branch_files(world.repo, "rendered", "g/c2/") == world.plain("g/c2")
+    assert branch_files(world.repo, "rendered", "g/c2/") == world.on_branch("g/c2")
 
 
 def sops_rules(cluster: AgeKey, fleet: AgeKey) -> str:
@@ -243,7 +246,7 @@ def test_sops_round_trip(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
     world = publish_world(tmp_path, files)
     world.publish(world.request("g/c1", "dep-1"))
     published = branch_files(world.repo, "rendered", "g/c1/")
-    plain = world.plain("g/c1")
+    plain = world.on_branch("g/c1")
     assert sorted(published) == sorted(plain)
     assert_hidden(published.items(), [PASSWORD])
     encrypted = {p for p, d in published.items() if b"\nsops:\n" in d}

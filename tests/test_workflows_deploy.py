@@ -786,9 +786,10 @@ async def test_a_lost_worker_is_replaced_and_the_deployment_goes_on() -> None:
         await h.push(ROOT, A)
         deployment_id = await _deployment_of(h, A)
         await h.awaiting_review(ROOT, A)
+        # checkout, render, diff and the review policy, all on the live worker
         assert [q for name, q in world.pinned_calls if name != "cleanup_checkout"] == [
             "worker-2"
-        ] * 3
+        ] * 4
         (run_id,) = world.runs_for(A)
         lost = [r for r in world.check_runs[run_id] if "was lost" in r.summary]
         assert [r.title for r in lost] == ["Rendering (a worker was lost)"]
@@ -811,6 +812,7 @@ async def test_a_checkout_swept_by_a_restarted_worker_is_made_again() -> None:
             "checkout",
             "render_root",
             "diff_render",
+            "review_policy",
         ]
         assert (await h.review(deployment_id, "approve")).state == "published"
 

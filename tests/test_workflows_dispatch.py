@@ -159,7 +159,7 @@ def test_an_unreadable_fleet_fails_the_commits_check_run_naming_file_and_line() 
             )
             assert result.roots == [] and result.error == problem
             assert world.signalled == []
-            (run_id,) = world.runs_for(AFTER)
+            (run_id,) = world.revision_runs(AFTER)
             run = world.last(run_id)
             assert (run.name, run.conclusion, run.title) == (
                 "rollwright",

@@ -26,6 +26,7 @@ from shared.contracts.promotion import (
     SIGNAL_PROMOTE,
     SIGNAL_PROMOTION_REVISION,
     SIGNAL_RESUME,
+    SIGNAL_ROLLBACK,
     DeploymentsRequest,
     DeploymentsResult,
     HaltSignal,
@@ -35,6 +36,7 @@ from shared.contracts.promotion import (
     PromotionInput,
     PromotionRevision,
     ResumeSignal,
+    RollbackSignal,
     RolloutView,
     RootDeployment,
     WindowInfo,
@@ -583,3 +585,121 @@ async def test_a_resume_click_that_reaches_a_continued_run_at_its_start() -> Non
         )
         await until(asking(fleet, "promote"), "resumed: the gate")
         assert (await r.view()).halt is None
+
+
+@scenario
+async def test_a_node_counts_only_once_its_roots_are_verified() -> None:
+    """Issue 15: a root with a verify rule is `verifying` in latest.json after publish; the
+    node is not done until its deployment ends `verified`, then promotion goes on."""
+    fleet = three_nodes()
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    for root in fleet.roots[INT]:
+        fleet.latest[root] = fleet.latest[root].model_copy(update={"state": "verifying"})
+    fleet.outcomes["mc/stage/s1/us"] = "verified"
+    fleet.outcomes["mc/prod/canary/us"] = "verified"
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(lambda: fleet.check_runs and "Deploying" in fleet.last_run().title, "deploying")
+        await r.env.sleep(timedelta(hours=2))
+        assert fleet.commits == []  # two hours of verifying: still not done
+        for root in fleet.roots[INT]:
+            await fleet.report(root, fleet.tip, "verified")
+        view = await result(r)
+    assert [c.to_node for c in fleet.commits] == [STAGE, PROD]
+    assert view.phase == "graduated"
+
+
+@scenario
+async def test_an_unhealthy_node_halts_the_rollout_with_the_reason() -> None:
+    fleet = three_nodes()
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    fleet.outcomes["mc/stage/s1/us"] = "unhealthy"
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(asking(fleet, "resume"), "the halted check run")
+        halted = fleet.last_run()
+        assert (halted.conclusion, halted.title) == ("failure", f"Halted at {STAGE}")
+        assert "`mc/stage/s1/us`: deployment of" in halted.summary
+        assert "unhealthy at mc/stage/s1/us" in halted.summary  # the deployment's reason
+        view = await r.view()
+        assert view.phase == "halted" and view.halt and view.halt.roots == ["mc/stage/s1/us"]
+        assert [c.to_node for c in fleet.commits] == [STAGE]  # prod never promoted
+
+
+@scenario
+async def test_rollback_auto_reverts_the_promotion_and_the_node_verifies_again() -> None:
+    fleet = three_nodes()
+    fleet.rollback = "auto"
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    fleet.outcomes["mc/stage/s1/us"] = "unhealthy"
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(asking(fleet, "resume"), "the halted check run")
+        assert [(b.node, b.patch_id) for b in fleet.rollbacks] == [(STAGE, PATCH)]
+        promoted_tip = rev(2)  # start rev(1), the promotion to stage rev(2), the revert rev(3)
+        assert fleet.active[fleet.tip] == 1  # the revert: the patch is back at integration
+        halted = fleet.last_run()
+        assert halted.title == f"Halted at {STAGE}"
+        assert "unhealthy at mc/stage/s1/us" in halted.summary
+        assert f"Rolled back: `{fleet.tip[:12]}` reverts the promotion `{promoted_tip[:12]}`" in (
+            halted.summary
+        )
+        # the stage root deployed the reverted revision and verified it again
+        assert [(d.root, d.revision, d.state) for d in fleet.deployed][-1] == (
+            "mc/stage/s1/us",
+            fleet.tip,
+            "verified",
+        )
+        view = await r.view()
+        assert view.phase == "halted" and view.revision == fleet.tip
+        assert [c.to_node for c in fleet.commits] == [STAGE]  # prod never promoted
+        assert r.handle is not None
+        history = await r.handle.fetch_history()
+    # The history with its rollback (patch "promotion-auto-rollback") replays.
+    replayer = Replayer(workflows=[PromotionWorkflow], data_converter=pydantic_data_converter)
+    assert (
+        await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    ).replay_failure is None
+
+
+@scenario
+async def test_rollback_manual_only_halts() -> None:
+    fleet = three_nodes()
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    fleet.outcomes["mc/stage/s1/us"] = "unhealthy"
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(asking(fleet, "resume"), "the halted check run")
+        assert fleet.rollbacks == [] and fleet.active[fleet.tip] == 2
+        assert "Rolled back" not in fleet.last_run().summary
+
+
+@scenario
+async def test_rollback_manual_offers_a_roll_back_button_that_reverts_once() -> None:
+    fleet = three_nodes()
+    fleet.start_at(1)
+    deployed_at_first_node(fleet)
+    fleet.outcomes["mc/stage/s1/us"] = "unhealthy"
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(asking(fleet, "rollback"), "the Roll back button")
+        halted = fleet.last_run()
+        assert [a.identifier for a in halted.actions] == ["resume", "rollback"]
+        assert fleet.rollbacks == []  # manual: nothing until someone clicks
+        # a click on a check run that showed another halt is ignored
+        await r.signal(SIGNAL_ROLLBACK, RollbackSignal(by="mallory", head_sha=rev(9)))
+        await r.signal(SIGNAL_ROLLBACK, RollbackSignal(by="alice", head_sha=halted.head_sha))
+        await until(lambda: fleet.rollbacks, "the revert")
+        await until(lambda: "Rolled back" in fleet.last_run().summary, "the halt updated")
+        assert [b.node for b in fleet.rollbacks] == [STAGE]
+        again = fleet.last_run()
+        assert "Roll back clicked by @alice" in again.summary and "mallory" not in again.summary
+        assert [a.identifier for a in again.actions] == ["resume"]  # offered once
+        await r.signal(SIGNAL_ROLLBACK, RollbackSignal(by="alice"))  # nothing left to revert
+        view = await r.view()
+        assert view.phase == "halted" and len(fleet.rollbacks) == 1
+        assert fleet.active[fleet.tip] == 1

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -20,46 +22,57 @@ from temporalio.client import WorkflowFailureError, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from shared.contracts.deploy import (
-    DISPATCH_WORKFLOW,
-    TASK_QUEUE,
-    AffectedResult,
-    DeploymentInput,
-    DeploymentResult,
-    DispatchInput,
-    dispatch_workflow_id,
-)
-from tests.support.deploy_versions import (
-    DeployBeforeBounded,
-    DeployBeforeRecordQueued,
-    DeployBeforeSignalsFirst,
-    DeployBoundedUnpatched,
-    DeploymentBeforeReviewOrigin,
-    DeploymentBeforeWorkerLoss,
-    DeploymentReviewOriginUnpatched,
-    DeploymentWorkerLossUnpatched,
-    DeployNotDetaching,
-    DeployRecordingUnpatched,
-    DeploySignalsFirstUnpatched,
-    DeployWritingEveryBatch,
-    DeployYieldingUnpatched,
-    DispatchBeforeDeliveryOrder,
-    DispatchBeforeFleetReports,
-    DispatchDeliveryOrderUnpatched,
-    DispatchFleetReportsUnpatched,
-    DispatchWaitingOnSharedQueue,
-)
-from tests.support.deploy_world import (
-    REPO,
-    World,
-    harness,
-    latest,
-    sha,
-    until,
-)
-from workflows.deploy import DeployWorkflow
-from workflows.deployment import DeploymentWorkflow
-from workflows.dispatch import DispatchWorkflow
+# The workflow below is defined here, so the sandbox imports this module: what it imports
+# passes through (the verify activity and its HTTP client are not workflow code).
+with workflow.unsafe.imports_passed_through():
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from activities.verify import DeliveryVerifier
+    from shared.contracts.deploy import (
+        DISPATCH_WORKFLOW,
+        TASK_QUEUE,
+        AffectedResult,
+        DeploymentInput,
+        DeploymentResult,
+        DispatchInput,
+        dispatch_workflow_id,
+    )
+    from shared.engine.fleetconfig import FleetConfig
+    from tests.support.deploy_versions import (
+        DeployBeforeBounded,
+        DeployBeforeRecordQueued,
+        DeployBeforeSignalsFirst,
+        DeployBoundedUnpatched,
+        DeploymentBeforeGovernance,
+        DeploymentBeforeReviewOrigin,
+        DeploymentBeforeVerify,
+        DeploymentBeforeWorkerLoss,
+        DeploymentGovernanceUnpatched,
+        DeploymentReviewOriginUnpatched,
+        DeploymentVerifyUnpatched,
+        DeploymentWorkerLossUnpatched,
+        DeployNotDetaching,
+        DeployRecordingUnpatched,
+        DeploySignalsFirstUnpatched,
+        DeployWritingEveryBatch,
+        DeployYieldingUnpatched,
+        DispatchBeforeDeliveryOrder,
+        DispatchBeforeFleetReports,
+        DispatchDeliveryOrderUnpatched,
+        DispatchFleetReportsUnpatched,
+        DispatchWaitingOnSharedQueue,
+    )
+    from tests.support.deploy_world import (
+        REPO,
+        World,
+        harness,
+        latest,
+        sha,
+        until,
+    )
+    from workflows.deploy import DeployWorkflow
+    from workflows.deployment import DeploymentWorkflow
+    from workflows.dispatch import DispatchWorkflow
 
 ROOT = "prod/eu-west"
 A, B, C, D, L = sha("a"), sha("b"), sha("c"), sha("d"), sha("1")
@@ -248,6 +261,117 @@ def test_a_deployment_that_took_any_click_replays() -> None:
 
     assert asyncio.run(replay(DeploymentWorkflow)) is None
     assert asyncio.run(replay(DeploymentReviewOriginUnpatched)) is not None
+
+
+def test_a_deployment_from_before_delivery_verification_replays() -> None:
+    """A deployment that ended at "published" on the code before "verify-delivery" replays
+    on today's code, and fails without the patch check; a deployment that verified its
+    delivery (an HTTP check, run by the real activity) replays on today's code."""
+
+    async def scenario(deployment: type, world: World, activities: list[Any]) -> WorkflowHistory:
+        async with harness(
+            world, workflows=[DeployWorkflow, deployment, DispatchWorkflow], activities=activities
+        ) as h:
+            await h.push(ROOT, A)
+            deployment_id = await h.awaiting_review(ROOT, A)
+            result = await h.review(deployment_id, "approve")
+            assert result.state == (
+                "published" if deployment is not DeploymentWorkflow else "verified"
+            )
+            return await h.client.get_workflow_handle(deployment_id).fetch_history()
+
+    # Both versions run where a rule would verify the root: the old one never asks.
+    with _answering(200) as url:
+        rule = {"roots": ["*"], "http": {"url": url + "/{root}", "retries": 0}}
+        config = FleetConfig.model_validate({"verify": [rule]})
+        verifier = DeliveryVerifier().verify_delivery
+        old_world, new_world = World(config=config), World(config=config)
+        old = asyncio.run(
+            asyncio.wait_for(scenario(DeploymentBeforeVerify, old_world, [verifier]), 60)
+        )
+        new = asyncio.run(asyncio.wait_for(scenario(DeploymentWorkflow, new_world, [verifier]), 60))
+    assert old_world.plans == [] and len(new_world.plans) == 1
+
+    async def replay(deployment: type, history: WorkflowHistory) -> Exception | None:
+        replayer = Replayer(workflows=[deployment], data_converter=pydantic_data_converter)
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        return result.replay_failure
+
+    assert asyncio.run(replay(DeploymentWorkflow, old)) is None
+    assert asyncio.run(replay(DeploymentVerifyUnpatched, old)) is not None
+    assert asyncio.run(replay(DeploymentWorkflow, new)) is None
+
+
+@contextlib.contextmanager
+def _answering(status: int) -> Iterator[str]:
+    """A local HTTP endpoint answering every GET with `status`: the external check."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_deployment_from_before_review_policies_replays() -> None:
+    """A deployment approved on the code before "governance-review-policy" (no policy read,
+    no click judged) replays on today's code; the same history fails without the patch
+    check."""
+
+    async def scenario() -> WorkflowHistory:
+        world = World()
+        async with harness(
+            world, workflows=[DeployWorkflow, DeploymentBeforeGovernance, DispatchWorkflow]
+        ) as h:
+            await h.push(ROOT, A)
+            deployment_id = await h.awaiting_review(ROOT, A)
+            result = await h.review(deployment_id, "approve", "alice")
+            assert result.state == "published" and world.policies == [] == world.verdicts
+            return await h.client.get_workflow_handle(deployment_id).fetch_history()
+
+    history = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert _deployment_replay_failure(history, DeploymentWorkflow) is None
+    assert _deployment_replay_failure(history, DeploymentGovernanceUnpatched) is not None
+
+
+def test_a_governed_deployment_replays() -> None:
+    """A deployment under a review policy (a refused click, then an approver's) replays on
+    today's code, and not on the code before review policies."""
+
+    async def scenario() -> WorkflowHistory:
+        world = World(permissions={"rita": "read"})
+        async with harness(world) as h:
+            await h.push(ROOT, A, by="carol")
+            deployment_id = await h.awaiting_review(ROOT, A)
+            await h.click(deployment_id, "approve", "rita")
+            await until(lambda: world.audits, "the refusal recorded")
+            result = await h.review(deployment_id, "approve", "alice")
+            assert result.state == "published" and len(world.verdicts) == 2
+            return await h.client.get_workflow_handle(deployment_id).fetch_history()
+
+    history = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert _deployment_replay_failure(history, DeploymentWorkflow) is None
+    assert _deployment_replay_failure(history, DeploymentBeforeGovernance) is not None
+
+
+def _deployment_replay_failure(history: WorkflowHistory, deployment: type) -> Exception | None:
+    async def replay() -> Exception | None:
+        replayer = Replayer(workflows=[deployment], data_converter=pydantic_data_converter)
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        return result.replay_failure
+
+    return asyncio.run(replay())
 
 
 def test_a_dispatch_that_failed_on_an_unreadable_fleet_replays() -> None:

@@ -37,6 +37,7 @@ from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
 from workflows.preview import PreviewWorkflow
 from workflows.promotion import PromotionWorkflow
+from workflows.revision import RevisionReviewWorkflow
 
 WORKFLOWS = [
     DispatchWorkflow,
@@ -44,6 +45,7 @@ WORKFLOWS = [
     DeploymentWorkflow,
     PreviewWorkflow,
     PromotionWorkflow,
+    RevisionReviewWorkflow,
 ]
 # A checkout lives while its deployment waits for review (up to 7 days); older ones were left
 # by a worker that died and are removed at start.

@@ -56,6 +56,13 @@ WORKER_QUEUE = Options(timedelta(seconds=30))
 CHECKOUT = Options(timedelta(minutes=20), _PINNED_RETRY, _BEAT, _PINNED_START)
 RENDER = Options(timedelta(minutes=30), _PINNED_RETRY, _BEAT, _PINNED_START)
 DIFF = Options(timedelta(minutes=10), _PINNED_RETRY, _BEAT, _PINNED_START)
+# A deployment's review policy, read from its checkout (a quick file read).
+POLICY = Options(timedelta(minutes=5), _PINNED_RETRY, schedule_to_start=_PINNED_START)
+# Does a review click count: GitHub's permission and team answers. A few attempts, then the
+# click is refused with the reason, and the clicker may click again (the review goes on).
+JUDGE = Options(
+    timedelta(minutes=1), RetryPolicy(maximum_interval=timedelta(seconds=20), maximum_attempts=5)
+)
 CLEANUP = Options(
     timedelta(minutes=2), RetryPolicy(maximum_attempts=3), schedule_to_start=timedelta(minutes=1)
 )
@@ -69,6 +76,19 @@ PUBLISH_RETRY = RetryPolicy(
     maximum_attempts=8,
 )
 PUBLISH = Options(timedelta(minutes=30), PUBLISH_RETRY, _BEAT)
+
+# Delivery verification: reading the rule is quick; the wait itself lasts as long as the
+# fleet's `verify` timeout says (see `verify`), heartbeating every poll. A worker lost
+# mid-way is noticed within a minute and the wait goes on on another worker.
+VERIFY_PLAN = Options(timedelta(minutes=5), RetryPolicy(maximum_interval=timedelta(minutes=1)))
+_VERIFY_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), maximum_attempts=10)
+
+
+def verify(timeout_seconds: int) -> Options:
+    """Options of `verify_delivery` for a plan with this timeout: the activity stops itself
+    at its deadline; the margin covers the last poll and the HTTP check's own attempts."""
+    return Options(timedelta(seconds=timeout_seconds) + timedelta(minutes=10), _VERIFY_RETRY, _BEAT)
+
 
 # Dispatch: which roots a push affects, then signalling their deploy queues.
 AFFECTED = Options(timedelta(minutes=15), RetryPolicy(maximum_interval=timedelta(minutes=1)), _BEAT)

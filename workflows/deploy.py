@@ -82,7 +82,7 @@ with workflow.unsafe.imports_passed_through():
 # Finished deployments are signalled to PromotionWorkflows (issue 7); older histories replay
 # without it. Only outcomes a rollout acts on are sent.
 PATCH_NOTIFY_PROMOTIONS = "deploy-notify-promotions"
-NOTIFY_STATES = frozenset({"published", "failed", "rejected", "timed_out"})
+NOTIFY_STATES = frozenset({"published", "verified", "unhealthy", "failed", "rejected", "timed_out"})
 # Queued items get their SQL row when they enter the queue (job pages, /roots); older
 # histories recorded a deployment only once it ran.
 PATCH_RECORD_QUEUED = "record-queued"

@@ -56,6 +56,29 @@ with workflow.unsafe.imports_passed_through():
         RenderSummary,
         ReviewSignal,
     )
+    from shared.contracts.governance import (
+        ACT_CARRY_OVER,
+        ACT_JUDGE_REVIEW,
+        ACT_REPORT_REVIEW,
+        ACT_REVIEW_POLICY,
+        POLICY_REQUIREMENT,
+        CarryOver,
+        CarryOverRequest,
+        JudgeRequest,
+        ReportReview,
+        ReviewPolicy,
+        ReviewPolicyRequest,
+        RootReview,
+        Verdict,
+    )
+    from shared.contracts.verify import (
+        ACT_VERIFY_DELIVERY,
+        ACT_VERIFY_PLAN,
+        VerifyPlanRequest,
+        VerifyPlanResult,
+        VerifyRequest,
+        VerifyResult,
+    )
     from workflows import calls, searchattrs
 
 
@@ -70,6 +93,16 @@ MAX_WORKER_LOSSES = 3
 # The checkout clean-up is started and not awaited (issue 16); older histories waited for it.
 PATCH_CLEANUP_BEHIND = "cleanup-never-blocks"
 CLEANUP_WAIT = timedelta(seconds=15)
+# After publish, delivery is verified when rollwright.yaml has a `verify` rule for the root
+# (issue 15: Argo CD Synced at the published commit and Healthy, an HTTP check); older
+# histories ended at "published".
+PATCH_VERIFY = "verify-delivery"
+# The root's review policy (rollwright.yaml `review:`) decides when a review is needed and
+# which clicks count, judged one by one by an activity (issue 14); older histories took the
+# first click on the deployment's own check run.
+PATCH_GOVERNANCE = "governance-review-policy"
+# Refused clicks the check run lists (the newest; the audit trail keeps them all).
+SHOWN_REFUSALS = 5
 
 
 @workflow.defn(name=DEPLOYMENT_WORKFLOW)
@@ -83,6 +116,17 @@ class DeploymentWorkflow:
         self.diff: DiffSummary | None = None
         self.persisted: LatestDeployment | None = None
         self.task_queue = ""
+        # Governed deployments (PATCH_GOVERNANCE): the policy, the clicks waiting for their
+        # verdict, the requirements met so far and by whom, and the refusals to show.
+        self.policy: ReviewPolicy | None = None
+        self._clicks: list[ReviewSignal] = []
+        self._satisfied: list[str] = []
+        self._approvers: list[str] = []
+        self._refusals: list[str] = []
+        self._why: list[str] = []  # why the deployment asks (manual, diverged)
+        self._counts = ""  # the diff's counts, for the check run title
+        self._reported = False  # told the revision's summary (Approve all) it waits
+        self._carry_note = ""  # why the pull request's approvals did not carry over
 
     @workflow.signal(name=SIGNAL_REVIEW)
     def review(self, signal: ReviewSignal) -> None:
@@ -94,7 +138,13 @@ class DeploymentWorkflow:
             if reason is not None:
                 self._refused.append((signal, reason))
                 return
+        if self.policy is not None:
+            self._clicks.append(signal)  # counts only if judge_review says so
+            return
         self._review = signal
+
+    def _governs(self) -> bool:
+        return workflow.patched(PATCH_GOVERNANCE)
 
     def _checks_origin(self) -> bool:
         return workflow.patched(PATCH_REVIEW_ORIGIN)
@@ -108,7 +158,10 @@ class DeploymentWorkflow:
             return "the click does not say which check run it was made on"
         if signal.repo != inp.repo.full_name:
             return f"it was made in {signal.repo}, and this deployment is in {inp.repo.full_name}"
-        if signal.check_run_name != checkrun.check_run_name(inp.root):
+        # Approve all on the revision's summary check run (governed merge deployments report
+        # there) is a click on this revision too; the head commit check below still applies.
+        summary = self.policy is not None and signal.check_run_name == checkrun.REVISION_CHECK_NAME
+        if not summary and signal.check_run_name != checkrun.check_run_name(inp.root):
             return (
                 f"it was made on check run {signal.check_run_name!r}, and this deployment's is "
                 f"{checkrun.check_run_name(inp.root)!r}"
@@ -214,21 +267,51 @@ class DeploymentWorkflow:
             result_type=DiffSummary,
             task_queue=self.task_queue,
         )
+        if self._governs():
+            self.policy = await calls.run(
+                ACT_REVIEW_POLICY,
+                ReviewPolicyRequest(
+                    repo=inp.repo,
+                    root=inp.root,
+                    revision=inp.revision,
+                    checkout_path=checkout.path,
+                    deployment_id=inp.deployment_id,
+                    author=inp.requested_by,
+                    new_prefix=render.blob_prefix,
+                    old_prefix=inp.latest.published_prefix if inp.latest else None,
+                ),
+                options=self._pinned(calls.POLICY),
+                result_type=ReviewPolicy,
+                task_queue=self.task_queue,
+            )
         return render, diff
 
     async def _review_and_publish(
         self, render: RenderSummary, diff: DiffSummary
     ) -> DeploymentResult:
         inp = self.inp
-        auto = (
-            diff.empty
-            and inp.trigger == "merge"
+        routine = (
+            inp.trigger == "merge"
             and inp.relation in ("ahead", "first", "same")
             and not inp.require_confirmation
         )
-        if auto:
-            approved_by = "rollwright (empty diff)"
-        else:
+        auto = routine and diff.empty
+        approved_by = "rollwright (empty diff)"
+        policy = self.policy
+        if policy is not None and policy.review == "always":
+            auto = False
+        elif policy is not None and policy.review == "never" and routine:
+            if policy.owners:
+                # `never` waives the rule's approvers, not the owners of what the diff touches.
+                self._satisfied.append(POLICY_REQUIREMENT)
+            else:
+                auto, approved_by = True, f"rollwright (review: never, {policy.rule or 'policy'})"
+        carried = None
+        if not auto and policy is not None and inp.trigger == "merge":
+            carried = await self._carry_over(policy, render)
+        if carried is not None:
+            auto, approved_by = True, carried
+        if not auto:
             review = await self._await_review(diff)
             if review is None:
                 return await self._finish(
@@ -238,6 +321,8 @@ class DeploymentWorkflow:
                     "Nobody approved or rejected this deployment within 7 days.",
                 )
             who = f"@{review.by}" if review.by else "a reviewer"
+            if review.decision == "approve" and self._approvers:
+                who = ", ".join(f"@{a}" for a in self._approvers)
             if review.decision == "reject":
                 return await self._finish("rejected", "cancelled", f"Rejected by {who}", "")
             approved_by = who
@@ -270,12 +355,83 @@ class DeploymentWorkflow:
             return await self._finish(
                 "failed", "failure", "Publish failed", _message(err), approved_by
             )
+        if self._verifies():
+            return await self._verify(render, published, approved_by)
         await self._persist("published", approved_by, published_prefix=render.blob_prefix)
         return await self._finish(
             "published",
             "success",
             "Published",
             f"Published to {published.target}.",
+            approved_by,
+            published=True,
+        )
+
+    async def _verify(
+        self, render: RenderSummary, published: PublishResult, approved_by: str
+    ) -> DeploymentResult:
+        """Verify the delivery the root's `verify` rule asks for, or end at "published"."""
+        inp = self.inp
+        where = f"Published to {published.target}."
+        try:
+            planned = await calls.run(
+                ACT_VERIFY_PLAN,
+                VerifyPlanRequest(
+                    repo=inp.repo,
+                    root=inp.root,
+                    revision=inp.revision,
+                    deployment_id=inp.deployment_id,
+                    commit=published.commit,
+                ),
+                options=calls.VERIFY_PLAN,
+                result_type=VerifyPlanResult,
+            )
+        except ActivityError as err:
+            # Published all the same: the cluster gets the render, unverified.
+            await self._persist("unhealthy", approved_by, published_prefix=render.blob_prefix)
+            return await self._finish(
+                "unhealthy",
+                "failure",
+                "Unhealthy: verification could not start",
+                f"Reading the verify rule failed: {_message(err)}\n\n{where}",
+                approved_by,
+                published=True,
+            )
+        plan = planned.plan
+        if plan is None:
+            await self._persist("published", approved_by, published_prefix=render.blob_prefix)
+            return await self._finish(
+                "published", "success", "Published", where, approved_by, published=True
+            )
+        # Persisted before the wait: a promotion reading latest.json sees "verifying", not a
+        # finished deployment, and the diff base is already the published render.
+        await self._persist("verifying", approved_by, published_prefix=render.blob_prefix)
+        await self._set_state(
+            "verifying",
+            status="in_progress",
+            title="Verifying delivery",
+            message=f"{where}\n\n{plan.describe()}",
+            approved_by=approved_by,
+        )
+        try:
+            result = await calls.run(
+                ACT_VERIFY_DELIVERY,
+                VerifyRequest(repo=inp.repo, deployment_id=inp.deployment_id, plan=plan),
+                options=calls.verify(plan.timeout_seconds),
+                result_type=VerifyResult,
+            )
+        except ActivityError as err:
+            result = VerifyResult(
+                verdict="unhealthy", reason=f"Verification failed: {_message(err)}"
+            )
+        await self._persist(result.verdict, approved_by, published_prefix=render.blob_prefix)
+        verified = result.verdict == "verified"
+        return await self._finish(
+            result.verdict,
+            "success" if verified else "failure",
+            "Verified" if verified else "Unhealthy",
+            # The reason first: promotions quote the first line when they halt.
+            f"{result.markdown()}\n\n{where}",
             approved_by,
             published=True,
         )
@@ -291,20 +447,175 @@ class DeploymentWorkflow:
                 f"This revision has **diverged** from the latest deployed revision `{latest}`: "
                 "confirm that it should replace it."
             )
-        counts = (
+        self._why = why
+        self._counts = (
             "no changes"
             if diff.empty
             else f"{diff.added} added, {diff.removed} removed, {diff.changed} changed"
         )
+        await self._show_review()
+        if self.policy is not None:
+            return await self._wait_for_governed_review(self.policy)
+        return await self._wait_for_review()
+
+    async def _show_review(self) -> None:
+        """The check run of a deployment waiting for review: why it asks, and for governed
+        deployments whose approval is still needed and which clicks did not count."""
+        message = list(self._why)
+        if self._carry_note:
+            message.append(self._carry_note)
+        policy = self.policy
+        if policy is not None:
+            rule = f" (`{policy.rule}`)" if policy.rule else ""
+            if self._approvers:
+                message.append(
+                    "Approved so far by " + ", ".join(f"@{a}" for a in self._approvers) + "."
+                )
+            needed = policy.outstanding(self._satisfied)
+            message.append(
+                f"**Approval still needed**{rule} from:\n"
+                + "\n".join(f"- {policy.whose(r)}" for r in needed)
+            )
+            if policy.distinct_approver and policy.author:
+                message.append(f"@{policy.author} started this deployment and cannot approve it.")
+            if self._refusals:
+                message.append(
+                    "**Clicks that did not count** (nothing changed):\n"
+                    + "\n".join(f"- {r}" for r in self._refusals[-SHOWN_REFUSALS:])
+                )
         await self._set_state(
             "awaiting_review",
             status="completed",
             conclusion="action_required",
-            title=f"Review: {counts}",
-            message="\n\n".join(why),
+            title=f"Review: {self._counts}",
+            message="\n\n".join(message),
             actions=[checkrun.APPROVE, checkrun.REJECT],
         )
-        return await self._wait_for_review()
+        if policy is not None and self.inp.trigger == "merge":
+            await self._report("awaiting_review")
+
+    async def _carry_over(self, policy: ReviewPolicy, render: RenderSummary) -> str | None:
+        """Approvals of the merged pull request that carry over (its GitHub reviews of its
+        last head, when this diff is the one previewed for it): who approved, once they meet
+        every requirement; otherwise None, and the check run will say why."""
+        inp = self.inp
+        try:
+            carried = await calls.run(
+                ACT_CARRY_OVER,
+                CarryOverRequest(
+                    repo=inp.repo,
+                    root=inp.root,
+                    revision=inp.revision,
+                    deployment_id=inp.deployment_id,
+                    policy=policy,
+                    new_prefix=render.blob_prefix,
+                    old_prefix=inp.latest.published_prefix if inp.latest else None,
+                ),
+                options=calls.JUDGE,
+                result_type=CarryOver,
+            )
+        except ActivityError as err:
+            self._carry_note = f"Pull request approvals were not checked: {_message(err)}."
+            return None
+        for login in carried.approvers:
+            if login not in self._approvers:
+                self._approvers.append(login)
+            await self._audit(
+                ReviewSignal(decision="approve", by=login, source="pr_review"), counted=True
+            )
+        self._satisfied += [r for r in carried.satisfies if r not in self._satisfied]
+        if carried.pr is not None and carried.approvers and not policy.outstanding(self._satisfied):
+            return f"approved in #{carried.pr} by " + ", ".join(f"@{a}" for a in carried.approvers)
+        if carried.reason and carried.pr is not None:  # a direct push has nothing to carry
+            self._carry_note = f"The pull request's approval does not carry over: {carried.reason}."
+        return None
+
+    async def _report(self, state: DeploymentState) -> None:
+        """Tell the revision's summary check run (Approve all) how this root stands."""
+        inp, policy = self.inp, self.policy
+        self._reported = True
+        needs = [policy.whose(r) for r in policy.outstanding(self._satisfied)] if policy else []
+        review = RootReview(
+            root=inp.root,
+            deployment_id=inp.deployment_id,
+            state=state,
+            counts=self._counts,
+            needs=needs if state == "awaiting_review" else [],
+            approved_by=list(self._approvers),
+        )
+        try:
+            await calls.run(
+                ACT_REPORT_REVIEW,
+                ReportReview(repo=inp.repo, revision=inp.revision, review=review),
+                options=calls.RECORD,
+                result_type=type(None),
+            )
+        except ActivityError as err:  # the root's own check run still works
+            workflow.logger.warning("reporting to the revision summary failed: %s", err.cause)
+
+    async def _wait_for_governed_review(self, policy: ReviewPolicy) -> ReviewSignal | None:
+        """The reject that counts, or the approval that meets the last outstanding
+        requirement, or None after the review timeout. Each click is judged by an activity
+        (GitHub's permission and teams); one that does not count is recorded with why, shown
+        on the check run, and changes nothing else."""
+        deadline = workflow.now() + timedelta(seconds=REVIEW_TIMEOUT_SECONDS)
+        while True:
+            try:
+                await workflow.wait_condition(
+                    lambda: bool(self._clicks) or bool(self._refused),
+                    timeout=deadline - workflow.now(),
+                    timeout_summary="review",
+                )
+            except builtins.TimeoutError:
+                return None
+            changed = False
+            while self._refused:
+                signal, reason = self._refused.pop(0)
+                await self._audit(signal, counted=False, reason=reason)
+                self._refusals.append(_refusal(signal, reason))
+                changed = True
+            while self._clicks:
+                click = self._clicks.pop(0)
+                verdict = await self._judge(policy, click)
+                await self._audit(click, counted=verdict.counts, reason=verdict.reason)
+                changed = True
+                if not verdict.counts:
+                    self._refusals.append(_refusal(click, verdict.reason))
+                    continue
+                if click.decision == "reject":
+                    return click
+                if click.by and click.by not in self._approvers:
+                    self._approvers.append(click.by)
+                self._satisfied += [r for r in verdict.satisfies if r not in self._satisfied]
+                if not policy.outstanding(self._satisfied):
+                    return click
+            if changed:
+                await self._show_review()
+
+    async def _judge(self, policy: ReviewPolicy, click: ReviewSignal) -> Verdict:
+        inp = self.inp
+        try:
+            return await calls.run(
+                ACT_JUDGE_REVIEW,
+                JudgeRequest(
+                    repo=inp.repo,
+                    root=inp.root,
+                    deployment_id=inp.deployment_id,
+                    policy=policy,
+                    decision=click.decision,
+                    actor=click.by,
+                    satisfied=list(self._satisfied),
+                ),
+                options=calls.JUDGE,
+                result_type=Verdict,
+            )
+        except ActivityError as err:
+            # Without GitHub's word nobody's click counts; the clicker may click again.
+            return Verdict(
+                counts=False,
+                reason=f"rollwright could not check @{click.by}'s access ({_message(err)}); "
+                "click again",
+            )
 
     async def _wait_for_review(self) -> ReviewSignal | None:
         """The first click that counts, or None after the review timeout (7 days)."""
@@ -475,6 +786,8 @@ class DeploymentWorkflow:
             approved_by=approved_by,
         )
         inp = self.inp
+        if self._reported:
+            await self._report(state)
         try:
             await calls.run(
                 ACT_RECORD_DEPLOYMENT,
@@ -544,6 +857,9 @@ class DeploymentWorkflow:
         )
         return lost and losses < MAX_WORKER_LOSSES and self._repins()
 
+    def _verifies(self) -> bool:
+        return workflow.patched(PATCH_VERIFY)
+
     def _repins(self) -> bool:
         return workflow.patched(PATCH_REPIN)
 
@@ -593,6 +909,11 @@ class DeploymentWorkflow:
             )
         except ActivityError:
             workflow.logger.warning("checkout cleanup failed", extra={"path": checkout.path})
+
+
+def _refusal(signal: ReviewSignal, reason: str) -> str:
+    who = f"@{signal.by}" if signal.by else "someone"
+    return f"{who} clicked {signal.decision.capitalize()}: {reason}"
 
 
 def _message(err: ActivityError) -> str:

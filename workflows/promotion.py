@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         ACT_PROMOTION_DEPLOYMENTS,
         ACT_PROMOTION_EVALUATE,
         ACT_PROMOTION_GRADUATE,
+        ACT_PROMOTION_ROLLBACK,
         PROMOTION_WORKFLOW,
         QUERY_ROLLOUT,
         SIGNAL_DEPLOYMENT_FINISHED,
@@ -50,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_PROMOTE,
         SIGNAL_PROMOTION_REVISION,
         SIGNAL_RESUME,
+        SIGNAL_ROLLBACK,
         CommitRequest,
         CommitResult,
         DeploymentFinished,
@@ -67,6 +69,9 @@ with workflow.unsafe.imports_passed_through():
         PromotionInput,
         PromotionRevision,
         ResumeSignal,
+        RollbackRequest,
+        RollbackResult,
+        RollbackSignal,
         RolloutRow,
         RolloutView,
         RootDeployment,
@@ -76,6 +81,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows import calls, searchattrs
 
 MAX_HISTORY_EVENTS = 5_000
+# `rollout.rollback: auto` (issue 15): a halt on failed or unhealthy deployments also commits
+# the revert of the node's promotion; older histories only halted.
+PATCH_ROLLBACK = "promotion-auto-rollback"
 # Dependencies only change with a new revision (a signal); this is a safety net for a missed
 # one. The same interval re-reads a window that gave no next opening.
 RECHECK = timedelta(hours=1)
@@ -86,6 +94,9 @@ PROMOTE = CheckRunAction(
 HALT = CheckRunAction(label="Halt", description="Stop this rollout here", identifier="halt")
 RESUME = CheckRunAction(
     label="Resume", description="Continue the rollout after a fix", identifier="resume"
+)
+ROLLBACK = CheckRunAction(
+    label="Roll back", description="Revert the promotion to this node", identifier="rollback"
 )
 
 
@@ -98,6 +109,7 @@ class PromotionWorkflow:
         self.reported: dict[str, DeploymentFinished] = {}
         self.halt_request: HaltSignal | None = None
         self.resume_request: ResumeSignal | None = None
+        self.rollback_request: RollbackSignal | None = None
         self.wakeups = 0
         # Wakeups already looked at: signals that arrive while an activity of this pass runs
         # must end the pass's wait, not be waited past.
@@ -159,6 +171,19 @@ class PromotionWorkflow:
             workflow.logger.info("resume ignored: the check run clicked showed another halt")
             return
         self.resume_request = signal
+        self.wakeups += 1
+
+    @workflow.signal(name=SIGNAL_ROLLBACK)
+    def rollback_click(self, signal: RollbackSignal) -> None:
+        # Only the halt the clicked check run showed, once: the button comes with that halt.
+        halt = self.halt
+        if halt is None or halt.rolled_back or not halt.deployment_ids:
+            workflow.logger.info("roll back ignored: no halt on failed deployments to revert")
+            return
+        if signal.head_sha and self.resume_offers.get(signal.head_sha) != halt.since:
+            workflow.logger.info("roll back ignored: the check run clicked showed another halt")
+            return
+        self.rollback_request = signal
         self.wakeups += 1
 
     @workflow.signal(name=SIGNAL_PROMOTION_REVISION)
@@ -228,6 +253,10 @@ class PromotionWorkflow:
             await self._read_deployments(ev, reload_all)
             reload_all = False
             if self.halt is not None:
+                if self.rollback_request is not None:
+                    by, self.rollback_request = self.rollback_request.by, None
+                    await self._roll_back(ev, self.halt.node, by=by)
+                    continue  # the revert moved the tip: read the patch there
                 self._show_halted(ev)
                 await self._wait()
                 continue
@@ -334,7 +363,8 @@ class PromotionWorkflow:
                 node=node,
                 reason="; ".join(
                     f"`{d.root}`: deployment of `{d.revision[:12]}` {d.state.replace('_', ' ')}"
-                    + (f" ({d.message})" if d.message else "")
+                    # The first line: a verification's account goes on with a table.
+                    + (f" ({d.message.splitlines()[0]})" if d.message else "")
                     for d in failed
                     if d.state
                 ),
@@ -342,6 +372,8 @@ class PromotionWorkflow:
                 deployment_ids=[d.deployment_id for d in failed],
                 since=workflow.now(),
             )
+            if ev.rollback == "auto" and self._rolls_back():
+                await self._roll_back(ev, node)
             self._show_halted(ev)
             await self._wait()
             return False
@@ -440,6 +472,40 @@ class PromotionWorkflow:
         if result.revision:
             self.revision = result.revision
 
+    def _rolls_back(self) -> bool:
+        return workflow.patched(PATCH_ROLLBACK)
+
+    async def _roll_back(self, ev: Evaluation, node: str, by: str | None = None) -> None:
+        """Revert the promotion to `node` (a commit through the App, like the promotion):
+        the roots under it deploy the previous render again, and verify it. The rollout stays
+        halted: Resume promotes again once someone has looked."""
+        halt = self.halt
+        assert halt is not None
+        halt.rolled_back = True
+        if by is not None:
+            halt.reason += f". Roll back clicked by @{by}"
+        self._set("promoting", f"rolling back the promotion to `{node}`", ev)
+        try:
+            result = await calls.run(
+                ACT_PROMOTION_ROLLBACK,
+                RollbackRequest(
+                    repo=self.inp.repo, patch_id=self.inp.patch_id, node=node, reason=halt.reason
+                ),
+                options=calls.GITHUB,
+                result_type=RollbackResult,
+            )
+        except ActivityError as err:
+            halt.reason += f". Rolling back failed: {err.cause or err}"
+            return
+        if result.committed:
+            halt.reason += (
+                f". Rolled back: `{result.revision[:12]}` reverts the promotion "
+                f"`{result.reverted[:12]}`"
+            )
+            self.revision = result.revision
+        else:
+            halt.reason += f". Not rolled back: {result.message}"
+
     async def _graduate(self, ev: Evaluation) -> RolloutView | None:
         """The graduation pull request, and the end; None when it failed (halted: Resume
         tries again)."""
@@ -526,14 +592,17 @@ class PromotionWorkflow:
             sha: since for sha, since in self.resume_offers.items() if since == halt.since
         } | {self.revision: halt.since}
         self._rows(ev, "halted", halt.reason)
+        # `rollback: manual` offers the revert a failed node would get with `auto`.
+        offer = ev.rollback == "manual" and bool(halt.deployment_ids) and not halt.rolled_back
         self._post(
-            ("halted", self.revision, halt.reason),
+            ("halted", self.revision, halt.reason, offer),
             status="completed",
             conclusion="failure",
             title=f"Halted at {halt.node or 'the start'}",
             message=f"**Halted at `{halt.node}`**: {halt.reason}\n\nFix the cause, then click "
-            "**Resume**; the node still waits for a successful deployment of every root.",
-            actions=[RESUME],
+            "**Resume**; the node still waits for a successful deployment of every root."
+            + (" **Roll back** reverts the promotion to this node." if offer else ""),
+            actions=[RESUME, ROLLBACK] if offer else [RESUME],
         )
 
     def _set(self, state: NodeState, waiting_for: str, ev: Evaluation) -> None:

@@ -18,6 +18,11 @@ APPROVE = CheckRunAction(label="Approve", description="Publish this render", ide
 REJECT = CheckRunAction(
     label="Reject", description="Do not deploy this revision", identifier="reject"
 )
+APPROVE_ALL = CheckRunAction(
+    label="Approve all",
+    description="Approve every root you may approve",
+    identifier="approve_all",
+)
 UNLOCK = CheckRunAction(
     label="Unlock", description="Let merged revisions deploy again", identifier="unlock"
 )

@@ -111,6 +111,9 @@ DeploymentState = Literal[
     "approved",
     "publishing",
     "published",
+    "verifying",  # published; waiting for Argo CD / the HTTP check (docs/verification.md)
+    "verified",
+    "unhealthy",
     "rejected",
     "timed_out",
     "skipped",
@@ -118,8 +121,19 @@ DeploymentState = Literal[
     "cancelled",
 ]
 TERMINAL_STATES: frozenset[str] = frozenset(
-    {"published", "rejected", "timed_out", "skipped", "failed", "cancelled"}
+    {
+        "published",
+        "verified",
+        "unhealthy",
+        "rejected",
+        "timed_out",
+        "skipped",
+        "failed",
+        "cancelled",
+    }
 )
+# The states in which a root's cluster was given the deployment's render.
+DELIVERED_STATES: frozenset[str] = frozenset({"published", "verifying", "verified", "unhealthy"})
 
 
 class RepoRef(Payload):
@@ -260,7 +274,8 @@ class LatestDeployment(Payload):
 def locks_queue(latest: LatestDeployment) -> bool:
     """Whether this attempt locks merged revisions out: a locking (manual) deployment that
     reached publish, successfully or not."""
-    if latest.state not in ("published", "failed"):
+    # Delivered (published, and verifying/verified/unhealthy after it: issue 15) or failed.
+    if latest.state not in DELIVERED_STATES and latest.state != "failed":
         return False
     return latest.locks_queue if latest.locks_queue is not None else latest.trigger == "manual"
 
@@ -462,7 +477,9 @@ class DiffSummary(Payload):
 class CheckRunAction(Payload):
     label: str
     description: str
-    identifier: Literal["approve", "reject", "unlock", "promote", "halt", "resume"]
+    identifier: Literal[
+        "approve", "reject", "unlock", "promote", "halt", "resume", "rollback", "approve_all"
+    ]
 
 
 class CheckRunRequest(Payload):
@@ -529,6 +546,8 @@ class PublishRequest(Payload):
 class PublishResult(Payload):
     target: str  # where the render went (blob key, branch@sha, s3 prefix)
     already_published: bool = False
+    # The branch commit holding the render (git targets): what Argo CD must be Synced at.
+    commit: str | None = None
 
 
 class PersistLatestRequest(Payload):

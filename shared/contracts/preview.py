@@ -70,6 +70,11 @@ def parse_preview_external_id(external_id: str | None) -> tuple[int, str] | None
     return int(number), head
 
 
+def preview_fingerprints_key(repo: str, pr: int, head_sha: str) -> str:
+    """`{root: {path: [old digest, new digest]}}` of a preview: every changed file per root."""
+    return preview_prefix(repo, pr, head_sha) + "fingerprints.json"
+
+
 def preview_prefix(repo: str, pr: int, head_sha: str) -> str:
     """Blob prefix of one head's report: report.md, report.json, comment.md, check.md."""
     return f"previews/{repo}/{pr}/{head_sha}/"

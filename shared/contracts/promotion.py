@@ -21,6 +21,7 @@ SIGNAL_DEPLOYMENT_FINISHED = "deployment_finished"
 SIGNAL_PROMOTE = "promote"
 SIGNAL_HALT = "halt"
 SIGNAL_RESUME = "resume"
+SIGNAL_ROLLBACK = "rollback"  # RollbackSignal: the Roll back button (rollout.rollback: manual)
 SIGNAL_PROMOTION_REVISION = "revision"
 QUERY_ROLLOUT = "rollout"
 
@@ -28,6 +29,7 @@ QUERY_ROLLOUT = "rollout"
 ACT_PROMOTION_EVALUATE = "promotion_evaluate"  # EvaluateRequest -> Evaluation
 ACT_PROMOTION_DEPLOYMENTS = "promotion_deployments"  # DeploymentsRequest -> DeploymentsResult
 ACT_PROMOTION_COMMIT = "promotion_commit"  # CommitRequest -> CommitResult
+ACT_PROMOTION_ROLLBACK = "promotion_rollback"  # RollbackRequest -> RollbackResult
 ACT_PROMOTION_GRADUATE = "promotion_graduate"  # GraduateRequest -> GraduateResult
 ACT_PROMOTION_TOUCHED = "promotion_touched"  # TouchedRequest -> TouchedResult
 ACT_PROMOTION_SIGNAL = "promotion_signal"  # SignalPromotionsRequest -> None
@@ -116,6 +118,12 @@ class ResumeSignal(Payload):
     head_sha: str | None = None
 
 
+class RollbackSignal(Payload):
+    by: str | None = None
+    # The commit of the check run clicked: a button of an earlier halt is stale and ignored.
+    head_sha: str | None = None
+
+
 class PromotionRevision(Payload):
     """Signal: the default branch moved to `revision` (every push, from DispatchWorkflow)."""
 
@@ -145,11 +153,13 @@ class RootDeployment(Payload):
 
     @property
     def healthy(self) -> bool:
-        return self.contains_patch and self.state == "published"
+        # "published": a root without a verify rule; "verified": one with (issue 15).
+        return self.contains_patch and self.state in ("published", "verified")
 
     @property
     def failed(self) -> bool:
-        return self.contains_patch and self.state in ("failed", "rejected", "timed_out")
+        ended = ("failed", "rejected", "timed_out", "unhealthy")
+        return self.contains_patch and self.state in ended
 
 
 class HaltState(Payload):
@@ -159,6 +169,7 @@ class HaltState(Payload):
     roots: list[str] = Field(default_factory=list)
     deployment_ids: list[str] = Field(default_factory=list)
     since: datetime
+    rolled_back: bool = False  # the node's promotion was reverted (or tried) for this halt
 
 
 class PromotionInput(Payload):
@@ -241,6 +252,7 @@ class Evaluation(Payload):
     conflicts: list[str] = Field(default_factory=list)
     window: WindowInfo = Field(default_factory=WindowInfo)  # of the next node, at `now`
     error: str = ""  # the fleet repo cannot be read at this revision (already redacted)
+    rollback: Literal["manual", "auto"] = "manual"  # rollout.rollback of rollwright.yaml
 
     def node(self, path: str | None) -> NodeInfo | None:
         return next((n for n in self.plan if n.path == path), None)
@@ -269,6 +281,20 @@ class CommitRequest(Payload):
 class CommitResult(Payload):
     revision: str  # the default branch tip after the commit (or as found)
     committed: bool = True
+    message: str = ""  # why nothing was committed
+
+
+class RollbackRequest(Payload):
+    repo: RepoRef
+    patch_id: str
+    node: str  # the node whose promotion is reverted
+    reason: str  # why (the halt's reason), for the commit message
+
+
+class RollbackResult(Payload):
+    revision: str  # the default branch tip after the revert (or as found)
+    committed: bool = True
+    reverted: str = ""  # the promotion commit reverted
     message: str = ""  # why nothing was committed
 
 

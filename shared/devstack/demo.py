@@ -1,4 +1,4 @@
-"""`rollwright demo`: one merge taken from push to published on the embedded stack.
+"""`rollwright demo`: one merge taken from push to published and verified on the embedded stack.
 
 Every step must happen, in order, within its timeout; the first one that does not is named and
 the command exits 1. Nothing here is simulated: a real git repository, the real gateway and
@@ -26,7 +26,12 @@ from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.processes import ChildExited
-from shared.devstack.stack import DevStack, StackError, options_from_args
+from shared.devstack.stack import (
+    DEV_ARGOCD_TOKEN_VAR,
+    DevStack,
+    StackError,
+    options_from_args,
+)
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
@@ -246,7 +251,8 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> str:
     scenario = demo.scenario
     root = scenario.root
     with step(2, total, f"create the fleet repo {OWNER}/{REPO} from {fleet.name}"):
-        base = fleetrepo.create_fleet_repo(fleet, demo.repo_dir, message="Fleet from example")
+        fleetrepo.create_fleet_repo(fleet, demo.repo_dir, message="Fleet from example")
+        base = _verified_delivery(demo)
         stack.add_repository(OWNER, REPO, demo.repo_dir)
         print(f"      {demo.repo_dir} at {base[:12]}", flush=True)
 
@@ -298,7 +304,7 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> str:
             raise ValueError(f"the gateway answered {delivery.status}: {delivery.response}")
 
     deployment_id = str(run.state.get("external_id") or "")
-    with step(6, total, "check run reports the deployment published"):
+    with step(6, total, "check run reports the deployment published and verified by Argo CD"):
         # After a review GitHub keeps the reviewed run completed; the worker continues the
         # deployment on a new run with the same name and external_id (the old one says so).
         def concluded() -> CheckRunRecord | None:
@@ -308,14 +314,23 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> str:
             return current
 
         final = demo.wait_for("final conclusion", concluded)
-        if final.conclusion != "success":
+        if final.conclusion != "success" or final.output.get("title") != "Verified":
             raise ValueError(
-                f"check run {final.id} concluded {final.conclusion}: {final.output.get('summary')}"
+                f"check run {final.id} concluded {final.conclusion} "
+                f"({final.output.get('title')}): {final.output.get('summary')}"
             )
+        assert stack.argocd is not None
+        app_name = argocd_application(root)
+        app = stack.argocd.application(app_name)["status"]
         print(f"      check run {final.id}: {final.output.get('title')}", flush=True)
+        print(
+            f"      Argo CD {app_name}: {app['sync']['status']} at "
+            f"{app['sync'].get('revision', '')[:12]}, {app['health']['status']}",
+            flush=True,
+        )
 
     with step(7, total, "latest deployment recorded in the blob store"):
-        latest = demo.wait_for("published latest.json", lambda: _latest(stack, root, head))
+        latest = demo.wait_for("verified latest.json", lambda: _latest(stack, root, head))
         print(
             f"      deployments/{OWNER}/{REPO}/{root}/latest.json: {latest['state']} "
             f"{latest['revision'][:12]} approved by {latest.get('approved_by')}",
@@ -323,7 +338,7 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> str:
         )
 
     with step(8, total, "deployment recorded in SQL"):
-        row = demo.wait_for("published deployment row", lambda: _sql_row(stack, deployment_id))
+        row = demo.wait_for("verified deployment row", lambda: _sql_row(stack, deployment_id))
         print(f"      deployments row {row[0]}: {row[1]} {row[2][:12]}", flush=True)
 
     urls = stack.urls
@@ -346,8 +361,45 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> str:
     return "\n".join(links)
 
 
+def argocd_application(root: str) -> str:
+    """The demo root's Application in the fake Argo CD: the root id with `/` as `-`, which
+    is also what `{root}` becomes in the verify rule's selector."""
+    return root.replace("/", "-")
+
+
+def _verified_delivery(demo: Demo) -> str:
+    """Publish the demo's root to the fleet repo's `rendered` branch and verify it with the
+    stack's fake Argo CD: a rollwright.yaml saying so, and the root's Application, which
+    follows that branch. The commit holding the settings."""
+    stack = demo.stack
+    if stack.argocd is None:
+        raise ValueError("the demo needs the stack's fake Argo CD (it runs with the emulator)")
+    (demo.repo_dir / "rollwright.yaml").write_text(
+        "# The demo's delivery: a git branch Argo CD syncs, and verification of it.\n"
+        "publish:\n"
+        "  target: git\n"
+        "  git: {branch: rendered}\n"
+        "verify:\n"
+        "  - timeout: 2m\n"
+        "    interval: 2s\n"
+        "    argocd:\n"
+        f"      server: {stack.argocd.url}\n"
+        f"      tokenEnv: {DEV_ARGOCD_TOKEN_VAR}\n"
+        '      selector: "rollwright.dev/root={root}"\n'
+    )
+    root = demo.scenario.root
+    stack.argocd.add_application(
+        argocd_application(root),
+        path=root,
+        repo_url=str(demo.repo_dir),
+        target_revision="rendered",
+        labels={"rollwright.dev/root": argocd_application(root)},
+    )
+    return fleetrepo.commit_all(demo.repo_dir, "Publish to a branch, verified by Argo CD")
+
+
 def _job_page(url: str) -> str | None:
-    """What the job page says of the deployment, once it shows it published."""
+    """What the job page says of the deployment, once it shows it verified."""
     try:
         answer = httpx.get(url.replace("/jobs/", "/api/jobs/", 1), timeout=5)
     except httpx.HTTPError:
@@ -355,7 +407,7 @@ def _job_page(url: str) -> str | None:
     if answer.status_code != 200:
         return None
     job = answer.json()
-    if job.get("state") != "published" or httpx.get(url, timeout=5).status_code != 200:
+    if job.get("state") != "verified" or httpx.get(url, timeout=5).status_code != 200:
         return None
     return f"{job['state']}, {len(job.get('timeline') or [])} states in the timeline"
 
@@ -366,7 +418,7 @@ def _latest(stack: DevStack, root: str, head: str) -> dict[str, str] | None:
     if data is None:
         return None
     latest: dict[str, str] = json.loads(data)
-    if latest.get("revision") != head or latest.get("state") != "published":
+    if latest.get("revision") != head or latest.get("state") != "verified":
         return None
     return latest
 
@@ -386,7 +438,7 @@ def _sql_row(stack: DevStack, deployment_id: str) -> tuple[str, str, str] | None
     store = SqlStore(url)
     try:
         row = store.deployment(deployment_id)
-        if row is None or row.state != "published":
+        if row is None or row.state != "verified":
             return None
         return row.deployment_id, row.state, row.revision
     finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import secrets
 import sys
 import time
 import urllib.error
@@ -26,11 +27,15 @@ from temporalio.client import Client
 
 from shared.contracts.deploy import TASK_QUEUE
 from shared.devstack import credentials, temporal
+from shared.devstack.argocd import FakeArgoCD
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.ports import LOOPBACK, free_port, free_ports, port_in_use, wait_for_port
 from shared.devstack.processes import Child, Supervisor
 
 EMULATOR_APP_ID = 1
+# With the GitHub emulator the stack also runs the fake Argo CD; the worker finds its token
+# here (a fleet's `verify.argocd.tokenEnv` names it: see the demo's rollwright.yaml).
+DEV_ARGOCD_TOKEN_VAR = "ROLLWRIGHT_DEV_ARGOCD_TOKEN"
 # Variables the stack sets for its children; inherited values of these are replaced.
 _STACK_VARS = (
     "ROLLWRIGHT_DATA_DIR",
@@ -38,6 +43,7 @@ _STACK_VARS = (
     "ROLLWRIGHT_TEMPORAL_NAMESPACE",
     "ROLLWRIGHT_TEMPORAL_UI_URL",
     "ROLLWRIGHT_DEV_MODE",
+    DEV_ARGOCD_TOKEN_VAR,
 )
 _GITHUB_VARS = (
     "ROLLWRIGHT_GITHUB_API_URL",
@@ -103,6 +109,7 @@ class StackURLs:
     temporal_ui: str | None
     gateway: str
     emulator: str | None
+    argocd: str | None = None  # the fake Argo CD (with the emulator)
 
     def workflow_url(self, workflow_id: str, namespace: str = "default") -> str | None:
         """The Temporal UI page of a workflow (its latest run)."""
@@ -128,6 +135,7 @@ class DevStack:
         self.data_dir = options.data_dir.resolve()
         self.supervisor = Supervisor(self.data_dir / "logs")
         self.emulator: GitHubEmulator | None = None
+        self.argocd: FakeArgoCD | None = None
         self.env: dict[str, str] = {}
         self.webhook_secret = ""
         self.api_token = ""
@@ -150,9 +158,15 @@ class DevStack:
             self._credentials()
             if opts.use_emulator:
                 self._start_emulator(gateway)
+                # Applications are added by whoever publishes to git (the demo does).
+                self.argocd = FakeArgoCD(token=secrets.token_urlsafe(24), host=LOOPBACK).start()
             self.env = self._child_env(address, ui, gateway)
             self._urls = StackURLs(
-                address, ui, gateway, self.emulator.url if self.emulator else None
+                address,
+                ui,
+                gateway,
+                self.emulator.url if self.emulator else None,
+                self.argocd.url if self.argocd else None,
             )
             if opts.gateway:
                 self._start_gateway()
@@ -168,6 +182,9 @@ class DevStack:
         if self.emulator is not None:
             self.emulator.stop()
             self.emulator = None
+        if self.argocd is not None:
+            self.argocd.stop()
+            self.argocd = None
 
     def __enter__(self) -> DevStack:
         self.start()
@@ -330,6 +347,8 @@ class DevStack:
             # the control API has no authentication: loopback only, whatever --host says
             host=LOOPBACK,
             port=self.options.emulator_port,
+            # A sandbox: whoever one clicks as has write access (the control API sets less).
+            default_permission="write",
         ).start()
 
     def _child_env(self, address: str, ui: str | None, gateway: str) -> dict[str, str]:
@@ -364,6 +383,8 @@ class DevStack:
                     "ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE": str(self.app_key_file),
                 }
             )
+        if self.argocd is not None:
+            env[DEV_ARGOCD_TOKEN_VAR] = self.argocd.token
         return env
 
     def _start_gateway(self) -> None:
@@ -445,6 +466,11 @@ class DevStack:
         else:
             lines.append(
                 f"  GitHub           {self.env.get('ROLLWRIGHT_GITHUB_API_URL', 'api.github.com')}"
+            )
+        if self.argocd is not None:
+            lines.append(
+                f"  fake Argo CD     {self.argocd.url}  (token in the worker's "
+                f"{DEV_ARGOCD_TOKEN_VAR}; control API under /_argocd/)"
             )
         lines += [
             f"  SQL              {self._database_url()}",

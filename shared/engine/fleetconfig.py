@@ -6,6 +6,7 @@ dimensions, `deployments/` → atlas). Unknown keys are errors, so typos do not 
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import zoneinfo
 from typing import Any, Literal, TypeVar
@@ -403,6 +404,13 @@ class RolloutSettings(_Strict):
         "long a patch stays healthy on a node before it moves on (0, 30m, 2h, 1d).",
     )
     timezone: str = Field(default="UTC", description="Default time zone of the windows.")
+    rollback: Literal["manual", "auto"] = Field(
+        default="manual",
+        description="When a deployment under the node a patch was promoted to fails or is "
+        "unhealthy: `manual` halts the rollout (people decide; Resume tries again); `auto` "
+        "also commits the revert of that promotion, so the previous render is deployed and "
+        "verified again (docs/verification.md).",
+    )
     windows: list[PromotionWindow] = Field(
         default_factory=list,
         description="Promotion windows. Deny beats allow; without allow rules for a node, "
@@ -417,6 +425,185 @@ class RolloutSettings(_Strict):
     @property
     def soak_seconds(self) -> int:
         return duration_seconds(self.soak)
+
+
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class ArgoCDVerifySettings(_Strict):
+    """Wait for a root's Argo CD Applications (docs/verification.md)."""
+
+    server: str = Field(
+        pattern=r"^https?://\S+$",
+        description="Argo CD's URL (`https://argocd.example.com`); its REST API is under "
+        "`/api/v1/`.",
+    )
+    token_env: str = Field(
+        default="ARGOCD_TOKEN",
+        alias="tokenEnv",
+        pattern=_ENV_NAME,
+        description="Name of the worker's environment variable holding an Argo CD API token "
+        "(a project role or account token with `applications, get`). The token itself never "
+        "goes in this file.",
+    )
+    applications: str | None = Field(
+        default=None,
+        description="Glob of the root's Application names; `{root}` is the root id with `/` "
+        "as `-` (`{root}-*`).",
+    )
+    selector: str | None = Field(
+        default=None,
+        description="Label selector of the root's Applications (`rollwright.dev/root={root}`; "
+        "`{root}` as in `applications`).",
+    )
+
+    @model_validator(mode="after")
+    def _one_way(self) -> ArgoCDVerifySettings:
+        if (self.applications is None) == (self.selector is None):
+            raise ValueError("argocd needs exactly one of applications and selector")
+        return self
+
+
+class HttpVerifySettings(_Strict):
+    """The external validation component: one URL that must answer `status`."""
+
+    url: str = Field(
+        pattern=r"^https?://\S+$",
+        description="URL template: `{root}` (the root id), `{revision}` (the fleet commit "
+        "deployed), `{commit}` (the published commit; empty unless publishing to git).",
+    )
+    status: int = Field(default=200, ge=100, le=599, description="The status that means healthy.")
+    retries: int = Field(
+        default=5, ge=0, le=100, description="Further attempts after a wrong answer or none."
+    )
+    interval: str = Field(
+        default="30s", pattern=_DURATION, description="Time between attempts (30s, 1m)."
+    )
+
+
+class VerifyRule(_Strict):
+    """How the deployments of some roots are verified after publish."""
+
+    roots: list[str] = Field(
+        default_factory=lambda: ["*"],
+        description="Globs of root ids the rule applies to; the first matching rule wins.",
+    )
+    timeout: str = Field(
+        default="15m",
+        pattern=_DURATION,
+        description="How long the Applications may take to be Synced at the published commit "
+        "and Healthy, and the HTTP check to pass; then the deployment is `unhealthy`.",
+    )
+    interval: str = Field(
+        default="10s", pattern=_DURATION, description="How often Argo CD is asked (10s, 1m)."
+    )
+    argocd: ArgoCDVerifySettings | None = Field(
+        default=None, description="Wait for the root's Argo CD Applications."
+    )
+    http: HttpVerifySettings | None = Field(
+        default=None, description="An HTTP check, alone or after Argo CD."
+    )
+
+    @model_validator(mode="after")
+    def _something(self) -> VerifyRule:
+        if self.argocd is None and self.http is None:
+            raise ValueError("a verify rule needs argocd, http or both")
+        if duration_seconds(self.timeout) <= 0:
+            raise ValueError("timeout must be longer than 0")
+        return self
+
+    @property
+    def timeout_seconds(self) -> int:
+        return duration_seconds(self.timeout)
+
+    @property
+    def interval_seconds(self) -> int:
+        return max(1, duration_seconds(self.interval))
+
+
+# A GitHub login (bots included) or a team as `@org/team-slug`.
+_APPROVER = re.compile(
+    r"^(@[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9][A-Za-z0-9._-]*|[A-Za-z0-9][A-Za-z0-9-]*(\[bot\])?)$"
+)
+ReviewMode = Literal["always", "on-change", "never"]
+
+
+def _check_logins(value: list[str]) -> list[str]:
+    for entry in value:
+        if not _APPROVER.match(entry):
+            raise ValueError(f"{entry!r} is neither a GitHub login nor a team (@org/team)")
+    return value
+
+
+class ReviewRule(_Strict):
+    """Who reviews the deployments of the roots a rule matches (docs/governance.md)."""
+
+    roots: list[str] = Field(
+        default_factory=lambda: ["*"],
+        description="Globs of root ids (`prod/*`; `*` matches across `/`). Default: every root.",
+    )
+    environments: list[str] | None = Field(
+        default=None,
+        description="dimensions layout only: globs of the root's first dimension (its "
+        "environment, the second segment of the root id). A rule with `environments` never "
+        "matches an atlas root.",
+    )
+    review: ReviewMode = Field(
+        default="on-change",
+        description="When a deployment waits for a review: `on-change` (a non-empty diff, a "
+        "manual deployment or a diverged revision), `always` (also an empty diff), `never` "
+        "(merge deployments publish without review; manual and diverged ones still ask).",
+    )
+    approvers: list[str] = Field(
+        default_factory=list,
+        description="Who may approve: GitHub logins and teams (`@org/team-slug`). Empty: "
+        "anyone with write access. Only users with write access to the repository ever count.",
+    )
+    distinct_approver: bool = Field(
+        default=False,
+        alias="distinctApprover",
+        description="The person who pushed or asked for the deployment cannot approve it.",
+    )
+
+    @field_validator("approvers")
+    @classmethod
+    def _check_approvers(cls, value: list[str]) -> list[str]:
+        return _check_logins(value)
+
+
+class ReviewSettings(_Strict):
+    """Review policy (docs/governance.md): the last rule matching a root wins."""
+
+    rules: list[ReviewRule] = Field(
+        default_factory=list,
+        description="Review rules by root pattern; roots no rule matches get the defaults "
+        "(review on change, anyone with write access approves).",
+    )
+    admins: list[str] = Field(
+        default_factory=list,
+        description="Logins and teams (`@org/team`) whose approval satisfies every rule and "
+        "every OWNERS file (they still need write access).",
+    )
+
+    @field_validator("admins")
+    @classmethod
+    def _check_admins(cls, value: list[str]) -> list[str]:
+        return _check_logins(value)
+
+    def rule_for(self, root: str, layout: str) -> tuple[int, ReviewRule] | None:
+        """The last rule matching `root` and its index, or None (the defaults apply)."""
+        found: tuple[int, ReviewRule] | None = None
+        parts = root.split("/")
+        for index, rule in enumerate(self.rules):
+            if not any(fnmatch.fnmatchcase(root, glob) for glob in rule.roots):
+                continue
+            if rule.environments is not None:
+                if layout != "dimensions" or len(parts) < 2:
+                    continue
+                if not any(fnmatch.fnmatchcase(parts[1], g) for g in rule.environments):
+                    continue
+            found = (index, rule)
+        return found
 
 
 class FleetConfig(_Strict):
@@ -438,6 +625,25 @@ class FleetConfig(_Strict):
     publish: PublishSettings = Field(default_factory=PublishSettings)
     preview: PreviewSettings = Field(default_factory=PreviewSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
+    review: ReviewSettings = Field(default_factory=ReviewSettings)
+    verify: list[VerifyRule] = Field(
+        default_factory=list,
+        description="Delivery verification after publish (docs/verification.md): the first "
+        "rule whose `roots` match a root applies; no match, no verification.",
+    )
+
+    @model_validator(mode="after")
+    def _verify_needs_git(self) -> FleetConfig:
+        # Argo CD syncs git: without a published commit there is nothing to be Synced at.
+        if self.publish.target != "git" and any(rule.argocd for rule in self.verify):
+            raise ValueError("verify rules with argocd need publish.target git")
+        return self
+
+    def verify_rule(self, root: str) -> VerifyRule | None:
+        """The verify rule of a root: the first whose `roots` globs match it."""
+        return next(
+            (r for r in self.verify if any(fnmatch.fnmatchcase(root, g) for g in r.roots)), None
+        )
 
 
 def load(tree: Tree) -> FleetConfig:

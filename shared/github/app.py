@@ -23,6 +23,7 @@ import logging
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,7 +31,14 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeVar
 
 import requests
-from github import Auth, Github, GithubException, GithubIntegration, RateLimitExceededException
+from github import (
+    Auth,
+    Github,
+    GithubException,
+    GithubIntegration,
+    RateLimitExceededException,
+    UnknownObjectException,
+)
 from github.IssueComment import IssueComment
 from github.Repository import Repository
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -227,6 +235,22 @@ def _calling(operation: str) -> Iterator[None]:
 # --------------------------------------------------------------------------- client
 
 
+@dataclass(frozen=True)
+class PullOfCommit:
+    number: int
+    head_sha: str
+    merge_commit_sha: str | None
+    merged: bool
+    author: str | None
+
+
+@dataclass(frozen=True)
+class PullReview:
+    login: str
+    state: str  # APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED
+    commit_id: str
+
+
 class GitHubApp:
     """One GitHub App (id + private key) talking to one GitHub (api.github.com, GHES, emulator).
 
@@ -332,15 +356,18 @@ class GitHubApp:
             auth = self._integration.get_access_token(installation_id)
         return auth.token, auth.expires_at
 
-    def _repo(self, repo: str) -> Repository:
+    def _client(self, repo: str) -> Github:
         installation_id = self.installation_for(repo)
         with self._lock:
             client = self._clients.get(installation_id)
             if client is None:
                 client = self._integration.get_github_for_installation(installation_id)
                 self._clients[installation_id] = client
+        return client
+
+    def _repo(self, repo: str) -> Repository:
         owner, name = _split_repo(repo)
-        return client.get_repo(f"{owner}/{name}")  # lazy: no request until used
+        return self._client(repo).get_repo(f"{owner}/{name}")  # lazy: no request until used
 
     def repository(self, repo: str) -> Repository:
         """The PyGithub repository through this App's installation token (lazy: no request
@@ -350,6 +377,76 @@ class GitHubApp:
     def _call(self, operation: str, fn: Callable[[], T]) -> T:
         with _calling(operation):
             return fn()
+
+    # -- who may do what
+
+    def collaborator_permission(self, repo: str, login: str) -> str:
+        """`login`'s permission on `owner/name` as GitHub's permission API says it: admin,
+        write (maintain too), read (triage too) or none. Needs the App's "metadata: read"."""
+        return self._call(
+            f"reading the permission of {login} on {repo}",
+            lambda: self._repo(repo).get_collaborator_permission(login),
+        )
+
+    def is_team_member(self, repo: str, org: str, team_slug: str, login: str) -> bool:
+        """Whether `login` is an active member of `@org/team_slug`, asked through the
+        installation on `repo` (the App needs the organization's "members: read"). A team
+        the installation cannot see reads as no membership."""
+        quote = urllib.parse.quote
+        url = (
+            f"/orgs/{quote(org, safe='')}/teams/{quote(team_slug, safe='')}"
+            f"/memberships/{quote(login, safe='')}"
+        )
+
+        def ask() -> bool:
+            requester = self._client(repo).requester
+            try:
+                _, data = requester.requestJsonAndCheck("GET", url)
+            except UnknownObjectException:
+                return False
+            return isinstance(data, dict) and data.get("state") == "active"
+
+        return self._call(f"reading the membership of {login} in @{org}/{team_slug}", ask)
+
+    # -- pull requests and their reviews
+
+    def pulls_of_commit(self, repo: str, sha: str) -> list[PullOfCommit]:
+        """The pull requests `sha` belongs to (as merge commit or head), as GitHub lists them
+        (`GET /repos/{owner}/{repo}/commits/{sha}/pulls`)."""
+
+        def ask() -> list[PullOfCommit]:
+            client = self._client(repo)
+            _, data = client.requester.requestJsonAndCheck(
+                "GET", f"/repos/{repo}/commits/{sha}/pulls", parameters={"per_page": 100}
+            )
+            return [
+                PullOfCommit(
+                    number=int(p["number"]),
+                    head_sha=str(p["head"]["sha"]),
+                    merge_commit_sha=p.get("merge_commit_sha"),
+                    merged=bool(p.get("merged_at")),
+                    author=(p.get("user") or {}).get("login"),
+                )
+                for p in (data if isinstance(data, list) else [])
+            ]
+
+        return self._call(f"listing the pull requests of {repo}@{sha[:12]}", ask)
+
+    def pull_reviews(self, repo: str, number: int) -> list[PullReview]:
+        """Every submitted review of pull request `number`, oldest first."""
+
+        def ask() -> list[PullReview]:
+            pull = self._repo(repo).get_pull(number)
+            return [
+                PullReview(
+                    login=str(r.user.login) if r.user else "",
+                    state=str(r.state),
+                    commit_id=str(r.commit_id or ""),
+                )
+                for r in pull.get_reviews()
+            ]
+
+        return self._call(f"listing the reviews of {repo}#{number}", ask)
 
     # -- check runs
 

@@ -125,6 +125,20 @@ def _marker(kept: int, total: int, full_url: str, *, first_cut: bool = False) ->
     )
 
 
+Fingerprint = dict[str, tuple[str | None, str | None]]
+
+
+def fingerprint(old: Mapping[str, str], new: Mapping[str, str]) -> Fingerprint:
+    """What a diff is, exactly: each changed file with its plaintext digest before and after
+    (None: absent on that side). Two diffs with the same fingerprint change the same files
+    from the same contents to the same contents (approvals carry over on that)."""
+    return {
+        path: (old.get(path), new.get(path))
+        for path in sorted(old.keys() | new.keys())
+        if old.get(path) != new.get(path)
+    }
+
+
 def diff_renders(
     old: RenderFiles | Mapping[str, bytes] | None, new: RenderFiles | Mapping[str, bytes]
 ) -> RenderDiff:

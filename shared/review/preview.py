@@ -35,13 +35,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.contracts.governance import OwnersRequirement
 from shared.engine import parallel
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.render import Render
 from shared.engine.tree import GitError, WorkTree, changed_files, git
-from shared.review.diff import RenderFiles, diff_renders
+from shared.review.diff import RenderFiles, diff_renders, fingerprint
 from shared.review.noise import NoiseFilter
+from shared.review.owners import owners_for
 from shared.review.report import WORKING_TREE, PreviewReport, RootPreview, RootStatus
 
 # --------------------------------------------------------------------------- building
@@ -281,4 +283,34 @@ def _root_preview(
         status = "removed"
     else:
         status = "unchanged" if shown.empty else "changed"
-    return RootPreview(root, status, shown, base_error=base_error, hidden=hidden)
+    changes = fingerprint(old.digests if old else {}, new.digests)
+    return RootPreview(
+        root,
+        status,
+        shown,
+        base_error=base_error,
+        hidden=hidden,
+        fingerprint=changes,
+        owners=_owners(root, head, set(changes), old, new),
+    )
+
+
+def _owners(
+    root: str, head: _Side, changed: set[str], old: RenderFiles | None, new: RenderFiles
+) -> list[OwnersRequirement]:
+    """The OWNERS files at the head whose applications the change touches. A root gone at
+    the head has none; a broken OWNERS file is the validation's to report, not the preview's."""
+    if head.fleet is None or not changed or root not in head.roots:
+        return []
+
+    def read(side: str, path: str) -> bytes | None:
+        files = (old.files if old else {}) if side == "old" else new.files
+        return files.get(path)
+
+    fleet = head.fleet
+    try:
+        return owners_for(
+            WorkTree(head.directory), fleet.config, fleet.layout_name, root, changed, read
+        )
+    except FleetError:
+        return []

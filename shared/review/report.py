@@ -8,6 +8,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from shared.contracts.governance import OwnersRequirement
 from shared.review.diff import RenderDiff
 from shared.review.noise import HiddenChange
 
@@ -39,6 +40,11 @@ class RootPreview:
     base_error: str | None = None
     head_error: str | None = None
     hidden: list[HiddenChange] = field(default_factory=list)
+    # Every changed file with its digests before and after, noise included (shared.review.diff
+    # `fingerprint`): what a deployment's diff is compared with for carried-over approvals.
+    fingerprint: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    # The OWNERS files of the applications the change touches (docs/governance.md).
+    owners: list[OwnersRequirement] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

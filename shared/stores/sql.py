@@ -44,7 +44,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from shared.contracts.deploy import TERMINAL_STATES, AuditRecord, DeploymentRecord
+from shared.contracts.deploy import (
+    DELIVERED_STATES,
+    TERMINAL_STATES,
+    AuditRecord,
+    DeploymentRecord,
+)
 from shared.stores import schema as dbschema
 
 
@@ -200,6 +205,8 @@ class DeliveryClaim:
     repo: str | None = None
     outcome: str = ""
     enqueue: OutboxEntry | None = None
+    # A person's click the delivery carries (Unlock, Promote, ...): recorded with it, once.
+    audit: AuditRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -342,6 +349,13 @@ class SqlStore:
                 # One row per statement on purpose: a multi-row VALUES list does not promise
                 # ids in list order on every database, and the order is the delivery order.
                 connection.execute(insert(_outbox), rows)
+            audits = [
+                _audit_values(c.audit)
+                for c in candidates
+                if c.audit is not None and c.delivery_id in recorded
+            ]
+            if audits:
+                connection.execute(insert(AuditRow), audits)
         return [
             first[c.delivery_id] == i and c.delivery_id in recorded for i, c in enumerate(claims)
         ]
@@ -745,6 +759,36 @@ class SqlStore:
             )
             return list(session.scalars(query))
 
+    def audit_query(
+        self,
+        *,
+        repo: str | None = None,
+        root: str | None = None,
+        actor: str | None = None,
+        action: str | None = None,
+        counted: bool | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditRow]:
+        """Audit events matching every filter given, newest first; `before_id` pages on
+        (the smallest id of the previous page)."""
+        with self._sessions() as session:
+            query = select(AuditRow)
+            if repo is not None:
+                query = query.where(AuditRow.repo == repo)
+            if root is not None:
+                query = query.where(AuditRow.root == root)
+            if actor is not None:
+                query = query.where(AuditRow.actor == actor)
+            if action is not None:
+                query = query.where(AuditRow.action == action)
+            if counted is not None:
+                query = query.where(AuditRow.counted == counted)
+            if before_id is not None:
+                query = query.where(AuditRow.id < before_id)
+            query = query.order_by(AuditRow.id.desc()).limit(limit)
+            return list(session.scalars(query))
+
     def deployment(self, deployment_id: str) -> DeploymentRow | None:
         with self._sessions() as session:
             return session.get(DeploymentRow, deployment_id)
@@ -787,21 +831,24 @@ class SqlStore:
                     DeploymentRow.repo == repo,
                     DeploymentRow.root == root,
                     DeploymentRow.revision == revision,
-                    DeploymentRow.state == "published",
+                    # delivered: published, and verifying/verified/unhealthy after it
+                    DeploymentRow.state.in_(sorted(DELIVERED_STATES)),
                 )
                 .limit(1)
             )
             return session.scalar(query) is not None
 
     def live_deployment(self, root: str, repo: str) -> DeploymentRow | None:
-        """The deployment whose render the root runs: the one published last."""
+        """The deployment whose render the root runs: the one published last (whatever its
+        verification said)."""
         with self._sessions() as session:
             query = (
                 select(DeploymentRow)
                 .where(
                     DeploymentRow.repo == repo,
                     DeploymentRow.root == root,
-                    DeploymentRow.state == "published",
+                    # delivered: published, and verifying/verified/unhealthy after it
+                    DeploymentRow.state.in_(sorted(DELIVERED_STATES)),
                 )
                 .order_by(DeploymentRow.updated_at.desc(), DeploymentRow.deployment_id.desc())
                 .limit(1)
@@ -848,6 +895,58 @@ class SqlStore:
             )
             return list(session.scalars(query.limit(limit).offset(offset)))
 
+    def repositories(self) -> list[str]:
+        """Every repository with a recorded deployment, by name."""
+        with self._sessions() as session:
+            query = select(DeploymentRow.repo).distinct().order_by(DeploymentRow.repo)
+            return list(session.scalars(query))
+
+    def fleet(self, repo: str) -> list[FleetRoot]:
+        """Every root of `repo` with a recorded deployment: its newest deployment, its newest
+        one that reached the cluster (published, verifying, verified, unhealthy) and how many
+        are queued; by root. Three indexed queries, however long the history."""
+        with self._sessions() as session:
+            latest = self._newest_per_root(session, repo, None)
+            delivered = self._newest_per_root(session, repo, DELIVERED_STATES)
+            queued = dict(
+                session.execute(
+                    select(DeploymentRow.root, func.count())
+                    .where(DeploymentRow.repo == repo, DeploymentRow.state == "queued")
+                    .group_by(DeploymentRow.root)
+                ).all()
+            )
+        return [
+            FleetRoot(
+                root=root,
+                latest=row,
+                delivered=delivered.get(root),
+                queued=int(queued.get(root, 0)),
+            )
+            for root, row in sorted(latest.items())
+        ]
+
+    def _newest_per_root(
+        self, session: Session, repo: str, states: frozenset[str] | None
+    ) -> dict[str, DeploymentRow]:
+        rank = (
+            func.row_number()
+            .over(
+                partition_by=DeploymentRow.root,
+                order_by=(DeploymentRow.created_at.desc(), DeploymentRow.deployment_id.desc()),
+            )
+            .label("rank")
+        )
+        inner = select(DeploymentRow.deployment_id, rank).where(DeploymentRow.repo == repo)
+        if states is not None:
+            inner = inner.where(DeploymentRow.state.in_(sorted(states)))
+        ranked = inner.subquery()
+        query = (
+            select(DeploymentRow)
+            .join(ranked, DeploymentRow.deployment_id == ranked.c.deployment_id)
+            .where(ranked.c.rank == 1)
+        )
+        return {row.root: row for row in session.scalars(query)}
+
     # --- jobs ------------------------------------------------------------------------------
 
     def start_job(self, job_id: str, deployment_id: str, kind: str, log_key: str) -> None:
@@ -886,6 +985,16 @@ class SqlStore:
         return self._sessions()
 
 
+@dataclass(frozen=True)
+class FleetRoot:
+    """One root on the fleet page (`SqlStore.fleet`)."""
+
+    root: str
+    latest: DeploymentRow
+    delivered: DeploymentRow | None
+    queued: int
+
+
 def _deployment_filter(query: Any, repo: str | None, root: str | None) -> Any:
     if repo is not None:
         query = query.where(DeploymentRow.repo == repo)
@@ -910,3 +1019,17 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def _audit_values(record: AuditRecord) -> dict[str, Any]:
+    return {
+        "repo": record.repo[:255],
+        "root": record.root[:512] if record.root else record.root,
+        "deployment_id": record.deployment_id,
+        "action": record.action[:32],
+        "actor": record.actor[:255] if record.actor else record.actor,
+        "source": record.source,
+        "counted": record.counted,
+        "reason": record.reason,
+        "at": _utc(record.at),
+    }

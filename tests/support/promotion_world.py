@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
@@ -34,6 +34,7 @@ from shared.contracts.promotion import (
     ACT_PROMOTION_DEPLOYMENTS,
     ACT_PROMOTION_EVALUATE,
     ACT_PROMOTION_GRADUATE,
+    ACT_PROMOTION_ROLLBACK,
     PROMOTION_WORKFLOW,
     QUERY_ROLLOUT,
     SIGNAL_DEPLOYMENT_FINISHED,
@@ -48,6 +49,8 @@ from shared.contracts.promotion import (
     GraduateResult,
     NodeInfo,
     PromotionInput,
+    RollbackRequest,
+    RollbackResult,
     RolloutView,
     RootDeployment,
     WindowInfo,
@@ -78,6 +81,8 @@ class Fleet:
     window: Window | None = None
     # root -> the state its next deployment ends in (default published); None: never reports
     outcomes: dict[str, DeploymentState | None] = field(default_factory=dict)
+    rollback: Literal["manual", "auto"] = "manual"  # rollout.rollback of rollwright.yaml
+    rollbacks: list[RollbackRequest] = field(default_factory=list)
     latest: dict[str, RootDeployment] = field(default_factory=dict)  # latest.json per root
     commits: list[CommitRequest] = field(default_factory=list)
     commit_times: list[datetime] = field(default_factory=list)
@@ -136,6 +141,7 @@ class Fleet:
             graduation_ready=k == len(self.plan),
             conflicts=self.conflicts.get(req.revision, []),
             window=window,
+            rollback=self.rollback,
         )
 
     @activity.defn(name=ACT_PROMOTION_DEPLOYMENTS)
@@ -197,6 +203,20 @@ class Fleet:
             SIGNAL_DEPLOYMENT_FINISHED, finished
         )
 
+    @activity.defn(name=ACT_PROMOTION_ROLLBACK)
+    async def rollback_promotion(self, req: RollbackRequest) -> RollbackResult:
+        """The revert commit: the patch one node back; the roots under the node deploy the
+        new tip (without the patch) and, with their previous render, verify."""
+        self.rollbacks.append(req)
+        k = self.active[self.tip]
+        if k == 0 or self.plan[k - 1].path != req.node:
+            return RollbackResult(revision=self.tip, committed=False, message="not promoted")
+        promoted = self.tip
+        self.new_revision(k - 1)
+        for root in self.roots.get(req.node, []):
+            await self.report(root, self.tip, "verified")
+        return RollbackResult(revision=self.tip, reverted=promoted)
+
     @activity.defn(name=ACT_PROMOTION_GRADUATE)
     async def graduate(self, req: GraduateRequest) -> GraduateResult:
         self.graduations.append(req)
@@ -217,7 +237,14 @@ class Fleet:
         return CheckRunRef(check_run_id=run_id)
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.evaluate, self.deployments, self.commit, self.graduate, self.check_run]
+        return [
+            self.evaluate,
+            self.deployments,
+            self.commit,
+            self.graduate,
+            self.check_run,
+            self.rollback_promotion,
+        ]
 
 
 @dataclass

@@ -167,7 +167,7 @@ class Route:
     method: str
     pattern: re.Pattern[str]
     handler: Handler
-    auth: str  # "jwt", "token" or "none"
+    auth: str  # "jwt", "token" (a repository's installation), "org-token" (an org's) or "none"
     schema: str | None
 
 

@@ -215,6 +215,7 @@ class GitHubEmulator:
         host: str = "127.0.0.1",
         port: int = 0,
         token_ttl: int = 3600,
+        default_permission: str = "none",
     ) -> None:
         self.app_id = app_id
         self.app_slug = app_slug
@@ -224,6 +225,12 @@ class GitHubEmulator:
         self._host = host
         self._port = port
         self._token_ttl = token_ttl
+        # What the permission API says of anyone not made a collaborator: GitHub's `none`
+        # for a private repository; the dev stack says `write`, so whoever one clicks as in
+        # the emulator's pages counts unless told otherwise (docs/governance.md).
+        if default_permission not in _ROLE_PERMISSION:
+            raise ValueError(f"unknown collaborator permission {default_permission!r}")
+        self.default_permission = default_permission
         self._validators = load_validators()
         self._lock = threading.RLock()
         self._repos: dict[str, Repo] = {}
@@ -236,6 +243,12 @@ class GitHubEmulator:
         self._faults: list[Fault] = []
         self._hooks: list[Hook] = []
         self._ids: dict[str, int] = {}
+        # (repo, login) → collaborator permission (admin, maintain, write, triage, read)
+        self._permissions: dict[tuple[str, str], str] = {}
+        # (org, team slug) → login → membership state (active, pending)
+        self._teams: dict[tuple[str, str], dict[str, str]] = {}
+        # (repo, pull number) → submitted reviews, oldest first
+        self._reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._routes = self._build_routes()
@@ -312,6 +325,47 @@ class GitHubEmulator:
             )
             self._repos[record.full_name.lower()] = record
             return self._repository_json(record, self._base())
+
+    def set_permission(self, owner: str, repo: str, login: str, permission: str) -> None:
+        """Make `login` a collaborator of `owner/repo` with `permission` (admin, maintain,
+        write, triage or read); anyone else has none (a private repository)."""
+        if permission not in _ROLE_PERMISSION:
+            raise ValueError(f"unknown collaborator permission {permission!r}")
+        with self._lock:
+            record = self._repo(owner, repo)
+            self._permissions[(record.full_name.lower(), login.lower())] = permission
+
+    def add_team_member(self, org: str, team_slug: str, login: str, state: str = "active") -> None:
+        """Put `login` in the team `org/team_slug` (state `pending`: invited, not yet in)."""
+        with self._lock:
+            self._teams.setdefault((org.lower(), team_slug.lower()), {})[login.lower()] = state
+
+    def add_review(
+        self,
+        owner: str,
+        repo: str,
+        number: int,
+        login: str,
+        state: str = "APPROVED",
+        *,
+        commit_id: str | None = None,
+    ) -> dict[str, Any]:
+        """`login` submits a review of pull request `number` (APPROVED, CHANGES_REQUESTED,
+        COMMENTED or DISMISSED) on `commit_id` (default: the pull request's head now)."""
+        if state not in ("APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED"):
+            raise ValueError(f"unknown review state {state!r}")
+        with self._lock:
+            record = self._repo(owner, repo)
+            pull = record.pulls[number]
+            review = {
+                "id": self._next("review", start=80000),
+                "login": login,
+                "state": state,
+                "commit_id": commit_id or pull["head_sha"],
+                "submitted_at": utc_now(),
+            }
+            self._reviews.setdefault((record.full_name.lower(), number), []).append(review)
+            return review
 
     def set_pull(
         self,
@@ -684,6 +738,34 @@ class GitHubEmulator:
             ),
             r("GET", "/repos/{owner}/{repo}/compare/{basehead}", self._compare, "token", False),
             r("GET", "/repos/{owner}/{repo}/pulls/{pull_number}", self._get_pull, "token", False),
+            r(
+                "GET",
+                "/repos/{owner}/{repo}/pulls/{pull_number}/reviews",
+                self._list_reviews,
+                "token",
+                False,
+            ),
+            r(
+                "GET",
+                "/repos/{owner}/{repo}/commits/{commit_sha}/pulls",
+                self._commit_pulls,
+                "token",
+                False,
+            ),
+            r(
+                "GET",
+                "/repos/{owner}/{repo}/collaborators/{username}/permission",
+                self._get_permission,
+                "token",
+                False,
+            ),
+            r(
+                "GET",
+                "/orgs/{org}/teams/{team_slug}/memberships/{username}",
+                self._get_membership,
+                "org-token",
+                False,
+            ),
             *GitDataApi(self).routes(),  # git data API and pull request creation
             # control surface for other processes (rollwright dev, the demo)
             r("GET", "/_emulator/state", self._ctl_state, "none", False),
@@ -696,6 +778,20 @@ class GitHubEmulator:
                 False,
             ),
             r("POST", "/_emulator/repos/{owner}/{repo}/push", self._ctl_push, "none", False),
+            r(
+                "PUT",
+                "/_emulator/repos/{owner}/{repo}/collaborators/{username}",
+                self._ctl_permission,
+                "none",
+                False,
+            ),
+            r(
+                "PUT",
+                "/_emulator/orgs/{org}/teams/{team_slug}/memberships/{username}",
+                self._ctl_membership,
+                "none",
+                False,
+            ),
             r("POST", "/_emulator/check-runs/{check_run_id}/click", self._ctl_click, "none", False),
             r("POST", "/_emulator/webhooks", self._ctl_webhook, "none", False),
             r("GET", "/{owner}/{repo}/runs/{check_run_id}", self._html_check_run, "none", False),
@@ -797,6 +893,18 @@ class GitHubEmulator:
             raise ApiError(401, "Requires authentication")
         if route.auth == "jwt":
             self._verify_jwt(credential)
+        elif route.auth == "org-token":
+            # An installation sees the teams of the organization it is installed on (with the
+            # "members: read" permission); any other organization is hidden.
+            installation = self._installation_of_token(credential)
+            org = request.params["org"].lower()
+            with self._lock:
+                installed = any(
+                    r.owner.lower() == org and r.installation_id == installation
+                    for r in self._repos.values()
+                )
+            if not installed:
+                raise ApiError(404, "Not Found")
         else:
             installation = self._installation_of_token(credential)
             owner, repo = request.params["owner"], request.params["repo"]
@@ -1041,6 +1149,64 @@ class GitHubEmulator:
 
     # --- pulls and compare
 
+    def _list_reviews(self, req: Request) -> tuple[int, Any]:
+        assert req.repo is not None
+        number = _int_param(req.params["pull_number"])
+        if number not in req.repo.pulls:
+            raise ApiError(404, "Not Found")
+        api = f"{req.base}/repos/{req.repo.full_name}"
+        page = f"{req.base}/{req.repo.full_name}/pull/{number}"
+        items = [
+            {
+                "id": r["id"],
+                "node_id": node_id("PullRequestReview", r["id"]),
+                "user": _user_json(r["login"], _stable_id(r["login"]), "User", req.base),
+                "body": "",
+                "state": r["state"],
+                "html_url": f"{page}#pullrequestreview-{r['id']}",
+                "pull_request_url": f"{api}/pulls/{number}",
+                "_links": {
+                    "html": {"href": page},
+                    "pull_request": {"href": f"{api}/pulls/{number}"},
+                },
+                "submitted_at": r["submitted_at"],
+                "commit_id": r["commit_id"],
+                "author_association": "MEMBER",
+            }
+            for r in self._reviews.get((req.repo.full_name.lower(), number), [])
+        ]
+        return 200, Page(items, req)
+
+    def _commit_pulls(self, req: Request) -> tuple[int, Any]:
+        """The pull requests a commit belongs to: merged ones whose merge commit it is, and
+        those whose head it is (GitHub lists both)."""
+        assert req.repo is not None
+        sha = req.params["commit_sha"]
+        items = [
+            self.pull_json(req.repo, pull, req.base)
+            for number, pull in sorted(req.repo.pulls.items())
+            if sha in (pull.get("merge_commit_sha"), pull["head_sha"])
+        ]
+        return 200, Page(items, req)
+
+    def _get_permission(self, req: Request) -> tuple[int, Any]:
+        """GitHub's answer for a collaborator (or anyone: a private repository's outsiders
+        have `none`); `permission` folds maintain into write and triage into read."""
+        assert req.repo is not None
+        login = req.params["username"]
+        key = (req.repo.full_name.lower(), login.lower())
+        role = self._permissions.get(key, self.default_permission)
+        user = _user_json(login, _stable_id(login), "User", req.base)
+        return 200, {"permission": _ROLE_PERMISSION[role], "role_name": role, "user": user}
+
+    def _get_membership(self, req: Request) -> tuple[int, Any]:
+        org, slug, login = (req.params[k] for k in ("org", "team_slug", "username"))
+        state = self._teams.get((org.lower(), slug.lower()), {}).get(login.lower())
+        if state is None:
+            raise ApiError(404, "Not Found")
+        url = f"{req.base}/organizations/{_stable_id(org)}/team/{_stable_id(slug)}"
+        return 200, {"url": f"{url}/memberships/{login}", "role": "member", "state": state}
+
     def _get_pull(self, req: Request) -> tuple[int, Any]:
         assert req.repo is not None
         pull = req.repo.pulls.get(_int_param(req.params["pull_number"]))
@@ -1134,6 +1300,22 @@ class GitHubEmulator:
         return 200, self.set_pull(
             req.params["owner"], req.params["repo"], _int_param(req.params["number"]), **body
         )
+
+    def _ctl_permission(self, req: Request) -> tuple[int, Any]:
+        """`{"permission": "read"}`: what the permission API answers for that user."""
+        permission = str(_object(req.body)["permission"])
+        self.set_permission(
+            req.params["owner"], req.params["repo"], req.params["username"], permission
+        )
+        return 200, {"permission": permission}
+
+    def _ctl_membership(self, req: Request) -> tuple[int, Any]:
+        """`{"state": "active"}` (default) or `"pending"`: the user's team membership."""
+        state = str(_object(req.body or {}).get("state", "active"))
+        self.add_team_member(
+            req.params["org"], req.params["team_slug"], req.params["username"], state
+        )
+        return 200, {"state": state}
 
     def _ctl_push(self, req: Request) -> tuple[int, Any]:
         body = _object(req.body)
@@ -1515,6 +1697,17 @@ def _public_key(pem: str) -> RSAPublicKey:
     if not isinstance(public, RSAPublicKey):
         raise ValueError("the GitHub App key must be an RSA key")
     return public
+
+
+# Collaborator role → the `permission` GitHub's permission API answers with.
+_ROLE_PERMISSION = {
+    "admin": "admin",
+    "maintain": "write",
+    "write": "write",
+    "triage": "read",
+    "read": "read",
+    "none": "none",
+}
 
 
 def _stable_id(login: str) -> int:

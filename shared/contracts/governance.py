@@ -1,0 +1,165 @@
+"""Governance payloads (docs/governance.md): a deployment's review policy, and the verdict on
+one click — does it count, and which of the deployment's requirements does it satisfy.
+
+The workflow only keeps the set of satisfied requirements and asks `outstanding()`; whether a
+click counts is decided by the `judge_review` activity (it asks GitHub who has write access
+and who is in which team, then applies `shared/review/governance.py`'s decision table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+from pydantic import Field
+
+from shared.contracts.deploy import Decision, DeploymentState, Payload, RepoRef
+
+ACT_REVIEW_POLICY = "review_policy"  # ReviewPolicyRequest -> ReviewPolicy (pinned: the checkout)
+ACT_JUDGE_REVIEW = "judge_review"  # JudgeRequest -> Verdict (GitHub permission and teams)
+
+ReviewMode = Literal["always", "on-change", "never"]
+# The requirement the matching rule's `approvers` set (every deployment has it).
+POLICY_REQUIREMENT = "policy"
+# GitHub's collaborator permissions that are write access (maintain reads as write there).
+WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+
+
+class OwnersRequirement(Payload):
+    """One OWNERS file whose application the deployment's diff touches."""
+
+    name: str  # the requirement's key: `owners:<application>`
+    application: str
+    path: str  # the OWNERS file in the fleet repo
+    owners: list[str] = Field(default_factory=list)  # logins and @org/team
+
+
+class ReviewPolicy(Payload):
+    """What a root's deployment needs before it publishes, resolved at its revision."""
+
+    review: ReviewMode = "on-change"
+    approvers: list[str] = Field(default_factory=list)  # empty: anyone with write access
+    admins: list[str] = Field(default_factory=list)  # satisfy every requirement
+    distinct_approver: bool = False
+    author: str | None = None  # who pushed or asked for it (distinctApprover)
+    rule: str = ""  # `review.rules[2]` or "" (the defaults)
+    owners: list[OwnersRequirement] = Field(default_factory=list)
+
+    def requirements(self) -> list[str]:
+        return [POLICY_REQUIREMENT, *(o.name for o in self.owners)]
+
+    def outstanding(self, satisfied: Iterable[str]) -> list[str]:
+        done = set(satisfied)
+        return [name for name in self.requirements() if name not in done]
+
+    def whose(self, requirement: str) -> str:
+        """Whose approval satisfies a requirement, for the check run."""
+        if requirement == POLICY_REQUIREMENT:
+            people = self.approvers
+            what = "an approver" if people else "anyone with write access"
+        else:
+            found = next((o for o in self.owners if o.name == requirement), None)
+            people = found.owners if found else []
+            what = f"an owner of `{found.application}` ({found.path})" if found else requirement
+        names = ", ".join(_mention(p) for p in [*people, *self.admins])
+        return f"{what}: {names}" if people and names else what
+
+
+def _mention(entry: str) -> str:
+    return entry if entry.startswith("@") else f"@{entry}"
+
+
+class ReviewPolicyRequest(Payload):
+    repo: RepoRef
+    root: str
+    revision: str
+    checkout_path: str
+    deployment_id: str
+    author: str | None = None
+    # The blob prefixes of the render and of the last published one: OWNERS apply to the
+    # applications whose rendered files differ between them.
+    new_prefix: str | None = None
+    old_prefix: str | None = None
+
+
+class JudgeRequest(Payload):
+    repo: RepoRef
+    root: str
+    deployment_id: str
+    policy: ReviewPolicy
+    decision: Decision
+    actor: str | None
+    satisfied: list[str] = Field(default_factory=list)
+
+
+class Verdict(Payload):
+    counts: bool
+    reason: str = ""  # why it does not count (empty when it does)
+    satisfies: list[str] = Field(default_factory=list)  # requirements this approval meets
+    permission: str = ""  # GitHub's answer: admin, write, read, none
+
+
+# --- Approve all: one summary check run per merged revision ----------------------------------
+
+REVISION_REVIEW_WORKFLOW = "RevisionReviewWorkflow"
+SIGNAL_ROOT_REVIEW = "root_review"  # RootReview: a root's deployment of the revision, as it is
+ACT_REPORT_REVIEW = "report_review"  # ReportReview -> None (signal-with-start of the above)
+QUERY_REVISION_REVIEW = "revision_review"  # -> list[RootReview]
+# The `rollwright` check run's button (GitHub: label ≤ 20, description ≤ 40 characters). A
+# click arrives as the `review` signal (decision approve) on the revision's workflow.
+APPROVE_ALL_ID = "approve_all"
+
+
+def revision_review_workflow_id(repo: str, revision: str) -> str:
+    return f"revision:{repo}:{revision}"
+
+
+class RootReview(Payload):
+    """What the revision's summary shows of one root's (merge) deployment."""
+
+    root: str
+    deployment_id: str
+    state: DeploymentState
+    counts: str = ""  # "1 added, 0 removed, 2 changed"
+    needs: list[str] = Field(default_factory=list)  # whose approval is still needed
+    approved_by: list[str] = Field(default_factory=list)
+
+
+class RevisionReviewInput(Payload):
+    repo: RepoRef
+    revision: str
+    # Carried by continue-as-new: what the roots reported, the summary check run, and a lower
+    # history limit than Temporal's suggestion (tests).
+    roots: list[RootReview] = Field(default_factory=list)
+    check_run_id: int | None = None
+    max_history_events: int | None = None
+
+
+class ReportReview(Payload):
+    repo: RepoRef
+    revision: str
+    review: RootReview
+
+
+# --- approvals carried over from the pull request --------------------------------------------
+
+ACT_CARRY_OVER = "carry_over"  # CarryOverRequest -> CarryOver
+
+
+class CarryOverRequest(Payload):
+    repo: RepoRef
+    root: str
+    revision: str
+    deployment_id: str
+    policy: ReviewPolicy
+    new_prefix: str
+    old_prefix: str | None = None
+
+
+class CarryOver(Payload):
+    """What the merged pull request's GitHub reviews approve of this deployment."""
+
+    pr: int | None = None
+    approvers: list[str] = Field(default_factory=list)  # whose reviews counted
+    satisfies: list[str] = Field(default_factory=list)  # the requirements they meet
+    reason: str = ""  # why nothing (or not everything) carries over
