@@ -92,13 +92,15 @@ def build_activities(
     store = StoreActivities(blobs, sql)
     checks = GitHubActivities(settings, github, jobs)
     dispatch = DispatchActivities(client, settings)
+    queues = QueueActivities(settings, client)
     shared: list[Callable[..., Any]] = [
         git.affected_roots,
         git.revision_relation,
         dispatch.signal_deploys,
         dispatch.await_dispatch,
         dispatch.report_review,
-        QueueActivities(settings).worker_task_queue,
+        queues.worker_task_queue,
+        queues.worker_alive,
         store.load_latest,
         store.persist_latest,
         store.record_deployment,

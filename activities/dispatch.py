@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 from temporalio import activity
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -11,6 +16,7 @@ from shared.contracts.deploy import (
     ACT_AWAIT_DISPATCH,
     ACT_DEPLOYMENT_STATUS,
     ACT_SIGNAL_DEPLOYS,
+    ACT_WORKER_ALIVE,
     ACT_WORKER_TASK_QUEUE,
     AwaitDispatchRequest,
     DeploymentResult,
@@ -114,14 +120,40 @@ class DispatchActivities:
             )
 
 
-class QueueActivities:
-    """Pins a deployment to the worker that picked up its first activity."""
+# A worker polls its own queue whenever it has a free slot: within seconds of finishing a task
+# when busy, and again when a long poll (about a minute) ends when idle. One that has not
+# polled for this long is gone.
+ALIVE_WINDOW_SECONDS = 90.0
 
-    def __init__(self, settings: Settings) -> None:
+
+class QueueActivities:
+    """Pins a deployment to the worker that picked up its first activity, and tells a busy
+    worker from a lost one."""
+
+    def __init__(self, settings: Settings, client: Client) -> None:
         self.settings = settings
+        self.client = client
 
     @activity.defn(name=ACT_WORKER_TASK_QUEUE)
     async def worker_task_queue(self) -> str:
         """Runs on the shared queue; every later activity of the deployment goes to the queue
         returned here, so the checkout stays on this worker's disk."""
         return self.settings.worker_task_queue
+
+    @activity.defn(name=ACT_WORKER_ALIVE)
+    async def worker_alive(self, task_queue: str) -> bool:
+        """Whether a worker polled `task_queue` for activities lately (Temporal keeps each
+        poller's last access): a task nobody took within the pinned start limit waits on a
+        busy worker, not a lost one, when the answer is yes."""
+        answer = await self.client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=self.client.namespace,
+                task_queue=TaskQueue(name=task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            )
+        )
+        now = time.time()
+        return any(
+            now - poller.last_access_time.ToSeconds() <= ALIVE_WINDOW_SECONDS
+            for poller in answer.pollers
+        )

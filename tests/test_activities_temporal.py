@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import SecretStr
-from temporalio import workflow
+from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.dispatch import DispatchActivities
+from activities.dispatch import DispatchActivities, QueueActivities
 from shared.contracts.deploy import (
     DEPLOY_WORKFLOW,
     DISPATCH_WORKFLOW,
@@ -90,6 +90,34 @@ class RecordingDeploy:
     async def run(self, inp: DeployInput) -> None:
         self.root = inp.root
         await workflow.wait_condition(lambda: False)
+
+
+def test_worker_alive_tells_a_polled_queue_from_a_deserted_one() -> None:
+    """A worker polling its own queue (idle or busy) is alive; a queue nobody polls is a
+    lost worker's."""
+
+    @activity.defn(name="noop")
+    async def noop() -> None:
+        return None
+
+    async def scenario() -> tuple[bool, bool]:
+        env = await dev_server()
+        try:
+            queues = QueueActivities(Settings(), env.client)
+            polled = f"rollwright/alive-{uuid.uuid4().hex[:8]}"
+            async with Worker(env.client, task_queue=polled, activities=[noop]):
+                alive = await eventually(
+                    lambda: ActivityEnvironment().run(queues.worker_alive, polled),
+                    "the worker's poll to show",
+                    timeout=20,
+                )
+            deserted = await ActivityEnvironment().run(queues.worker_alive, "rollwright/nobody")
+            return alive, deserted
+        finally:
+            await env.shutdown()
+
+    alive, deserted = asyncio.run(scenario())
+    assert alive and not deserted
 
 
 def test_signal_deploys_starts_each_root_once_and_signals_it(tmp_path: Path) -> None:

@@ -801,6 +801,25 @@ async def test_a_lost_worker_is_replaced_and_the_deployment_goes_on() -> None:
 
 
 @scenario
+async def test_a_busy_worker_is_waited_for_not_replaced() -> None:
+    """Nobody took the deployment's task for the start limit, but its worker still polls its
+    queue (a fleet-wide change queues hundreds of renders on each worker): the task is asked
+    again there, no loss is counted or shown, and the deployment goes on once the worker
+    takes it."""
+    world = World(latest={ROOT: latest(L)}, queue_answers=["busy-1"], busy={"busy-1"})
+    async with harness(world, FAST_LOSS, dev_server=True) as h:
+        await h.push(ROOT, A)
+        deployment_id = await _deployment_of(h, A)
+        await until(lambda: world.alive_asked.count("busy-1") >= 2, "asked twice", 30)
+        await h.hire("busy-1")
+        await h.awaiting_review(ROOT, A)
+        assert {q for _, q in world.pinned_calls} == {"busy-1"}
+        (run_id,) = world.runs_for(A)
+        assert not [r for r in world.check_runs[run_id] if "was lost" in r.summary]
+        assert (await h.review(deployment_id, "approve")).state == "published"
+
+
+@scenario
 async def test_a_checkout_swept_by_a_restarted_worker_is_made_again() -> None:
     world = World(latest={ROOT: latest(L)}, swept={"worker-1"})
     async with harness(world) as h:

@@ -43,10 +43,12 @@ with workflow.unsafe.imports_passed_through():
         DeployBeforeRecordQueued,
         DeployBeforeSignalsFirst,
         DeployBoundedUnpatched,
+        DeploymentBeforeBusyWorkers,
         DeploymentBeforeGovernance,
         DeploymentBeforeReviewOrigin,
         DeploymentBeforeVerify,
         DeploymentBeforeWorkerLoss,
+        DeploymentBusyWorkersUnpatched,
         DeploymentGovernanceUnpatched,
         DeploymentReviewOriginUnpatched,
         DeploymentVerifyUnpatched,
@@ -470,6 +472,26 @@ def test_a_dispatch_that_waited_on_the_shared_queue_replays() -> None:
         return result.replay_failure
 
     assert asyncio.run(replay()) is None
+
+
+def test_a_deployment_that_took_a_busy_worker_for_lost_replays() -> None:
+    """A deployment whose task nobody took within the start limit, re-pinned at once on the
+    code before "deployment-waits-for-busy-workers", replays on today's code; the same
+    history fails without the patch check."""
+
+    async def scenario() -> WorkflowHistory:
+        world = World(queue_answers=["gone-1"])
+        old = [DeployWorkflow, DeploymentBeforeBusyWorkers, DispatchWorkflow]
+        async with harness(world, old, dev_server=True) as h:
+            await h.push(ROOT, A)
+            deployment_id = await h.awaiting_review(ROOT, A)
+            assert (await h.review(deployment_id, "approve")).state == "published"
+            assert world.alive_asked == []
+            return await h.client.get_workflow_handle(deployment_id).fetch_history()
+
+    history = asyncio.run(asyncio.wait_for(scenario(), 90))
+    assert _deployment_replay_failure(history, DeploymentWorkflow) is None
+    assert _deployment_replay_failure(history, DeploymentBusyWorkersUnpatched) is not None
 
 
 def test_deployments_from_before_worker_loss_handling_replay() -> None:

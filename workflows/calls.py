@@ -51,6 +51,8 @@ RECORD = Options(timedelta(seconds=30), _FEW_QUICK)
 NOTIFY = Options(timedelta(minutes=1), _FEW_QUICK)
 # Runs on the shared queue and names the worker's own queue (pins what follows to it).
 WORKER_QUEUE = Options(timedelta(seconds=30))
+# Asks Temporal whether a worker still polls its queue; unanswered, the worker counts as lost.
+WORKER_ALIVE = Options(timedelta(seconds=30), _FEW_QUICK)
 
 # A deployment, pinned to the worker holding its checkout.
 CHECKOUT = Options(timedelta(minutes=20), _PINNED_RETRY, _BEAT, _PINNED_START)

@@ -13,7 +13,13 @@ import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    FailureError,
+    TimeoutError,
+    TimeoutType,
+)
 
 with workflow.unsafe.imports_passed_through():
     from shared.contracts import checkrun
@@ -27,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ACT_RECORD_AUDIT,
         ACT_RECORD_DEPLOYMENT,
         ACT_RENDER_ROOT,
+        ACT_WORKER_ALIVE,
         ACT_WORKER_TASK_QUEUE,
         DEPLOYMENT_WORKFLOW,
         ERR_CHECKOUT_GONE,
@@ -90,6 +97,10 @@ PATCH_REVIEW_ORIGIN = "review-checks-origin"
 # older histories failed the deployment.
 PATCH_REPIN = "deployment-repins-lost-workers"
 MAX_WORKER_LOSSES = 3
+# A pinned task nobody took within the start limit asks whether its worker still polls its
+# queue: a busy one (a fleet-wide change queues hundreds of renders on each worker) is waited
+# for, not replaced; older histories took every such task for a lost worker.
+PATCH_BUSY_WORKERS = "deployment-waits-for-busy-workers"
 # The checkout clean-up is started and not awaited (issue 16); older histories waited for it.
 PATCH_CLEANUP_BEHIND = "cleanup-never-blocks"
 CLEANUP_WAIT = timedelta(seconds=15)
@@ -205,7 +216,10 @@ class DeploymentWorkflow:
                     task_queue=self.task_queue,
                 )
             except ActivityError as err:
-                if self._worker_lost(err, losses):
+                lost = await self._worker_lost(err, losses)
+                if lost is None:
+                    continue
+                if lost:
                     losses += 1
                     await self._repin(losses, "checking out")
                     continue
@@ -220,7 +234,10 @@ class DeploymentWorkflow:
             try:
                 rendered = await self._render_and_diff(checkout)
             except ActivityError as err:
-                if self._worker_lost(err, losses):
+                lost = await self._worker_lost(err, losses)
+                if lost is None:
+                    continue  # from the checkout, on the same worker: it keeps its checkouts
+                if lost:
                     # The render is deterministic: redo it all on a live worker. The lost
                     # worker's checkout is left to its own sweep (it may never answer).
                     losses += 1
@@ -847,15 +864,37 @@ class DeploymentWorkflow:
         """Options of the activities pinned to the deployment's worker (a seam for tests)."""
         return options
 
-    def _worker_lost(self, err: ActivityError, losses: int) -> bool:
+    async def _worker_lost(self, err: ActivityError, losses: int) -> bool | None:
         """Whether a failed pinned activity means its worker went away (it stopped
         heartbeating, nobody took the task, or the checkout it left is gone), and the work may
-        be redone on another worker: at most MAX_WORKER_LOSSES times, then it fails visibly."""
+        be redone on another worker: at most MAX_WORKER_LOSSES times, then it fails visibly.
+        None: nobody took the task because the worker is busy; it is asked again there."""
         cause = err.cause
         lost = isinstance(cause, TimeoutError) or (
             isinstance(cause, ApplicationError) and cause.type == ERR_CHECKOUT_GONE
         )
-        return lost and losses < MAX_WORKER_LOSSES and self._repins()
+        if not (lost and self._repins()):
+            return False
+        if (
+            isinstance(cause, TimeoutError)
+            and cause.type == TimeoutType.SCHEDULE_TO_START
+            and self._waits_for_busy_workers()
+        ):
+            try:
+                alive = await calls.run(
+                    ACT_WORKER_ALIVE, self.task_queue, options=calls.WORKER_ALIVE, result_type=bool
+                )
+            except ActivityError:
+                alive = False
+            if alive:
+                workflow.logger.info(
+                    "worker busy: asking it again", extra={"queue": self.task_queue}
+                )
+                return None
+        return losses < MAX_WORKER_LOSSES
+
+    def _waits_for_busy_workers(self) -> bool:
+        return workflow.patched(PATCH_BUSY_WORKERS)
 
     def _verifies(self) -> bool:
         return workflow.patched(PATCH_VERIFY)

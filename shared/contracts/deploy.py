@@ -60,6 +60,7 @@ ACT_PERSIST_LATEST = "persist_latest"  # PersistLatestRequest -> None
 ACT_CHECK_RUN = "check_run"  # CheckRunRequest -> CheckRunRef
 ACT_RECORD_DEPLOYMENT = "record_deployment"  # DeploymentRecord -> None
 ACT_WORKER_TASK_QUEUE = "worker_task_queue"  # None -> str (runs on the shared queue)
+ACT_WORKER_ALIVE = "worker_alive"  # str (a worker's task queue) -> bool (shared queue)
 ACT_CHECKOUT = "checkout"  # CheckoutRequest -> CheckoutResult (worker queue from here on)
 ACT_RENDER_ROOT = "render_root"  # RenderRequest -> RenderSummary
 ACT_DIFF_RENDER = "diff_render"  # DiffRequest -> DiffSummary

@@ -366,3 +366,28 @@ class DeployYieldingUnpatched(DeployWorkflow):
 
     def _writes_yield(self) -> bool:
         return self.bounded
+
+
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
+class DeploymentBeforeBusyWorkers(DeploymentNoticingLossFast):
+    """DeploymentWorkflow before "deployment-waits-for-busy-workers": every pinned task nobody
+    took within the start limit was a lost worker."""
+
+    @workflow.run
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
+        return await super().run(inp)
+
+    def _waits_for_busy_workers(self) -> bool:
+        return False
+
+
+@workflow.defn(name=DEPLOYMENT_WORKFLOW)
+class DeploymentBusyWorkersUnpatched(DeploymentWorkflow):
+    """The same change without its patch check."""
+
+    @workflow.run
+    async def run(self, inp: DeploymentInput) -> DeploymentResult:
+        return await super().run(inp)
+
+    def _waits_for_busy_workers(self) -> bool:
+        return True

@@ -50,6 +50,7 @@ from shared.contracts.deploy import (
     ACT_RENDER_ROOT,
     ACT_REVISION_RELATION,
     ACT_SIGNAL_DEPLOYS,
+    ACT_WORKER_ALIVE,
     ACT_WORKER_TASK_QUEUE,
     DEPLOY_WORKFLOW,
     ERR_CHECKOUT_GONE,
@@ -171,6 +172,10 @@ class World:
     # `spare_workers` get a worker too (the others are dead: nobody takes their tasks).
     queue_answers: list[str] = field(default_factory=list)
     spare_workers: list[str] = field(default_factory=list)
+    # Queues whose worker is alive but busy (nobody takes their tasks yet): `worker_alive`
+    # says yes for them, as for the pinned queue and the spares; `Harness.hire` starts one.
+    busy: set[str] = field(default_factory=set)
+    alive_asked: list[str] = field(default_factory=list)
     checkout_holds: dict[str, asyncio.Event] = field(default_factory=dict)  # queue -> event
     swept: set[str] = field(default_factory=set)  # queues whose worker lost its checkouts once
     latest: dict[str, LatestDeployment] = field(default_factory=dict)  # root -> latest.json
@@ -344,6 +349,11 @@ class World:
     async def worker_task_queue(self) -> str:
         return self.queue_answers.pop(0) if self.queue_answers else self.pinned_queue
 
+    @activity.defn(name=ACT_WORKER_ALIVE)
+    async def worker_alive(self, task_queue: str) -> bool:
+        self.alive_asked.append(task_queue)
+        return task_queue in {self.pinned_queue, *self.spare_workers, *self.busy}
+
     @activity.defn(name=ACT_AFFECTED_ROOTS)
     async def affected_roots(self, req: AffectedRequest) -> AffectedResult:
         self.affected_calls.append(req)
@@ -511,6 +521,7 @@ class World:
             self.deployment_status,
             self.revision_relation,
             self.worker_task_queue,
+            self.worker_alive,
             self.affected_roots,
             self.signal_deploys,
             self.await_dispatch,
@@ -559,6 +570,7 @@ class Harness:
     world: World
     spares: dict[str, Worker] = field(default_factory=dict)
     shared: Worker | None = None  # the shared queue's worker (workflows and activities)
+    hired: list[tuple[Worker, asyncio.Task[None]]] = field(default_factory=list)
 
     @property
     def client(self) -> Client:
@@ -570,6 +582,17 @@ class Harness:
         while the test waits on a condition that needs time to pass)."""
         async with cast(Any, self.env).time_skipping_unlocked():
             yield
+
+    async def hire(self, queue: str) -> None:
+        """A worker starts polling `queue` (a busy worker that frees up)."""
+        worker = Worker(
+            self.client,
+            task_queue=queue,
+            activities=self.world.pinned_activities(),
+            graceful_shutdown_timeout=timedelta(0),
+        )
+        self.spares[queue] = worker
+        self.hired.append((worker, asyncio.create_task(worker.run())))
 
     async def lose(self, queue: str) -> None:
         """The worker polling `queue` dies: its running activities are cut off and nobody
@@ -795,7 +818,13 @@ async def harness(
         async with contextlib.AsyncExitStack() as stack:
             for worker in (shared, pinned, waits, *spares.values()):
                 await stack.enter_async_context(worker)
-            yield Harness(env=env, world=world, spares=spares, shared=shared)
+            h = Harness(env=env, world=world, spares=spares, shared=shared)
+            try:
+                yield h
+            finally:
+                for worker, running in h.hired:
+                    if not running.done():
+                        await worker.shutdown()
     finally:
         await env.shutdown()
 
