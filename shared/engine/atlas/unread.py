@@ -22,27 +22,15 @@ from typing import Any
 
 from shared.engine import helm, render, yamldoc
 from shared.engine.atlas.planner import Planner, ReleasePlan
-from shared.engine.atlas.values import Layer
+from shared.engine.atlas.values import LEVELS, Layer
 from shared.engine.chart_reads import chart_reads
 from shared.engine.errors import FleetError, Problem
 from shared.engine.suggest import closest
 from shared.engine.template_reads import Path, Reads, chart_template, merge, values_template
 
-# The levels whose keys the fleet writes (atlas/values.py): not the chart's defaults, not the
-# metadata rollwright sets.
-CHECKED = frozenset(
-    {
-        "template",
-        "instance",
-        "template-secrets",
-        "instance-secrets",
-        "global",
-        "group",
-        "cluster",
-        "deployment",
-        "set",
-    }
-)
+# The levels whose keys the fleet writes: not the chart's defaults, not the metadata
+# rollwright sets.
+CHECKED = frozenset(LEVELS) - {"chart", "atlas"}
 
 
 @dataclass(frozen=True)
