@@ -28,6 +28,7 @@ from shared.contracts.promotion import (
     promotion_workflow_id,
 )
 from shared.devstack import fleetrepo
+from shared.devstack.demo import approvers_needed
 from shared.devstack.emulator.model import CheckRunRecord
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack
@@ -67,17 +68,22 @@ class World:
         assert stack.emulator is not None
         self.emulator: GitHubEmulator = stack.emulator
         self.blobs = FileBlobStore(stack.data_dir / "blobs")
-        self.approved: set[int] = set()
+        self.approved: set[tuple[int, str]] = set()
 
     def approve_reviews(self) -> None:
-        """Click Approve on every deployment that asks (the reviewer of this story)."""
+        """Click Approve on every deployment that asks, as each approval it still needs
+        (an owner of what it changes: the example fleet has OWNERS files)."""
         for run in self.emulator.check_runs(OWNER, NAME):
-            if run.id in self.approved or run.conclusion != "action_required":
+            if run.conclusion != "action_required":
                 continue
-            if "approve" in [a["identifier"] for a in run.actions]:
-                delivery = self.emulator.click_action(run.id, "approve", "reviewer")
+            if "approve" not in [a["identifier"] for a in run.actions]:
+                continue
+            for login in approvers_needed(run.output.get("summary") or "", "reviewer"):
+                if (run.id, login) in self.approved:
+                    continue
+                delivery = self.emulator.click_action(run.id, "approve", login)
                 assert delivery.status == 202, delivery.response
-                self.approved.add(run.id)
+                self.approved.add((run.id, login))
 
     def wait_for(self, what: str, probe: Callable[[], T | None]) -> T:
         return wait_on(
