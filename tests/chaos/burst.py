@@ -159,7 +159,10 @@ def run(chaos: Cluster, result: CaseResult) -> None:
         f"{len(fleet.roots)} of {len(fleet.roots)}",
         len(in_order) == len(fleet.roots),
     )
-    runs = fleet.check_runs()
+    # the roots' own check runs; a revision's `rollwright` summary (Approve all) is not one
+    names = {check_run_name(root) for root in fleet.roots}
+    runs = [run for run in fleet.check_runs() if run.name in names]
+    summaries = len(fleet.check_runs()) - len(runs)
     per_revision: dict[tuple[str, str], int] = {}
     for run in runs:
         key = (run.name, run.state["head_sha"])
@@ -170,6 +173,9 @@ def run(chaos: Cluster, result: CaseResult) -> None:
         f"{sorted(set(per_revision.values()))} for {len(per_revision)} revisions",
         f"[1] for {PUSHES}",
         set(per_revision) == wanted and set(per_revision.values()) == {1},
+    )
+    result.note(
+        "`rollwright` summary check runs (one per revision with a root in review)", summaries
     )
 
 
