@@ -21,13 +21,12 @@ import pytest
 
 from shared.contracts.promotion import promotion_check_run_name
 from shared.devstack import fleetrepo
-from shared.devstack.demo import approvers_needed
 from shared.devstack.emulator.model import CheckRunRecord
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DEV_ARGOCD_TOKEN_VAR, DevStack
 from shared.stores.blob import FileBlobStore, latest_key
 from tests.conftest import EXAMPLES
-from tests.support.stack import serving_fleet, wait_on
+from tests.support.stack import approve_waiting, serving_fleet, wait_on
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -61,19 +60,7 @@ class World:
         self.approved: set[tuple[int, str]] = set()
 
     def approve_reviews(self) -> None:
-        """Click Approve on every deployment that asks, as each approval it still needs
-        (an owner of what it changes: the example fleet has OWNERS files)."""
-        for run in self.emulator.check_runs(OWNER, NAME):
-            if run.conclusion != "action_required":
-                continue
-            if "approve" not in [a["identifier"] for a in run.actions]:
-                continue
-            for login in approvers_needed(run.output.get("summary") or "", "reviewer"):
-                if (run.id, login) in self.approved:
-                    continue
-                delivery = self.emulator.click_action(run.id, "approve", login)
-                assert delivery.status == 202, delivery.response
-                self.approved.add((run.id, login))
+        approve_waiting(self.emulator, OWNER, NAME, self.approved)
 
     def wait_for(self, what: str, probe: Callable[[], T | None]) -> T:
         return wait_on(self.stack, what, probe, timeout=120, poll=0.2, each=self.approve_reviews)

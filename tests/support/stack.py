@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from shared.devstack import fleetrepo
+from shared.devstack.demo import approvers_needed
+from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack, StackOptions
 
 T = TypeVar("T")
@@ -61,3 +63,22 @@ def wait_on(
         if time.monotonic() > deadline:
             raise AssertionError(f"no {what} within {timeout:.0f}s; logs: {stack.data_dir}")
         time.sleep(poll)
+
+
+def approve_waiting(
+    emulator: GitHubEmulator, owner: str, name: str, approved: set[tuple[int, str]]
+) -> None:
+    """Click Approve on every check run of `owner/name` that asks for review, once as each
+    approval it still needs (an owner of what it changes, where the fleet has OWNERS files);
+    `approved` remembers the clicks made."""
+    for run in emulator.check_runs(owner, name):
+        if run.conclusion != "action_required":
+            continue
+        if "approve" not in [a["identifier"] for a in run.actions]:
+            continue
+        for login in approvers_needed(run.output.get("summary") or "", "reviewer"):
+            if (run.id, login) in approved:
+                continue
+            delivery = emulator.click_action(run.id, "approve", login)
+            assert delivery.status == 202, delivery.response
+            approved.add((run.id, login))
