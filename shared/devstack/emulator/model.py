@@ -1,6 +1,7 @@
 """The GitHub emulator's records and request plumbing: what it keeps (check runs, comments,
-requests, webhook deliveries, repositories, injected faults) and how a handler sees a request
-(`Request`, `Route`, `ApiError`, `Page`). Shared by the server and the git data API."""
+requests, webhook deliveries, repositories, injected faults, OAuth codes) and how a handler
+sees a request (`Request`, `Route`, `ApiError`) and answers (`Page`, `Html`, `Redirect`,
+`FormEncoded`). Shared by the server and the git data API."""
 
 from __future__ import annotations
 
@@ -114,6 +115,16 @@ class Repo:
         return f"{self.owner}/{self.name}"
 
 
+@dataclass(frozen=True)
+class OAuthCode:
+    """A one-time code of the OAuth web flow, bound to what the authorization was for."""
+
+    client_id: str
+    redirect_uri: str
+    login: str
+    expires: float  # time.time() after which it is refused
+
+
 @dataclass
 class Fault:
     method: str
@@ -160,6 +171,8 @@ class Request:
     content_type: str
     base: str  # scheme://host:port the client used, for URLs in responses
     repo: Repo | None = None
+    user: str | None = None  # the login a user access token (route auth "user-token") is for
+    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
 
 
 @dataclass(frozen=True)
@@ -167,7 +180,9 @@ class Route:
     method: str
     pattern: re.Pattern[str]
     handler: Handler
-    auth: str  # "jwt", "token" (a repository's installation), "org-token" (an org's) or "none"
+    # "jwt", "token" (a repository's installation), "org-token" (an org's), "user-token" (a
+    # user access token of the OAuth web flow) or "none"
+    auth: str
     schema: str | None
 
 
@@ -193,3 +208,11 @@ class Html:
 @dataclass(frozen=True)
 class Redirect:
     location: str
+
+
+@dataclass(frozen=True)
+class FormEncoded:
+    """An `application/x-www-form-urlencoded` body (GitHub's default answer of
+    `POST /login/oauth/access_token`)."""
+
+    fields: dict[str, str]

@@ -12,7 +12,13 @@ server (stdlib `ThreadingHTTPServer`, in a background thread or as its own proce
 - keeps check runs (with the full history of every create/update), issue comments, pull
   requests and check suites in memory;
 - sends GitHub-shaped, signed webhooks: any payload, a push computed from a real git
-  repository, and the `check_run.requested_action` a button click produces.
+  repository, and the `check_run.requested_action` a button click produces;
+- implements the GitHub App's OAuth web flow for user access tokens: `GET
+  /login/oauth/authorize` is the "Authorize" page (whoever one types in is who signs in), its
+  form POSTs back and redirects to `redirect_uri` with a one-time `code` and the `state`;
+  `POST /login/oauth/access_token` exchanges the code (with `oauth_client_id` and
+  `oauth_client_secret`) for a `ghu_` token, which `GET /user` answers for. Errors of the
+  exchange are HTTP 200 with `error`/`error_description`/`error_uri`, as on GitHub.
 
 GitHub behaviour modelled on purpose (and relied on by the worker's check-run cache):
 - a completed check run stays completed: a later update keeps its id, may change its
@@ -71,8 +77,10 @@ from shared.devstack.emulator.model import (
     CheckRunUpdate,
     CommentRecord,
     Fault,
+    FormEncoded,
     Hook,
     Html,
+    OAuthCode,
     Page,
     Redirect,
     Repo,
@@ -97,6 +105,13 @@ ZERO_SHA = "0" * 40
 JWT_MAX_LIFETIME = 600
 JWT_LEEWAY = 60
 COMMENT_BODY_LIMIT = 65536  # GitHub: "Body is too long (maximum is 65536 characters)"
+# User access tokens of a GitHub App (expiring, the default): 8 hours; refresh tokens: the
+# 6 months GitHub's docs give today (15897600 s; older pages said 15811200).
+USER_TOKEN_TTL = 28800
+REFRESH_TOKEN_TTL = 15897600
+# GitHub's rule for logins: alphanumerics and hyphens, 39 at most, not starting with a hyphen.
+LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
+OAUTH_DOCS = "https://docs.github.com/apps/managing-oauth-apps"
 
 # Endpoint key (as in endpoints.json) → documentation page GitHub links in its errors.
 _DOC_PAGES = {
@@ -216,6 +231,9 @@ class GitHubEmulator:
         port: int = 0,
         token_ttl: int = 3600,
         default_permission: str = "none",
+        oauth_client_id: str = "Iv1.emulator",
+        oauth_client_secret: str | None = None,
+        oauth_code_ttl: float = 600,
     ) -> None:
         self.app_id = app_id
         self.app_slug = app_slug
@@ -231,10 +249,17 @@ class GitHubEmulator:
         if default_permission not in _ROLE_PERMISSION:
             raise ValueError(f"unknown collaborator permission {default_permission!r}")
         self.default_permission = default_permission
+        # The App's OAuth credentials (user access tokens, the web flow); a random secret
+        # unless given. GitHub's codes live 10 minutes (`oauth_code_ttl`, seconds).
+        self.oauth_client_id = oauth_client_id
+        self.oauth_client_secret = oauth_client_secret or secrets.token_hex(20)
+        self._oauth_code_ttl = oauth_code_ttl
         self._validators = load_validators()
         self._lock = threading.RLock()
         self._repos: dict[str, Repo] = {}
         self._tokens: dict[str, tuple[int, float]] = {}  # token → (installation id, expiry)
+        self._oauth_codes: dict[str, OAuthCode] = {}
+        self._user_tokens: dict[str, tuple[str, float]] = {}  # ghu_ token → (login, expiry)
         self._check_runs: dict[int, CheckRunRecord] = {}
         self._suites: dict[tuple[str, str], int] = {}  # (repo, head sha) → check suite id
         self._comments: dict[int, CommentRecord] = {}
@@ -434,6 +459,22 @@ class GitHubEmulator:
         with self._lock:
             self._tokens[token] = (installation_id, time.time() + self._token_ttl)
         return token
+
+    def issue_oauth_code(self, login: str, redirect_uri: str) -> str:
+        """A one-time code of the web flow, as if `login` had clicked Authorize (for tests
+        that skip the browser); exchange it at `POST /login/oauth/access_token`."""
+        if not LOGIN_RE.fullmatch(login):
+            raise ValueError(f"not a GitHub login: {login!r}")
+        code = secrets.token_hex(10)
+        with self._lock:
+            self._oauth_codes[code] = OAuthCode(
+                self.oauth_client_id, redirect_uri, login, time.time() + self._oauth_code_ttl
+            )
+        return code
+
+    def issue_user_token(self, login: str) -> str:
+        """A user access token (`ghu_`) of `login` without the web flow."""
+        return str(self._new_user_tokens(login)["access_token"])
 
     def fail_next(
         self,
@@ -767,6 +808,11 @@ class GitHubEmulator:
                 False,
             ),
             *GitDataApi(self).routes(),  # git data API and pull request creation
+            r("GET", "/user", self._get_user, "user-token", False),
+            # the OAuth web flow (github.com, not api.github.com, on GitHub)
+            r("GET", "/login/oauth/authorize", self._oauth_authorize_page, "none", False),
+            r("POST", "/login/oauth/authorize", self._oauth_authorize, "none", False),
+            r("POST", "/login/oauth/access_token", self._oauth_access_token, "none", False),
             # control surface for other processes (rollwright dev, the demo)
             r("GET", "/_emulator/state", self._ctl_state, "none", False),
             r("POST", "/_emulator/repos", self._ctl_seed, "none", False),
@@ -794,6 +840,7 @@ class GitHubEmulator:
             ),
             r("POST", "/_emulator/check-runs/{check_run_id}/click", self._ctl_click, "none", False),
             r("POST", "/_emulator/webhooks", self._ctl_webhook, "none", False),
+            r("POST", "/_emulator/oauth/codes", self._ctl_oauth_code, "none", False),
             r("GET", "/{owner}/{repo}/runs/{check_run_id}", self._html_check_run, "none", False),
             r("GET", "/{owner}/{repo}/commit/{sha}", self._html_commit, "none", False),
         ]
@@ -833,7 +880,15 @@ class GitHubEmulator:
             return 404, ApiError(404, "Not Found").body, {}
         content_type = headers.get("content-type", "")
         request = Request(
-            method, path, params, urllib.parse.parse_qs(query), None, raw, content_type, base
+            method,
+            path,
+            params,
+            urllib.parse.parse_qs(query),
+            None,
+            raw,
+            content_type,
+            base,
+            headers=headers,
         )
         try:
             self._authenticate(route, request, headers.get("authorization", ""))
@@ -893,6 +948,8 @@ class GitHubEmulator:
             raise ApiError(401, "Requires authentication")
         if route.auth == "jwt":
             self._verify_jwt(credential)
+        elif route.auth == "user-token":
+            request.user = self._user_of_token(credential)
         elif route.auth == "org-token":
             # An installation sees the teams of the organization it is installed on (with the
             # "members: read" permission); any other organization is hidden.
@@ -943,9 +1000,31 @@ class GitHubEmulator:
         if float(claims["exp"]) - time.time() > JWT_MAX_LIFETIME + JWT_LEEWAY:
             raise ApiError(401, "'Expiration time' claim ('exp') is too far in the future")
 
+    def _user_of_token(self, token: str) -> str:
+        """The login a user access token was issued to. An installation token is refused the
+        way GitHub refuses it on user endpoints (403), anything else is a 401."""
+        now = time.time()
+        with self._lock:
+            user = self._user_tokens.get(token)
+            installation = self._tokens.get(token)
+        if user is not None and user[1] >= now:
+            return user[0]
+        if installation is not None and installation[1] >= now:
+            raise ApiError(
+                403,
+                "Resource not accessible by integration",
+                documentation_url=f"{DOCS}/users/users#get-the-authenticated-user",
+            )
+        raise ApiError(401, "Bad credentials")
+
     def _installation_of_token(self, token: str) -> int:
         with self._lock:
             entry = self._tokens.get(token)
+            user = self._user_tokens.get(token)
+        if user is not None and user[1] >= time.time():
+            # a user access token: the emulator gives its users no repository to see, and
+            # GitHub hides what a token cannot see
+            raise ApiError(404, "Not Found")
         if entry is None or entry[1] < time.time():
             raise ApiError(401, "Bad credentials")
         return entry[0]
@@ -1015,6 +1094,167 @@ class GitHubEmulator:
     def _get_repository(self, req: Request) -> tuple[int, Any]:
         assert req.repo is not None
         return 200, self._repository_json(req.repo, req.base)
+
+    # --- the OAuth web flow and the authenticated user
+
+    def _get_user(self, req: Request) -> tuple[int, Any]:
+        """`GET /user` for a user access token: the user it was issued to."""
+        assert req.user is not None
+        login = req.user
+        return 200, {
+            **_user_json(login, _stable_id(login), "User", req.base),
+            "user_view_type": "public",
+            "name": login,
+            "company": None,
+            "blog": "",
+            "location": None,
+            "email": None,
+            "hireable": None,
+            "bio": None,
+            "twitter_username": None,
+            "notification_email": None,
+            "public_repos": 0,
+            "public_gists": 0,
+            "followers": 0,
+            "following": 0,
+            "created_at": "2024-01-01T00:00:00Z",
+            "updated_at": "2024-01-01T00:00:00Z",
+        }
+
+    def _oauth_authorize_page(self, req: Request) -> tuple[int, Any]:
+        """github.com's "Authorize <app>" screen: whoever is typed in signs in."""
+        fields = {k: v[0] for k, v in req.query.items()}
+        refused = self._oauth_refusal(fields)
+        if refused is not None:
+            return refused
+        return 200, Html(self._authorize_page(fields, fields.get("login", "")))
+
+    def _oauth_authorize(self, req: Request) -> tuple[int, Any]:
+        """The Authorize form posted: a one-time code, and back to `redirect_uri`."""
+        fields = _form_fields(req)
+        refused = self._oauth_refusal(fields)
+        if refused is not None:
+            return refused
+        login = fields.get("login", "").strip()
+        if not LOGIN_RE.fullmatch(login):
+            problem = "Sign in as a GitHub login: letters, digits and hyphens, 39 at most."
+            return 422, Html(self._authorize_page(fields, login, problem))
+        redirect_uri = fields["redirect_uri"]
+        code = self.issue_oauth_code(login, redirect_uri)
+        back = {"code": code}
+        if fields.get("state"):
+            back["state"] = fields["state"]
+        return 302, Redirect(_with_query(redirect_uri, back))
+
+    def _oauth_refusal(self, fields: dict[str, str]) -> tuple[int, Html] | None:
+        """The error page for an authorization request this App cannot serve, if any."""
+        if fields.get("client_id") != self.oauth_client_id:
+            return 404, Html(_message_page("Not Found", "No application has this client_id."))
+        redirect_uri = fields.get("redirect_uri", "")
+        if not redirect_uri:
+            # GitHub falls back on the App's callback URL; the emulator knows none
+            text = "redirect_uri is required: the GitHub emulator has no registered callback URL."
+            return 400, Html(_message_page("Bad request", text))
+        if urllib.parse.urlsplit(redirect_uri).scheme not in ("http", "https"):
+            text = "redirect_uri must be an http or https URL."
+            return 400, Html(_message_page("Bad request", text))
+        return None
+
+    def _authorize_page(self, fields: dict[str, str], login: str, problem: str = "") -> str:
+        def hidden(name: str) -> str:
+            value = html.escape(fields.get(name, ""))
+            return f'<input type="hidden" name="{name}" value="{value}">'
+
+        app = html.escape(self.app_slug)
+        error = f"<p id='error' style='color:#b00'>{html.escape(problem)}</p>" if problem else ""
+        return (
+            f"<!doctype html><html><head><meta charset='utf-8'><title>Authorize {app}</title>"
+            f"</head><body style='font-family:sans-serif;max-width:40em;margin:2em auto'>"
+            f"<h1>Authorize {app}</h1>"
+            f"<p>{app} (GitHub emulator) wants to know who you are. You are redirected to "
+            f"<code>{html.escape(fields.get('redirect_uri', ''))}</code>.</p>{error}"
+            f'<form method="post" action="/login/oauth/authorize">'
+            f"{hidden('client_id')}{hidden('redirect_uri')}{hidden('state')}"
+            f'<label for="login">Sign in as</label> '
+            f'<input type="text" id="login" name="login" value="{html.escape(login)}"'
+            f' autocomplete="username" required> '
+            f'<button type="submit" id="authorize">Authorize</button></form></body></html>'
+        )
+
+    def _oauth_access_token(self, req: Request) -> tuple[int, Any]:
+        """Exchange a code for a user access token. Like GitHub: errors are HTTP 200 with
+        `error`, and the answer is JSON only when the client accepts JSON."""
+        fields = {k: v[0] for k, v in req.query.items()}
+        fields.update(_form_fields(req))
+        answer = self._exchange_code(fields)
+        if "application/json" in req.headers.get("accept", ""):
+            return 200, answer
+        return 200, FormEncoded({k: str(v) for k, v in answer.items()})
+
+    def _exchange_code(self, fields: dict[str, str]) -> dict[str, Any]:
+        id_ok = fields.get("client_id") == self.oauth_client_id
+        secret = fields.get("client_secret", "").encode()
+        secret_ok = hmac.compare_digest(secret, self.oauth_client_secret.encode())
+        if not (id_ok and secret_ok):
+            return _oauth_error(
+                "incorrect_client_credentials",
+                "The client_id and/or client_secret passed are incorrect.",
+                "troubleshooting-oauth-app-access-token-request-errors/"
+                "#incorrect-client-credentials",
+            )
+        grant = fields.get("grant_type", "authorization_code")
+        if grant != "authorization_code":
+            return _oauth_error(
+                "unsupported_grant_type",
+                "The GitHub emulator exchanges authorization codes only.",
+                "troubleshooting-oauth-app-access-token-request-errors/",
+            )
+        with self._lock:
+            code = self._oauth_codes.get(fields.get("code", ""))
+            usable = (
+                code is not None
+                and code.client_id == self.oauth_client_id
+                and code.expires >= time.time()
+            )
+            if code is None or not usable:
+                self._oauth_codes.pop(fields.get("code", ""), None)
+                return _oauth_error(
+                    "bad_verification_code",
+                    "The code passed is incorrect or expired.",
+                    "troubleshooting-oauth-app-access-token-request-errors/#bad-verification-code",
+                )
+            redirect_uri = fields.get("redirect_uri")
+            if redirect_uri and redirect_uri != code.redirect_uri:
+                # the code stays usable: the client may retry with the right redirect_uri
+                return _oauth_error(
+                    "redirect_uri_mismatch",
+                    "The redirect_uri MUST match the registered callback URL for this application.",
+                    "troubleshooting-authorization-request-errors/#redirect-uri-mismatch2",
+                )
+            del self._oauth_codes[fields["code"]]  # single use
+            return self._new_user_tokens(code.login)
+
+    def _new_user_tokens(self, login: str) -> dict[str, Any]:
+        access = "ghu_" + _token_chars(36)
+        refresh = "ghr_" + _token_chars(76)
+        now = time.time()
+        with self._lock:
+            # the refresh token is handed out like GitHub's but not redeemable here
+            # (grant_type=refresh_token answers unsupported_grant_type)
+            self._user_tokens[access] = (login, now + USER_TOKEN_TTL)
+        return {
+            "access_token": access,
+            "expires_in": USER_TOKEN_TTL,
+            "refresh_token": refresh,
+            "refresh_token_expires_in": REFRESH_TOKEN_TTL,
+            "token_type": "bearer",
+            "scope": "",
+        }
+
+    def _ctl_oauth_code(self, req: Request) -> tuple[int, Any]:
+        """`{"login": "octocat", "redirect_uri": "http://…/callback"}` → `{"code": …}`."""
+        body = _object(req.body)
+        return 201, {"code": self.issue_oauth_code(str(body["login"]), str(body["redirect_uri"]))}
 
     # --- check runs
 
@@ -1385,7 +1625,7 @@ class GitHubEmulator:
             "id": self.app_id,
             "slug": self.app_slug,
             "node_id": node_id("App", self.app_id),
-            "client_id": f"Iv1.emulator{self.app_id}",
+            "client_id": self.oauth_client_id,
             "owner": owner,
             "name": self.app_slug,
             "description": "rollwright (GitHub emulator)",
@@ -1823,6 +2063,43 @@ def _object(body: Any) -> dict[str, Any]:
     return body
 
 
+def _form_fields(req: Request) -> dict[str, str]:
+    """A POST's fields: a JSON object, or a form (`application/x-www-form-urlencoded`)."""
+    if "json" in req.content_type:
+        body = req.body if isinstance(req.body, dict) else {}
+        return {str(k): str(v) for k, v in body.items() if v is not None}
+    try:
+        text = req.raw.decode()
+    except UnicodeDecodeError as err:
+        raise ApiError(400, "the form is not UTF-8") from err
+    return {k: v[0] for k, v in urllib.parse.parse_qs(text, keep_blank_values=True).items()}
+
+
+def _with_query(url: str, extra: dict[str, str]) -> str:
+    """`url` with `extra` appended to its query (its own query is kept)."""
+    parts = urllib.parse.urlsplit(url)
+    added = urllib.parse.urlencode(extra)
+    query = f"{parts.query}&{added}" if parts.query else added
+    return urllib.parse.urlunsplit(parts._replace(query=query))
+
+
+def _token_chars(length: int) -> str:
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+    return "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+def _oauth_error(error: str, description: str, page: str) -> dict[str, Any]:
+    return {"error": error, "error_description": description, "error_uri": f"{OAUTH_DOCS}/{page}"}
+
+
+def _message_page(title: str, text: str) -> str:
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"</head><body style='font-family:sans-serif;max-width:40em;margin:2em auto'>"
+        f"<h1>{html.escape(title)}</h1><p id='error'>{html.escape(text)}</p></body></html>"
+    )
+
+
 def _int_param(value: str) -> int:
     try:
         return int(value)
@@ -2084,6 +2361,9 @@ class _HTTPHandler(BaseHTTPRequestHandler):
         elif isinstance(body, Redirect):
             data, content_type = b"", "text/plain"
             out_headers["Location"] = body.location
+        elif isinstance(body, FormEncoded):
+            data = urllib.parse.urlencode(body.fields).encode()
+            content_type = "application/x-www-form-urlencoded; charset=utf-8"
         else:
             data, content_type = json.dumps(body).encode(), "application/json; charset=utf-8"
         self.send_response(status)
@@ -2141,6 +2421,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=9100)
     parser.add_argument("--webhook-url")
     parser.add_argument("--webhook-secret")
+    parser.add_argument("--oauth-client-id", default="Iv1.emulator")
+    parser.add_argument(
+        "--oauth-client-secret", help="the App's OAuth client secret (default: a random one)"
+    )
     parser.add_argument("--repo", action="append", default=[], type=_parse_repo)
     parser.add_argument("--git-dir", type=Path, help="git repository backing the first --repo")
     parser.add_argument(
@@ -2167,6 +2451,8 @@ def main(argv: list[str] | None = None) -> int:
         webhook_secret=args.webhook_secret,
         host=args.host,
         port=args.port,
+        oauth_client_id=args.oauth_client_id,
+        oauth_client_secret=args.oauth_client_secret,
     )
     for index, (owner, repo, installation, branch) in enumerate(args.repo):
         git_dir = args.git_dir if index == 0 else None
