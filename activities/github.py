@@ -17,7 +17,6 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC
-from urllib.parse import urlsplit
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -42,12 +41,12 @@ from shared.github.app import (
     GitHubError,
     GitHubRequestError,
 )
+from shared.github.configured import GitHubNotConfigured, configured_app
 from shared.github.limits import OUTPUT_LIMIT, fit_text
 from shared.settings import Settings
 
 # Installation tokens live an hour; take a new one well before that.
 TOKEN_MARGIN_SECONDS = 10 * 60
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 class GitHubAccess:
@@ -66,25 +65,10 @@ class GitHubAccess:
             return self._app
 
     def _build(self) -> GitHubApp:
-        settings = self.settings
-        pem = settings.private_key_pem()
-        if not settings.github_app_id or not pem:
-            raise ApplicationError(
-                "no GitHub App configured: set ROLLWRIGHT_GITHUB_APP_ID and "
-                "ROLLWRIGHT_GITHUB_PRIVATE_KEY(_FILE) (docs/configuration.md)",
-                type=ERR_NOT_CONFIGURED,
-                non_retryable=True,
-            )
-        # PyGithub's throttles keep a busy installation under GitHub's secondary rate limits;
-        # the local emulator has none, and waiting for it would only slow the tests and demo.
-        local = urlsplit(settings.github_api_url).hostname in _LOOPBACK
-        return GitHubApp(
-            settings.github_app_id,
-            pem,
-            settings.github_api_url,
-            min_request_interval=0 if local else 0.25,
-            min_write_interval=0 if local else 1.0,
-        )
+        try:
+            return configured_app(self.settings)
+        except GitHubNotConfigured as err:
+            raise ApplicationError(str(err), type=ERR_NOT_CONFIGURED, non_retryable=True) from err
 
     def app_for(self, repo: RepoRef) -> GitHubApp:
         app = self.app()

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from gateway.context import Gateway, GatewayDep
 from gateway.dispatcher import DispatchError
 from shared.contracts.deploy import NewRevision, RepoRef
+from shared.github.urls import web_base
 
 router = APIRouter(prefix="/api", tags=["api"])
 bearer = HTTPBearer(auto_error=False, description="ROLLWRIGHT_API_TOKEN")
@@ -69,17 +70,6 @@ class DeployAccepted(BaseModel):
     deployment_id: str | None = None
     job_url: str | None = None
     root_url: str | None = None
-
-
-def web_base(api_url: str) -> str:
-    """github.com for api.github.com, `https://HOST` for GHES (`https://HOST/api/v3`), and the
-    emulator's own URL (it serves the API at its root)."""
-    base = api_url.rstrip("/")
-    if base == "https://api.github.com":
-        return "https://github.com"
-    if base.endswith("/api/v3"):
-        return base[: -len("/api/v3")]
-    return base
 
 
 def require_token(

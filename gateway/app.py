@@ -9,17 +9,20 @@ so drains rows left pending by an earlier run) and stops with it, giving its lea
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Literal
 
-from fastapi import FastAPI, Response
+from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from pydantic import BaseModel
 
-from gateway import api, jobs_api, pages, previews, webhooks
+from gateway import api, jobs_api, pages, previews, signin, webhooks
+from gateway.access.permissions import PermissionUnknown
+from gateway.access.viewer import Access, SignInRequired
 from gateway.context import Gateway, GatewayDep
 from gateway.dispatcher import Dispatcher, DispatchError, TemporalDispatcher
 from gateway.intake import DeliveryIntake
@@ -60,6 +63,12 @@ def create_app(
     outbox: OutboxOptions | None = None,
 ) -> FastAPI:
     metrics = GatewayMetrics()
+    access = Access(settings)
+    if not settings.signin_configured and not settings.open_pages:
+        log.warning(
+            "no github sign-in configured: the pages answer only the bearer token",
+            extra={"see": "docs/governance.md"},
+        )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -77,6 +86,7 @@ def create_app(
             app.state.gateway = Gateway(
                 settings, the_dispatcher, the_store, metrics, drainer, DeliveryIntake(the_store)
             )
+            owned.callback(access.close)
             drainer.start()
             owned.push_async_callback(drainer.stop)
             yield
@@ -86,6 +96,10 @@ def create_app(
         summary="GitHub webhooks in, Temporal workflows out.",
         lifespan=lifespan,
     )
+    app.state.access = access
+    app.add_exception_handler(SignInRequired, _sign_in_required)
+    app.add_exception_handler(PermissionUnknown, _permission_unknown)
+    app.include_router(signin.router)
     app.include_router(webhooks.router)
     app.include_router(api.router)
     app.include_router(jobs_api.router)
@@ -112,8 +126,18 @@ def create_app(
         return JSONResponse(health.model_dump(), status_code=code)
 
     @app.get("/metrics", tags=["operations"], response_class=Response)
-    async def prometheus_metrics(gw: GatewayDep) -> Response:
-        """Prometheus exposition of the gateway's metrics."""
+    async def prometheus_metrics(gw: GatewayDep, request: Request) -> Response:
+        """Prometheus exposition of the gateway's metrics (with ROLLWRIGHT_METRICS_TOKEN set,
+        only for `Authorization: Bearer <that token>`)."""
+        if settings.metrics_token is not None:
+            given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            wanted = settings.metrics_token.get_secret_value()
+            if not hmac.compare_digest(given.encode(), wanted.encode()):
+                return Response(
+                    "a valid bearer token is required\n",
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
         _, stats = await _check_database(gw)
         if stats is not None:  # else the gauges keep their last values
             metrics.outbox_depth.set(stats.depth)
@@ -123,6 +147,32 @@ def create_app(
         return Response(body, media_type=content_type)
 
     return app
+
+
+async def _sign_in_required(request: Request, exc: Exception) -> Response:
+    """Nobody signed in: the JSON API answers 401, a page sends the browser to sign in."""
+    assert isinstance(exc, SignInRequired)
+    settings: Settings = request.app.state.access.settings
+    if request.url.path.startswith("/api/") or exc.bad_token:
+        detail = (
+            "the bearer token is not valid"
+            if exc.bad_token
+            else "sign in with GitHub at /auth/signin, or send the bearer token"
+        )
+        return JSONResponse(
+            {"detail": detail}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+        )
+    path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(signin.signin_location(settings.public_url, path), status_code=303)
+
+
+async def _permission_unknown(request: Request, exc: Exception) -> Response:
+    """GitHub did not answer whether the viewer may read the repository: nothing is shown."""
+    log.warning("read permission unknown", extra={"error": str(exc)})
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+    public = request.app.state.access.settings.public_url
+    return pages.error_page(503, "GitHub did not answer", f"{exc}. Try again shortly.", public)
 
 
 async def _check_database(gw: Gateway) -> tuple[Check, OutboxStats | None]:

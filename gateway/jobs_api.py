@@ -3,8 +3,10 @@ its structured diff, `/api/roots/{root}` (a root's deployments, newest first, pa
 `/api/fleet` (every root of a repository) and `/api/audit` (the audit trail, filtered and
 paged).
 
-Read-only and unauthenticated like the pages (they show redacted data only); the write side
-of the API (`POST /api/deploy`) is gateway/api.py.
+Read-only, for the same viewers as the pages (gateway/access): a machine with the bearer
+token, or a person signed in with GitHub who may read the repository (anything else is
+401, and a repository they cannot read is 404 like a missing one). The write side of the API
+(`POST /api/deploy`) is gateway/api.py.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
+from gateway.access.viewer import ReadingDep
 from gateway.jobviews import DEPLOYMENT_ID, AuditPage, FleetPage, Job, LogPage, ReaderDep, RootPage
 
 router = APIRouter(prefix="/api", tags=["jobs"])
@@ -25,11 +28,11 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such depl
 
 
 @router.get("/jobs/{deployment_id}", responses=NOT_FOUND)
-async def job(deployment_id: DeploymentId, reader: ReaderDep) -> Job:
+async def job(deployment_id: DeploymentId, reader: ReaderDep, reading: ReadingDep) -> Job:
     """A deployment: what, who, its state timeline, links, the rollback command and the
     diff's counts per resource (the hunks are at `/diff`)."""
     found = await run_in_threadpool(reader.job, deployment_id)
-    if found is None:
+    if found is None or not await reading.may_read(found.repo):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no deployment {deployment_id}")
     return found
 
@@ -37,6 +40,7 @@ async def job(deployment_id: DeploymentId, reader: ReaderDep) -> Job:
 @router.get("/audit")
 async def audit(
     reader: ReaderDep,
+    reading: ReadingDep,
     repo: Annotated[str | None, Query(description="owner/name")] = None,
     root: Annotated[str | None, Query(description="A root id.")] = None,
     actor: Annotated[str | None, Query(description="A GitHub login.")] = None,
@@ -49,9 +53,15 @@ async def audit(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> AuditPage:
     """The audit trail: who approved, rejected, unlocked, promoted, halted or resumed what,
-    from where (check run, page, API, PR review), when, and whether it counted."""
+    from where (check run, page, API, PR review), when, and whether it counted; of the
+    repositories the viewer may read."""
+    if repo:
+        repos: list[str] | None = [repo] if await reading.may_read(repo) else []
+    else:
+        repos = await reading.visible(reader.store.repositories)
     return await run_in_threadpool(
         lambda: reader.audit(
+            repos=repos,
             repo=repo,
             root=root,
             actor=actor,
@@ -67,9 +77,13 @@ async def audit(
 async def job_log(
     deployment_id: DeploymentId,
     reader: ReaderDep,
+    reading: ReadingDep,
     after: Annotated[int, Query(ge=0, description="Lines already seen.")] = 0,
 ) -> LogPage:
     """The job log's lines after the first `after`; poll until `finished`."""
+    repo = await run_in_threadpool(reader.repo_of, deployment_id)
+    if repo is not None and not await reading.may_read(repo):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no deployment {deployment_id}")
     page = await run_in_threadpool(reader.log_page, deployment_id, after)
     if page.state is None and not page.lines and after == 0:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no deployment {deployment_id}")
@@ -81,10 +95,12 @@ async def job_log(
     responses={200: {"content": {"application/json": {}}}, **NOT_FOUND},
     response_class=Response,
 )
-async def job_diff(deployment_id: DeploymentId, reader: ReaderDep) -> Response:
+async def job_diff(deployment_id: DeploymentId, reader: ReaderDep, reading: ReadingDep) -> Response:
     """The structured diff (`diff.json`: per resource its status, counts and unified hunks),
     as stored."""
-    raw = await run_in_threadpool(reader.raw_diff, deployment_id)
+    repo = await run_in_threadpool(reader.repo_of, deployment_id)
+    readable = repo is not None and await reading.may_read(repo)
+    raw = await run_in_threadpool(reader.raw_diff, deployment_id) if readable else None
     if raw is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no diff for deployment {deployment_id}")
     return Response(raw, media_type="application/json")
@@ -94,18 +110,23 @@ async def job_diff(deployment_id: DeploymentId, reader: ReaderDep) -> Response:
 async def root(
     root: str,
     reader: ReaderDep,
+    reading: ReadingDep,
     repo: str | None = None,
     page: Annotated[int, Query(ge=1)] = 1,
 ) -> RootPage:
     """A root's deployments, newest first, 25 per page; `repo` narrows to one repository."""
-    listing = await run_in_threadpool(reader.root_page, root, repo or None, page)
-    if listing.total == 0:
+    shown, repo = await reading.narrow(repo or None, lambda: reader.store.repositories(root))
+    listing = await run_in_threadpool(reader.root_page, root, repo, page)
+    if not shown or listing.total == 0:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no deployments of root {root}")
     return listing
 
 
 @router.get("/fleet")
-async def fleet(reader: ReaderDep, repo: str | None = None, state: str | None = None) -> FleetPage:
+async def fleet(
+    reader: ReaderDep, reading: ReadingDep, repo: str | None = None, state: str | None = None
+) -> FleetPage:
     """Every root of a repository (the fleet page as JSON); `state` filters (`running`: not
     finished)."""
-    return await run_in_threadpool(reader.fleet, repo or None, state or None)
+    visible = await reading.visible(reader.store.repositories)
+    return await run_in_threadpool(reader.fleet, repo or None, state or None, visible)

@@ -16,7 +16,6 @@ from urllib.parse import quote
 from fastapi import Depends, Request
 from pydantic import BaseModel, Field, ValidationError
 
-from gateway.api import web_base
 from gateway.context import Gateway
 from shared.contracts.deploy import (
     TERMINAL_STATES,
@@ -24,6 +23,7 @@ from shared.contracts.deploy import (
     deploy_workflow_id,
     lock_from_latest,
 )
+from shared.github.urls import web_base
 from shared.review.compared import ReviewContext, context_key
 from shared.review.diffdoc import DiffDocument, document_key
 from shared.settings import Settings
@@ -386,8 +386,10 @@ class JobReader:
         counted: bool | None,
         before: int | None,
         limit: int,
+        repos: list[str] | None = None,
     ) -> AuditPage:
         rows = self.store.audit_query(
+            repos=repos,
             repo=repo,
             root=root,
             actor=actor,
@@ -426,6 +428,14 @@ class JobReader:
             ],
         )
 
+    def repo_of(self, deployment_id: str) -> str | None:
+        """The repository of a deployment (its row, else its log's first lines)."""
+        row = self.store.deployment(deployment_id)
+        if row is not None:
+            return row.repo
+        first = next((line for line in self.log(deployment_id) if line.get("repo")), None)
+        return str(first["repo"]) if first is not None else None
+
     def log(self, deployment_id: str) -> list[dict[str, Any]]:
         return parse_log(self.blobs.get(job_log_key(deployment_id)))
 
@@ -444,13 +454,17 @@ class JobReader:
 
     # --- a root ------------------------------------------------------------------------------
 
-    def fleet(self, repo: str | None, state: str | None) -> FleetPage:
+    def fleet(
+        self, repo: str | None, state: str | None, visible: list[str] | None = None
+    ) -> FleetPage:
         """The fleet page: one repository's roots (the only one when `repo` is None and
-        there is one), filtered by the newest deployment's state (`running`: not finished)."""
-        repositories = self.store.repositories()
+        there is one), filtered by the newest deployment's state (`running`: not finished).
+        `visible`: the repositories the viewer may read (None: all); another shows nothing."""
+        repositories = self.store.repositories() if visible is None else visible
         if repo is None and len(repositories) == 1:
             repo = repositories[0]
-        rows = [self._fleet_row(repo, r) for r in self.store.fleet(repo)] if repo else []
+        shown = repo is not None and (visible is None or repo in visible)
+        rows = [self._fleet_row(repo, r) for r in self.store.fleet(repo)] if shown and repo else []
         states: dict[str, int] = {}
         for row in rows:
             states[row.state] = states.get(row.state, 0) + 1

@@ -8,8 +8,12 @@ or side by side (`?view=split`), each resource a collapsed `<details>`. The page
 everything above the diff goes out first, and the diff document is only loaded and rendered
 after that, in chunks, so a 5 MB diff starts arriving as fast as a small one.
 
-Dev mode adds Approve / Reject / Unlock (gateway/devactions.py); in production the action
-route does not exist (404) and the buttons live on GitHub only.
+Dev mode adds Approve / Reject / Unlock (gateway/devactions.py), clicked as the signed-in
+person; in production the action route does not exist (404) and the buttons live on GitHub
+only.
+
+Every page is for those who may read its repository (gateway/access): anonymous visitors are
+sent to sign in, and a page of a repository the viewer cannot read answers like a missing one.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from gateway import devactions
+from gateway.access.viewer import ReadingDep
 from gateway.context import GatewayDep
 from gateway.dispatcher import DispatchError
 from gateway.jobviews import DEPLOYMENT_ID, JobReader, ReaderDep
@@ -121,6 +126,7 @@ def _chunks(pieces: Iterable[str]) -> Iterator[bytes]:
 async def job_page(
     deployment_id: DeploymentId,
     reader: ReaderDep,
+    reading: ReadingDep,
     view: Annotated[str, Query(pattern="^(unified|split)$")] = "unified",
     live: bool = False,
 ) -> StreamingResponse | HTMLResponse:
@@ -129,7 +135,7 @@ async def job_page(
     settings = reader.settings
     # the diff (up to megabytes) is read while the page streams, not before it starts
     job = await run_in_threadpool(reader.job, deployment_id, with_diff=False)
-    if job is None:
+    if job is None or not await reading.may_read(job.repo):
         return error_page(
             404,
             "No such deployment",
@@ -187,9 +193,11 @@ async def job_action(
     deployment_id: DeploymentId,
     identifier: str,
     reader: ReaderDep,
+    reading: ReadingDep,
     request: Request,
 ) -> RedirectResponse | HTMLResponse:
-    """Dev mode: click a button of the deployment's check run on the GitHub emulator."""
+    """Dev mode: click a button of the deployment's check run on the GitHub emulator, as
+    the signed-in person (machines and open pages click as `dev-reviewer`)."""
     settings = reader.settings
     if not settings.dev_mode:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "Not Found")
@@ -203,8 +211,9 @@ async def job_action(
     if identifier not in devactions.IDENTIFIERS:
         return error_page(404, "No such action", f"{identifier!r} is not a button.", public)
     job = await run_in_threadpool(reader.job, deployment_id)
-    if job is None:
+    if job is None or not await reading.may_read(job.repo):
         return error_page(404, "No such deployment", deployment_id, public)
+    sender = reading.viewer.login or DEV_SENDER
     offered = await run_in_threadpool(
         devactions.buttons, settings, job.repo, job.root, deployment_id
     )
@@ -217,7 +226,7 @@ async def job_action(
             public,
         )
     try:
-        await run_in_threadpool(devactions.click, settings, check_run_id, identifier, DEV_SENDER)
+        await run_in_threadpool(devactions.click, settings, check_run_id, identifier, sender)
     except devactions.EmulatorError as err:
         log.warning(
             "dev action failed",
@@ -233,15 +242,16 @@ async def job_action(
 
 @router.get("/", response_class=HTMLResponse)
 async def fleet_page(
-    reader: ReaderDep, repo: str | None = None, state: str | None = None
+    reader: ReaderDep, reading: ReadingDep, repo: str | None = None, state: str | None = None
 ) -> HTMLResponse:
     """`?repo=OWNER/NAME`: the fleet page, every root of the repository with its newest
     deployment, what the cluster runs and how that delivery was verified, the queue and the
     lock (`?state=` filters). Without it: the front page (every root, and each fleet)."""
     if not repo:
-        return await index_page(reader)
+        return await index_page(reader, reading)
     public = reader.settings.public_url.rstrip("/")
-    fleet = await run_in_threadpool(reader.fleet, repo, state or None)
+    visible = await reading.visible(reader.store.repositories)
+    fleet = await run_in_threadpool(reader.fleet, repo, state or None, visible)
 
     def filter_url(value: str | None) -> str:
         query = {
@@ -262,15 +272,21 @@ async def fleet_page(
 
 @router.get("/rollouts/{owner}/{name}/{patch_id}", response_class=HTMLResponse)
 async def rollout_page(
-    owner: str, name: str, patch_id: str, gateway: GatewayDep, reader: ReaderDep
+    owner: str,
+    name: str,
+    patch_id: str,
+    gateway: GatewayDep,
+    reader: ReaderDep,
+    reading: ReadingDep,
 ) -> HTMLResponse:
     """A patch's rollout as a pipeline: the sequence's nodes in order with their state, what
     it waits for (gate, window, soak, deployments), a halt and its reason, and what can be
     done now (the check run's buttons and their equivalents)."""
     public = reader.settings.public_url.rstrip("/")
     repo = f"{owner}/{name}"
+    readable = await reading.may_read(repo)
     try:
-        view = await gateway.dispatcher.rollout(repo, patch_id)
+        view = await gateway.dispatcher.rollout(repo, patch_id) if readable else None
     except DispatchError as err:
         return error_page(503, "Temporal did not answer", str(err), public)
     if view is None:
@@ -303,11 +319,15 @@ def rollout_actions(view: RolloutView) -> list[tuple[str, str]]:
     return actions
 
 
-async def index_page(reader: ReaderDep) -> HTMLResponse:
-    """The front page: every root with a deployment, the most recently active first, each
-    linked to its root page (so `/` is a way in, not a dead end)."""
+async def index_page(reader: ReaderDep, reading: ReadingDep) -> HTMLResponse:
+    """The front page: every root with a deployment that the viewer may read, the most
+    recently active first, each linked to its root page (so `/` is a way in, not a dead
+    end)."""
     public = reader.settings.public_url.rstrip("/")
     rows = await run_in_threadpool(reader.store.roots)
+    if not reading.everything:
+        readable = set(await reading.readable(sorted({repo for repo, _, _, _ in rows})))
+        rows = [row for row in rows if row[0] in readable]
     repositories = sorted({repo for repo, _, _, _ in rows})
     roots = [
         {
@@ -330,13 +350,15 @@ async def index_page(reader: ReaderDep) -> HTMLResponse:
 async def root_page(
     root: str,
     reader: ReaderDep,
+    reading: ReadingDep,
     repo: str | None = None,
     page: Annotated[int, Query(ge=1)] = 1,
 ) -> HTMLResponse:
     settings = reader.settings
     public = settings.public_url.rstrip("/")
-    listing = await run_in_threadpool(reader.root_page, root, repo or None, page)
-    if listing.total == 0:
+    shown, repo = await reading.narrow(repo or None, lambda: reader.store.repositories(root))
+    listing = await run_in_threadpool(reader.root_page, root, repo, page)
+    if not shown or listing.total == 0:
         where = f" in {repo}" if repo else ""
         return error_page(
             404, "No such root", f"No deployments of root {root!r}{where} are recorded.", public

@@ -9,6 +9,8 @@ worker's `preview_build`, already redacted). The Markdown is rendered with markd
 raw HTML in it is escaped except the few tags the report itself uses for collapsible
 sections (`<details>`, `<summary>`, `<code>`, `<b>`, …, without attributes other than
 `open`), so a resource name or value in a pull request cannot inject markup here.
+
+Only for those who may read the repository (gateway/access), like the other pages.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import html
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException
 from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
+from gateway.access.viewer import Reading, ReadingDep
 from gateway.context import GatewayDep
 from shared.contracts.preview import PreviewPointer, preview_latest_key, preview_prefix
 from shared.review.markdown_html import render_markdown
@@ -45,9 +48,10 @@ router = APIRouter(tags=["previews"])
 
 @router.get("/previews/{owner}/{repo}/{pr}", response_class=HTMLResponse)
 async def latest_preview(
-    owner: Owner, repo: Repo, pr: PullNumber, request: Request, gw: GatewayDep
+    owner: Owner, repo: Repo, pr: PullNumber, gw: GatewayDep, reading: ReadingDep
 ) -> HTMLResponse:
     """The newest reported head of a pull request."""
+    await _require_read(reading, owner, repo, pr)
     blobs = gw.blobs
     raw = await run_in_threadpool(blobs.get, preview_latest_key(f"{owner}/{repo}", pr))
     if raw is None:
@@ -62,9 +66,10 @@ async def latest_preview(
 
 @router.get("/previews/{owner}/{repo}/{pr}/{head}", response_class=HTMLResponse)
 async def head_preview(
-    owner: Owner, repo: Repo, pr: PullNumber, head: Head, request: Request, gw: GatewayDep
+    owner: Owner, repo: Repo, pr: PullNumber, head: Head, gw: GatewayDep, reading: ReadingDep
 ) -> HTMLResponse:
     """One head's full report."""
+    await _require_read(reading, owner, repo, pr)
     return await _page(gw.blobs, owner, repo, pr, head)
 
 
@@ -75,10 +80,11 @@ async def raw_report(
     pr: PullNumber,
     head: Head,
     name: str,
-    request: Request,
     gw: GatewayDep,
+    reading: ReadingDep,
 ) -> Response:
     """report.md (Markdown), report.diff (unified diff) or report.json, as stored."""
+    await _require_read(reading, owner, repo, pr)
     if name not in RAW_TYPES:
         raise HTTPException(404, f"no {name!r}: try {', '.join(RAW_TYPES)}")
     key = preview_prefix(f"{owner}/{repo}", pr, head) + name
@@ -86,6 +92,12 @@ async def raw_report(
     if data is None:
         raise HTTPException(404, f"no preview of {owner}/{repo}#{pr} at {head[:12]}")
     return Response(data, media_type=RAW_TYPES[name])
+
+
+async def _require_read(reading: Reading, owner: str, repo: str, pr: int) -> None:
+    """A pull request of a repository the viewer cannot read is no preview at all (404)."""
+    if not await reading.may_read(f"{owner}/{repo}"):
+        raise HTTPException(404, f"no preview of {owner}/{repo}#{pr} yet")
 
 
 async def _page(blobs: BlobStore, owner: str, repo: str, pr: int, head: str) -> HTMLResponse:

@@ -59,6 +59,30 @@ class Settings(BaseSettings):
         default=None, description="Bearer token for POST /api/deploy (manual deploys)."
     )
     public_url: str = Field(default="http://localhost:8000", description="Gateway base URL.")
+    github_oauth_client_id: str | None = Field(
+        default=None,
+        description="The GitHub App's client id: people sign in to the pages with GitHub "
+        "(docs/governance.md). Unset: only the bearer token reads them.",
+    )
+    github_oauth_client_secret: SecretStr | None = Field(
+        default=None, description="The GitHub App's client secret (with the client id)."
+    )
+    session_secret: SecretStr | None = Field(
+        default=None,
+        description="Key that signs the pages' session cookies; every gateway behind one "
+        "address needs the same. Default: derived from the OAuth client secret.",
+    )
+    session_hours: float = Field(
+        default=8.0, gt=0, le=24 * 14, description="How long a page sign-in lasts."
+    )
+    open_pages: bool = Field(
+        default=False,
+        description="Serve the pages and their JSON to anyone who can reach the gateway, "
+        "without signing in: only behind a network where everyone may read every fleet.",
+    )
+    metrics_token: SecretStr | None = Field(
+        default=None, description="Bearer token /metrics asks for; unset: /metrics is open."
+    )
     temporal_ui_url: str = Field(default="http://localhost:8233")
     dev_mode: bool = Field(
         default=False,
@@ -121,6 +145,19 @@ class Settings(BaseSettings):
         return bool(self.github_app_id) and (
             self.github_private_key is not None or self.github_private_key_file is not None
         )
+
+    @property
+    def signin_configured(self) -> bool:
+        return bool(self.github_oauth_client_id) and self.github_oauth_client_secret is not None
+
+    def session_key(self) -> bytes | None:
+        """The key of the session cookies: ROLLWRIGHT_SESSION_SECRET, or one derived from the
+        OAuth client secret (so rotating that secret signs everyone out)."""
+        base = self.session_secret or self.github_oauth_client_secret
+        if base is None:
+            return None
+        secret = base.get_secret_value().encode()
+        return hashlib.sha256(b"rollwright session key\0" + secret).digest()
 
     def root_url(self, repo: str, root: str) -> str:
         return f"{self.public_url.rstrip('/')}/roots/{quote(root)}?{urlencode({'repo': repo})}"

@@ -23,6 +23,7 @@ from shared.github.app import CheckRunOutput, GitHubApp
 from shared.settings import Settings
 from shared.stores.sql import SqlStore
 from tests.conftest import commit_all, git, init_repo, write_files
+from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 from tests.test_job_pages import QueueRecorder
 
 APP_ID = 5151
@@ -103,12 +104,14 @@ def test_check_run_page_renders_markdown_and_links_details(
 
 
 def test_gateway_front_page_lists_roots(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path / "state", public_url="http://rollwright.test")
+    settings = Settings(
+        data_dir=tmp_path / "state", public_url="http://rollwright.test", api_token=MACHINE_SECRET
+    )
     settings.data_dir.mkdir(parents=True)
     store = SqlStore(settings.database)
     app = create_app(settings, dispatcher=cast(Dispatcher, QueueRecorder()), store=store)
     t0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-    with TestClient(app) as client:
+    with TestClient(app, headers=MACHINE_HEADERS) as client:
         empty = client.get("/")
         assert empty.status_code == 200 and 'id="empty"' in empty.text
         for i, (root, at) in enumerate(

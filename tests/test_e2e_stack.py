@@ -102,7 +102,13 @@ class World:
     # --- observing
 
     def gateway_get(self, path: str) -> str:
-        with urllib.request.urlopen(f"{self.stack.urls.gateway}{path}", timeout=30) as answer:
+        """A page or its JSON, read as a machine (the bearer token): signing in is the
+        browser tests' part."""
+        request = urllib.request.Request(
+            f"{self.stack.urls.gateway}{path}",
+            headers={"Authorization": f"Bearer {self.stack.api_token}"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
             return str(answer.read().decode())
 
     def wait_for(self, what: str, probe: Callable[[], T | None]) -> T:

@@ -25,6 +25,7 @@ from shared.devstack.ports import free_port
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore, latest_key
 from shared.stores.sql import SqlStore
+from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 
 REPO, OTHER = "acme/fleet", "acme/other"
 PUBLIC = "http://rollwright.test"
@@ -35,7 +36,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 class World:
     def __init__(self, tmp: Path, public: str = PUBLIC) -> None:
-        self.settings = Settings(data_dir=tmp / "state", public_url=public, temporal_ui_url=UI)
+        self.settings = Settings(
+            data_dir=tmp / "state", public_url=public, temporal_ui_url=UI, api_token=MACHINE_SECRET
+        )
         self.settings.data_dir.mkdir(parents=True)
         self.store = SqlStore(self.settings.database)
         self.blobs = FileBlobStore(tmp / "state" / "blobs")
@@ -98,7 +101,7 @@ def rows(html: str) -> dict[str, str]:
 
 def test_the_fleet_page_shows_every_root_with_health_queue_and_lock(world: World) -> None:
     ids = world.seed()
-    with TestClient(world.app) as client:
+    with TestClient(world.app, headers=MACHINE_HEADERS) as client:
         index = client.get("/")
         assert index.status_code == 200
         # the front page links every repository's fleet page
@@ -126,7 +129,7 @@ def test_the_fleet_page_shows_every_root_with_health_queue_and_lock(world: World
 
 def test_filters_by_state_and_the_json(world: World) -> None:
     world.seed()
-    with TestClient(world.app) as client:
+    with TestClient(world.app, headers=MACHINE_HEADERS) as client:
         verified = client.get("/", params={"repo": REPO, "state": "verified"}).text
         running = client.get("/", params={"repo": REPO, "state": "running"}).text
         none = client.get("/", params={"repo": REPO, "state": "rejected"}).text
@@ -145,7 +148,7 @@ def test_filters_by_state_and_the_json(world: World) -> None:
 
 def test_text_is_escaped(world: World) -> None:
     world.record("<b>x</b>", "a1", "published")
-    with TestClient(world.app) as client:
+    with TestClient(world.app, headers=MACHINE_HEADERS) as client:
         page = client.get("/", params={"repo": REPO}).text
     assert "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
     assert list(rows(page)) == ["&lt;b&gt;x&lt;/b&gt;"]
@@ -177,7 +180,9 @@ def test_the_fleet_page_in_a_browser(tmp_path: Path) -> None:
             )
             try:
                 page = browser.new_page(
-                    viewport={"width": 1300, "height": 700}, java_script_enabled=False
+                    viewport={"width": 1300, "height": 700},
+                    java_script_enabled=False,
+                    extra_http_headers=MACHINE_HEADERS,
                 )
                 page.goto(f"{base}/")
                 page.locator("#fleets").get_by_role("link", name=REPO).click()

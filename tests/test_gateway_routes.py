@@ -10,11 +10,11 @@ from urllib.parse import urlencode
 import pytest
 
 from gateway.actions import ACTION, QueueRevision, Review, StartDispatch, Unlock
-from gateway.api import web_base
 from gateway.metrics import GatewayMetrics, event_label
 from gateway.outbox import OutboxOptions
 from gateway.webhooks import Acknowledge, Ignore, parse_body, route_event
 from shared.contracts.deploy import ReviewSignal, UnlockSignal, deploy_workflow_id
+from shared.github.urls import web_base
 
 WEBHOOKS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github" / "webhooks"
 

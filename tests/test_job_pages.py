@@ -44,6 +44,7 @@ from shared.stores.blob import FileBlobStore, job_log_key
 from shared.stores.sql import SqlStore
 from tests.conftest import commit_all, init_repo
 from tests.support.loopback import LoopbackServer
+from tests.support.machine import MACHINE_SECRET
 
 REPO = "acme/fleet"
 ROOT = "prod/eu-1"
@@ -96,7 +97,13 @@ class QueueRecorder:
 
 class World:
     def __init__(self, tmp: Path, **settings: Any) -> None:
-        defaults = {"public_url": PUBLIC, "temporal_ui_url": UI, "github_api_url": GITHUB}
+        # the pages are read as a machine would (the bearer token); sign-in has its own tests
+        defaults = {
+            "public_url": PUBLIC,
+            "temporal_ui_url": UI,
+            "github_api_url": GITHUB,
+            "api_token": MACHINE_SECRET,
+        }
         self.settings = Settings(data_dir=tmp / "state", **{**defaults, **settings})
         self.settings.data_dir.mkdir(parents=True)
         self.store = SqlStore(self.settings.database)
@@ -106,7 +113,11 @@ class World:
         app = create_app(
             self.settings, dispatcher=cast(Dispatcher, self.dispatcher), store=self.store
         )
-        self.client = TestClient(app)
+        token = self.settings.api_token
+        assert token is not None
+        self.client = TestClient(
+            app, headers={"Authorization": f"Bearer {token.get_secret_value()}"}
+        )
 
     def record(self, state: str, at: datetime, deployment_id: str = DEP, **fields: Any) -> None:
         """What the record activity does for one state change."""

@@ -55,6 +55,7 @@ from tests.preview_support import commit, web_repo
 from tests.secrets_support import KEY_VARIABLES, app_chart_files, assert_hidden
 from tests.support.age import AgeKey, encrypt_yaml, generate_key
 from tests.support.deploy_world import register_search_attributes
+from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 from tests.support.pull_requests import OPENED, SYNCHRONIZE, pr_payload
 from tests.test_preview_markdown import assert_valid, paragraphs
 from worker.main import run_worker
@@ -94,12 +95,13 @@ class Stack:
             github_private_key=SecretStr(pem),
             webhook_secret=SecretStr(SECRET),
             public_url=PUBLIC_URL,
+            api_token=MACHINE_SECRET,
         )
         self.stop_worker = asyncio.Event()
         self.worker = asyncio.run_coroutine_threadsafe(
             run_worker(self.settings, self.stop_worker, client=self.env.client), self.loop
         )
-        self.gateway = TestClient(create_app(self.settings))
+        self.gateway = TestClient(create_app(self.settings), headers=MACHINE_HEADERS)
         self.gateway.__enter__()
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = 60) -> T:

@@ -39,6 +39,7 @@ from shared.stores.gitmirror import GitMirror
 from shared.stores.sql import SqlStore
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import commit_all, git, init_repo, write_files
+from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 from tests.test_job_pages import QueueRecorder
 
 ROOT = "solo"
@@ -50,7 +51,9 @@ class World:
     def __init__(self, tmp: Path) -> None:
         self.repo = init_repo(tmp / "origin")
         make_fleet(self.repo, {"deployments/solo/apps/app/deployment.yaml": one_app()})
-        self.settings = Settings(data_dir=tmp / "state", public_url="http://rollwright.test")
+        self.settings = Settings(
+            data_dir=tmp / "state", public_url="http://rollwright.test", api_token=MACHINE_SECRET
+        )
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.blobs = FileBlobStore(tmp / "state" / "blobs")
         self.sql = SqlStore(self.settings.database)
@@ -201,7 +204,7 @@ def test_the_job_page_shows_the_commit_and_the_base(world: World, tmp_path: Path
         )
         world.sql.start_job(dep, dep, "deployment", job_log_key(dep))
     app = create_app(world.settings, dispatcher=cast(Dispatcher, QueueRecorder()), store=world.sql)
-    with TestClient(app) as client:
+    with TestClient(app, headers=MACHINE_HEADERS) as client:
         page = client.get("/jobs/dep-2").text
         first_page = client.get("/jobs/dep-1").text
         api = client.get("/api/jobs/dep-2").json()

@@ -26,6 +26,7 @@ from shared.devstack.ports import free_port
 from shared.settings import Settings
 from shared.stores.sql import SqlStore
 from tests.support.deploy_world import until
+from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 from tests.support.promotion_world import PATCH, REPO, Fleet, Rollout, rollout
 
 INT, STAGE, PROD = "integration", "stage", "prod/prod-canary"
@@ -59,7 +60,7 @@ def halted_at_stage() -> Fleet:
 
 @contextlib.asynccontextmanager
 async def gateway(tmp: Path, r: Rollout, public: str) -> AsyncIterator[Any]:
-    settings = Settings(data_dir=tmp / "state", public_url=public)
+    settings = Settings(data_dir=tmp / "state", public_url=public, api_token=MACHINE_SECRET)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = SqlStore(settings.database)
     app = create_app(settings, dispatcher=TemporalDispatcher(r.client, TASK_QUEUE), store=store)
@@ -84,7 +85,9 @@ async def test_the_rollout_page_shows_the_pipeline_the_halt_and_what_can_be_done
         await until(lambda: halted(fleet), "the halt")
         async with gateway(tmp_path, r, "http://rollwright.test") as app:
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://t", headers=MACHINE_HEADERS
+            ) as http:
                 page = await http.get(f"/rollouts/{REPO.full_name}/{PATCH}")
                 missing = await http.get(f"/rollouts/{REPO.full_name}/no-such-patch")
     assert page.status_code == 200, page.text
@@ -126,7 +129,9 @@ async def test_the_rollout_page_in_a_browser(tmp_path: Path) -> None:
                     )
                     try:
                         page = await browser.new_page(
-                            viewport={"width": 1200, "height": 700}, java_script_enabled=False
+                            viewport={"width": 1200, "height": 700},
+                            java_script_enabled=False,
+                            extra_http_headers=MACHINE_HEADERS,
                         )
                         await page.goto(f"{base}/rollouts/{REPO.full_name}/{PATCH}")
                         nodes = page.locator("#pipeline li")

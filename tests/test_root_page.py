@@ -25,6 +25,7 @@ from shared.contracts.deploy import LatestDeployment
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.ports import free_port
 from shared.stores.blob import latest_key
+from tests.support.machine import MACHINE_HEADERS
 from tests.test_job_pages import REPO, ROOT, T0, World, emulator  # noqa: F401
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -164,7 +165,9 @@ def test_lock_banner_in_a_browser(served: tuple[World, str]) -> None:
             executable_path=str(CHROMIUM), args=["--headless=new", "--no-sandbox", "--disable-gpu"]
         )
         try:
-            page = browser.new_page(viewport={"width": 1300, "height": 900})
+            page = browser.new_page(
+                viewport={"width": 1300, "height": 900}, extra_http_headers=MACHINE_HEADERS
+            )
             page.goto(f"{base}/roots/{ROOT}?repo={REPO}")
             banner = page.locator("#lock")
             sync_api.expect(banner).to_be_visible()

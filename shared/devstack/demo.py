@@ -26,6 +26,7 @@ from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.processes import ChildExited
+from shared.devstack.signin import open_signed_in
 from shared.devstack.stack import (
     DEV_ARGOCD_TOKEN_VAR,
     DevStack,
@@ -211,7 +212,12 @@ def run_demo(args: argparse.Namespace) -> int:
         links = _run_steps(demo, total, fleet)
         if args.keep:
             print(_indent(links, "  "), flush=True)
-            print("The stack keeps running (--keep); Ctrl-C stops it.", flush=True)
+            print(
+                "The pages ask you to sign in: the GitHub emulator's page takes any login "
+                "(every login may read and approve in the emulator).\n"
+                "The stack keeps running (--keep); Ctrl-C stops it.",
+                flush=True,
+            )
             stack.wait()
         else:
             # The links would point at a stack that is about to stop: say how to keep it.
@@ -363,8 +369,11 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> str:
 
     urls = stack.urls
     job_url = f"{urls.gateway}/jobs/{deployment_id}"
-    with step(9, total, "job page shows the deployment"):
-        page = demo.wait_for("job page", lambda: _job_page(job_url))
+    with (
+        step(9, total, f"job page shows the deployment to {reviewers[0]}, signed in with GitHub"),
+        httpx.Client(timeout=5) as browser,
+    ):
+        page = demo.wait_for("job page", lambda: _job_page(browser, job_url, reviewers[0]))
         print(f"      {job_url}: {page}", flush=True)
 
     print("\nrollwright demo: every step happened.", flush=True)
@@ -418,16 +427,18 @@ def _verified_delivery(demo: Demo) -> str:
     return fleetrepo.commit_all(demo.repo_dir, "Publish to a branch, verified by Argo CD")
 
 
-def _job_page(url: str) -> str | None:
-    """What the job page says of the deployment, once it shows it verified."""
+def _job_page(browser: httpx.Client, url: str, login: str) -> str | None:
+    """What the job page says of the deployment, once it shows it verified, to `login`
+    signed in through the emulator's OAuth flow (the pages ask for a sign-in)."""
     try:
-        answer = httpx.get(url.replace("/jobs/", "/api/jobs/", 1), timeout=5)
+        page = open_signed_in(browser, url, login)
+        answer = browser.get(url.replace("/jobs/", "/api/jobs/", 1))
     except httpx.HTTPError:
         return None
-    if answer.status_code != 200:
+    if answer.status_code != 200 or page.status_code != 200:
         return None
     job = answer.json()
-    if job.get("state") != "verified" or httpx.get(url, timeout=5).status_code != 200:
+    if job.get("state") != "verified":
         return None
     return f"{job['state']}, {len(job.get('timeline') or [])} states in the timeline"
 

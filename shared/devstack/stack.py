@@ -33,6 +33,7 @@ from shared.devstack.ports import LOOPBACK, free_port, free_ports, port_in_use, 
 from shared.devstack.processes import Child, Supervisor
 
 EMULATOR_APP_ID = 1
+EMULATOR_OAUTH_CLIENT_ID = "Iv1.rollwright-dev"
 # With the GitHub emulator the stack also runs the fake Argo CD; the worker finds its token
 # here (a fleet's `verify.argocd.tokenEnv` names it: see the demo's rollwright.yaml).
 DEV_ARGOCD_TOKEN_VAR = "ROLLWRIGHT_DEV_ARGOCD_TOKEN"
@@ -50,6 +51,8 @@ _GITHUB_VARS = (
     "ROLLWRIGHT_GITHUB_APP_ID",
     "ROLLWRIGHT_GITHUB_PRIVATE_KEY",
     "ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE",
+    "ROLLWRIGHT_GITHUB_OAUTH_CLIENT_ID",
+    "ROLLWRIGHT_GITHUB_OAUTH_CLIENT_SECRET",
 )
 
 
@@ -349,6 +352,10 @@ class DevStack:
             port=self.options.emulator_port,
             # A sandbox: whoever one clicks as has write access (the control API sets less).
             default_permission="write",
+            # The pages' sign-in goes through the emulator's OAuth flow; a secret kept in the
+            # data directory keeps sessions valid across restarts of the stack.
+            oauth_client_id=EMULATOR_OAUTH_CLIENT_ID,
+            oauth_client_secret=credentials.ensure_token(self.data_dir / "oauth-client-secret"),
         ).start()
 
     def _child_env(self, address: str, ui: str | None, gateway: str) -> dict[str, str]:
@@ -381,6 +388,8 @@ class DevStack:
                     "ROLLWRIGHT_GITHUB_API_URL": self.emulator.url,
                     "ROLLWRIGHT_GITHUB_APP_ID": str(EMULATOR_APP_ID),
                     "ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE": str(self.app_key_file),
+                    "ROLLWRIGHT_GITHUB_OAUTH_CLIENT_ID": self.emulator.oauth_client_id,
+                    "ROLLWRIGHT_GITHUB_OAUTH_CLIENT_SECRET": self.emulator.oauth_client_secret,
                 }
             )
         if self.argocd is not None:

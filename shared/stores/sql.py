@@ -769,13 +769,16 @@ class SqlStore:
         counted: bool | None = None,
         before_id: int | None = None,
         limit: int = 100,
+        repos: Sequence[str] | None = None,
     ) -> list[AuditRow]:
         """Audit events matching every filter given, newest first; `before_id` pages on
-        (the smallest id of the previous page)."""
+        (the smallest id of the previous page); `repos` keeps those of these repositories."""
         with self._sessions() as session:
             query = select(AuditRow)
             if repo is not None:
                 query = query.where(AuditRow.repo == repo)
+            if repos is not None:
+                query = query.where(AuditRow.repo.in_(list(repos)))
             if root is not None:
                 query = query.where(AuditRow.root == root)
             if actor is not None:
@@ -895,10 +898,12 @@ class SqlStore:
             )
             return list(session.scalars(query.limit(limit).offset(offset)))
 
-    def repositories(self) -> list[str]:
-        """Every repository with a recorded deployment, by name."""
+    def repositories(self, root: str | None = None) -> list[str]:
+        """Every repository with a recorded deployment (of `root`, when given), by name."""
         with self._sessions() as session:
             query = select(DeploymentRow.repo).distinct().order_by(DeploymentRow.repo)
+            if root is not None:
+                query = query.where(DeploymentRow.root == root)
             return list(session.scalars(query))
 
     def fleet(self, repo: str) -> list[FleetRoot]:
