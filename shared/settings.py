@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     session_hours: float = Field(
         default=8.0, gt=0, le=24 * 14, description="How long a page sign-in lasts."
     )
+    permission_cache_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description="How long the gateway trusts GitHub's answer to whether someone may read a "
+        "repository (a revoked reader keeps reading for at most this long).",
+    )
     open_pages: bool = Field(
         default=False,
         description="Serve the pages and their JSON to anyone who can reach the gateway, "

@@ -6,7 +6,9 @@ One deployment's story, as a person watching it: the page opened while the rende
 log lines arriving without a reload, the state moves to awaiting review, a resource's diff
 expands, side by side shows removed and added lines next to each other, and Approve (dev mode:
 through the emulator's check run and the gateway's webhook) takes it to published, while a
-second page left open on the job follows every field without a reload. The render
+second page left open on the job follows every field without a reload. Before all that the
+browser signs in with GitHub (the emulator's OAuth flow); a second test shows the sign-in
+redirect, a reader's view and a 404 for someone without read access. The render
 is slow for an honest reason: the root has 1,000 releases. Screenshots go to
 $ROLLWRIGHT_TEST_ARTIFACTS (default tests/artifacts/).
 """
@@ -90,7 +92,10 @@ def test_watch_review_and_approve_a_deployment(stack: tuple[DevStack, Path], bro
     emulator = devstack.emulator
     assert emulator is not None
     shots = artifacts_dir()
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    # One browser profile: the job page and the second page left open share its sign-in.
+    profile = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = profile.new_page()
+    sign_in(page, devstack.urls.gateway, "dev-reviewer")
 
     before = fleetrepo.head(repo_dir)
     after = fleetrepo.set_value(
@@ -162,7 +167,7 @@ def test_watch_review_and_approve_a_deployment(stack: tuple[DevStack, Path], bro
 
     # --- a second page, open on the job while someone approves: it is never reloaded, and
     # every field follows (state, approver, buttons, timeline, check runs)
-    watcher = browser.new_page(viewport={"width": 1400, "height": 1000})
+    watcher = profile.new_page()
     watcher.goto(job_url)
     expect(watcher.locator("#state")).to_have_text("awaiting_review")
     expect(watcher.locator("#approved-by")).to_have_text("—")
@@ -192,4 +197,64 @@ def test_watch_review_and_approve_a_deployment(stack: tuple[DevStack, Path], bro
     page.reload()
     expect(page.locator("#rollback")).to_contain_text(after[:12])
     page.screenshot(path=str(shots / "7-published.png"), full_page=False)
-    page.close()
+    profile.close()
+
+
+def sign_in(page: Any, gateway: str, login: str, path: str = "/") -> None:
+    """Open `path` anonymously: the gateway sends the browser to GitHub's (the emulator's)
+    authorize page; authorize as `login` and come back to `path`, signed in."""
+    page.goto(f"{gateway}{path}")
+    page.wait_for_url("**/login/oauth/authorize?**")
+    page.locator("#login").fill(login)
+    page.locator("#authorize").click()
+    page.wait_for_url(f"{gateway}{path}")
+
+
+def test_the_pages_ask_to_sign_in_and_show_only_readers(
+    stack: tuple[DevStack, Path], browser: Any
+) -> None:
+    """Anonymous: the sign-in redirect, never data; signed in as a reader: the page; signed
+    in as someone GitHub says cannot read the repository: 404."""
+    devstack, _ = stack
+    emulator = devstack.emulator
+    assert emulator is not None
+    shots = artifacts_dir()
+    gateway = devstack.urls.gateway
+
+    def published() -> str | None:
+        for run in emulator.check_runs(OWNER, NAME):
+            if run.name == f"rollwright/{ROOT}" and run.state.get("external_id"):
+                return str(run.state["external_id"])
+        return None
+
+    deployment_id = wait_for("a deployment of the root", published, devstack)
+    job_path = f"/jobs/{deployment_id}"
+    emulator.set_permission(OWNER, NAME, "rita-reader", "read")
+    emulator.set_permission(OWNER, NAME, "olaf-outsider", "none")
+
+    anonymous = browser.new_context(viewport={"width": 1200, "height": 800})
+    page = anonymous.new_page()
+    response = page.goto(f"{gateway}{job_path}")
+    assert response is not None
+    page.wait_for_url("**/login/oauth/authorize?**")
+    assert page.url.startswith(emulator.url)
+    expect(page.locator("#authorize")).to_be_visible()
+    assert deployment_id not in page.content() and ROOT not in page.content()
+    page.screenshot(path=str(shots / "sign-in-1-authorize.png"))
+    # the reader authorizes and lands on the page asked for
+    page.locator("#login").fill("rita-reader")
+    page.locator("#authorize").click()
+    page.wait_for_url(f"{gateway}{job_path}")
+    expect(page.locator("h1")).to_contain_text(ROOT)
+    expect(page.locator("#state")).not_to_be_empty()
+    page.screenshot(path=str(shots / "sign-in-2-reader.png"))
+    anonymous.close()
+
+    outsider = browser.new_context(viewport={"width": 1200, "height": 800})
+    page = outsider.new_page()
+    sign_in(page, gateway, "olaf-outsider")
+    response = page.goto(f"{gateway}{job_path}")
+    assert response is not None and response.status == 404
+    assert ROOT not in page.content()
+    page.screenshot(path=str(shots / "sign-in-3-no-access.png"))
+    outsider.close()

@@ -61,7 +61,9 @@ class Access:
         self.settings = settings
         key = settings.session_key() if settings.signin_configured else None
         self.signer = Signer(key) if key is not None else None
-        self.permissions = ReadPermissions(self.github)
+        self.permissions = ReadPermissions(
+            self.github, ttl_seconds=settings.permission_cache_seconds
+        )
         self._github: GitHubApp | None = None
         self._lock = threading.Lock()
 
