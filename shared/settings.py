@@ -154,16 +154,18 @@ class Settings(BaseSettings):
 
     @property
     def signin_configured(self) -> bool:
-        return bool(self.github_oauth_client_id) and self.github_oauth_client_secret is not None
+        secret = self.github_oauth_client_secret
+        return bool(self.github_oauth_client_id) and bool(secret and secret.get_secret_value())
 
     def session_key(self) -> bytes | None:
         """The key of the session cookies: ROLLWRIGHT_SESSION_SECRET, or one derived from the
-        OAuth client secret (so rotating that secret signs everyone out)."""
-        base = self.session_secret or self.github_oauth_client_secret
-        if base is None:
-            return None
-        secret = base.get_secret_value().encode()
-        return hashlib.sha256(b"rollwright session key\0" + secret).digest()
+        OAuth client secret (so rotating that secret signs everyone out); an empty value
+        counts as unset, never as a key."""
+        for base in (self.session_secret, self.github_oauth_client_secret):
+            if base is not None and base.get_secret_value():
+                secret = base.get_secret_value().encode()
+                return hashlib.sha256(b"rollwright session key\0" + secret).digest()
+        return None
 
     def root_url(self, repo: str, root: str) -> str:
         return f"{self.public_url.rstrip('/')}/roots/{quote(root)}?{urlencode({'repo': repo})}"

@@ -38,6 +38,8 @@ FILLED = {
     "ROLLWRIGHT_GITHUB_APP_ID": "123456",
     "ROLLWRIGHT_WEBHOOK_SECRET": "whsec-0123456789abcdef",
     "ROLLWRIGHT_API_TOKEN": "api-0123456789abcdef",
+    "ROLLWRIGHT_GITHUB_OAUTH_CLIENT_ID": "Iv23li0123456789",
+    "ROLLWRIGHT_GITHUB_OAUTH_CLIENT_SECRET": "oauth-0123456789abcdef",
     "TEMPORAL_DB_PASSWORD": "temporal-pw",
     "ROLLWRIGHT_DB_PASSWORD": "rollwright-pw",
     "S3_SECRET_KEY": "s3-secret",
@@ -213,12 +215,15 @@ def test_rollwright_environment_is_wired_to_the_services(compose: dict[str, Any]
     gateway = _env(compose, "gateway")
     assert gateway["ROLLWRIGHT_WEBHOOK_SECRET"] == FILLED["ROLLWRIGHT_WEBHOOK_SECRET"]
     assert gateway["ROLLWRIGHT_API_TOKEN"] == FILLED["ROLLWRIGHT_API_TOKEN"]
-    # only the worker holds the App's private key, as a compose secret
-    worker = _env(compose, "worker")
-    assert "ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE" not in gateway
-    secret = service(compose, "worker")["secrets"][0]
-    assert worker["ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE"] == f"/run/secrets/{secret}"
-    assert secret in compose["secrets"]
+    # the App's private key, as a compose secret: the worker's, and the gateway's (it asks
+    # through the App who may read the pages, for people signed in with the App's OAuth)
+    assert (
+        gateway["ROLLWRIGHT_GITHUB_OAUTH_CLIENT_ID"] == FILLED["ROLLWRIGHT_GITHUB_OAUTH_CLIENT_ID"]
+    )
+    for name in ("worker", "gateway"):
+        secret = service(compose, name)["secrets"][0]
+        assert _env(compose, name)["ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE"] == f"/run/secrets/{secret}"
+        assert secret in compose["secrets"]
     # the UI and the check-run links agree on where the UI is
     assert gateway["ROLLWRIGHT_TEMPORAL_UI_URL"].endswith(":8080")
     assert "127.0.0.1:8080:8080" in service(compose, "temporal-ui")["ports"]
@@ -235,8 +240,7 @@ def test_compose_environment_makes_valid_settings(
                 monkeypatch.delenv(var)
         for var, value in _env(compose, name).items():
             monkeypatch.setenv(var, value)
-        if name == "worker":
-            monkeypatch.setenv("ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE", str(key))
+        monkeypatch.setenv("ROLLWRIGHT_GITHUB_PRIVATE_KEY_FILE", str(key))
         settings = Settings()
         assert settings.database.startswith("postgresql+psycopg://rollwright:")
         assert settings.blobs == "s3://rollwright/blobs"
@@ -245,7 +249,8 @@ def test_compose_environment_makes_valid_settings(
         assert settings.s3_secret_access_key.get_secret_value() == FILLED["S3_SECRET_KEY"]
         assert settings.temporal_address == "temporal:7233"
         assert settings.task_queue == TASK_QUEUE
-        assert settings.github_configured is (name == "worker")
+        assert settings.github_configured
+        assert settings.signin_configured is (name == "gateway")
 
 
 def test_mounted_files_exist_and_scripts_are_sh(compose: dict[str, Any]) -> None:
