@@ -161,6 +161,7 @@ async def job_page(
         "action_base": f"{public}/jobs/{deployment_id}/actions",
         "api_url": f"{public}/api/jobs/{deployment_id}",
         "public_url": public,
+        "viewer": reading.viewer,
         "split": view == "split",
         "symbols": SYMBOLS,
         "signs": SIGNS,
@@ -266,6 +267,7 @@ async def fleet_page(
         repo_url=lambda name: f"{public}/?{urlencode({'repo': name})}",
         api_url=f"{public}/api/fleet?{urlencode({'repo': fleet.repo or ''})}",
         public_url=public,
+        viewer=reading.viewer,
     )
     return HTMLResponse(html)
 
@@ -301,6 +303,7 @@ async def rollout_page(
         fleet_url=f"{public}/?{urlencode({'repo': repo})}",
         job_url=reader.settings.job_url,
         public_url=public,
+        viewer=reading.viewer,
     )
     return HTMLResponse(html)
 
@@ -341,7 +344,7 @@ async def index_page(reader: ReaderDep, reading: ReadingDep) -> HTMLResponse:
     ]
     fleets = {name: f"{public}/?{urlencode({'repo': name})}" for name in repositories}
     html = templates.get_template("index.html").render(
-        roots=roots, fleets=fleets, public_url=public
+        roots=roots, fleets=fleets, public_url=public, viewer=reading.viewer
     )
     return HTMLResponse(html)
 
@@ -390,5 +393,6 @@ async def root_page(
         api_url=f"{public}/api/roots/{quote(root)}?{query}",
         public_url=public,
         unlock=unlock,
+        viewer=reading.viewer,
     )
     return HTMLResponse(html)

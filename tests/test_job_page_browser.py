@@ -247,6 +247,7 @@ def test_the_pages_ask_to_sign_in_and_show_only_readers(
     page.wait_for_url(f"{gateway}{job_path}")
     expect(page.locator("h1")).to_contain_text(ROOT)
     expect(page.locator("#state")).not_to_be_empty()
+    expect(page.locator("#signed-in-as")).to_have_text("rita-reader")
     page.screenshot(path=str(shots / "sign-in-2-reader.png"))
     anonymous.close()
 
@@ -257,4 +258,10 @@ def test_the_pages_ask_to_sign_in_and_show_only_readers(
     assert response is not None and response.status == 404
     assert ROOT not in page.content()
     page.screenshot(path=str(shots / "sign-in-3-no-access.png"))
+    # signing out (from the front page, which they may see, empty): the next page asks again
+    page.goto(f"{gateway}/")
+    expect(page.locator("#signed-in-as")).to_have_text("olaf-outsider")
+    page.get_by_role("button", name="Sign out").click()
+    page.goto(f"{gateway}{job_path}")
+    page.wait_for_url("**/login/oauth/authorize?**")
     outsider.close()
