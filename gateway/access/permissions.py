@@ -5,7 +5,8 @@ The App's installation asks the collaborator-permission API
 `none` does not, and neither does a repository the App is not installed on (GitHub answers
 404). Answers are kept for `ttl_seconds` (ROLLWRIGHT_PERMISSION_CACHE_SECONDS, a minute by
 default), so revoking someone's access takes effect within a minute, and a page that polls
-its log every second asks GitHub once a minute, not every second. When GitHub cannot be asked, nothing is cached and the page says so.
+its log every second asks GitHub once a minute, not every second. When GitHub cannot be
+asked, nothing is cached and the page says so.
 """
 
 from __future__ import annotations
