@@ -34,6 +34,7 @@ from shared.settings import Settings
 from shared.stores.blob import FileBlobStore, job_log_key
 from shared.stores.sql import SqlStore
 from tests.bench.common import section_header
+from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 
 MARKER = "## Job pages (issue 5)"
 DEPLOYMENT = "bench-5mb-diff"
@@ -103,7 +104,7 @@ def fetch(port: int, path: str) -> tuple[float, float, float, int]:
     """(headers, first body byte, whole body) in seconds since the request was sent, size."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     start = time.perf_counter()
-    connection.request("GET", path)
+    connection.request("GET", path, headers=MACHINE_HEADERS)  # read as a machine does
     response = connection.getresponse()
     headers = time.perf_counter() - start
     first = response.read(1)
@@ -130,7 +131,9 @@ def measure(port: int, path: str) -> dict[str, float]:
 
 def run(work: Path) -> str:
     load_before = os.getloadavg()[0]
-    settings = Settings(data_dir=work / "state", public_url="http://127.0.0.1")
+    settings = Settings(
+        data_dir=work / "state", public_url="http://127.0.0.1", api_token=MACHINE_SECRET
+    )
     settings.data_dir.mkdir(parents=True)
     store = SqlStore(settings.database)
     sizes = fill(settings, store)
