@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import os
 import re
-import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from gateway.app import create_app
@@ -26,6 +23,7 @@ from shared.settings import Settings
 from shared.stores.blob import FileBlobStore, latest_key
 from shared.stores.sql import SqlStore
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
+from tests.support.serving import serving
 
 REPO, OTHER = "acme/fleet", "acme/other"
 PUBLIC = "http://rollwright.test"
@@ -161,20 +159,11 @@ def test_the_fleet_page_in_a_browser(tmp_path: Path) -> None:
     base = f"http://127.0.0.1:{port}"
     world = World(tmp_path, public=base)
     world.seed()
-    server = uvicorn.Server(
-        uvicorn.Config(world.app, host="127.0.0.1", port=port, log_level="error")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
     shots = Path(os.environ.get("ROLLWRIGHT_TEST_ARTIFACTS") or Path(__file__).parent / "artifacts")
     shots = shots / "fleet-page"
     shots.mkdir(parents=True, exist_ok=True)
     try:
-        with sync_api.sync_playwright() as playwright:
+        with serving(world.app, port), sync_api.sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path=str(CHROMIUM), args=["--headless=new", "--no-sandbox"]
             )
@@ -199,8 +188,6 @@ def test_the_fleet_page_in_a_browser(tmp_path: Path) -> None:
             finally:
                 browser.close()
     finally:
-        server.should_exit = True
-        thread.join(10)
         world.store.close()
     assert (shots / "1-fleet.png").stat().st_size > 0
 

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import pytest
 
 from shared.devstack import fleetrepo
+from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack
 from tests.bench import fleetgen
 from tests.support.stack import serving_fleet, wait_on
@@ -103,13 +104,9 @@ def test_watch_review_and_approve_a_deployment(stack: tuple[DevStack, Path], bro
     )
     assert emulator.send_push(OWNER, NAME, before, after).status == 202
 
-    def deployment() -> str | None:
-        for run in emulator.check_runs(OWNER, NAME):
-            if run.name == f"rollwright/{ROOT}" and run.state.get("external_id"):
-                return str(run.state["external_id"])
-        return None
-
-    deployment_id = wait_for("check run with a deployment id", deployment, devstack)
+    deployment_id = wait_for(
+        "check run with a deployment id", lambda: deployment_of(emulator), devstack
+    )
     job_url = f"{devstack.urls.gateway}/jobs/{deployment_id}"
 
     # --- the page opened while the render runs: log lines arrive without a reload
@@ -200,6 +197,14 @@ def test_watch_review_and_approve_a_deployment(stack: tuple[DevStack, Path], bro
     profile.close()
 
 
+def deployment_of(emulator: GitHubEmulator) -> str | None:
+    """The deployment id on the root's check run, once there is one."""
+    for run in emulator.check_runs(OWNER, NAME):
+        if run.name == f"rollwright/{ROOT}" and run.state.get("external_id"):
+            return str(run.state["external_id"])
+    return None
+
+
 def sign_in(page: Any, gateway: str, login: str, path: str = "/") -> None:
     """Open `path` anonymously: the gateway sends the browser to GitHub's (the emulator's)
     authorize page; authorize as `login` and come back to `path`, signed in."""
@@ -221,13 +226,7 @@ def test_the_pages_ask_to_sign_in_and_show_only_readers(
     shots = artifacts_dir()
     gateway = devstack.urls.gateway
 
-    def published() -> str | None:
-        for run in emulator.check_runs(OWNER, NAME):
-            if run.name == f"rollwright/{ROOT}" and run.state.get("external_id"):
-                return str(run.state["external_id"])
-        return None
-
-    deployment_id = wait_for("a deployment of the root", published, devstack)
+    deployment_id = wait_for("a deployment of the root", lambda: deployment_of(emulator), devstack)
     job_path = f"/jobs/{deployment_id}"
     emulator.set_permission(OWNER, NAME, "rita-reader", "read")
     emulator.set_permission(OWNER, NAME, "olaf-outsider", "none")

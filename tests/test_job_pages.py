@@ -10,8 +10,6 @@ import json
 import re
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,7 +17,6 @@ from pathlib import Path
 from typing import Any, ClassVar, cast
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 from github import Auth, Github
 from pydantic import SecretStr
@@ -45,6 +42,7 @@ from shared.stores.sql import SqlStore
 from tests.conftest import commit_all, init_repo
 from tests.support.loopback import LoopbackServer
 from tests.support.machine import MACHINE_SECRET
+from tests.support.serving import serving
 
 REPO = "acme/fleet"
 ROOT = "prod/eu-1"
@@ -560,22 +558,13 @@ def test_dev_mode_buttons_click_the_emulators_check_run(
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[World, str]]:
     world = World(tmp_path, api_token=SecretStr("t0ken"))
-    port = free_port("127.0.0.1")
     app = create_app(
         world.settings, dispatcher=cast(Dispatcher, world.dispatcher), store=world.store
     )
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
     try:
-        yield world, f"http://127.0.0.1:{port}"
+        with serving(app) as url:
+            yield world, url
     finally:
-        server.should_exit = True
-        thread.join(10)
         world.close()
 
 

@@ -8,24 +8,21 @@ from __future__ import annotations
 
 import os
 import re
-import threading
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-import uvicorn
 from github import Auth, Github
 
 from gateway.app import create_app
 from gateway.dispatcher import Dispatcher
 from shared.contracts.deploy import LatestDeployment
 from shared.devstack.emulator.server import GitHubEmulator
-from shared.devstack.ports import free_port
 from shared.stores.blob import latest_key
 from tests.support.machine import MACHINE_HEADERS
+from tests.support.serving import serving
 from tests.test_job_pages import REPO, ROOT, T0, World, emulator  # noqa: F401
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -134,22 +131,13 @@ def artifacts_dir() -> Path:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[World, str]]:
     world = World(tmp_path)
-    port = free_port("127.0.0.1")
     app = create_app(
         world.settings, dispatcher=cast(Dispatcher, world.dispatcher), store=world.store
     )
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
     try:
-        yield world, f"http://127.0.0.1:{port}"
+        with serving(app) as url:
+            yield world, url
     finally:
-        server.should_exit = True
-        thread.join(10)
         world.close()
 
 

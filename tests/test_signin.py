@@ -5,7 +5,6 @@ test_job_page_browser.py."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +17,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
@@ -34,6 +32,7 @@ from shared.devstack.signin import open_signed_in
 from shared.settings import Settings
 from shared.stores.sql import SqlStore
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
+from tests.support.serving import serving
 
 APP_ID = 41
 CLIENT_ID = "Iv1.signin-test"
@@ -112,18 +111,10 @@ def served(tmp_path: Path) -> Iterator[Served]:
     record(store, READABLE, FLEET, "a1")
     record(store, HIDDEN, SECRET_FLEET, "b2")
     app = create_app(settings, dispatcher=cast(Dispatcher, None), store=store)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
     try:
-        yield Served(url, settings, emulator, store, app)
+        with serving(app, port):
+            yield Served(url, settings, emulator, store, app)
     finally:
-        server.should_exit = True
-        thread.join(10)
         store.close()
         emulator.stop()
 
