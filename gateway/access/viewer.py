@@ -13,6 +13,7 @@ A page of a repository the viewer cannot read answers exactly as a page of nothi
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import threading
 from collections.abc import Callable, Iterable
@@ -105,8 +106,11 @@ class Access:
         return await self.permissions.can_read(viewer.login, repo)
 
     async def readable(self, viewer: Viewer, repos: Iterable[str]) -> list[str]:
-        """Those of `repos` the viewer may read, in their order."""
-        return [repo for repo in repos if await self.may_read(viewer, repo)]
+        """Those of `repos` the viewer may read, in their order (asked side by side: a
+        front page of many repositories waits for the slowest answer, not their sum)."""
+        names = list(repos)
+        allowed = await asyncio.gather(*(self.may_read(viewer, repo) for repo in names))
+        return [repo for repo, ok in zip(names, allowed, strict=True) if ok]
 
 
 def get_access(request: Request) -> Access:
