@@ -55,6 +55,7 @@ from shared.stores.blob import FileBlobStore
 from shared.stores.gitmirror import GitMirror
 from tests.conftest import git
 from tests.preview_support import commit, web_repo
+from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 
 WEBHOOKS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github" / "webhooks"
 APP_ID = 4242
@@ -514,7 +515,7 @@ def test_the_comment_points_the_preview_page_at_its_head(
 
 
 def test_the_preview_page_renders_the_report_and_escapes_markup(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path, webhook_secret=SecretStr("s"))
+    settings = Settings(data_dir=tmp_path, webhook_secret=SecretStr("s"), api_token=MACHINE_SECRET)
     blobs = FileBlobStore(tmp_path / "blobs")
     head = "c" * 40
     prefix = preview_prefix("acme/fleet", 9, head)
@@ -538,7 +539,7 @@ def test_the_preview_page_renders_the_report_and_escapes_markup(tmp_path: Path) 
         }
     )
     blobs.put(preview_latest_key("acme/fleet", 9), pointer.model_dump_json().encode())
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), headers=MACHINE_HEADERS) as client:
         page = client.get("/previews/acme/fleet/9")
         assert page.status_code == 200
         html = page.text
