@@ -129,7 +129,7 @@ def create_app(
     async def prometheus_metrics(gw: GatewayDep, request: Request) -> Response:
         """Prometheus exposition of the gateway's metrics (with ROLLWRIGHT_METRICS_TOKEN set,
         only for `Authorization: Bearer <that token>`)."""
-        if settings.metrics_token is not None:
+        if settings.metrics_token is not None:  # never empty: settings read "" as unset
             given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
             wanted = settings.metrics_token.get_secret_value()
             if not hmac.compare_digest(given.encode(), wanted.encode()):
@@ -167,12 +167,14 @@ async def _sign_in_required(request: Request, exc: Exception) -> Response:
 
 
 async def _permission_unknown(request: Request, exc: Exception) -> Response:
-    """GitHub did not answer whether the viewer may read the repository: nothing is shown."""
+    """GitHub did not answer whether the viewer may read the repository: nothing is shown,
+    and the answer names nothing (the log has the login and the repository)."""
     log.warning("read permission unknown", extra={"error": str(exc)})
+    detail = "GitHub did not answer whether you may read this page; try again shortly"
     if request.url.path.startswith("/api/"):
-        return JSONResponse({"detail": str(exc)}, status_code=503)
+        return JSONResponse({"detail": detail}, status_code=503)
     public = request.app.state.access.settings.public_url
-    return pages.error_page(503, "GitHub did not answer", f"{exc}. Try again shortly.", public)
+    return pages.error_page(503, "GitHub did not answer", f"{detail}.", public)
 
 
 async def _check_database(gw: Gateway) -> tuple[Check, OutboxStats | None]:

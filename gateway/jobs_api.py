@@ -19,7 +19,16 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from gateway.access.viewer import ReadingDep
-from gateway.jobviews import DEPLOYMENT_ID, AuditPage, FleetPage, Job, LogPage, ReaderDep, RootPage
+from gateway.jobviews import (
+    DEPLOYMENT_ID,
+    AuditPage,
+    FleetPage,
+    Job,
+    LogPage,
+    ReaderDep,
+    RepoQuery,
+    RootPage,
+)
 
 router = APIRouter(prefix="/api", tags=["jobs"])
 
@@ -41,7 +50,7 @@ async def job(deployment_id: DeploymentId, reader: ReaderDep, reading: ReadingDe
 async def audit(
     reader: ReaderDep,
     reading: ReadingDep,
-    repo: Annotated[str | None, Query(description="owner/name")] = None,
+    repo: RepoQuery = None,
     root: Annotated[str | None, Query(description="A root id.")] = None,
     actor: Annotated[str | None, Query(description="A GitHub login.")] = None,
     action: Annotated[
@@ -55,8 +64,11 @@ async def audit(
     """The audit trail: who approved, rejected, unlocked, promoted, halted or resumed what,
     from where (check run, page, API, PR review), when, and whether it counted; of the
     repositories the viewer may read."""
-    if repo:
-        repos: list[str] | None = [repo] if await reading.may_read(repo) else []
+    if reading.everything:
+        repos: list[str] | None = None
+    elif repo:  # GitHub is asked only of repositories rollwright knows
+        known = repo in await run_in_threadpool(reader.store.repositories)
+        repos = [repo] if known and await reading.may_read(repo) else []
     else:
         repos = await reading.visible(reader.store.repositories)
     return await run_in_threadpool(
@@ -82,7 +94,9 @@ async def job_log(
 ) -> LogPage:
     """The job log's lines after the first `after`; poll until `finished`."""
     repo = await run_in_threadpool(reader.repo_of, deployment_id)
-    if repo is not None and not await reading.may_read(repo):
+    # a log whose repository is unknown (no row, no line naming it) is a machine's to read
+    readable = await reading.may_read(repo) if repo is not None else reading.everything
+    if not readable:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no deployment {deployment_id}")
     page = await run_in_threadpool(reader.log_page, deployment_id, after)
     if page.state is None and not page.lines and after == 0:
@@ -111,7 +125,7 @@ async def root(
     root: str,
     reader: ReaderDep,
     reading: ReadingDep,
-    repo: str | None = None,
+    repo: RepoQuery = None,
     page: Annotated[int, Query(ge=1)] = 1,
 ) -> RootPage:
     """A root's deployments, newest first, 25 per page; `repo` narrows to one repository."""
@@ -124,7 +138,7 @@ async def root(
 
 @router.get("/fleet")
 async def fleet(
-    reader: ReaderDep, reading: ReadingDep, repo: str | None = None, state: str | None = None
+    reader: ReaderDep, reading: ReadingDep, repo: RepoQuery = None, state: str | None = None
 ) -> FleetPage:
     """Every root of a repository (the fleet page as JSON); `state` filters (`running`: not
     finished)."""

@@ -13,9 +13,10 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from pydantic import BaseModel, Field, ValidationError
 
+from gateway.access.permissions import REPO_PATTERN
 from gateway.context import Gateway
 from shared.contracts.deploy import (
     TERMINAL_STATES,
@@ -601,6 +602,12 @@ def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+# `?repo=OWNER/NAME` of the pages and their JSON: a name GitHub could have, or 422
+RepoQuery = Annotated[
+    str | None, Query(pattern=REPO_PATTERN, description="owner/name", examples=["acme/fleet"])
+]
 
 
 def get_reader(request: Request) -> JobReader:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi import Path as PathParam
@@ -34,10 +34,10 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from gateway import devactions
-from gateway.access.viewer import ReadingDep
+from gateway.access.viewer import Reading, ReadingDep
 from gateway.context import GatewayDep
 from gateway.dispatcher import DispatchError
-from gateway.jobviews import DEPLOYMENT_ID, JobReader, ReaderDep
+from gateway.jobviews import DEPLOYMENT_ID, JobReader, ReaderDep, RepoQuery
 from shared.contracts.promotion import (
     RolloutView,
     promotion_check_run_name,
@@ -211,6 +211,13 @@ async def job_action(
         return error_page(400, "Which check run?", "The form names no check run.", public)
     if identifier not in devactions.IDENTIFIERS:
         return error_page(404, "No such action", f"{identifier!r} is not a button.", public)
+    if not _clicked_here(request, reading, public):
+        return error_page(
+            403,
+            "Click on the job page",
+            "Buttons are clicked from this gateway's own pages, by someone signed in.",
+            public,
+        )
     job = await run_in_threadpool(reader.job, deployment_id)
     if job is None or not await reading.may_read(job.repo):
         return error_page(404, "No such deployment", deployment_id, public)
@@ -241,9 +248,25 @@ async def job_action(
     return RedirectResponse(f"{public}/jobs/{deployment_id}", status_code=303)
 
 
+def _clicked_here(request: Request, reading: Reading, public: str) -> bool:
+    """A click counts from a machine (its bearer token is never sent by a browser on its
+    own), or from a signed-in person on this gateway's own page: another site, even one on
+    the same host at another port (the same *site* to SameSite cookies), cannot click for
+    them. Open pages click for nobody."""
+    if reading.viewer.kind == "machine":
+        return True
+    if reading.viewer.kind != "user":
+        return False
+    here = urlsplit(public)
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return origin == f"{here.scheme}://{here.netloc}"
+    return request.headers.get("sec-fetch-site") == "same-origin"
+
+
 @router.get("/", response_class=HTMLResponse)
 async def fleet_page(
-    reader: ReaderDep, reading: ReadingDep, repo: str | None = None, state: str | None = None
+    reader: ReaderDep, reading: ReadingDep, repo: RepoQuery = None, state: str | None = None
 ) -> HTMLResponse:
     """`?repo=OWNER/NAME`: the fleet page, every root of the repository with its newest
     deployment, what the cluster runs and how that delivery was verified, the queue and the
@@ -354,7 +377,7 @@ async def root_page(
     root: str,
     reader: ReaderDep,
     reading: ReadingDep,
-    repo: str | None = None,
+    repo: RepoQuery = None,
     page: Annotated[int, Query(ge=1)] = 1,
 ) -> HTMLResponse:
     settings = reader.settings

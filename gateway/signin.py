@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.access.oauth import GitHubOAuth, SignInError
 from gateway.access.session import SignedIn
-from gateway.access.viewer import SESSION_COOKIE, SESSION_PURPOSE, AccessDep
+from gateway.access.viewer import SESSION_COOKIE, SESSION_PURPOSE, AccessDep, cookie_name
 from gateway.pages import error_page
 
 log = logging.getLogger("rollwright.gateway.signin")
@@ -29,6 +29,14 @@ router = APIRouter(tags=["sign-in"], include_in_schema=False)
 STATE_COOKIE = "rollwright_oauth"
 STATE_PURPOSE = "oauth-state"
 STATE_SECONDS = 10 * 60
+# What GitHub's `error` on the callback means (docs.github.com, "Troubleshooting
+# authorization request errors").
+GITHUB_ERRORS = {
+    "access_denied": "You did not authorize the app on GitHub.",
+    "redirect_uri_mismatch": "The App's callback URL does not match this gateway's "
+    "ROLLWRIGHT_PUBLIC_URL/auth/callback (docs/governance.md).",
+    "application_suspended": "The GitHub App is suspended.",
+}
 
 
 def safe_next(value: str | None) -> str:
@@ -67,7 +75,7 @@ async def signin(access: AccessDep, next: str | None = None) -> Response:
     )
     answer = RedirectResponse(GitHubOAuth(settings).authorize_url(state), status_code=302)
     answer.set_cookie(
-        STATE_COOKIE,
+        cookie_name(STATE_COOKIE, settings),
         nonce,
         max_age=STATE_SECONDS,
         path="/",
@@ -92,9 +100,11 @@ async def callback(
     if not settings.signin_configured or access.signer is None:
         return _not_configured(public)
     if error:
-        return error_page(403, "Sign-in was not completed", f"GitHub answered: {error}.", public)
+        # GitHub's own words only: the query string is anyone's to write
+        said = GITHUB_ERRORS.get(error, "GitHub did not sign you in.")
+        return error_page(403, "Sign-in was not completed", said, public)
     claims = access.signer.verify(STATE_PURPOSE, state)
-    cookie = request.cookies.get(STATE_COOKIE, "")
+    cookie = request.cookies.get(cookie_name(STATE_COOKIE, settings), "")
     if (
         claims is None
         or not code
@@ -116,7 +126,7 @@ async def callback(
     log.info("signed in", extra={"login": login})
     answer = RedirectResponse(f"{public}{safe_next(str(claims.get('next')))}", status_code=303)
     answer.set_cookie(
-        SESSION_COOKIE,
+        cookie_name(SESSION_COOKIE, settings),
         access.signer.sign(
             SESSION_PURPOSE, SignedIn(login, user_id).payload(), settings.session_hours * 3600
         ),
@@ -126,7 +136,13 @@ async def callback(
         samesite="lax",
         secure=public.startswith("https://"),
     )
-    answer.delete_cookie(STATE_COOKIE, path="/")
+    answer.delete_cookie(
+        cookie_name(STATE_COOKIE, settings),
+        path="/",
+        secure=public.startswith("https://"),
+        httponly=True,
+        samesite="lax",
+    )
     return answer
 
 
@@ -134,5 +150,11 @@ async def callback(
 async def signout(access: AccessDep) -> RedirectResponse:
     public = access.settings.public_url.rstrip("/")
     answer = RedirectResponse(f"{public}/", status_code=303)
-    answer.delete_cookie(SESSION_COOKIE, path="/")
+    answer.delete_cookie(
+        cookie_name(SESSION_COOKIE, access.settings),
+        path="/",
+        secure=public.startswith("https://"),
+        httponly=True,
+        samesite="lax",
+    )
     return answer

@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -89,6 +89,11 @@ class Settings(BaseSettings):
     metrics_token: SecretStr | None = Field(
         default=None, description="Bearer token /metrics asks for; unset: /metrics is open."
     )
+    read_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token that reads the pages and their JSON, and nothing else "
+        "(dashboards, scripts); ROLLWRIGHT_API_TOKEN reads them too.",
+    )
     temporal_ui_url: str = Field(default="http://localhost:8233")
     dev_mode: bool = Field(
         default=False,
@@ -108,6 +113,28 @@ class Settings(BaseSettings):
         description="Largest webhook body the gateway reads (GitHub caps payloads at 25 MB); "
         "a longer one is refused with 413 before it is read whole.",
     )
+
+    @field_validator(
+        "webhook_secret",
+        "api_token",
+        "read_token",
+        "metrics_token",
+        "session_secret",
+        "github_oauth_client_secret",
+        "github_private_key",
+        "redaction_key",
+        mode="before",
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        """`ROLLWRIGHT_API_TOKEN=` (an empty line in an env file) is no secret at all, never
+        the empty string a request without credentials would match."""
+        if (
+            isinstance(value, str | SecretStr)
+            and not str(value.get_secret_value() if isinstance(value, SecretStr) else value).strip()
+        ):
+            return None
+        return value
 
     @cached_property
     def database(self) -> str:

@@ -20,6 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
+from activities.joblog import JobLog
 from gateway.access.session import Signer
 from gateway.access.viewer import SESSION_COOKIE, SESSION_PURPOSE
 from gateway.app import create_app
@@ -30,6 +31,7 @@ from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.ports import free_port
 from shared.devstack.signin import open_signed_in
 from shared.settings import Settings
+from shared.stores.blob import FileBlobStore
 from shared.stores.sql import SqlStore
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 from tests.support.serving import serving
@@ -242,7 +244,11 @@ def test_callbacks_that_do_not_belong_to_this_browser_are_refused(served: Served
         assert victim.get(f"{served.url}/jobs/{READABLE}").status_code == 303
         # GitHub's "cancel": an error instead of a code
         refused = victim.get(f"{served.url}/auth/callback", params={"error": "access_denied"})
-        assert refused.status_code == 403 and "access_denied" in refused.text
+        assert refused.status_code == 403 and "did not authorize" in refused.text
+        # the error is GitHub's code, shown in the gateway's words: never the query's text
+        lure = "Sign in again at https://evil.test/login"
+        phished = victim.get(f"{served.url}/auth/callback", params={"error": lure})
+        assert phished.status_code == 403 and "evil.test" not in phished.text
     # sign-in never sends anyone to another site afterwards
     for hostile in ("//evil.test/x", "https://evil.test/", "/\\evil.test"):
         with browser() as client:
@@ -323,7 +329,8 @@ def test_secure_cookies_behind_tls_and_metrics_token(tmp_path: Path) -> None:
         app = create_app(settings, dispatcher=cast(Dispatcher, None), store=_store(settings))
         with TestClient(app, base_url="https://rollwright.example") as client:
             start = client.get("/auth/signin", follow_redirects=False)
-            assert "secure" in start.headers["set-cookie"].lower()
+            cookie = start.headers["set-cookie"]
+            assert cookie.startswith("__Host-rollwright_oauth=") and "secure" in cookie.lower()
             assert client.get("/metrics").status_code == 401
             scraped = client.get("/metrics", headers={"Authorization": "Bearer scrape-me"})
             assert scraped.status_code == 200 and "rollwright" in scraped.text
@@ -351,6 +358,17 @@ def test_without_sign_in_configured(tmp_path: Path) -> None:
     opened = Settings(data_dir=tmp_path / "state", open_pages=True)
     with TestClient(create_app(opened, dispatcher=cast(Dispatcher, None), store=store)) as client:
         assert client.get(f"/jobs/{READABLE}").status_code == 200
+    # a read token reads, and deploys nothing; an empty token is no token
+    reads = Settings(
+        data_dir=tmp_path / "state", read_token=SecretStr("r3ad"), api_token=SecretStr("")
+    )
+    assert reads.api_token is None
+    with TestClient(create_app(reads, dispatcher=cast(Dispatcher, None), store=store)) as client:
+        bearer = {"Authorization": "Bearer r3ad"}
+        assert client.get(f"/api/jobs/{READABLE}", headers=bearer).status_code == 200
+        deploy = {"repo": FLEET, "root": ROOT, "revision": "a1" * 20}
+        assert client.post("/api/deploy", json=deploy, headers=bearer).status_code == 404
+        assert client.post("/api/deploy", json=deploy).status_code == 404
     store.close()
     # sign-in needs the App that asks GitHub who may read what
     with pytest.raises(ValueError, match="no GitHub App"):
@@ -386,3 +404,100 @@ def test_a_session_lasts_session_hours(served: Served) -> None:
     assert claims is not None and claims["login"] == "reader"
     left = claims["exp"] - time.time()
     assert timedelta(hours=7.9).total_seconds() < left <= timedelta(hours=8).total_seconds()
+
+
+def test_github_failing_names_nothing_and_lists_fail_closed(served: Served) -> None:
+    served.emulator.set_permission("acme", "secret", "reader", "read")
+    with browser() as reader:
+        # the sign-in's own page asks of both repositories: GitHub fails for one of them
+        served.emulator.fail_next("GET", r"/repos/acme/secret/collaborators/", 502, times=3)
+        front = open_signed_in(reader, f"{served.url}/", "reader")
+        assert front.status_code == 200
+        assert "acme/fleet" in front.text and "acme/secret" not in front.text
+        # a single page: 503, naming neither the person nor the repository
+        served.emulator.fail_next("GET", r"/repos/acme/secret/collaborators/", 502, times=3)
+        down = reader.get(f"{served.url}/api/jobs/{HIDDEN}")
+        assert down.status_code == 503
+        assert "acme" not in down.text and "reader" not in down.text
+
+
+def test_odd_repositories_are_refused_without_asking_github(served: Served) -> None:
+    permissions = served.app.state.access.permissions
+    with signed_in(served, "reader") as reader:
+        asked = permissions.asked
+        for repo in ("foo", "a/b/c", "../x", "a.b/c", "o/.."):  # no name GitHub has: 422
+            audit = reader.get(f"{served.url}/api/audit", params={"repo": repo})
+            assert audit.status_code == 422, repo
+            root = reader.get(f"{served.url}/roots/{ROOT}", params={"repo": repo})
+            assert root.status_code == 422, repo
+        for repo in ("zz1/r1", "zz2/r2"):  # names rollwright has no deployment of
+            audit = reader.get(f"{served.url}/api/audit", params={"repo": repo})
+            assert audit.status_code == 200 and audit.json()["events"] == [], repo
+            root = reader.get(f"{served.url}/roots/{ROOT}", params={"repo": repo})
+            assert root.status_code == 404, repo
+        assert reader.get(f"{served.url}/rollouts/zz/yy/p1").status_code == 404
+        assert permissions.asked == asked + 1  # only the rollout's real-looking zz/yy
+
+
+def test_a_log_of_an_unknown_repository_is_only_a_machines(served: Served) -> None:
+    orphan = "0b6f4c3e-1d2a-4c55-9e1f-dddddddddddd"
+    blobs = FileBlobStore(served.settings.data_dir / "blobs")
+    JobLog(blobs).write(orphan, "rendered 3 releases", root=ROOT)  # no row, no repo
+    with signed_in(served, "reader") as reader:
+        assert reader.get(f"{served.url}/api/jobs/{orphan}/log").status_code == 404
+    with httpx.Client(headers=MACHINE_HEADERS, timeout=10) as machine:
+        assert machine.get(f"{served.url}/api/jobs/{orphan}/log").status_code == 200
+
+
+def test_page_buttons_click_only_from_the_gateways_own_pages(tmp_path: Path) -> None:
+    pem = new_app_key()
+    with GitHubEmulator(app_id=APP_ID, app_key=pem) as emulator:
+        emulator.seed_repository("acme", "fleet", 7)
+        settings = settings_for(
+            tmp_path, emulator, pem, public_url="http://rollwright.test", dev_mode=True
+        )
+        emulator.set_permission("acme", "fleet", "rita", "write")
+        store = _store(settings)
+        record(store, READABLE, FLEET, "a1")
+        key = settings.session_key()
+        assert key is not None
+        session = Signer(key).sign(SESSION_PURPOSE, {"login": "rita", "id": 1}, 60)
+        app = create_app(settings, dispatcher=cast(Dispatcher, None), store=store)
+        with TestClient(app, base_url="http://rollwright.test") as client:
+            client.cookies.set(SESSION_COOKIE, session)
+            click = f"/jobs/{READABLE}/actions/approve"
+            form = {"check_run_id": "1"}
+            for headers in (
+                {},  # no Origin, no Sec-Fetch-Site: an old client or a forged request
+                {"Origin": "http://127.0.0.1:9999"},  # another port: the same *site*
+                {"Origin": "null"},
+                {"Sec-Fetch-Site": "same-site"},
+            ):
+                answer = client.post(click, data=form, headers=headers, follow_redirects=False)
+                assert answer.status_code == 403, headers
+            # from the gateway's own page: on to the check run (which offers no such button)
+            for headers in (
+                {"Origin": "http://rollwright.test"},
+                {"Sec-Fetch-Site": "same-origin"},
+            ):
+                answer = client.post(click, data=form, headers=headers, follow_redirects=False)
+                assert answer.status_code == 409, headers
+        store.close()
+
+
+def test_open_pages_show_everything_to_everyone(tmp_path: Path) -> None:
+    pem = new_app_key()
+    with GitHubEmulator(app_id=APP_ID, app_key=pem) as emulator:
+        settings = settings_for(tmp_path, emulator, pem, open_pages=True)
+        store = _store(settings)
+        record(store, HIDDEN, SECRET_FLEET, "b2")
+        key = settings.session_key()
+        assert key is not None
+        app = create_app(settings, dispatcher=cast(Dispatcher, None), store=store)
+        with TestClient(app) as client:
+            assert client.get(f"/api/jobs/{HIDDEN}").status_code == 200
+            client.cookies.set(
+                SESSION_COOKIE, Signer(key).sign(SESSION_PURPOSE, {"login": "x", "id": 2}, 60)
+            )
+            assert client.get(f"/api/jobs/{HIDDEN}").status_code == 200  # signed in: no less
+        store.close()

@@ -11,7 +11,9 @@ asked, nothing is cached and the page says so.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -25,7 +27,17 @@ log = logging.getLogger("rollwright.gateway.access")
 
 TTL_SECONDS = 60.0
 MAX_ENTRIES = 10_000
+# GitHub calls at once: a page of many repositories, or many people at once, queue here
+# rather than take every thread of the gateway (and the App's rate limit) with them.
+CONCURRENT_ASKS = 8
 READS = frozenset({"read", "write", "admin"})
+# GitHub's owner and repository names (an owner has no dots; a repository is never . or ..)
+# (no look-ahead: FastAPI's validator is Rust's regex).
+REPO_PATTERN = (
+    r"^[A-Za-z0-9-]{1,39}/(?:[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}"
+    r"|\.[A-Za-z0-9_-][A-Za-z0-9_.-]{0,98}|\.\.[A-Za-z0-9_.-]{1,98})$"
+)
+REPO = re.compile(REPO_PATTERN)
 
 
 class PermissionUnknown(Exception):
@@ -45,16 +57,20 @@ class ReadPermissions:
         self._max = max_entries
         self._lock = threading.Lock()
         self._answers: OrderedDict[tuple[str, str], tuple[bool, float]] = OrderedDict()
+        self._asking = asyncio.Semaphore(CONCURRENT_ASKS)
         self.asked = 0  # GitHub calls made: what the cache saves, for tests and metrics
 
     async def can_read(self, login: str, repo: str) -> bool:
+        if not REPO.fullmatch(repo):
+            return False  # no repository GitHub could have: nothing to ask
         key = (login.lower(), repo.lower())
         now = time.monotonic()
         with self._lock:
             cached = self._answers.get(key)
             if cached is not None and cached[1] > now:
                 return cached[0]
-        allowed = await run_in_threadpool(self._ask, login, repo)
+        async with self._asking:
+            allowed = await run_in_threadpool(self._ask, login, repo)
         with self._lock:
             self._answers[key] = (allowed, time.monotonic() + self._ttl)
             self._answers.move_to_end(key)

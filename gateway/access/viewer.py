@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Annotated, Literal
 from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 
-from gateway.access.permissions import ReadPermissions
+from gateway.access.permissions import PermissionUnknown, ReadPermissions
 from gateway.access.session import SignedIn, Signer
 from shared.github.app import GitHubApp
 from shared.github.configured import configured_app
@@ -31,6 +32,13 @@ from shared.settings import Settings
 
 SESSION_COOKIE = "rollwright_session"
 SESSION_PURPOSE = "session"
+log = logging.getLogger("rollwright.gateway.access")
+
+
+def cookie_name(name: str, settings: Settings) -> str:
+    """Behind TLS the cookies take the `__Host-` prefix: the browser then keeps them only as
+    set by this host (Secure, `Path=/`, no Domain), never by a sibling subdomain."""
+    return f"__Host-{name}" if settings.public_url.startswith("https://") else name
 
 
 class SignInRequired(Exception):
@@ -83,15 +91,16 @@ class Access:
     def viewer(self, request: Request) -> Viewer:
         scheme, _, credential = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and credential.strip():
-            token = self.settings.api_token
             given = credential.strip().encode()
-            if token is not None and hmac.compare_digest(given, token.get_secret_value().encode()):
-                return Viewer("machine")
+            for token in (self.settings.api_token, self.settings.read_token):
+                if token is not None and hmac.compare_digest(
+                    given, token.get_secret_value().encode()
+                ):
+                    return Viewer("machine")
             raise SignInRequired(bad_token=True)
         if self.signer is not None:
-            who = SignedIn.of(
-                self.signer.verify(SESSION_PURPOSE, request.cookies.get(SESSION_COOKIE))
-            )
+            cookie = request.cookies.get(cookie_name(SESSION_COOKIE, self.settings))
+            who = SignedIn.of(self.signer.verify(SESSION_PURPOSE, cookie))
             if who is not None:
                 return Viewer("user", who.login, who.user_id)
         if self.settings.open_pages:
@@ -100,17 +109,27 @@ class Access:
 
     async def may_read(self, viewer: Viewer, repo: str) -> bool:
         """May `viewer` read `owner/name`? (PermissionUnknown when GitHub did not answer.)"""
-        if viewer.kind != "user":
+        if viewer.kind != "user" or self.settings.open_pages:
             return True
         assert viewer.login is not None
         return await self.permissions.can_read(viewer.login, repo)
 
     async def readable(self, viewer: Viewer, repos: Iterable[str]) -> list[str]:
         """Those of `repos` the viewer may read, in their order (asked side by side: a
-        front page of many repositories waits for the slowest answer, not their sum)."""
+        front page of many repositories waits for the slowest answer, not their sum). One
+        GitHub did not answer for is left out: a list fails closed, one repository at a
+        time, rather than not at all or with a message naming what it hides."""
+
+        async def allowed(repo: str) -> bool:
+            try:
+                return await self.may_read(viewer, repo)
+            except PermissionUnknown as err:
+                log.warning("read permission unknown", extra={"error": str(err)})
+                return False
+
         names = list(repos)
-        allowed = await asyncio.gather(*(self.may_read(viewer, repo) for repo in names))
-        return [repo for repo, ok in zip(names, allowed, strict=True) if ok]
+        answers = await asyncio.gather(*(allowed(repo) for repo in names))
+        return [repo for repo, ok in zip(names, answers, strict=True) if ok]
 
 
 def get_access(request: Request) -> Access:
@@ -144,7 +163,7 @@ class Reading:
     @property
     def everything(self) -> bool:
         """Machines and open pages read every repository (no filtering needed)."""
-        return self.viewer.kind != "user"
+        return self.viewer.kind != "user" or self.access.settings.open_pages
 
     async def visible(self, repos: Callable[[], list[str]]) -> list[str] | None:
         """The repositories of `repos()` the viewer may read, or None for all of them."""
@@ -159,11 +178,11 @@ class Reading:
         (whether to show it, the repository to narrow it to). Without `repo`, a person who
         reads every repository of `repos()` sees them all; one who reads only one of them
         sees that one; one who reads several but not all must name one (False)."""
-        if repo is not None:
-            return await self.may_read(repo), repo
         if self.everything:
-            return True, None
+            return True, repo
         every = await run_in_threadpool(repos)
+        if repo is not None:  # GitHub is asked only of repositories rollwright knows
+            return repo in every and await self.may_read(repo), repo
         visible = await self.readable(every)
         if len(visible) == 1:
             return True, visible[0]
