@@ -57,10 +57,12 @@ def render_checkout(checkout: Path, root: str) -> Render:
 
 # The fleet's warnings per root of the revisions rendered last: they depend on the revision
 # alone, and one push deploys many roots of one revision (the analysis reads every release
-# of the fleet: about a second on a 1,000-root fleet).
+# of the fleet: about a second on a 1,000-root fleet, where a root's render takes a tenth of
+# that). Renders of a revision that arrive while its analysis runs wait for it.
 _WARNINGS: OrderedDict[tuple[str, str], dict[str, list[str]]] = OrderedDict()
 _WARNINGS_KEPT = 8
 _warnings_lock = threading.Lock()
+_analysing: dict[tuple[str, str], threading.Lock] = {}
 
 
 def render_with_warnings(
@@ -75,15 +77,21 @@ def render_with_warnings(
     render = fleet.render(root)
     if not warn:
         return render, []
+    if key is None:
+        return render, [str(p) for p in fleet.unread_values(root)]
     with _warnings_lock:
-        table = _WARNINGS.get(key) if key is not None else None
-    if table is None:
-        table = {r: [str(p) for p in fleet.unread_values(r)] for r in fleet.roots()}
-        if key is not None:
+        analysing = _analysing.setdefault(key, threading.Lock())
+    with analysing:
+        with _warnings_lock:
+            table = _WARNINGS.get(key)
+        if table is None:
+            table = {r: [str(p) for p in fleet.unread_values(r)] for r in fleet.roots()}
             with _warnings_lock:
                 _WARNINGS[key] = table
                 while len(_WARNINGS) > _WARNINGS_KEPT:
                     _WARNINGS.popitem(last=False)
+    with _warnings_lock:
+        _analysing.pop(key, None)
     return render, table.get(root, [])
 
 
@@ -112,13 +120,19 @@ class RenderActivities:
             request.deployment_id, "render started", root=request.root, revision=request.revision
         )
         started = time.monotonic()
+        commit = self._commit(request)
+        # The fleet's warnings are shared by the deployments of one commit (None: git could not
+        # name it, and they are worked out for this root alone).
+        key = (repo, commit["sha"]) if commit.get("sha") else None
         try:
             with (
                 withhold_unexpected(f"rendering root {request.root!r}"),
                 fleet_mistakes(),
                 keyed_markers(self.settings.marker_key(repo)),
             ):
-                render, warnings = render_with_warnings(Path(request.checkout_path), request.root)
+                render, warnings = render_with_warnings(
+                    Path(request.checkout_path), request.root, key=key
+                )
         except ApplicationError as err:
             self.jobs.write(
                 request.deployment_id,
@@ -130,11 +144,6 @@ class RenderActivities:
         if not render.files:
             log.info("root renders empty", extra={"repo": repo, "root": request.root})
         prefix = render_prefix(repo, request.root, request.revision)
-        try:
-            commit = commit_summary(Path(request.checkout_path))
-        except GitMirrorError as err:  # reviews still work without the subject and author
-            log.warning("commit summary unavailable", extra={"repo": repo, "error": str(err)})
-            commit = {}
         save_render(self.blobs, prefix, request.revision, render, warnings, commit)
         log.info(
             "render stored",
@@ -158,6 +167,17 @@ class RenderActivities:
             seconds=round(time.monotonic() - started, 3),
         )
         return RenderSummary(digest=render.digest, file_count=len(render.files), blob_prefix=prefix)
+
+    def _commit(self, request: RenderRequest) -> dict[str, str]:
+        """The checkout's commit: sha, subject, author and date (empty when git cannot say)."""
+        try:
+            return commit_summary(Path(request.checkout_path))
+        except GitMirrorError as err:  # reviews still work without the subject and author
+            activity.logger.warning(
+                "commit summary unavailable",
+                extra={"repo": request.repo.full_name, "error": str(err)},
+            )
+            return {}
 
     @activity.defn(name=ACT_DIFF_RENDER)
     async def diff_render(self, request: DiffRequest) -> DiffSummary:
