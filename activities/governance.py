@@ -10,6 +10,8 @@ memberships of the teams the policy names, then applies the decision table in
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 from temporalio import activity
@@ -41,12 +43,33 @@ from shared.review.governance import decide, policy_for, teams_named
 from shared.review.owners import changed_paths, owners_for
 from shared.stores.blob import BlobStore
 
+# How long GitHub's list of a commit's pull requests is reused: every root of a merged revision
+# asks for the same list (a fleet-wide change asked 1,000 times within minutes). A list read
+# too early (GitHub links a merge to its pull request within moments) only costs reviews:
+# without the pull request nothing carries over, and the roots ask for approval.
+PULLS_SECONDS = 60.0
+
 
 class GovernanceActivities:
     def __init__(self, github: GitHubAccess, blobs: BlobStore, jobs: JobLog | None = None) -> None:
         self.github = github
         self.blobs = blobs
         self.jobs = jobs or JobLog(None)
+        self._pulls: dict[tuple[str, str], tuple[float, list[PullOfCommit]]] = {}
+        self._pulls_lock = threading.Lock()
+
+    def _pulls_of(self, app: GitHubApp, repo: str, sha: str) -> list[PullOfCommit]:
+        """`app.pulls_of_commit`, asked once per commit every PULLS_SECONDS."""
+        now = time.monotonic()
+        with self._pulls_lock:
+            self._pulls = {k: v for k, v in self._pulls.items() if now - v[0] < PULLS_SECONDS}
+            known = self._pulls.get((repo, sha))
+        if known is not None:
+            return known[1]
+        pulls = app.pulls_of_commit(repo, sha)
+        with self._pulls_lock:
+            self._pulls[(repo, sha)] = (now, pulls)
+        return pulls
 
     @activity.defn(name=ACT_REVIEW_POLICY)
     async def review_policy(self, request: ReviewPolicyRequest) -> ReviewPolicy:
@@ -151,7 +174,7 @@ class GovernanceActivities:
         """The merged pull request's approving reviews of its last head, each judged like a
         click, when the deployment's diff is exactly the diff previewed for that head."""
         repo, app = request.repo.full_name, self.github.app_for(request.repo)
-        pull = _merged_pull(app.pulls_of_commit(repo, request.revision), request.revision)
+        pull = _merged_pull(self._pulls_of(app, repo, request.revision), request.revision)
         if pull is None:
             return CarryOver(reason="this commit did not come from a merged pull request")
         pr = f"#{pull.number}"
