@@ -72,9 +72,9 @@ _FLEETS_KEPT = 2
 _fleets_lock = threading.Lock()
 
 
-def _fleet(checkout: Path, key: tuple[str, str] | None) -> tuple[Fleet, threading.Lock]:
+def shared_fleet(checkout: Path, key: tuple[str, str] | None) -> tuple[Fleet, threading.Lock]:
     """The fleet at `checkout` and the lock its users hold; shared under `key`
-    (repository, commit id) with the other renders of that checkout."""
+    (repository, commit id) with the other users of that checkout (renders, review policies)."""
     if key is None:
         return Fleet.open(WorkTree(checkout)), threading.Lock()
     full = (*key, str(checkout.resolve()))
@@ -98,7 +98,7 @@ def render_with_warnings(
     fleet sets that no template reads, with file and line, which the check run shows above
     the diff. `key` (repository, commit id) shares the fleet and its warnings between the
     deployments of a commit."""
-    fleet, lock = _fleet(checkout, key)
+    fleet, lock = shared_fleet(checkout, key)
     with lock:
         if root not in set(fleet.roots()):
             return Render.of(root, {}), []
