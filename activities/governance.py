@@ -10,6 +10,8 @@ memberships of the teams the policy names, then applies the decision table in
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 from temporalio import activity
@@ -18,7 +20,9 @@ from activities.errors import fleet_mistakes, github_errors
 from activities.github import GitHubAccess
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
+from activities.render import shared_fleet
 from activities.store import FILES_DIR, load_render_meta
+from shared.contracts.deploy import RepoRef
 from shared.contracts.governance import (
     ACT_CARRY_OVER,
     ACT_JUDGE_REVIEW,
@@ -33,6 +37,7 @@ from shared.contracts.governance import (
 )
 from shared.contracts.preview import preview_fingerprints_key
 from shared.engine import fleetconfig
+from shared.engine.atlas.layout import AtlasLayout
 from shared.engine.layout import detect_layout
 from shared.engine.tree import WorkTree
 from shared.github.app import GitHubApp, PullOfCommit
@@ -40,6 +45,13 @@ from shared.review.diff import fingerprint
 from shared.review.governance import decide, policy_for, teams_named
 from shared.review.owners import changed_paths, owners_for
 from shared.stores.blob import BlobStore
+from shared.stores.gitmirror import GitMirrorError, commit_summary
+
+# How long GitHub's list of a commit's pull requests is reused: every root of a merged revision
+# asks for the same list (a fleet-wide change asked 1,000 times within minutes). A list read
+# too early (GitHub links a merge to its pull request within moments) only costs reviews:
+# without the pull request nothing carries over, and the roots ask for approval.
+PULLS_SECONDS = 60.0
 
 
 class GovernanceActivities:
@@ -47,6 +59,21 @@ class GovernanceActivities:
         self.github = github
         self.blobs = blobs
         self.jobs = jobs or JobLog(None)
+        self._pulls: dict[tuple[str, str], tuple[float, list[PullOfCommit]]] = {}
+        self._pulls_lock = threading.Lock()
+
+    def _pulls_of(self, app: GitHubApp, repo: str, sha: str) -> list[PullOfCommit]:
+        """`app.pulls_of_commit`, asked once per commit every PULLS_SECONDS."""
+        now = time.monotonic()
+        with self._pulls_lock:
+            self._pulls = {k: v for k, v in self._pulls.items() if now - v[0] < PULLS_SECONDS}
+            known = self._pulls.get((repo, sha))
+        if known is not None:
+            return known[1]
+        pulls = app.pulls_of_commit(repo, sha)
+        with self._pulls_lock:
+            self._pulls[(repo, sha)] = (now, pulls)
+        return pulls
 
     @activity.defn(name=ACT_REVIEW_POLICY)
     async def review_policy(self, request: ReviewPolicyRequest) -> ReviewPolicy:
@@ -84,7 +111,18 @@ class GovernanceActivities:
                 return self.blobs.get(prefix + FILES_DIR + path) if prefix else None
 
             changed = changed_paths(digests("old"), digests("new"))
-            owners = owners_for(tree, config, layout, request.root, changed, read)
+            if layout != "atlas" or not changed:
+                owners = owners_for(tree, config, layout, request.root, changed, read)
+            else:
+                # The fleet the render opened on this checkout knows its clusters already:
+                # finding them again cost every deployment of a fleet-wide change 0.1 s.
+                checkout = Path(request.checkout_path)
+                fleet, lock = shared_fleet(checkout, _commit_key(request.repo, checkout))
+                planner = fleet.layout.planner if isinstance(fleet.layout, AtlasLayout) else None
+                with lock:
+                    owners = owners_for(
+                        tree, config, layout, request.root, changed, read, planner=planner
+                    )
         return policy_for(config, request.root, layout, author=request.author, owners=owners)
 
     @activity.defn(name=ACT_JUDGE_REVIEW)
@@ -151,7 +189,7 @@ class GovernanceActivities:
         """The merged pull request's approving reviews of its last head, each judged like a
         click, when the deployment's diff is exactly the diff previewed for that head."""
         repo, app = request.repo.full_name, self.github.app_for(request.repo)
-        pull = _merged_pull(app.pulls_of_commit(repo, request.revision), request.revision)
+        pull = _merged_pull(self._pulls_of(app, repo, request.revision), request.revision)
         if pull is None:
             return CarryOver(reason="this commit did not come from a merged pull request")
         pr = f"#{pull.number}"
@@ -195,6 +233,15 @@ class GovernanceActivities:
             if refused:
                 reason += " (" + "; ".join(refused) + ")"
         return CarryOver(pr=pull.number, approvers=counted, satisfies=satisfies, reason=reason)
+
+
+def _commit_key(repo: RepoRef, checkout: Path) -> tuple[str, str] | None:
+    """What the render shares the checkout's fleet under (`activities.render`)."""
+    try:
+        sha = commit_summary(checkout).get("sha")
+    except GitMirrorError:
+        return None
+    return (repo.full_name, sha) if sha else None
 
 
 def who_is(app: GitHubApp, repo: str, policy: ReviewPolicy, login: str) -> tuple[str, set[str]]:

@@ -57,10 +57,38 @@ def render_checkout(checkout: Path, root: str) -> Render:
 
 # The fleet's warnings per root of the revisions rendered last: they depend on the revision
 # alone, and one push deploys many roots of one revision (the analysis reads every release
-# of the fleet: about a second on a 1,000-root fleet).
+# of the fleet: about a second on a 1,000-root fleet, where a root's render takes a tenth of
+# that).
 _WARNINGS: OrderedDict[tuple[str, str], dict[str, list[str]]] = OrderedDict()
 _WARNINGS_KEPT = 8
 _warnings_lock = threading.Lock()
+# The fleets of the revisions rendered last, opened on the worker's shared worktree of the
+# revision (`GitMirror.checkout`): opening a fleet finds every root, and its first render
+# checks the whole fleet's structure, about 0.2 s on a 1,000-root fleet that every
+# deployment of a fleet-wide change paid again. A fleet caches what it reads and is not
+# made for threads: one render at a time uses it.
+_FLEETS: OrderedDict[tuple[str, str, str], tuple[Fleet, threading.Lock]] = OrderedDict()
+_FLEETS_KEPT = 2
+_fleets_lock = threading.Lock()
+
+
+def shared_fleet(checkout: Path, key: tuple[str, str] | None) -> tuple[Fleet, threading.Lock]:
+    """The fleet at `checkout` and the lock its users hold; shared under `key`
+    (repository, commit id) with the other users of that checkout (renders, review policies)."""
+    if key is None:
+        return Fleet.open(WorkTree(checkout)), threading.Lock()
+    full = (*key, str(checkout.resolve()))
+    with _fleets_lock:
+        found = _FLEETS.get(full)
+        if found is not None:
+            _FLEETS.move_to_end(full)
+            return found
+    fleet = Fleet.open(WorkTree(checkout))
+    with _fleets_lock:
+        found = _FLEETS.setdefault(full, (fleet, threading.Lock()))
+        while len(_FLEETS) > _FLEETS_KEPT:
+            _FLEETS.popitem(last=False)
+    return found
 
 
 def render_with_warnings(
@@ -68,18 +96,21 @@ def render_with_warnings(
 ) -> tuple[Render, list[str]]:
     """The root's render and (with `warn`) the fleet's warnings about it: values keys the
     fleet sets that no template reads, with file and line, which the check run shows above
-    the diff. `key` (repository, revision) shares the warnings between deployments."""
-    fleet = Fleet.open(WorkTree(checkout))
-    if root not in set(fleet.roots()):
-        return Render.of(root, {}), []
-    render = fleet.render(root)
-    if not warn:
-        return render, []
-    with _warnings_lock:
-        table = _WARNINGS.get(key) if key is not None else None
-    if table is None:
-        table = {r: [str(p) for p in fleet.unread_values(r)] for r in fleet.roots()}
-        if key is not None:
+    the diff. `key` (repository, commit id) shares the fleet and its warnings between the
+    deployments of a commit."""
+    fleet, lock = shared_fleet(checkout, key)
+    with lock:
+        if root not in set(fleet.roots()):
+            return Render.of(root, {}), []
+        render = fleet.render(root)
+        if not warn:
+            return render, []
+        if key is None:
+            return render, [str(p) for p in fleet.unread_values(root)]
+        with _warnings_lock:
+            table = _WARNINGS.get(key)
+        if table is None:
+            table = {r: [str(p) for p in fleet.unread_values(r)] for r in fleet.roots()}
             with _warnings_lock:
                 _WARNINGS[key] = table
                 while len(_WARNINGS) > _WARNINGS_KEPT:
@@ -112,13 +143,19 @@ class RenderActivities:
             request.deployment_id, "render started", root=request.root, revision=request.revision
         )
         started = time.monotonic()
+        commit = self._commit(request)
+        # The fleet's warnings are shared by the deployments of one commit (None: git could not
+        # name it, and they are worked out for this root alone).
+        key = (repo, commit["sha"]) if commit.get("sha") else None
         try:
             with (
                 withhold_unexpected(f"rendering root {request.root!r}"),
                 fleet_mistakes(),
                 keyed_markers(self.settings.marker_key(repo)),
             ):
-                render, warnings = render_with_warnings(Path(request.checkout_path), request.root)
+                render, warnings = render_with_warnings(
+                    Path(request.checkout_path), request.root, key=key
+                )
         except ApplicationError as err:
             self.jobs.write(
                 request.deployment_id,
@@ -130,11 +167,6 @@ class RenderActivities:
         if not render.files:
             log.info("root renders empty", extra={"repo": repo, "root": request.root})
         prefix = render_prefix(repo, request.root, request.revision)
-        try:
-            commit = commit_summary(Path(request.checkout_path))
-        except GitMirrorError as err:  # reviews still work without the subject and author
-            log.warning("commit summary unavailable", extra={"repo": repo, "error": str(err)})
-            commit = {}
         save_render(self.blobs, prefix, request.revision, render, warnings, commit)
         log.info(
             "render stored",
@@ -158,6 +190,17 @@ class RenderActivities:
             seconds=round(time.monotonic() - started, 3),
         )
         return RenderSummary(digest=render.digest, file_count=len(render.files), blob_prefix=prefix)
+
+    def _commit(self, request: RenderRequest) -> dict[str, str]:
+        """The checkout's commit: sha, subject, author and date (empty when git cannot say)."""
+        try:
+            return commit_summary(Path(request.checkout_path))
+        except GitMirrorError as err:  # reviews still work without the subject and author
+            activity.logger.warning(
+                "commit summary unavailable",
+                extra={"repo": request.repo.full_name, "error": str(err)},
+            )
+            return {}
 
     @activity.defn(name=ACT_DIFF_RENDER)
     async def diff_render(self, request: DiffRequest) -> DiffSummary:

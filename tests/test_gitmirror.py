@@ -131,9 +131,44 @@ def test_prune_stale_checkouts(origin: Path, ref: RepoRef, mirror: GitMirror) ->
     old, _ = mirror.checkout(ref, "main", "old")
     fresh, _ = mirror.checkout(ref, "main", "fresh")
     past = time.time() - 3600
-    os.utime(old, (past, past))
+    # a checkout's age is its own (both link to the revision's shared worktree)
+    os.utime(old, (past, past), follow_symlinks=False)
     assert mirror.prune_checkouts(600) == [old]
     assert not old.exists() and fresh.exists()
+    assert (fresh / "README.md").is_file()
+
+
+def test_checkouts_of_one_revision_share_a_worktree(
+    origin: Path, ref: RepoRef, mirror: GitMirror
+) -> None:
+    """A fleet-wide change checks its revision out once per worker, not once per root; the
+    shared worktree goes with the last checkout of it."""
+    first, sha = mirror.checkout(ref, "main", "deploy-1")
+    second, _ = mirror.checkout(ref, sha, "deploy-2")
+    assert first.resolve() == second.resolve()
+    assert (second / "README.md").read_text() == "one\n"
+    assert git(second, "rev-parse", "HEAD") == sha
+    mirror_path = mirror.mirror_path(ref)
+    assert len(git(mirror_path, "worktree", "list").splitlines()) == 2  # the mirror and one
+
+    assert mirror.remove_checkout(first) is True
+    assert not first.exists() and (second / "README.md").is_file()
+    assert mirror.remove_checkout(second) is True
+    assert not second.exists()
+    assert list(mirror.checkouts_dir.iterdir()) == []  # the shared worktree went too
+    assert len(git(mirror_path, "worktree", "list").splitlines()) == 1
+
+
+def test_prune_removes_unlinked_shared_worktrees(
+    origin: Path, ref: RepoRef, mirror: GitMirror
+) -> None:
+    path, _ = mirror.checkout(ref, "main", "deploy-1")
+    shared = path.resolve()
+    path.unlink()  # as a worker that died between the two steps of a removal leaves it
+    past = time.time() - 3600
+    os.utime(shared, (past, past))
+    assert mirror.prune_checkouts(600) == []
+    assert list(mirror.checkouts_dir.iterdir()) == []
 
 
 def test_unsafe_names_are_refused(mirror: GitMirror) -> None:

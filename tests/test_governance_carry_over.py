@@ -134,15 +134,29 @@ def test_nothing_carries_over_when_the_diff_is_not_the_previewed_one(setup: Setu
     assert "was not previewed for this root at its last head" in setup.carry().reason
 
 
-def test_a_withdrawn_approval_and_a_direct_push_carry_nothing(setup: Setup) -> None:
+def test_a_withdrawn_approval_and_a_direct_push_carry_nothing(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
     setup.previewed(12, HEAD, OLD_FILES, NEW_FILES)
     setup.emulator.add_review("acme", "fleet", 12, "alice", "APPROVED", commit_id=HEAD)
     setup.emulator.add_review("acme", "fleet", 12, "alice", "CHANGES_REQUESTED", commit_id=HEAD)
     assert setup.carry().reason == "#12 has no approval of its last head"
+    monkeypatch.setattr("activities.governance.PULLS_SECONDS", 0.0)  # GitHub asked again
     setup.emulator.set_pull(
         "acme", "fleet", 12, head_sha=HEAD, state="closed", merged=True, merge_commit_sha="d" * 40
     )
     assert setup.carry().reason == "this commit did not come from a merged pull request"
+
+
+def test_the_roots_of_a_commit_ask_github_for_its_pull_requests_once(setup: Setup) -> None:
+    """A fleet-wide merge checks every root's carry-over: GitHub's list of the commit's pull
+    requests is read once a minute, not once a root."""
+    setup.previewed(12, HEAD, OLD_FILES, NEW_FILES)
+    setup.emulator.add_review("acme", "fleet", 12, "alice", "APPROVED", commit_id=HEAD)
+    before = len(setup.emulator.requests())
+    outcomes = {setup.carry().reason for _ in range(5)}
+    asked = [r for r in setup.emulator.requests()[before:] if r.path.endswith("/pulls")]
+    assert len(outcomes) == 1 and len(asked) == 1
 
 
 def test_approvals_meet_only_what_their_authors_may_approve(setup: Setup) -> None:

@@ -88,6 +88,9 @@ def publishable_files(
         return render.reveal()
     if policy == "refuse":
         raise PlaintextSecretsError(render.root, target, list(secrets))
+    # sops finds the rules' directory and the file's path from the real directories: a
+    # checkout reached through a link (a revision's shared worktree) must not confuse it.
+    checkout = checkout.resolve()
     config = checkout / SOPS_CONFIG
     if not config.is_file():
         raise FleetError(

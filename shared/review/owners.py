@@ -23,6 +23,7 @@ from shared.contracts.governance import OwnersRequirement
 from shared.engine import yamldoc
 from shared.engine.atlas.files import TEMPLATES
 from shared.engine.atlas.layout import AtlasLayout
+from shared.engine.atlas.planner import Planner
 from shared.engine.dimensions.models import OWNERS_FILE, Owners
 from shared.engine.fleetconfig import FleetConfig, parse_model
 from shared.engine.tree import Tree
@@ -44,14 +45,18 @@ def owners_for(
     root: str,
     changed: set[str],
     read: Callable[[str, str], bytes | None],
+    *,
+    planner: Planner | None = None,
 ) -> list[OwnersRequirement]:
     """The OWNERS requirements of a deployment of `root` whose render changed `changed`.
-    `read(side, path)` returns a rendered file of the "old" or "new" render (None: absent)."""
+    `read(side, path)` returns a rendered file of the "old" or "new" render (None: absent).
+    An atlas fleet's `planner` of the same tree, when one is at hand, saves finding every
+    cluster of the fleet again."""
     if not changed:
         return []
     if layout == "dimensions":
         return _dimensions(tree, root, changed, read)
-    return _atlas(tree, config, root, changed)
+    return _atlas(tree, config, root, changed, planner)
 
 
 def _dimensions(
@@ -87,9 +92,9 @@ def _sections(raw: bytes | None) -> dict[str, dict[str, Any]]:
 
 
 def _atlas(
-    tree: Tree, config: FleetConfig, root: str, changed: set[str]
+    tree: Tree, config: FleetConfig, root: str, changed: set[str], planner: Planner | None
 ) -> list[OwnersRequirement]:
-    plans = AtlasLayout(tree, config).planner.plans(root)
+    plans = (planner or AtlasLayout(tree, config).planner).plans(root)
     if config.output.pattern.startswith(DEPLOYMENT_FIRST):
         touched = {p.split("/", 1)[0] for p in changed}
     else:

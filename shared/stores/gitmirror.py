@@ -4,12 +4,17 @@ Layout under the worker's git directory (settings.git_dir):
 
     mirrors/<owner>/<name>.git      `git clone --mirror` once, then `git fetch --prune`
     mirrors/<owner>/<name>.git.lock flock held while cloning, fetching or adding worktrees
-    checkouts/<deployment-id>/      `git worktree add --detach` of one revision
+    checkouts/.rev-<sha>-<mirror>/  `git worktree add --detach` of one revision, shared
+    checkouts/<deployment-id>       a symlink to it (or, for a retried checkout, a worktree
+                                    of its own)
 
 A push never clones: the first use of a repository clones its mirror, every later use fetches
 only what is new, and a revision the mirror already holds is not fetched at all (commits are
 immutable). Checkouts are worktrees of the mirror, so they share its object store and cost
-only the files written.
+only the files written; the deployments of one revision on a worker share one worktree (a
+fleet-wide change checks the revision out once, not once per root: writing a 1,000-root
+fleet's files takes about a second), which goes with the last of them. Checkouts are read,
+never written.
 
 Credentials for HTTPS remotes come from a `token_for(repo)` callback (the GitHub App's
 installation token) and reach git through `GIT_CONFIG_*` environment variables as an
@@ -21,6 +26,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -280,38 +286,94 @@ class GitMirror:
     # --- checkouts -----------------------------------------------------------------------
 
     def checkout(self, repo: RepoRef, revision: str, name: str) -> tuple[Path, str]:
-        """A detached worktree of `revision` at checkouts/<name> (replaced if it exists: a
-        retried activity starts clean). Returns the path and the full commit id."""
+        """`revision` at checkouts/<name>: a link to the worker's shared worktree of the
+        revision, made when the first checkout of it needs it. A checkout that exists already
+        is replaced by a worktree of its own (a retried activity starts clean, whatever the
+        failed attempt left). Returns the path and the full commit id."""
         mirror = self.ensure(repo, revision)
         sha = self.resolve(repo, revision)
         dest = self.checkout_path(name)
+        shared = self.checkouts_dir / f".rev-{sha}-{_digest(mirror)}"
         self.checkouts_dir.mkdir(parents=True, exist_ok=True)
+        doomed: list[Path] = []
         with self._locked(mirror):
-            if dest.exists():
-                self._remove_locked(mirror, dest)
-            self._git(mirror, "worktree", "add", "--detach", "--force", "--quiet", str(dest), sha)
+            if dest.is_symlink() or dest.exists():
+                doomed += self._release_locked(mirror, dest)
+                self._add_worktree(mirror, dest, sha)
+            else:
+                if not (shared / ".git").is_file():
+                    doomed += self._unlink_locked(mirror, shared)
+                    self._add_worktree(mirror, shared, sha)
+                dest.symlink_to(shared.name)
+        self._dispose(mirror, doomed)
         return dest, sha
 
     def remove_checkout(self, path: Path) -> bool:
-        """Delete a checkout made by `checkout`. Paths outside checkouts/ are refused (the path
-        comes from an activity payload). Returns False when there was nothing to remove."""
+        """Delete a checkout made by `checkout` (and the revision's shared worktree with the
+        last link to it). Paths outside checkouts/ are refused (the path comes from an
+        activity payload). Returns False when there was nothing to remove."""
         path = Path(os.path.abspath(path))
         if path.parent != self.checkouts_dir:
             raise ValueError(f"{path} is not a checkout under {self.checkouts_dir}")
-        if not path.exists():
+        if not (path.is_symlink() or path.exists()):
             return False
-        mirror = _mirror_of(path)
+        mirror = _mirror_of(self._target(path))
         if mirror is None:
-            shutil.rmtree(path, ignore_errors=True)
+            if path.is_symlink():
+                path.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
             return True
         with self._locked(mirror):
-            self._remove_locked(mirror, path)
+            doomed = self._release_locked(mirror, path)
+        self._dispose(mirror, doomed)
         return True
 
-    def _remove_locked(self, mirror: Path, path: Path) -> None:
-        shutil.rmtree(path, ignore_errors=True)
-        # Drops the worktree's bookkeeping in the mirror now that its directory is gone.
-        self._git(mirror, "worktree", "prune", check=False)
+    def _target(self, path: Path) -> Path:
+        """The worktree of checkout `path`: the shared one it links to, or itself."""
+        return self.checkouts_dir / os.readlink(path) if path.is_symlink() else path
+
+    def _release_locked(self, mirror: Path, path: Path) -> list[Path]:
+        """Take checkout `path` away, and the shared worktree it links to when no other
+        checkout does; returns what `_dispose` deletes."""
+        target = self._target(path)
+        doomed = self._unlink_locked(mirror, path)
+        if target != path and not self._linked(target):
+            doomed += self._unlink_locked(mirror, target)
+        return doomed
+
+    def _add_worktree(self, mirror: Path, dest: Path, sha: str) -> None:
+        self._git(mirror, "worktree", "add", "--detach", "--force", "--quiet", str(dest), sha)
+
+    def _linked(self, shared: Path) -> bool:
+        """Whether a checkout still links to the shared worktree `shared`."""
+        for entry in self.checkouts_dir.iterdir():
+            with contextlib.suppress(OSError):
+                if entry.is_symlink() and os.readlink(entry) == shared.name:
+                    return True
+        return False
+
+    def _unlink_locked(self, mirror: Path, path: Path) -> list[Path]:
+        """Take `path` out of checkouts/ at once (a link is removed, a worktree renamed
+        aside); returns the directories left to delete, which `_dispose` does without the
+        lock: deleting a fleet's files takes a while, and checkouts wait for the lock."""
+        if path.is_symlink():
+            path.unlink()
+            return []
+        if not path.exists():
+            return []
+        aside = Path(tempfile.mkdtemp(prefix=".removing-", dir=self.checkouts_dir))
+        os.replace(path, aside / "tree")
+        return [aside]
+
+    def _dispose(self, mirror: Path, doomed: list[Path]) -> None:
+        if not doomed:
+            return
+        for aside in doomed:
+            shutil.rmtree(aside, ignore_errors=True)
+        with self._locked(mirror):
+            # Drops the worktrees' bookkeeping in the mirror now that their directories are gone.
+            self._git(mirror, "worktree", "prune", check=False)
 
     def prune_checkouts(self, max_age_seconds: float) -> list[Path]:
         """Remove checkouts not touched for `max_age_seconds` (left by a worker that died;
@@ -321,13 +383,31 @@ class GitMirror:
             return removed
         cutoff = time.time() - max_age_seconds
         for path in sorted(self.checkouts_dir.iterdir()):
+            if path.name.startswith("."):
+                continue  # shared worktrees go with their last link; leftovers below
             try:
-                stale = path.is_dir() and path.stat().st_mtime < cutoff
+                # a link's own age: the checkout's, not its revision's
+                stale = (path.is_symlink() or path.is_dir()) and path.lstat().st_mtime < cutoff
             except FileNotFoundError:
                 continue
             if stale and self.remove_checkout(path):
                 removed.append(path)
+        for path in sorted(self.checkouts_dir.iterdir()):
+            # shared worktrees nobody links to, and removals a crash interrupted
+            try:
+                stale = path.name.startswith(".") and path.lstat().st_mtime < cutoff
+            except FileNotFoundError:
+                continue
+            if stale and path.name.startswith(".removing-"):
+                shutil.rmtree(path, ignore_errors=True)
+            elif stale and path.name.startswith(".rev-") and not self._linked(path):
+                self.remove_checkout(path)
         return removed
+
+
+def _digest(mirror: Path) -> str:
+    """A short name for a mirror (two repositories may hold the same commit)."""
+    return hashlib.sha256(str(mirror).encode()).hexdigest()[:12]
 
 
 def _mirror_of(checkout: Path) -> Path | None:

@@ -14,6 +14,7 @@ Run alone: `python -m tests.bench.run --only fleetwide [--write docs/benchmarks.
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
 import time
 from collections import Counter
@@ -27,7 +28,10 @@ from tests.bench.common import section_header
 from tests.support.cluster import Cluster, Fleet
 
 MARKER = "## Fleet-wide change (issue 16)"
-GROUPS, CLUSTERS, RELEASES = 10, 100, 10
+# The fleet's size; experiments may shrink it (`ROLLWRIGHT_BENCH_FLEETWIDE_GROUPS`, `_CLUSTERS`).
+GROUPS = int(os.environ.get("ROLLWRIGHT_BENCH_FLEETWIDE_GROUPS", "10"))
+CLUSTERS = int(os.environ.get("ROLLWRIGHT_BENCH_FLEETWIDE_CLUSTERS", "100"))
+RELEASES = 10
 LIMIT = 600.0  # s: stop waiting (and report what was reached) after 10 minutes
 # Targets (the issue names the measures, not values; these are ours, see the section text)
 TARGET_SECONDS = 300.0
