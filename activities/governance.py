@@ -48,10 +48,12 @@ from shared.stores.blob import BlobStore
 from shared.stores.gitmirror import GitMirrorError, commit_summary
 
 # How long GitHub's list of a commit's pull requests is reused: every root of a merged revision
-# asks for the same list (a fleet-wide change asked 1,000 times within minutes). A list read
-# too early (GitHub links a merge to its pull request within moments) only costs reviews:
-# without the pull request nothing carries over, and the roots ask for approval.
+# asks for the same list (a fleet-wide change asked 1,000 times within minutes). An empty list
+# is kept only briefly: read too early (GitHub links a merge to its pull request within
+# moments), it would keep approvals from carrying over (the roots would ask for review, the
+# safe side, but needlessly).
 PULLS_SECONDS = 60.0
+NO_PULLS_SECONDS = 5.0
 
 
 class GovernanceActivities:
@@ -66,7 +68,11 @@ class GovernanceActivities:
         """`app.pulls_of_commit`, asked once per commit every PULLS_SECONDS."""
         now = time.monotonic()
         with self._pulls_lock:
-            self._pulls = {k: v for k, v in self._pulls.items() if now - v[0] < PULLS_SECONDS}
+            self._pulls = {
+                k: v
+                for k, v in self._pulls.items()
+                if now - v[0] < (PULLS_SECONDS if v[1] else NO_PULLS_SECONDS)
+            }
             known = self._pulls.get((repo, sha))
         if known is not None:
             return known[1]

@@ -159,6 +159,21 @@ def test_the_roots_of_a_commit_ask_github_for_its_pull_requests_once(setup: Setu
     assert len(outcomes) == 1 and len(asked) == 1
 
 
+def test_a_commit_not_yet_linked_to_its_pull_request_is_asked_about_again(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GitHub links a merge commit to its pull request within moments: an empty list is kept
+    for a few seconds only, so the next root's carry-over sees the pull request."""
+    monkeypatch.setattr("activities.governance.NO_PULLS_SECONDS", 0.0)
+    setup.previewed(12, HEAD, OLD_FILES, NEW_FILES)
+    setup.emulator.add_review("acme", "fleet", 12, "alice", "APPROVED", commit_id=HEAD)
+    merged = {"head_sha": HEAD, "state": "closed", "merged": True}
+    setup.emulator.set_pull("acme", "fleet", 12, **merged, merge_commit_sha="d" * 40)
+    assert setup.carry().reason == "this commit did not come from a merged pull request"
+    setup.emulator.set_pull("acme", "fleet", 12, **merged, merge_commit_sha=MERGED)
+    assert setup.carry().reason != "this commit did not come from a merged pull request"
+
+
 def test_approvals_meet_only_what_their_authors_may_approve(setup: Setup) -> None:
     setup.previewed(12, HEAD, OLD_FILES, NEW_FILES)
     for login in ("alice", "carol", "olga"):
