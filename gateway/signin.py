@@ -109,7 +109,7 @@ async def callback(
         claims is None
         or not code
         or not cookie
-        or not secrets.compare_digest(str(claims.get("nonce", "")), cookie)
+        or not secrets.compare_digest(str(claims.get("nonce", "")).encode(), cookie.encode())
     ):
         return error_page(
             400,

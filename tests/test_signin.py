@@ -239,6 +239,13 @@ def test_callbacks_that_do_not_belong_to_this_browser_are_refused(served: Served
         code = served.emulator.issue_oauth_code("attacker", f"{served.url}/auth/callback")
         forced = victim.get(f"{served.url}/auth/callback", params={"code": code, "state": state})
         assert forced.status_code == 400 and SESSION_COOKIE not in forced.cookies
+        # a state cookie that is not even ASCII is refused like any other mismatch
+        odd = httpx.get(
+            f"{served.url}/auth/callback",
+            params={"code": code, "state": state},
+            headers={"Cookie": "rollwright_oauth=n\u00f6nce".encode()},
+        )
+        assert odd.status_code == 400
         # a state signed with another key, and a forged session cookie, count for nothing
         victim.cookies.set(SESSION_COOKIE, Signer(b"k" * 32).sign(SESSION_PURPOSE, {}, 60))
         assert victim.get(f"{served.url}/jobs/{READABLE}").status_code == 303
