@@ -36,9 +36,11 @@ import threading
 import urllib.parse
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal, get_args
+
+from shared.devstack.background import BackgroundHTTPServer
 
 Behaviour = Literal["healthy", "degraded", "never_sync", "sync_fails"]
 BEHAVIOURS: tuple[str, ...] = get_args(Behaviour)
@@ -103,44 +105,25 @@ class FakeArgoCD:
     ) -> None:
         self.token = token  # what clients must send (the stack hands it to its worker)
         self.git_dir = git_dir
-        self._host = host
-        self._port = port
+        self._http = BackgroundHTTPServer("fake Argo CD", host, port)
         self._lock = threading.RLock()
         self._apps: dict[str, FakeApplication] = {}
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self.requests: list[tuple[str, str, int]] = []  # (method, path, status)
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> FakeArgoCD:
-        if self._server is not None:
-            return self
-        fake = self
+        if not self._http.running:
+            fake = self
 
-        class Handler(_Handler):
-            owner = fake
+            class Handler(_Handler):
+                owner = fake
 
-        self._server = ThreadingHTTPServer((self._host, self._port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="fake-argocd",
-            daemon=True,
-        )
-        self._thread.start()
+            self._http.start(Handler)
         return self
 
     def stop(self) -> None:
-        if self._server is None:
-            return
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = None
-        self._thread = None
+        self._http.stop()
 
     def __enter__(self) -> FakeArgoCD:
         return self.start()
@@ -150,10 +133,7 @@ class FakeArgoCD:
 
     @property
     def url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the fake Argo CD is not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self._http.url
 
     # ------------------------------------------------------------------ control
 

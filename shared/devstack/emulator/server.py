@@ -60,7 +60,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPublicKey
 
+from shared.devstack.background import BackgroundHTTPServer
 from shared.devstack.emulator.gitdata import GitDataApi
 from shared.devstack.emulator.model import (
     DOCS,
@@ -240,8 +241,7 @@ class GitHubEmulator:
         self._public_key = _public_key(app_key)
         self.webhook_url = webhook_url
         self.webhook_secret = webhook_secret
-        self._host = host
-        self._port = port
+        self._http = BackgroundHTTPServer("GitHub emulator", host, port)
         self._token_ttl = token_ttl
         # What the permission API says of anyone not made a collaborator: GitHub's `none`
         # for a private repository; the dev stack says `write`, so whoever one clicks as in
@@ -274,41 +274,22 @@ class GitHubEmulator:
         self._teams: dict[tuple[str, str], dict[str, str]] = {}
         # (repo, pull number) → submitted reviews, oldest first
         self._reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self._routes = self._build_routes()
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> GitHubEmulator:
-        if self._server is not None:
-            return self
-        emulator = self
+        if not self._http.running:
+            emulator = self
 
-        class RequestHandler(_HTTPHandler):
-            owner = emulator
+            class Handler(_HTTPHandler):
+                owner = emulator
 
-        self._server = ThreadingHTTPServer((self._host, self._port), RequestHandler)
-        self._server.daemon_threads = True
-        # a short poll interval makes stop() quick (tests start one emulator per test)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="github-emulator",
-            daemon=True,
-        )
-        self._thread.start()
+            self._http.start(Handler)
         return self
 
     def stop(self) -> None:
-        if self._server is None:
-            return
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = None
-        self._thread = None
+        self._http.stop()
 
     def __enter__(self) -> GitHubEmulator:
         return self.start()
@@ -318,10 +299,7 @@ class GitHubEmulator:
 
     @property
     def url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the GitHub emulator is not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self._http.url
 
     # ------------------------------------------------------------------ seeding
 
@@ -713,7 +691,7 @@ class GitHubEmulator:
             return value
 
     def _base(self) -> str:
-        return self.url if self._server is not None else f"http://{self._host}:{self._port}"
+        return self._http.url if self._http.running else self._http.configured_url
 
     def _repo(self, owner: str, repo: str) -> Repo:
         record = self._repos.get(f"{owner}/{repo}".lower())
