@@ -64,11 +64,9 @@ async def audit(
     """The audit trail: who approved, rejected, unlocked, promoted, halted or resumed what,
     from where (check run, page, API, PR review), when, and whether it counted; of the
     repositories the viewer may read."""
-    if reading.everything:
-        repos: list[str] | None = None
-    elif repo:  # GitHub is asked only of repositories rollwright knows
-        known = repo in await run_in_threadpool(reader.store.repositories)
-        repos = [repo] if known and await reading.may_read(repo) else []
+    if repo:
+        shown, _ = await reading.narrow(repo, reader.store.repositories)
+        repos: list[str] | None = [repo] if shown else []
     else:
         repos = await reading.visible(reader.store.repositories)
     return await run_in_threadpool(

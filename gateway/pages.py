@@ -107,6 +107,18 @@ def error_page(code: int, title: str, detail: str, public_url: str) -> HTMLRespo
     return HTMLResponse(html, status_code=code)
 
 
+def _page(template: str, reading: Reading, public: str, **context: Any) -> HTMLResponse:
+    """A page of the layout: its template with the gateway's URL and who is signed in."""
+    html = templates.get_template(template).render(
+        public_url=public, viewer=reading.viewer, **context
+    )
+    return HTMLResponse(html)
+
+
+def _fleet_url(public: str, repo: str) -> str:
+    return f"{public}/?{urlencode({'repo': repo})}"
+
+
 def _chunks(pieces: Iterable[str]) -> Iterator[bytes]:
     """Template output in chunks of about CHUNK bytes; everything up to FLUSH right away."""
     buffer: list[str] = []
@@ -243,7 +255,7 @@ async def job_action(
         return error_page(502, "The click did not go through", str(err), public)
     log.info("dev action clicked", extra={"deployment": deployment_id, "action": identifier})
     if form.get("back") == ["root"]:  # the root page's Unlock: back where it was clicked
-        root_url = f"{public}/roots/{quote(job.root)}?{urlencode({'repo': job.repo})}"
+        root_url = settings.root_url(job.repo, job.root)
         return RedirectResponse(root_url, status_code=303)
     return RedirectResponse(f"{public}/jobs/{deployment_id}", status_code=303)
 
@@ -284,15 +296,15 @@ async def fleet_page(
         }
         return f"{public}/?{urlencode(query)}" if query else f"{public}/"
 
-    html = templates.get_template("fleet.html").render(
+    return _page(
+        "fleet.html",
+        reading,
+        public,
         fleet=fleet,
         filter_url=filter_url,
-        repo_url=lambda name: f"{public}/?{urlencode({'repo': name})}",
+        repo_url=lambda name: _fleet_url(public, name),
         api_url=f"{public}/api/fleet?{urlencode({'repo': fleet.repo or ''})}",
-        public_url=public,
-        viewer=reading.viewer,
     )
-    return HTMLResponse(html)
 
 
 @router.get("/rollouts/{owner}/{name}/{patch_id}", response_class=HTMLResponse)
@@ -318,17 +330,17 @@ async def rollout_page(
         return error_page(
             404, "No such rollout", f"No rollout of patch {patch_id!r} in {repo} is known.", public
         )
-    html = templates.get_template("rollout.html").render(
+    return _page(
+        "rollout.html",
+        reading,
+        public,
         view=view,
         actions=rollout_actions(view),
         check_run=promotion_check_run_name(patch_id),
         temporal=reader.workflow_url(promotion_workflow_id(repo, patch_id)),
-        fleet_url=f"{public}/?{urlencode({'repo': repo})}",
+        fleet_url=_fleet_url(public, repo),
         job_url=reader.settings.job_url,
-        public_url=public,
-        viewer=reading.viewer,
     )
-    return HTMLResponse(html)
 
 
 def rollout_actions(view: RolloutView) -> list[tuple[str, str]]:
@@ -351,25 +363,23 @@ async def index_page(reader: ReaderDep, reading: ReadingDep) -> HTMLResponse:
     end)."""
     public = reader.settings.public_url.rstrip("/")
     rows = await run_in_threadpool(reader.store.roots)
-    if not reading.everything:
-        readable = set(await reading.readable(sorted({repo for repo, _, _, _ in rows})))
-        rows = [row for row in rows if row[0] in readable]
     repositories = sorted({repo for repo, _, _, _ in rows})
+    if not reading.everything:
+        repositories = await reading.readable(repositories)
+    shown = set(repositories)
     roots = [
         {
             "repo": repo,
             "root": root,
             "deployments": count,
             "last": last,
-            "page": f"{public}/roots/{quote(root)}?{urlencode({'repo': repo})}",
+            "page": reader.settings.root_url(repo, root),
         }
         for repo, root, count, last in rows
+        if repo in shown
     ]
-    fleets = {name: f"{public}/?{urlencode({'repo': name})}" for name in repositories}
-    html = templates.get_template("index.html").render(
-        roots=roots, fleets=fleets, public_url=public, viewer=reading.viewer
-    )
-    return HTMLResponse(html)
+    fleets = {name: _fleet_url(public, name) for name in repositories}
+    return _page("index.html", reading, public, roots=roots, fleets=fleets)
 
 
 @router.get("/roots/{root:path}", response_class=HTMLResponse)
@@ -410,12 +420,12 @@ async def root_page(
                 if button.identifier == "unlock":
                     unlock[lock.deployment_id] = button
     query = urlencode({"page": str(listing.page), **({"repo": repo} if repo else {})})
-    html = templates.get_template("root.html").render(
+    return _page(
+        "root.html",
+        reading,
+        public,
         page=listing,
         page_url=page_url,
         api_url=f"{public}/api/roots/{quote(root)}?{query}",
-        public_url=public,
         unlock=unlock,
-        viewer=reading.viewer,
     )
-    return HTMLResponse(html)
