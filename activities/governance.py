@@ -22,7 +22,6 @@ from activities.heartbeat import blocking
 from activities.joblog import JobLog
 from activities.render import shared_fleet
 from activities.store import FILES_DIR, load_render_meta
-from shared.contracts.deploy import RepoRef
 from shared.contracts.governance import (
     ACT_CARRY_OVER,
     ACT_JUDGE_REVIEW,
@@ -45,7 +44,6 @@ from shared.review.diff import fingerprint
 from shared.review.governance import decide, policy_for, teams_named
 from shared.review.owners import changed_paths, owners_for
 from shared.stores.blob import BlobStore
-from shared.stores.gitmirror import GitMirrorError, commit_summary
 
 # How long GitHub's list of a commit's pull requests is reused: every root of a merged revision
 # asks for the same list (a fleet-wide change asked 1,000 times within minutes). An empty list
@@ -123,7 +121,7 @@ class GovernanceActivities:
                 # The fleet the render opened on this checkout knows its clusters already:
                 # finding them again cost every deployment of a fleet-wide change 0.1 s.
                 checkout = Path(request.checkout_path)
-                fleet, lock = shared_fleet(checkout, _commit_key(request.repo, checkout))
+                fleet, lock = shared_fleet(checkout)
                 planner = fleet.layout.planner if isinstance(fleet.layout, AtlasLayout) else None
                 with lock:
                     owners = owners_for(
@@ -239,15 +237,6 @@ class GovernanceActivities:
             if refused:
                 reason += " (" + "; ".join(refused) + ")"
         return CarryOver(pr=pull.number, approvers=counted, satisfies=satisfies, reason=reason)
-
-
-def _commit_key(repo: RepoRef, checkout: Path) -> tuple[str, str] | None:
-    """What the render shares the checkout's fleet under (`activities.render`)."""
-    try:
-        sha = commit_summary(checkout).get("sha")
-    except GitMirrorError:
-        return None
-    return (repo.full_name, sha) if sha else None
 
 
 def who_is(app: GitHubApp, repo: str, policy: ReviewPolicy, login: str) -> tuple[str, set[str]]:

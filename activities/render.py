@@ -62,43 +62,50 @@ def render_checkout(checkout: Path, root: str) -> Render:
 _WARNINGS: OrderedDict[tuple[str, str], dict[str, list[str]]] = OrderedDict()
 _WARNINGS_KEPT = 8
 _warnings_lock = threading.Lock()
-# The fleets of the revisions rendered last, opened on the worker's shared worktree of the
-# revision (`GitMirror.checkout`): opening a fleet finds every root, and its first render
-# checks the whole fleet's structure, about 0.2 s on a 1,000-root fleet that every
-# deployment of a fleet-wide change paid again. A fleet caches what it reads and is not
-# made for threads: one render at a time uses it.
-_FLEETS: OrderedDict[tuple[str, str, str], tuple[Fleet, threading.Lock]] = OrderedDict()
+# The fleets of the checkouts rendered last: opening a fleet finds every root, and its first
+# render checks the whole fleet's structure, about 0.2 s on a 1,000-root fleet that every
+# deployment of a fleet-wide change paid again. The deployments of one revision on a worker
+# share its worktree (`GitMirror.checkout`: the real path names the revision and the
+# repository's mirror), so that path is the key. A fleet caches what it reads and is not made
+# for threads: one user at a time holds its lock.
+_FLEETS: OrderedDict[Path, tuple[Fleet, threading.Lock]] = OrderedDict()
 _FLEETS_KEPT = 2
 _fleets_lock = threading.Lock()
 
 
-def shared_fleet(checkout: Path, key: tuple[str, str] | None) -> tuple[Fleet, threading.Lock]:
-    """The fleet at `checkout` and the lock its users hold; shared under `key`
-    (repository, commit id) with the other users of that checkout (renders, review policies)."""
-    if key is None:
+def shared_fleet(checkout: Path, *, share: bool = True) -> tuple[Fleet, threading.Lock]:
+    """The fleet at `checkout` and the lock its users hold, shared with the other users of
+    the same worker checkout (renders, review policies). `share=False` for a tree whose
+    files may change under the same path (a working copy, a test's repository)."""
+    if not share:
         return Fleet.open(WorkTree(checkout)), threading.Lock()
-    full = (*key, str(checkout.resolve()))
+    real = checkout.resolve()
     with _fleets_lock:
-        found = _FLEETS.get(full)
+        found = _FLEETS.get(real)
         if found is not None:
-            _FLEETS.move_to_end(full)
+            _FLEETS.move_to_end(real)
             return found
     fleet = Fleet.open(WorkTree(checkout))
     with _fleets_lock:
-        found = _FLEETS.setdefault(full, (fleet, threading.Lock()))
+        found = _FLEETS.setdefault(real, (fleet, threading.Lock()))
         while len(_FLEETS) > _FLEETS_KEPT:
             _FLEETS.popitem(last=False)
     return found
 
 
 def render_with_warnings(
-    checkout: Path, root: str, *, warn: bool = True, key: tuple[str, str] | None = None
+    checkout: Path,
+    root: str,
+    *,
+    warn: bool = True,
+    key: tuple[str, str] | None = None,
+    share: bool = False,
 ) -> tuple[Render, list[str]]:
     """The root's render and (with `warn`) the fleet's warnings about it: values keys the
     fleet sets that no template reads, with file and line, which the check run shows above
-    the diff. `key` (repository, commit id) shares the fleet and its warnings between the
-    deployments of a commit."""
-    fleet, lock = shared_fleet(checkout, key)
+    the diff. `key` (repository, commit id) shares the warnings between the deployments of
+    a commit; `share` the opened fleet between the users of a worker checkout."""
+    fleet, lock = shared_fleet(checkout, share=share)
     with lock:
         if root not in set(fleet.roots()):
             return Render.of(root, {}), []
@@ -154,7 +161,7 @@ class RenderActivities:
                 keyed_markers(self.settings.marker_key(repo)),
             ):
                 render, warnings = render_with_warnings(
-                    Path(request.checkout_path), request.root, key=key
+                    Path(request.checkout_path), request.root, key=key, share=True
                 )
         except ApplicationError as err:
             self.jobs.write(
