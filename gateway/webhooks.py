@@ -322,7 +322,7 @@ def _check_run(ev: CheckRunEvent, app_id: str | None) -> Route:
                 signal=ReviewSignal(
                     decision="approve" if identifier == "approve" else "reject",
                     by=sender,
-                    # The deployment checks these against its own check run (issue 16).
+                    # The deployment checks these against its own check run.
                     repo=repo.full_name,
                     check_run_name=run.name,
                     head_sha=run.head_sha,

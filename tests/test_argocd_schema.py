@@ -16,8 +16,8 @@ from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from shared.engine.validate import validate_fleet
 from tests.conftest import EXAMPLES, write_files
+from tests.support.vendored import ARGOCD_SWAGGER
 
-SWAGGER = Path(__file__).parent.parent.parent / "shared/fixtures/argocd/swagger.json"
 DIMENSIONS = EXAMPLES / "dimensions-fleet"
 BOOTSTRAP = Path(__file__).parent / "fixtures/fleets/bootstrap-fleet"
 HYPERSHIFT = "config/management-cluster/hypershift-operator"
@@ -25,7 +25,7 @@ HYPERSHIFT = "config/management-cluster/hypershift-operator"
 
 def test_the_vendored_schema_is_argo_cds() -> None:
     vendored = (Path(argocd.__file__).parent / argocd.SCHEMA_FILE).read_text()
-    assert vendored == argocd.render_schema(SWAGGER)
+    assert vendored == argocd.render_schema(ARGOCD_SWAGGER)
     assert {"v1alpha1Application", "v1alpha1ApplicationSource"} <= set(argocd.definitions())
 
 

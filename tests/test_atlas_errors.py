@@ -193,10 +193,10 @@ def test_go_template_error_names_file_and_line(tmp_path: Path) -> None:
 
 
 def test_instance_secrets_must_stay_in_the_deployment_directory(tmp_path: Path) -> None:
-    text = "apps:\n  - template: echo\n    secrets:\n      - ../../shared.sops.yaml\n"
+    text = "apps:\n  - template: echo\n    secrets:\n      - ../../common.sops.yaml\n"
     base = fleet(tmp_path, {f"{DEP}/deployment.yaml": text})
     assert problems(base) == [
-        f"{DEP}/deployment.yaml:4: apps[0].secrets[0]: secrets file '../../shared.sops.yaml' "
+        f"{DEP}/deployment.yaml:4: apps[0].secrets[0]: secrets file '../../common.sops.yaml' "
         f"must stay inside {DEP}/"
     ]
 

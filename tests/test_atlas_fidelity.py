@@ -1,4 +1,4 @@
-"""Helm fidelity of atlas releases (issue 12): what `helm template` / `helmfile template` would
+"""Helm fidelity of atlas releases: what `helm template` / `helmfile template` would
 produce, or a clear refusal. Real charts from tests/fixtures/charts, the real Helm engine, and
 chart repositories and registries on 127.0.0.1."""
 

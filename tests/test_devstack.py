@@ -440,7 +440,7 @@ def test_rollwright_demo_succeeds_and_names_a_failing_step(tmp_path: Path) -> No
     for number in range(1, 10):
         assert f"[{number}/9]" in ok.stdout
     assert re.search(r"/jobs/[0-9a-f-]{36}: verified, [1-9]\d* states in the timeline", ok.stdout)
-    # published to a git branch, then verified by the stack's fake Argo CD (issue 15)
+    # published to a git branch, then verified by the stack's fake Argo CD
     assert re.search(r"Argo CD staging-cluster-a: Synced at [0-9a-f]{12}, Healthy", ok.stdout)
     assert "Verified" in ok.stdout
     assert "every step happened" in ok.stdout

@@ -1,4 +1,4 @@
-"""End to end (issue 15): a promotion halted by a Degraded node and rolled back with
+"""End to end: a promotion halted by a Degraded node and rolled back with
 `rollout.rollback: auto`, on the embedded stack.
 
 The real Temporal dev server, worker and gateway processes, the GitHub emulator serving a git

@@ -15,14 +15,14 @@ import jsonschema
 import pytest
 
 from shared.devstack.argocd import FakeArgoCD
+from tests.support.vendored import ARGOCD_SWAGGER
 
-SWAGGER = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "argocd" / "swagger.json"
 TOKEN = "argocd-test-token"
 
 
 def validator(definition: str) -> jsonschema.Draft4Validator:
     """A validator of one swagger definition, its `$ref`s resolved inside the document."""
-    definitions = json.loads(SWAGGER.read_text())["definitions"]
+    definitions = json.loads(ARGOCD_SWAGGER.read_text())["definitions"]
     schema = {"$ref": f"#/definitions/{definition}", "definitions": definitions}
     return jsonschema.Draft4Validator(schema)
 

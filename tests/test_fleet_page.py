@@ -1,4 +1,4 @@
-"""The fleet page `/` (issue 15 item 5): every root of a repository with its newest
+"""The fleet page `/`: every root of a repository with its newest
 deployment, what the cluster runs and how that delivery was verified, the queue and the lock;
 filters by state; server-rendered (read here without a browser, and in headless Debian
 chromium with a screenshot)."""

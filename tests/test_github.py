@@ -35,8 +35,8 @@ from shared.github.app import (
     webhook_signature,
 )
 from tests.conftest import commit_all, git, init_repo, write_files
+from tests.support.vendored import GITHUB_ENDPOINTS, GITHUB_WEBHOOKS
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github"
 APP_ID = 4242
 INSTALLATION = 77
 SHA = "c0ffee" + "0" * 34
@@ -339,7 +339,7 @@ def test_check_run_ids_increment_and_get_returns_state(emulator: GitHubEmulator)
 
 
 def test_check_run_response_has_githubs_shape(emulator: GitHubEmulator) -> None:
-    endpoints = json.loads((FIXTURES / "rest" / "endpoints.json").read_text())
+    endpoints = json.loads(GITHUB_ENDPOINTS.read_text())
     token = emulator.issue_token(INSTALLATION)
     emulator.set_pull("acme", "fleet", 3, head_sha=SHA)
     with api(emulator, token) as http:
@@ -371,9 +371,7 @@ def test_check_run_response_has_githubs_shape(emulator: GitHubEmulator) -> None:
     assert comment["user"]["type"] == "Bot"
     assert comment["user"]["login"] == "rollwright[bot]"
     assert set(pull) >= set(
-        json.loads((FIXTURES / "webhooks" / "pull_request.opened.12.json").read_text())[
-            "pull_request"
-        ]
+        json.loads((GITHUB_WEBHOOKS / "pull_request.opened.12.json").read_text())["pull_request"]
     ) - {"_links"}
 
 
@@ -672,7 +670,7 @@ def test_compare_and_push_from_a_real_git_repo(
             ["b.yaml"],
             ["a.yaml"],
         )
-        fixture = json.loads((FIXTURES / "webhooks" / "push.event.4.json").read_text())
+        fixture = json.loads((GITHUB_WEBHOOKS / "push.event.4.json").read_text())
         assert set(payload) - {"organization"} == set(fixture)
         assert set(payload["repository"]) == set(fixture["repository"])
         for key in ("created_at", "updated_at", "pushed_at"):
@@ -697,7 +695,7 @@ def test_webhook_signature_matches_githubs_test_vector() -> None:
 def test_send_webhook_is_signed_over_the_exact_bytes(
     emulator: GitHubEmulator, receiver: Receiver
 ) -> None:
-    raw = (FIXTURES / "webhooks" / "ping.event.0.json").read_bytes()
+    raw = (GITHUB_WEBHOOKS / "ping.event.0.json").read_bytes()
     delivery = emulator.send_webhook("ping", raw)
     headers, body = receiver.next()
     assert body == raw
@@ -747,7 +745,7 @@ def test_click_action_sends_requested_action(
     assert payload["repository"]["full_name"] == REPO
     assert payload["sender"]["login"] == "alice"
     # same shape as the real payload GitHub sent
-    fixture = json.loads((FIXTURES / "webhooks" / "check_run.requested_action.6.json").read_text())
+    fixture = json.loads((GITHUB_WEBHOOKS / "check_run.requested_action.6.json").read_text())
     assert set(payload) == set(fixture)
     assert set(run) == set(fixture["check_run"])
     assert set(run["check_suite"]) == set(fixture["check_run"]["check_suite"])
@@ -850,6 +848,6 @@ def test_standalone_process(tmp_path: Path, app_key: str) -> None:
 
 
 def test_packaged_schemas_match_githubs_description() -> None:
-    endpoints = json.loads((FIXTURES / "rest" / "endpoints.json").read_text())
+    endpoints = json.loads(GITHUB_ENDPOINTS.read_text())
     packaged = json.loads(SCHEMAS_FILE.read_text())["endpoints"]
     assert packaged == extract_request_schemas(endpoints)

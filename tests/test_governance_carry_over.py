@@ -1,4 +1,4 @@
-"""Approvals carried over from the pull request (issue 14, item 4): the real `carry_over`
+"""Approvals carried over from the pull request: the real `carry_over`
 activity against the GitHub emulator over HTTP (the commit's pull requests, their reviews,
 permissions and teams) and a file blob store holding the deployment's renders and the
 fingerprints the preview stored for the pull request's last head."""

@@ -1,4 +1,4 @@
-"""OWNERS files (issue 14, item 2): the real `review_policy` activity on a checkout of the
+"""OWNERS files: the real `review_policy` activity on a checkout of the
 example fleets, with real renders stored in a file blob store, names the owners of exactly
 the applications the rendered diff touches; a deployment under OWNERS waits until every
 owner group (or an admin) approved, and its check run says whose approval is still needed."""

@@ -4,7 +4,7 @@ and every real activity) on Temporal's dev server, with real git repositories be
 GitHub emulator (which writes `refs/pull/N/head` and a real `refs/pull/N/merge`), SOPS with a
 throwaway age key, and the comment and check runs read back from the emulator.
 
-The payloads are `../shared/fixtures/github/webhooks/pull_request.opened.12.json` and
+The payloads are `tests/fixtures/github/webhooks/pull_request.opened.12.json` and
 `pull_request.synchronize.22.json`; only the repository, installation, number, refs and shas
 are rewritten to point at an emulated repository, every other field stays as GitHub sent it.
 
@@ -461,7 +461,7 @@ def test_a_rotated_secret_shows_a_changed_hash_and_never_its_plaintext(
 
 def test_an_approved_pull_request_deploys_without_asking_again(stack: Stack) -> None:
     """The previewed diff, approved on GitHub by someone with write access, is what the merge
-    deploys: the deployment publishes at once, "approved in #2 by @alice" (issue 14, item 4).
+    deploys: the deployment publishes at once, "approved in #2 by @alice".
     The real worker throughout: preview fingerprints, the emulator's commit → pull request
     lookup, reviews and permission API, the deployment's own renders."""
     fleet = new_fleet(stack)

@@ -56,14 +56,14 @@ from shared.stores.gitmirror import GitMirror
 from tests.conftest import git
 from tests.preview_support import commit, web_repo
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
+from tests.support.vendored import GITHUB_WEBHOOKS
 
-WEBHOOKS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github" / "webhooks"
 APP_ID = 4242
 INSTALLATION = 77
 
 
 def load(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((WEBHOOKS / name).read_text())
+    data: dict[str, Any] = json.loads((GITHUB_WEBHOOKS / name).read_text())
     return data
 
 
@@ -358,7 +358,7 @@ def test_a_preview_stores_each_roots_fingerprint_for_carried_over_approvals(
 def test_the_preview_check_run_names_the_owners_to_approve_and_whether_they_did(
     previews: PreviewActivities, emulator: GitHubEmulator, tmp_path: Path
 ) -> None:
-    """OWNERS on a pull request (issue 14, item 2): the preview's summary lists the OWNERS
+    """OWNERS on a pull request: the preview's summary lists the OWNERS
     files the change touches and whether the PR's reviews of its head already approve."""
     repo = web_repo(
         tmp_path / "fleet",

@@ -379,7 +379,7 @@ def test_deployments_contain_the_patch_only_where_active(world: World) -> None:
 
 
 def test_rollback_reverts_the_promotion_commit_as_the_app(world: World) -> None:
-    """Issue 15, `rollback: auto`: the revert of the node's promotion commit lands on the
+    """`rollback: auto`: the revert of the node's promotion commit lands on the
     default branch like a promotion (through the App); done twice, it commits nothing."""
     node = "integration/int-sector-1/us-central1"
     copy = f"{APP_DIR}/{node}/patches/patch-001-hypershift-v4.18.yaml"

@@ -8,7 +8,6 @@ import asyncio
 import copy
 import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,16 +31,15 @@ from shared.contracts.promotion import (
 )
 from tests.support.deploy_world import REPO, World, harness, sha, until
 from tests.support.promotion_world import PATCH, Fleet, rollout
+from tests.support.vendored import GITHUB_WEBHOOKS
 
 APP_ID = "4242"
-# GitHub's own example payloads (../shared/fixtures beside the checkout), as test_gateway.py.
-WEBHOOKS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "github" / "webhooks"
 
 
 def click(
     name: str, identifier: str, *, app_id: int = 4242, action: str = "requested_action"
 ) -> dict[str, Any]:
-    path = WEBHOOKS / "check_run.requested_action.6.json"
+    path = GITHUB_WEBHOOKS / "check_run.requested_action.6.json"
     payload: dict[str, Any] = copy.deepcopy(json.loads(path.read_text()))
     payload["action"] = action
     payload["check_run"]["name"] = name

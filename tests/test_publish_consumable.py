@@ -1,4 +1,4 @@
-"""Issue 15 item 3: a root published to git is what Argo CD and Flux consume with no settings
+"""A root published to git is what Argo CD and Flux consume with no settings
 of their own. Every root of the example atlas fleet is published to a branch and built with
 `kubectl kustomize` of the system's kubectl (Debian package `kubectl`: another build than the
 engine's, as a cluster's reader is) at the root's path; the build is exactly the render."""

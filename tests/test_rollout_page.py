@@ -1,4 +1,4 @@
-"""The rollout page `/rollouts/<owner>/<repo>/<patch-id>` (issue 15 item 5): a running
+"""The rollout page `/rollouts/<owner>/<repo>/<patch-id>`: a running
 PromotionWorkflow on Temporal's time-skipping server (the fleet doubles of
 tests/support/promotion_world.py), asked by the gateway's real dispatcher through its `rollout`
 query, rendered server-side; read as HTML and in headless chromium with a screenshot."""

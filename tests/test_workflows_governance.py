@@ -1,4 +1,4 @@
-"""Review policies on the DeploymentWorkflow (issue 14): when a review is needed, whose click
+"""Review policies on the DeploymentWorkflow: when a review is needed, whose click
 counts, and what a click that does not count does (nothing, but it is recorded and shown).
 
 The time-skipping server with the deploy doubles (tests/support/deploy_world.py), whose

@@ -1,4 +1,4 @@
-"""PromotionWorkflow on the time-skipping server: the rollout scenarios of issue 7.
+"""PromotionWorkflow on the time-skipping server: the rollout scenarios of docs/promotion.md.
 
 Each test starts its own test server with a fake fleet behind the activities
 (tests/support/promotion_world.py): days at a manual gate, soak times and closed windows pass
@@ -589,7 +589,7 @@ async def test_a_resume_click_that_reaches_a_continued_run_at_its_start() -> Non
 
 @scenario
 async def test_a_node_counts_only_once_its_roots_are_verified() -> None:
-    """Issue 15: a root with a verify rule is `verifying` in latest.json after publish; the
+    """A root with a verify rule is `verifying` in latest.json after publish; the
     node is not done until its deployment ends `verified`, then promotion goes on."""
     fleet = three_nodes()
     fleet.start_at(1)

@@ -1,4 +1,4 @@
-"""Delivery verification (issue 15) on the time-skipping server: a deployment published to a
+"""Delivery verification on the time-skipping server: a deployment published to a
 root with a `verify` rule waits for the fake Argo CD (over HTTP) and an HTTP check, run by the
 real `verify_delivery` activity, and ends `verified` or `unhealthy` with the reason and every
 Application's sync, health and conditions on its check run."""

@@ -79,7 +79,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import calls, searchattrs
     from workflows.deployment import DeploymentWorkflow
 
-# Finished deployments are signalled to PromotionWorkflows (issue 7); older histories replay
+# Finished deployments are signalled to PromotionWorkflows; older histories replay
 # without it. Only outcomes a rollout acts on are sent.
 PATCH_NOTIFY_PROMOTIONS = "deploy-notify-promotions"
 NOTIFY_STATES = frozenset({"published", "verified", "unhealthy", "failed", "rejected", "timed_out"})
@@ -91,7 +91,7 @@ PATCH_RECORD_QUEUED = "record-queued"
 PATCH_SIGNALS_BEFORE_NEXT = "deploy-signals-before-next-item"
 # Long enough to keep a busy root's history readable, well under Temporal's limits.
 MAX_HISTORY_EVENTS = 10_000
-# A long queue keeps the history bounded (issue 16): queued items' check runs and rows are
+# A long queue keeps the history bounded: queued items' check runs and rows are
 # written in batches and only when they change, continue-as-new is checked inside every long
 # loop, and a deployment running when the run continues as new runs on (abandoned, not
 # terminated) and reports its end by signal. Older histories did none of this.

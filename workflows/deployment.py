@@ -90,10 +90,10 @@ with workflow.unsafe.imports_passed_through():
 
 
 # A review click counts only when it was made on the deployment's own check run, and every
-# click is recorded (issue 16); older histories took any click that named the deployment.
+# click is recorded; older histories took any click that named the deployment.
 PATCH_REVIEW_ORIGIN = "review-checks-origin"
 # A pinned worker that is lost (no heartbeat, nobody takes its task, its checkout gone) gets the
-# checkout, render and diff redone on another worker, up to MAX_WORKER_LOSSES times (issue 16);
+# checkout, render and diff redone on another worker, up to MAX_WORKER_LOSSES times;
 # older histories failed the deployment.
 PATCH_REPIN = "deployment-repins-lost-workers"
 MAX_WORKER_LOSSES = 3
@@ -101,15 +101,15 @@ MAX_WORKER_LOSSES = 3
 # queue: a busy one (a fleet-wide change queues hundreds of renders on each worker) is waited
 # for, not replaced; older histories took every such task for a lost worker.
 PATCH_BUSY_WORKERS = "deployment-waits-for-busy-workers"
-# The checkout clean-up is started and not awaited (issue 16); older histories waited for it.
+# The checkout clean-up is started and not awaited; older histories waited for it.
 PATCH_CLEANUP_BEHIND = "cleanup-never-blocks"
 CLEANUP_WAIT = timedelta(seconds=15)
 # After publish, delivery is verified when rollwright.yaml has a `verify` rule for the root
-# (issue 15: Argo CD Synced at the published commit and Healthy, an HTTP check); older
+# (Argo CD Synced at the published commit and Healthy, an HTTP check); older
 # histories ended at "published".
 PATCH_VERIFY = "verify-delivery"
 # The root's review policy (rollwright.yaml `review:`) decides when a review is needed and
-# which clicks count, judged one by one by an activity (issue 14); older histories took the
+# which clicks count, judged one by one by an activity; older histories took the
 # first click on the deployment's own check run.
 PATCH_GOVERNANCE = "governance-review-policy"
 # Refused clicks the check run lists (the newest; the audit trail keeps them all).

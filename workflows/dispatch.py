@@ -41,13 +41,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import calls, searchattrs
 
-# Pushes to the default branch start and feed PromotionWorkflows (issue 7); histories written
+# Pushes to the default branch start and feed PromotionWorkflows; histories written
 # before this replay without it.
 PATCH_PROMOTIONS = "dispatch-promotions"
 # A push whose fleet cannot be read gets a failed `rollwright` check run on its commit (issue
 # 16); older histories failed the dispatch with the error in Temporal only.
 PATCH_FLEET_ERRORS = "dispatch-reports-unreadable-fleet"
-# Revisions are queued only after the repository's previous dispatch finished (issue 16);
+# Revisions are queued only after the repository's previous dispatch finished;
 # older histories signalled as soon as their affected roots were known.
 PATCH_DELIVERY_ORDER = "dispatch-in-delivery-order"
 
@@ -90,7 +90,7 @@ class DispatchWorkflow:
         if affected.roots:
             if inp.after_dispatch and self._in_delivery_order():
                 # Queue the revisions only after the previous delivery's dispatch queued its
-                # own, whichever computed its affected roots first (issue 16).
+                # own, whichever computed its affected roots first.
                 outcome = await calls.run(
                     ACT_AWAIT_DISPATCH,
                     AwaitDispatchRequest(workflow_id=inp.after_dispatch),

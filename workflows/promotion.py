@@ -81,7 +81,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import calls, searchattrs
 
 MAX_HISTORY_EVENTS = 5_000
-# `rollout.rollback: auto` (issue 15): a halt on failed or unhealthy deployments also commits
+# `rollout.rollback: auto`: a halt on failed or unhealthy deployments also commits
 # the revert of the node's promotion; older histories only halted.
 PATCH_ROLLBACK = "promotion-auto-rollback"
 # Dependencies only change with a new revision (a signal); this is a safety net for a missed

@@ -275,7 +275,7 @@ class LatestDeployment(Payload):
 def locks_queue(latest: LatestDeployment) -> bool:
     """Whether this attempt locks merged revisions out: a locking (manual) deployment that
     reached publish, successfully or not."""
-    # Delivered (published, and verifying/verified/unhealthy after it: issue 15) or failed.
+    # Delivered (published, and verifying/verified/unhealthy after it) or failed.
     if latest.state not in DELIVERED_STATES and latest.state != "failed":
         return False
     return latest.locks_queue if latest.locks_queue is not None else latest.trigger == "manual"
@@ -315,7 +315,7 @@ class DeployInput(Payload):
     # Continue-as-new once the history has this many events (None: the workflow's default).
     # An operational knob, and how the tests make continue-as-new happen quickly.
     max_history_events: int | None = None
-    # Since bounded queues (issue 16): the queue packed (`pack_queue`; a long one is too big
+    # Since bounded queues: the queue packed (`pack_queue`; a long one is too big
     # for a payload as JSON), and the deployment that was running when the previous run
     # continued as new (it runs on, and reports its end by signal).
     queue_packed: str | None = None

@@ -153,7 +153,7 @@ class RootDeployment(Payload):
 
     @property
     def healthy(self) -> bool:
-        # "published": a root without a verify rule; "verified": one with (issue 15).
+        # "published": a root without a verify rule; "verified": one with.
         return self.contains_patch and self.state in ("published", "verified")
 
     @property

@@ -1,6 +1,6 @@
 """The blob store: redacted renders, latest deployments and job logs, by key.
 
-Keys (DESIGN.md): `deployments/<owner>/<repo>/<root>/latest.json`,
+Keys (docs/operations.md, "The blob store"): `deployments/<owner>/<repo>/<root>/latest.json`,
 `renders/<owner>/<repo>/<root>/<sha>/…` (redacted files + digest), `jobs/<job-id>/log`. The
 filesystem implementation is the embedded default; S3 (boto3, shared/stores/s3.py) serves compose
 and production. `shared.stores.blob_url.open_blob_store` picks one from a URL. Nothing written here

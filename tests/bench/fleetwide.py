@@ -1,4 +1,4 @@
-"""`make bench`, the fleet-wide change (issue 16): one commit touching the global values file of
+"""`make bench`, the fleet-wide change: one commit touching the global values file of
 a 1,000-root fleet, served by the embedded stack with two workers.
 
 A generated atlas fleet (1,000 roots × 10 releases, `fleetgen`) in a real git repository; one
@@ -27,7 +27,7 @@ from shared.devstack import fleetrepo
 from tests.bench.common import section_header
 from tests.support.cluster import Cluster, Fleet
 
-MARKER = "## Fleet-wide change (issue 16)"
+MARKER = "## Fleet-wide change"
 # The fleet's size; experiments may shrink it (`ROLLWRIGHT_BENCH_FLEETWIDE_GROUPS`, `_CLUSTERS`).
 GROUPS = int(os.environ.get("ROLLWRIGHT_BENCH_FLEETWIDE_GROUPS", "10"))
 CLUSTERS = int(os.environ.get("ROLLWRIGHT_BENCH_FLEETWIDE_CLUSTERS", "100"))

@@ -1,4 +1,4 @@
-"""`make bench`, job pages (issue 5): time to first byte of a job page whose diff is 5 MB.
+"""`make bench`, job pages: time to first byte of a job page whose diff is 5 MB.
 
 The gateway app (`create_app`) served by uvicorn on loopback, real SQLite and a file blob
 store, filled like the worker fills them: a deployment recorded state by state, a job log,
@@ -36,7 +36,7 @@ from shared.stores.sql import SqlStore
 from tests.bench.common import section_header
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 
-MARKER = "## Job pages (issue 5)"
+MARKER = "## Job pages"
 DEPLOYMENT = "bench-5mb-diff"
 RESOURCES = 1600
 SAMPLES = 15

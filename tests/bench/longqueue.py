@@ -1,4 +1,4 @@
-"""`make bench`, the long queue (issue 16 item 1): 10,000 revisions queued for one root.
+"""`make bench`, the long queue: 10,000 revisions queued for one root.
 
 The DeployWorkflow of one root, on Temporal's dev server (real time, real history limits),
 with the test doubles of `tests/support/deploy_world.py` for its activities (GitHub, SQL and
@@ -20,7 +20,7 @@ from typing import Any
 from tests.bench.common import section_header
 from tests.support.deploy_world import World, harness, latest, revisions, sha, until
 
-MARKER = "## Long queue (issue 16)"
+MARKER = "## Long queue"
 ROOT = "prod/eu-west"
 QUEUED = 10_000
 CONCURRENCY = 8

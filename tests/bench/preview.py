@@ -1,4 +1,4 @@
-"""`make bench`, PR previews (issue 6): push to sticky comment on a 1,000-root fleet.
+"""`make bench`, PR previews: push to sticky comment on a 1,000-root fleet.
 
 A generated atlas fleet of 1,000 roots × 10 releases in a real git repository, served by the
 embedded stack (Temporal dev server, worker and gateway processes, the GitHub emulator with
@@ -34,7 +34,7 @@ from tests.bench.service import fleet_and_stack
 from tests.support.pull_requests import OPENED, SYNCHRONIZE, pr_payload
 from tests.support.stack import wait_on
 
-MARKER = "## PR previews (issue 6)"
+MARKER = "## PR previews"
 OWNER, NAME = "bench", "previews"
 PR = 7
 INSTALLATION = 1  # DevStack.add_repository's default

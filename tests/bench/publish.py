@@ -1,4 +1,4 @@
-"""`make bench`, publishers (issue 5): a 1,000-file root published to git and to S3.
+"""`make bench`, publishers: a 1,000-file root published to git and to S3.
 
 - git: `GitPublisher` into a local bare repository whose `rendered` branch already holds 50
   other roots of the same size — the first publish of the root, a re-publish of a deployment
@@ -27,7 +27,7 @@ from shared.contracts.deploy import PublishRequest, RepoRef
 from tests.bench.common import section_header
 from tests.support.seaweed import seaweed_server
 
-MARKER = "## Publishers (issue 5)"
+MARKER = "## Publishers"
 FILES = 1000
 OTHER_ROOTS = 20
 SAMPLES = 3

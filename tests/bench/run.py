@@ -247,7 +247,7 @@ def report(render: dict[str, Any], changed: dict[str, float]) -> str:
     ]
     table = "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return f"""## Render engine (issue 2)
+    return f"""## Render engine
 
 - Date: {now}
 - Machine: {machine()}
@@ -283,7 +283,7 @@ SECTIONS: dict[str, Any] = {
     "fleetwide": fleetwide,
     "longqueue": longqueue,
 }
-RENDER_MARKER = "## Render engine (issue 2)"
+RENDER_MARKER = "## Render engine"
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-"""`make bench`, deploy service (issue 4): on the embedded stack, on loopback.
+"""`make bench`, deploy service: on the embedded stack, on loopback.
 
 - Gateway acknowledgement latency: signed `push` webhooks (each starts a DispatchWorkflow) sent
   open-loop at 200 per second for a bounded number of requests; latency is measured from each
@@ -36,7 +36,7 @@ from tests.bench.common import machine
 from tests.support.fleet import FleetDriver
 from tests.support.stack import inherited_env
 
-MARKER = "## Deploy service (issue 4)"
+MARKER = "## Deploy service"
 OWNER, NAME = "bench", "fleet"
 RATE = 200.0  # webhooks per second
 REQUESTS = 2000  # 10 s at RATE

@@ -1,4 +1,4 @@
-"""`make chaos`: the fault-injection suite (issue 16), results in docs/reliability.md.
+"""`make chaos`: the fault-injection suite, results in docs/reliability.md.
 
     python -m tests.chaos.run [--write docs/reliability.md] [--only KEY ...] [--keep]
 

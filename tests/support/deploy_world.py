@@ -204,7 +204,7 @@ class World:
     pinned_calls: list[tuple[str, str]] = field(default_factory=list)  # (activity, task queue)
     cleaned: list[str] = field(default_factory=list)
     client: Client | None = None  # set by the harness: signal_deploys really signals
-    # Promotions (issue 7): what dispatch and deploy told the PromotionWorkflows.
+    # Promotions: what dispatch and deploy told the PromotionWorkflows.
     touched: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     promotion_signals: list[SignalPromotionsRequest] = field(default_factory=list)
     notified: list[NotifyPromotionsRequest] = field(default_factory=list)
@@ -212,13 +212,13 @@ class World:
     # signal can arrive while the workflow waits on the activity; `held` lists them.
     record_holds: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     held: list[DeploymentRecord] = field(default_factory=list)
-    # Delivery verification (issue 15): the fleet's rollwright.yaml as the deployed revision
+    # Delivery verification: the fleet's rollwright.yaml as the deployed revision
     # has it (its `verify` rules are planned by the real `plan_for`), and the plans asked for.
     config: FleetConfig = field(default_factory=FleetConfig)
     plans: list[VerifyPlanRequest] = field(default_factory=list)
     # Called with (root, published commit) after each publish: tests move a fake Argo CD.
     on_publish: Callable[[str, str], None] | None = None
-    # Governance (issue 14): the `review:` section of rollwright.yaml every revision has, the
+    # Governance: the `review:` section of rollwright.yaml every revision has, the
     # GitHub permission of each login (anyone else: write) and the members of each team
     # (`@org/slug`, lowercase). `judge`: a real judge_review activity instead of the double.
     review: dict[str, Any] = field(default_factory=dict)

@@ -1,17 +1,18 @@
 """GitHub's own `pull_request` webhook payloads, pointed at another repository and head.
 
-The payloads come from `../shared/fixtures/github/webhooks/`; only the repository,
-installation, number, refs and shas change, every other field stays as GitHub sent it.
+The payloads are GitHub's own examples, vendored in `tests/fixtures/github/webhooks/`; only
+the repository, installation, number, refs and shas change, every other field stays as GitHub
+sent it.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
-WEBHOOKS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "github" / "webhooks"
+from tests.support.vendored import GITHUB_WEBHOOKS as WEBHOOKS
+
 OPENED = "pull_request.opened.12.json"
 SYNCHRONIZE = "pull_request.synchronize.22.json"
 

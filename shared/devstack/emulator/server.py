@@ -1592,7 +1592,7 @@ class GitHubEmulator:
                 raise ApiError(404, "Not Found")
             return 200, Html(_render_check_run_page(run))
 
-    # --- JSON shapes (keys follow GitHub's payloads in ../shared/fixtures/github)
+    # --- JSON shapes (keys follow GitHub's own payloads and OpenAPI description)
 
     def bot_login(self) -> str:
         return f"{self.app_slug}[bot]"
