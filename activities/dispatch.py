@@ -13,19 +13,21 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.heartbeat import HEARTBEAT_SECONDS, beat
-from shared.contracts.deploy import (
+from shared.contracts.activityrefs import (
     ACT_AWAIT_DISPATCH,
     ACT_DEPLOYMENT_STATUS,
+    ACT_REPORT_REVIEW,
     ACT_SIGNAL_DEPLOYS,
     ACT_WORKER_ALIVE,
     ACT_WORKER_TASK_QUEUE,
+)
+from shared.contracts.deploy import (
     AwaitDispatchRequest,
     DeploymentResult,
     DeploymentStatus,
     SignalDeploysRequest,
 )
 from shared.contracts.governance import (
-    ACT_REPORT_REVIEW,
     REVISION_REVIEW_WORKFLOW,
     SIGNAL_ROOT_REVIEW,
     ReportReview,
@@ -46,7 +48,7 @@ class DispatchActivities:
         self.client = client
         self.settings = settings
 
-    @activity.defn(name=ACT_AWAIT_DISPATCH)
+    @activity.defn(name=ACT_AWAIT_DISPATCH.name)
     async def await_dispatch(self, request: AwaitDispatchRequest) -> str:
         """Wait for the repository's previous dispatch to finish (delivery order)."""
         outcome = await await_closed(
@@ -62,7 +64,7 @@ class DispatchActivities:
         )
         return outcome
 
-    @activity.defn(name=ACT_REPORT_REVIEW)
+    @activity.defn(name=ACT_REPORT_REVIEW.name)
     async def report_review(self, report: ReportReview) -> None:
         """Tell the revision's summary (RevisionReviewWorkflow, started if needed) how one
         root's deployment of it stands."""
@@ -85,7 +87,7 @@ class DispatchActivities:
             },
         )
 
-    @activity.defn(name=ACT_DEPLOYMENT_STATUS)
+    @activity.defn(name=ACT_DEPLOYMENT_STATUS.name)
     async def deployment_status(self, workflow_id: str) -> DeploymentStatus:
         """How a deployment workflow stands, with its result once it completed (a root's
         queue asks about a deployment an earlier run of it started, which did not tell)."""
@@ -102,7 +104,7 @@ class DispatchActivities:
         result = await handle.result()
         return DeploymentStatus(status=status, result=result)
 
-    @activity.defn(name=ACT_SIGNAL_DEPLOYS)
+    @activity.defn(name=ACT_SIGNAL_DEPLOYS.name)
     async def signal_deploys(self, request: SignalDeploysRequest) -> None:
         """Queue the revision on every root's DeployWorkflow, starting the ones not running.
 
@@ -150,13 +152,13 @@ class QueueActivities:
         self.settings = settings
         self.client = client
 
-    @activity.defn(name=ACT_WORKER_TASK_QUEUE)
+    @activity.defn(name=ACT_WORKER_TASK_QUEUE.name)
     async def worker_task_queue(self) -> str:
         """Runs on the shared queue; every later activity of the deployment goes to the queue
         returned here, so the checkout stays on this worker's disk."""
         return self.settings.worker_task_queue
 
-    @activity.defn(name=ACT_WORKER_ALIVE)
+    @activity.defn(name=ACT_WORKER_ALIVE.name)
     async def worker_alive(self, task_queue: str) -> bool:
         """Whether a worker polled `task_queue` for activities lately (Temporal keeps each
         poller's last access): a task nobody took within the pinned start limit waits on a

@@ -12,11 +12,13 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import fleet_mistakes
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
-from shared.contracts.deploy import (
+from shared.contracts.activityrefs import (
     ACT_AFFECTED_ROOTS,
     ACT_CHECKOUT,
     ACT_CLEANUP_CHECKOUT,
     ACT_REVISION_RELATION,
+)
+from shared.contracts.deploy import (
     AffectedRequest,
     AffectedResult,
     CheckoutRequest,
@@ -37,7 +39,7 @@ class GitActivities:
 
     # --- dispatch --------------------------------------------------------------------------
 
-    @activity.defn(name=ACT_AFFECTED_ROOTS)
+    @activity.defn(name=ACT_AFFECTED_ROOTS.name)
     async def affected_roots(self, request: AffectedRequest) -> AffectedResult:
         with fleet_mistakes():
             result = await blocking(self._affected, request)
@@ -77,7 +79,7 @@ class GitActivities:
 
     # --- deploy ----------------------------------------------------------------------------
 
-    @activity.defn(name=ACT_REVISION_RELATION)
+    @activity.defn(name=ACT_REVISION_RELATION.name)
     async def revision_relation(self, request: RelationRequest) -> Relation:
         with fleet_mistakes():
             relation: Relation = await blocking(
@@ -96,7 +98,7 @@ class GitActivities:
 
     # --- pinned to one worker --------------------------------------------------------------
 
-    @activity.defn(name=ACT_CHECKOUT)
+    @activity.defn(name=ACT_CHECKOUT.name)
     async def checkout(self, request: CheckoutRequest) -> CheckoutResult:
         name = _checkout_name()
         self.jobs.write(name, "checking out", revision=request.revision)
@@ -122,7 +124,7 @@ class GitActivities:
         )
         return CheckoutResult(path=str(path), revision=sha)
 
-    @activity.defn(name=ACT_CLEANUP_CHECKOUT)
+    @activity.defn(name=ACT_CLEANUP_CHECKOUT.name)
     async def cleanup_checkout(self, checkout: CheckoutResult) -> None:
         try:
             removed = await blocking(self.mirror.remove_checkout, Path(checkout.path))

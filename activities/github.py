@@ -24,10 +24,12 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import ERR_NOT_CONFIGURED, github_errors
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
-from shared.contracts.checkrun import root_from_check_run_name
-from shared.contracts.deploy import (
+from shared.contracts.activityrefs import (
     ACT_CHECK_RUN,
     ACT_QUEUE_CHECK_RUNS,
+)
+from shared.contracts.checkrun import root_from_check_run_name
+from shared.contracts.deploy import (
     CheckRunBatch,
     CheckRunRef,
     CheckRunRefs,
@@ -114,7 +116,7 @@ class GitHubActivities:
         self.github = github
         self.jobs = jobs or JobLog(None)
 
-    @activity.defn(name=ACT_CHECK_RUN)
+    @activity.defn(name=ACT_CHECK_RUN.name)
     async def check_run(self, request: CheckRunRequest) -> CheckRunRef:
         with github_errors():
             ref = await blocking(self._check_run, request)
@@ -145,7 +147,7 @@ class GitHubActivities:
         )
         return ref
 
-    @activity.defn(name=ACT_QUEUE_CHECK_RUNS)
+    @activity.defn(name=ACT_QUEUE_CHECK_RUNS.name)
     async def queue_check_runs(self, batch: CheckRunBatch) -> CheckRunRefs:
         """Several queued items' check runs in one activity: a long queue costs its workflow
         one activity per batch, not one per item. Each answer is recorded in the heartbeat,

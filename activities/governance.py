@@ -22,10 +22,12 @@ from activities.heartbeat import blocking
 from activities.joblog import JobLog
 from activities.render import shared_fleet
 from activities.store import FILES_DIR, load_render_meta
-from shared.contracts.governance import (
+from shared.contracts.activityrefs import (
     ACT_CARRY_OVER,
     ACT_JUDGE_REVIEW,
     ACT_REVIEW_POLICY,
+)
+from shared.contracts.governance import (
     CarryOver,
     CarryOverRequest,
     JudgeRequest,
@@ -79,7 +81,7 @@ class GovernanceActivities:
             self._pulls[(repo, sha)] = (now, pulls)
         return pulls
 
-    @activity.defn(name=ACT_REVIEW_POLICY)
+    @activity.defn(name=ACT_REVIEW_POLICY.name)
     async def review_policy(self, request: ReviewPolicyRequest) -> ReviewPolicy:
         with fleet_mistakes():
             policy = await blocking(self._policy, request)
@@ -129,7 +131,7 @@ class GovernanceActivities:
                     )
         return policy_for(config, request.root, layout, author=request.author, owners=owners)
 
-    @activity.defn(name=ACT_JUDGE_REVIEW)
+    @activity.defn(name=ACT_JUDGE_REVIEW.name)
     async def judge_review(self, request: JudgeRequest) -> Verdict:
         with github_errors():
             verdict = await blocking(self._judge, request)
@@ -173,7 +175,7 @@ class GovernanceActivities:
             satisfied=request.satisfied,
         )
 
-    @activity.defn(name=ACT_CARRY_OVER)
+    @activity.defn(name=ACT_CARRY_OVER.name)
     async def carry_over(self, request: CarryOverRequest) -> CarryOver:
         with github_errors():
             result = await blocking(self._carry_over, request)

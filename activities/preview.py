@@ -44,11 +44,13 @@ from activities.errors import (
 from activities.github import GitHubAccess
 from activities.governance import owners_report
 from activities.heartbeat import beat, blocking
-from shared.contracts.governance import OwnersRequirement
-from shared.contracts.preview import (
+from shared.contracts.activityrefs import (
     ACT_PREVIEW_BUILD,
     ACT_PREVIEW_COMMENT,
     ACT_PREVIEW_REVISIONS,
+)
+from shared.contracts.governance import OwnersRequirement
+from shared.contracts.preview import (
     ERR_PREVIEW_REVISION,
     PREVIEW_COMMENT_MARKER,
     PreviewBuildRequest,
@@ -119,7 +121,7 @@ class PreviewActivities:
 
     # --- revisions ---------------------------------------------------------------------------
 
-    @activity.defn(name=ACT_PREVIEW_REVISIONS)
+    @activity.defn(name=ACT_PREVIEW_REVISIONS.name)
     async def preview_revisions(self, request: PreviewRevisionsRequest) -> PreviewRevisions:
         repo, head = request.repo, request.head_sha
         base_tip, merge = "", None
@@ -175,7 +177,7 @@ class PreviewActivities:
 
     # --- build -------------------------------------------------------------------------------
 
-    @activity.defn(name=ACT_PREVIEW_BUILD)
+    @activity.defn(name=ACT_PREVIEW_BUILD.name)
     async def preview_build(self, request: PreviewBuildRequest) -> PreviewOutcome:
         with withhold_unexpected(f"previewing {request.repo.full_name}#{request.pr}"):
             return await self._build(request)
@@ -271,7 +273,7 @@ class PreviewActivities:
 
     # --- comment -----------------------------------------------------------------------------
 
-    @activity.defn(name=ACT_PREVIEW_COMMENT)
+    @activity.defn(name=ACT_PREVIEW_COMMENT.name)
     async def preview_comment(self, request: PreviewCommentRequest) -> PreviewCommentRef:
         body = await blocking(self.blobs.get, request.body_key)
         if body is None:
@@ -326,7 +328,7 @@ async def _cancellable(
         return await blocking(work, checked)
     except asyncio.CancelledError:
         stop.set()
-        activity.logger.info("preview cancelled", extra={"activity": ACT_PREVIEW_BUILD})
+        activity.logger.info("preview cancelled", extra={"activity": ACT_PREVIEW_BUILD.name})
         raise
 
 

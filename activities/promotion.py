@@ -24,8 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.errors import fleet_mistakes, github_errors
 from activities.github import GitHubAccess
 from activities.heartbeat import beat, blocking
-from shared.contracts.deploy import SA_REPO, LatestDeployment
-from shared.contracts.promotion import (
+from shared.contracts.activityrefs import (
     ACT_NOTIFY_PROMOTIONS,
     ACT_PROMOTION_COMMIT,
     ACT_PROMOTION_DEPLOYMENTS,
@@ -34,6 +33,9 @@ from shared.contracts.promotion import (
     ACT_PROMOTION_ROLLBACK,
     ACT_PROMOTION_SIGNAL,
     ACT_PROMOTION_TOUCHED,
+)
+from shared.contracts.deploy import SA_REPO, LatestDeployment
+from shared.contracts.promotion import (
     PROMOTION_WORKFLOW,
     SIGNAL_DEPLOYMENT_FINISHED,
     SIGNAL_PROMOTION_REVISION,
@@ -96,7 +98,7 @@ class PromotionActivities:
 
     # --- reading ---------------------------------------------------------------------------
 
-    @activity.defn(name=ACT_PROMOTION_EVALUATE)
+    @activity.defn(name=ACT_PROMOTION_EVALUATE.name)
     async def evaluate(self, request: EvaluateRequest) -> Evaluation:
         with fleet_mistakes():  # only a revision the repository lacks gets here
             ev = await blocking(self._evaluate, request)
@@ -123,7 +125,7 @@ class PromotionActivities:
             # revision fixes it: an answer, not a failed activity.
             return Evaluation(revision=tree.revision, error=str(err))
 
-    @activity.defn(name=ACT_PROMOTION_DEPLOYMENTS)
+    @activity.defn(name=ACT_PROMOTION_DEPLOYMENTS.name)
     async def deployments(self, request: DeploymentsRequest) -> DeploymentsResult:
         return await blocking(self._deployments, request)
 
@@ -175,7 +177,7 @@ class PromotionActivities:
             activity.logger.error("unreadable latest deployment", extra={"root": root})
             return None
 
-    @activity.defn(name=ACT_PROMOTION_TOUCHED)
+    @activity.defn(name=ACT_PROMOTION_TOUCHED.name)
     async def touched(self, request: TouchedRequest) -> TouchedResult:
         ids = await blocking(self._touched, request)
         activity.logger.info(
@@ -197,7 +199,7 @@ class PromotionActivities:
 
     # --- writing ---------------------------------------------------------------------------
 
-    @activity.defn(name=ACT_PROMOTION_COMMIT)
+    @activity.defn(name=ACT_PROMOTION_COMMIT.name)
     async def commit(self, request: CommitRequest) -> CommitResult:
         with github_errors(), fleet_mistakes():
             result = await blocking(self._commit, request)
@@ -256,7 +258,7 @@ class PromotionActivities:
             type=ERR_BRANCH_MOVING,
         )
 
-    @activity.defn(name=ACT_PROMOTION_ROLLBACK)
+    @activity.defn(name=ACT_PROMOTION_ROLLBACK.name)
     async def rollback(self, request: RollbackRequest) -> RollbackResult:
         with github_errors(), fleet_mistakes():
             result = await blocking(self._rollback, request)
@@ -317,7 +319,7 @@ class PromotionActivities:
             type=ERR_BRANCH_MOVING,
         )
 
-    @activity.defn(name=ACT_PROMOTION_GRADUATE)
+    @activity.defn(name=ACT_PROMOTION_GRADUATE.name)
     async def graduate(self, request: GraduateRequest) -> GraduateResult:
         with github_errors(), fleet_mistakes():
             result = await blocking(self._graduate, request)
@@ -380,7 +382,7 @@ class PromotionSignals:
         self.client = client
         self.settings = settings
 
-    @activity.defn(name=ACT_PROMOTION_SIGNAL)
+    @activity.defn(name=ACT_PROMOTION_SIGNAL.name)
     async def signal_promotions(self, request: SignalPromotionsRequest) -> None:
         """Signal-with-start the touched patches' workflows with the new revision, and hand
         the revision to every other running rollout of the repository (they re-read it)."""
@@ -409,7 +411,7 @@ class PromotionSignals:
             extra={"repo": repo.full_name, "revision": request.revision, "started": request.start},
         )
 
-    @activity.defn(name=ACT_NOTIFY_PROMOTIONS)
+    @activity.defn(name=ACT_NOTIFY_PROMOTIONS.name)
     async def notify_promotions(self, request: NotifyPromotionsRequest) -> int:
         """Tell every running rollout of the repository that a deployment finished; each
         ignores roots outside its current node. Returns how many were told."""

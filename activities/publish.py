@@ -49,7 +49,13 @@ from activities.publish_git import (
 from activities.publish_plaintext import fleet_config, publish_tree
 from activities.publish_s3 import S3Publisher, S3PublishError
 from activities.store import load_render, load_render_meta
-from shared.contracts.deploy import ACT_PUBLISH, PublishRequest, PublishResult
+from shared.contracts.activityrefs import (
+    ACT_PUBLISH,
+)
+from shared.contracts.deploy import (
+    PublishRequest,
+    PublishResult,
+)
 from shared.engine.errors import FleetError
 from shared.engine.fleetconfig import CONFIG_FILE, FleetConfig, target_path
 from shared.engine.kustomization import KUSTOMIZATION, kustomization
@@ -158,7 +164,7 @@ class PublishActivities:
         self.jobs = jobs or JobLog(None)
         self.targets = targets
 
-    @activity.defn(name=ACT_PUBLISH)
+    @activity.defn(name=ACT_PUBLISH.name)
     async def publish(self, request: PublishRequest) -> PublishResult:
         self.jobs.write(request.deployment_id, "publishing", revision=request.revision)
         try:

@@ -23,9 +23,11 @@ from activities.errors import fleet_mistakes, withhold_unexpected
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
 from activities.store import StoredRender, load_render, publisher, save_render
-from shared.contracts.deploy import (
+from shared.contracts.activityrefs import (
     ACT_DIFF_RENDER,
     ACT_RENDER_ROOT,
+)
+from shared.contracts.deploy import (
     ERR_CHECKOUT_GONE,
     DiffRequest,
     DiffSummary,
@@ -131,7 +133,7 @@ class RenderActivities:
         self.blobs = blobs
         self.jobs = JobLog(blobs)
 
-    @activity.defn(name=ACT_RENDER_ROOT)
+    @activity.defn(name=ACT_RENDER_ROOT.name)
     async def render_root(self, request: RenderRequest) -> RenderSummary:
         return await blocking(self._render, request)
 
@@ -209,7 +211,7 @@ class RenderActivities:
             )
             return {}
 
-    @activity.defn(name=ACT_DIFF_RENDER)
+    @activity.defn(name=ACT_DIFF_RENDER.name)
     async def diff_render(self, request: DiffRequest) -> DiffSummary:
         return await blocking(self._diff, request)
 

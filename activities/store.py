@@ -33,12 +33,14 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import ERR_MISSING_RENDER
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
-from shared.contracts.deploy import (
+from shared.contracts.activityrefs import (
     ACT_LOAD_LATEST,
     ACT_PERSIST_LATEST,
     ACT_RECORD_AUDIT,
     ACT_RECORD_DEPLOYMENT,
     ACT_RECORD_DEPLOYMENTS,
+)
+from shared.contracts.deploy import (
     TERMINAL_STATES,
     AuditRecord,
     DeploymentRecord,
@@ -184,7 +186,7 @@ class StoreActivities:
         self.sql = sql
         self.jobs = JobLog(blobs)
 
-    @activity.defn(name=ACT_LOAD_LATEST)
+    @activity.defn(name=ACT_LOAD_LATEST.name)
     async def load_latest(self, request: LoadLatestRequest) -> LatestLookup:
         key = latest_key(request.repo.full_name, request.root)
         raw = await blocking(self.blobs.get, key)
@@ -201,7 +203,7 @@ class StoreActivities:
             ) from None
         return LatestLookup(latest=latest)
 
-    @activity.defn(name=ACT_PERSIST_LATEST)
+    @activity.defn(name=ACT_PERSIST_LATEST.name)
     async def persist_latest(self, request: PersistLatestRequest) -> None:
         key = latest_key(request.repo.full_name, request.root)
         latest = request.latest
@@ -225,7 +227,7 @@ class StoreActivities:
             state=request.latest.state,
         )
 
-    @activity.defn(name=ACT_RECORD_AUDIT)
+    @activity.defn(name=ACT_RECORD_AUDIT.name)
     async def record_audit(self, record: AuditRecord) -> None:
         """One person's action, counted or refused: SQL (job pages, `/api/`) and a line in
         the deployment's job log."""
@@ -239,13 +241,13 @@ class StoreActivities:
                 reason=record.reason or None,
             )
 
-    @activity.defn(name=ACT_RECORD_DEPLOYMENTS)
+    @activity.defn(name=ACT_RECORD_DEPLOYMENTS.name)
     async def record_deployments(self, batch: DeploymentRecords) -> None:
         """Several deployments' rows at once (a long queue's queued items); idempotent."""
         for record in batch.records:
             await blocking(self._record, record)
 
-    @activity.defn(name=ACT_RECORD_DEPLOYMENT)
+    @activity.defn(name=ACT_RECORD_DEPLOYMENT.name)
     async def record_deployment(self, record: DeploymentRecord) -> None:
         """One state change of a deployment: its SQL row (and event), its job's index row,
         and a line in its job log. Called at every state change by RenderWorkflows started

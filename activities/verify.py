@@ -32,9 +32,11 @@ from activities.errors import fleet_mistakes
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
 from activities.publish_git import git_target
-from shared.contracts.verify import (
+from shared.contracts.activityrefs import (
     ACT_VERIFY_DELIVERY,
     ACT_VERIFY_PLAN,
+)
+from shared.contracts.verify import (
     ApplicationHealth,
     ArgoCDPlan,
     HttpPlan,
@@ -129,7 +131,7 @@ class VerifyPlans:
         self.mirror = mirror
         self.web_url = web_url  # GitHub's web/git base, for `owner/name` publish targets
 
-    @activity.defn(name=ACT_VERIFY_PLAN)
+    @activity.defn(name=ACT_VERIFY_PLAN.name)
     async def verify_plan(self, req: VerifyPlanRequest) -> VerifyPlanResult:
         with fleet_mistakes():
             return await blocking(self._plan, req)
@@ -173,7 +175,7 @@ class DeliveryVerifier:
         # Reads the published branch: is a later commit still the root's render?
         self.mirror = mirror
 
-    @activity.defn(name=ACT_VERIFY_DELIVERY)
+    @activity.defn(name=ACT_VERIFY_DELIVERY.name)
     async def verify_delivery(self, req: VerifyRequest) -> VerifyResult:
         plan = req.plan
         deadline = self._deadline(plan)

@@ -20,10 +20,12 @@ from temporalio import activity
 
 from activities.promotion import evaluate
 from shared.cli import main as cli
-from shared.contracts.promotion import (
+from shared.contracts.activityrefs import (
     ACT_PROMOTION_COMMIT,
     ACT_PROMOTION_EVALUATE,
     ACT_PROMOTION_GRADUATE,
+)
+from shared.contracts.promotion import (
     SIGNAL_PROMOTE,
     CommitRequest,
     CommitResult,
@@ -370,7 +372,7 @@ class GitFleet(promotion_world.Fleet):
     def __post_init__(self) -> None:
         self.tip = git(self.repo, "rev-parse", "HEAD").strip()
 
-    @activity.defn(name=ACT_PROMOTION_EVALUATE)
+    @activity.defn(name=ACT_PROMOTION_EVALUATE.name)
     async def evaluate(self, req: EvaluateRequest) -> Evaluation:
         self.evaluations.append(req)
         return evaluate(GitTree(self.repo, req.revision), req.patch_id, req.now)
@@ -378,7 +380,7 @@ class GitFleet(promotion_world.Fleet):
     def contains_patch(self, root: str, revision: str) -> bool:
         return patch_active_at_root(GitTree(self.repo, revision), promotion_world.PATCH, root)
 
-    @activity.defn(name=ACT_PROMOTION_COMMIT)
+    @activity.defn(name=ACT_PROMOTION_COMMIT.name)
     async def commit(self, req: CommitRequest) -> CommitResult:
         change = plan_promotion(
             GitTree(self.repo, self.tip), req.patch_id, to=req.to_node, actor=req.actor
@@ -392,7 +394,7 @@ class GitFleet(promotion_world.Fleet):
             await self.report(root, self.tip, "published")
         return CommitResult(revision=self.tip)
 
-    @activity.defn(name=ACT_PROMOTION_GRADUATE)
+    @activity.defn(name=ACT_PROMOTION_GRADUATE.name)
     async def graduate(self, req: GraduateRequest) -> GraduateResult:
         self.graduations.append(req)
         plan_graduation(GitTree(self.repo, self.tip), req.patch_id)  # must be possible

@@ -28,9 +28,14 @@ from activities.errors import (
     ERR_NOT_CONFIGURED,
     ERR_REVISION_NOT_FOUND,
 )
-from shared.contracts.deploy import (
+from shared.contracts.activityrefs import (
     ACT_CHECK_RUN,
+    ACT_PREVIEW_BUILD,
+    ACT_PREVIEW_COMMENT,
+    ACT_PREVIEW_REVISIONS,
     ACT_WORKER_TASK_QUEUE,
+)
+from shared.contracts.deploy import (
     ERR_FLEET,
     QUERY_STATE,
     TASK_QUEUE,
@@ -39,9 +44,6 @@ from shared.contracts.deploy import (
     RepoRef,
 )
 from shared.contracts.preview import (
-    ACT_PREVIEW_BUILD,
-    ACT_PREVIEW_COMMENT,
-    ACT_PREVIEW_REVISIONS,
     ERR_PREVIEW_REVISION,
     PREVIEW_CHECK_NAME,
     PREVIEW_WORKFLOW,
@@ -90,17 +92,17 @@ class PreviewWorld:
     leaky: set[str] = field(default_factory=set)  # heads whose build raises quoting a secret
     task_queues: list[str] = field(default_factory=list)  # where the pinned work ran
 
-    @activity.defn(name=ACT_CHECK_RUN)
+    @activity.defn(name=ACT_CHECK_RUN.name)
     async def check_run(self, req: CheckRunRequest) -> CheckRunRef:
         run_id = req.check_run_id or 100 + len(self.check_runs)
         self.check_runs.setdefault(run_id, []).append(req)
         return CheckRunRef(check_run_id=run_id)
 
-    @activity.defn(name=ACT_WORKER_TASK_QUEUE)
+    @activity.defn(name=ACT_WORKER_TASK_QUEUE.name)
     async def worker_task_queue(self) -> str:
         return WORKER_QUEUE
 
-    @activity.defn(name=ACT_PREVIEW_REVISIONS)
+    @activity.defn(name=ACT_PREVIEW_REVISIONS.name)
     async def preview_revisions(self, req: PreviewRevisionsRequest) -> PreviewRevisions:
         self.revisions.append(req)
         self.task_queues.append(activity.info().task_queue)
@@ -112,7 +114,7 @@ class PreviewWorld:
             merge_sha=sha("3e"),
         )
 
-    @activity.defn(name=ACT_PREVIEW_BUILD)
+    @activity.defn(name=ACT_PREVIEW_BUILD.name)
     async def preview_build(self, req: PreviewBuildRequest) -> PreviewOutcome:
         head = req.revisions.pr_head_sha
         self.builds.append(head)
@@ -146,7 +148,7 @@ class PreviewWorld:
             full_url=f"http://rollwright.test/previews/acme/fleet/{req.pr}/{head}",
         )
 
-    @activity.defn(name=ACT_PREVIEW_COMMENT)
+    @activity.defn(name=ACT_PREVIEW_COMMENT.name)
     async def preview_comment(self, req: PreviewCommentRequest) -> PreviewCommentRef:
         self.comments.append(req)
         return PreviewCommentRef(comment_id=900)

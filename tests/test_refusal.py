@@ -22,9 +22,11 @@ from temporalio import activity
 from activities.preview import outcome_of
 from activities.render import RenderActivities
 from shared.cli import main as cli
-from shared.contracts.deploy import (
+from shared.contracts.activityrefs import (
     ACT_CHECKOUT,
     ACT_RENDER_ROOT,
+)
+from shared.contracts.deploy import (
     CheckoutRequest,
     CheckoutResult,
     RenderRequest,
@@ -332,13 +334,13 @@ class RealRenders(World):
     renders: RenderActivities | None = None
     rendered: list[str] = field(default_factory=list)
 
-    @activity.defn(name=ACT_CHECKOUT)
+    @activity.defn(name=ACT_CHECKOUT.name)
     async def checkout(self, req: CheckoutRequest) -> CheckoutResult:
         self._pinned()
         path = checkout(self.repo, req.revision, self.workdir / req.revision)
         return CheckoutResult(path=str(path), revision=req.revision)
 
-    @activity.defn(name=ACT_RENDER_ROOT)
+    @activity.defn(name=ACT_RENDER_ROOT.name)
     async def render_root(self, req: RenderRequest) -> RenderSummary:
         self._pinned()
         assert self.renders is not None

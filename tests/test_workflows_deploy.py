@@ -14,11 +14,13 @@ from typing import Any
 
 from temporalio.client import WorkflowExecutionStatus
 
-from shared.contracts.deploy import (
+from shared.contracts.activityrefs import (
     ACT_CHECKOUT,
     ACT_PUBLISH,
     ACT_QUEUE_CHECK_RUNS,
     ACT_RENDER_ROOT,
+)
+from shared.contracts.deploy import (
     DEPLOY_WORKFLOW,
     SA_REPO,
     SA_REVISION,
@@ -109,7 +111,7 @@ async def test_merge_deployment_end_to_end() -> None:
         assert not stored.locks_queue
         # Checkout, render, diff and cleanup ran on the worker that holds the checkout.
         assert {q for _, q in world.pinned_calls} == {world.pinned_queue}
-        assert [n for n, _ in world.pinned_calls][:2] == [ACT_CHECKOUT, ACT_RENDER_ROOT]
+        assert [n for n, _ in world.pinned_calls][:2] == [ACT_CHECKOUT.name, ACT_RENDER_ROOT.name]
         assert world.cleaned == [f"/checkouts/{A}"]
         assert [r.state for r in world.records] == [
             "queued",
@@ -346,7 +348,7 @@ async def test_behind_skipped_and_not_persisted() -> None:
         await until(lambda: world.outcomes, "the skip recorded")
         assert [(r.revision, r.state) for r in world.outcomes] == [(B, "skipped")]
         assert world.persisted == [] and world.latest[ROOT].revision == L
-        assert not any(name == ACT_CHECKOUT for name, _ in world.pinned_calls)
+        assert not any(name == ACT_CHECKOUT.name for name, _ in world.pinned_calls)
 
         # A manual deployment of an older revision is a rollback: it runs, and asks.
         await h.push(ROOT, B, "manual", reason="rollback", by="ops")
@@ -450,7 +452,7 @@ async def test_failed_apply_still_becomes_latest() -> None:
         assert world.publish_attempts.count(B) == 1
         assert world.latest[ROOT].revision == B
         assert len(world.publish_attempts) == PUBLISH_RETRY.maximum_attempts + 1
-        assert ACT_PUBLISH not in [n for n, _ in world.pinned_calls], "publish is not pinned"
+        assert ACT_PUBLISH.name not in [n for n, _ in world.pinned_calls], "publish is not pinned"
 
 
 @scenario
@@ -695,7 +697,7 @@ async def test_an_unlock_of_a_long_queue_starts_the_next_deployment_before_its_w
                 steps.append(event.activity_task_scheduled_event_attributes.activity_type.name)
             elif event.HasField("start_child_workflow_execution_initiated_event_attributes"):
                 break
-        assert ACT_QUEUE_CHECK_RUNS not in steps, steps
+        assert ACT_QUEUE_CHECK_RUNS.name not in steps, steps
 
 
 @scenario

@@ -19,8 +19,10 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from shared.contracts.promotion import (
+from shared.contracts.activityrefs import (
     ACT_PROMOTION_DEPLOYMENTS,
+)
+from shared.contracts.promotion import (
     PROMOTION_WORKFLOW,
     SIGNAL_HALT,
     SIGNAL_PROMOTE,
@@ -443,7 +445,7 @@ async def test_window_closing_at_a_manual_gate_takes_the_button_away() -> None:
 class _ReportsDuringRead(Fleet):
     """The second stage root reports while the workflow's read of the first one runs."""
 
-    @activity.defn(name=ACT_PROMOTION_DEPLOYMENTS)
+    @activity.defn(name=ACT_PROMOTION_DEPLOYMENTS.name)
     async def deployments(self, req: DeploymentsRequest) -> DeploymentsResult:
         if any(r.root == STAGE_ROOTS[0] for r in req.reported):
             await self.report(STAGE_ROOTS[1], self.tip, "published")

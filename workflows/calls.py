@@ -1,6 +1,9 @@
 """Every activity call's options, in one table, and the one function that makes the calls.
 
-    ref = await calls.run(ACT_CHECK_RUN, request, options=calls.GITHUB, result_type=CheckRunRef)
+    ref = await calls.run(ACT_CHECK_RUN, request, options=calls.GITHUB)
+
+The reference (shared.contracts.activityrefs) names the activity and carries its request and
+result types, so mypy checks what each call passes and reads.
 
 Long work heartbeats every 5 s and is declared dead after a minute without one; work pinned to
 the worker that holds a checkout also has a schedule-to-start timeout, so a worker that
@@ -18,7 +21,11 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
 
-T = TypeVar("T")
+with workflow.unsafe.imports_passed_through():
+    from shared.contracts.activityrefs import ActivityRef
+
+RequestT = TypeVar("RequestT")
+ResultT = TypeVar("ResultT")
 
 
 @dataclass(frozen=True)
@@ -121,13 +128,17 @@ PREVIEW_BUILD = Options(timedelta(minutes=30), _PREVIEW_RETRY, timedelta(seconds
 
 
 def start(
-    name: str, *args: Any, options: Options, task_queue: str | None = None
+    activity: ActivityRef[RequestT, Any],
+    request: RequestT,
+    *,
+    options: Options,
+    task_queue: str | None = None,
 ) -> workflow.ActivityHandle[Any]:
-    """Start activity `name` and do not wait for it (nor cancel it when the workflow ends):
-    for work nobody should wait on, such as removing a checkout."""
+    """Start `activity` and do not wait for it (nor cancel it when the workflow ends): for
+    work nobody should wait on, such as removing a checkout."""
     handle = workflow.start_activity(
-        name,
-        args=list(args),
+        activity.name,
+        args=_args(activity, request),
         task_queue=task_queue,
         start_to_close_timeout=options.timeout,
         schedule_to_start_timeout=options.schedule_to_start,
@@ -141,17 +152,17 @@ def start(
 
 
 async def run(
-    name: str,
-    *args: Any,
+    activity: ActivityRef[RequestT, ResultT],
+    request: RequestT,
+    *,
     options: Options,
-    result_type: type[T],
     task_queue: str | None = None,
-) -> T:
-    """Execute activity `name` with `args` under `options` (on `task_queue` when pinned)."""
-    result: T = await workflow.execute_activity(
-        name,
-        args=list(args),
-        result_type=result_type,
+) -> ResultT:
+    """Execute `activity` with `request` under `options` (on `task_queue` when pinned)."""
+    result: ResultT = await workflow.execute_activity(
+        activity.name,
+        args=_args(activity, request),
+        result_type=activity.result,
         task_queue=task_queue,
         start_to_close_timeout=options.timeout,
         schedule_to_start_timeout=options.schedule_to_start,
@@ -159,3 +170,8 @@ async def run(
         retry_policy=options.retry,
     )
     return result
+
+
+def _args(activity: ActivityRef[Any, Any], request: object) -> list[object]:
+    # An activity that takes nothing is called with no argument, not with None.
+    return [] if activity.request is None else [request]

@@ -23,15 +23,18 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from shared.contracts import checkrun
-    from shared.contracts.deploy import (
+    from shared.contracts.activityrefs import (
         ACT_CHECK_RUN,
         ACT_DEPLOYMENT_STATUS,
         ACT_LOAD_LATEST,
+        ACT_NOTIFY_PROMOTIONS,
         ACT_PERSIST_LATEST,
         ACT_QUEUE_CHECK_RUNS,
         ACT_RECORD_DEPLOYMENT,
         ACT_RECORD_DEPLOYMENTS,
         ACT_REVISION_RELATION,
+    )
+    from shared.contracts.deploy import (
         IDLE_TIMEOUT_SECONDS,
         QUERY_HOLDING,
         QUERY_STATE,
@@ -44,8 +47,6 @@ with workflow.unsafe.imports_passed_through():
         STATE_QUEUE_ITEMS,
         TERMINAL_STATES,
         CheckRunBatch,
-        CheckRunRef,
-        CheckRunRefs,
         CheckRunRequest,
         CurrentDeployment,
         DeployInput,
@@ -53,11 +54,9 @@ with workflow.unsafe.imports_passed_through():
         DeploymentRecord,
         DeploymentRecords,
         DeploymentState,
-        DeploymentStatus,
         DeploymentUpdate,
         DeployState,
         LatestDeployment,
-        LatestLookup,
         LoadLatestRequest,
         LockState,
         NewRevision,
@@ -72,7 +71,6 @@ with workflow.unsafe.imports_passed_through():
         unpack_queue,
     )
     from shared.contracts.promotion import (
-        ACT_NOTIFY_PROMOTIONS,
         DeploymentFinished,
         NotifyPromotionsRequest,
     )
@@ -224,7 +222,6 @@ class DeployWorkflow:
                 ACT_LOAD_LATEST,
                 LoadLatestRequest(repo=inp.repo, root=inp.root),
                 options=calls.STORE,
-                result_type=LatestLookup,
             )
             self.latest = loaded.latest
             self.lock = _lock_from(self.latest)
@@ -364,7 +361,6 @@ class DeployWorkflow:
                     ACT_DEPLOYMENT_STATUS,
                     item.deployment_id,
                     options=calls.STORE,
-                    result_type=DeploymentStatus,
                 )
                 if found.status == "running" or item.deployment_id in self.ended:
                     return False
@@ -406,7 +402,6 @@ class DeployWorkflow:
                         repo=self.inp.repo, root=self.inp.root, latest=self.latest
                     ),
                     options=calls.STORE,
-                    result_type=type(None),
                 )
             except ActivityError as err:
                 # Still unlocked in this run; only an idle restart would bring the lock back.
@@ -596,7 +591,6 @@ class DeployWorkflow:
                     ACT_REVISION_RELATION,
                     RelationRequest(repo=inp.repo, base=base, head=item.revision),
                     options=calls.STORE,
-                    result_type=str,
                 ),
             )
         except ActivityError as err:
@@ -722,7 +716,6 @@ class DeployWorkflow:
                 ACT_LOAD_LATEST,
                 LoadLatestRequest(repo=self.inp.repo, root=self.inp.root),
                 options=calls.STORE,
-                result_type=LatestLookup,
             )
         except ActivityError as err:
             workflow.logger.warning("reloading latest.json failed: %s", err.cause)
@@ -760,7 +753,6 @@ class DeployWorkflow:
                 ACT_NOTIFY_PROMOTIONS,
                 NotifyPromotionsRequest(repo=self.inp.repo, finished=finished),
                 options=calls.NOTIFY,
-                result_type=int,
             )
         except ActivityError as err:
             workflow.logger.warning("promotions not notified: %s", err.cause or err)
@@ -772,7 +764,6 @@ class DeployWorkflow:
                 ACT_RECORD_DEPLOYMENT,
                 self._history(item, state, message),
                 options=calls.STORE,
-                result_type=type(None),
             )
         except ActivityError as err:
             workflow.logger.warning("recording %s failed: %s", item.deployment_id, err.cause)
@@ -819,7 +810,6 @@ class DeployWorkflow:
                     ACT_RECORD_DEPLOYMENT,
                     self._history(item, "queued"),
                     options=calls.RECORD,
-                    result_type=type(None),
                 )
             except ActivityError as err:
                 workflow.logger.warning(
@@ -834,7 +824,6 @@ class DeployWorkflow:
                 ACT_RECORD_DEPLOYMENTS,
                 DeploymentRecords(records=[self._history(i, "queued") for i in items]),
                 options=calls.RECORD,
-                result_type=type(None),
             )
         except ActivityError as err:
             workflow.logger.warning("recording queued items failed: %s", err.cause)
@@ -868,7 +857,6 @@ class DeployWorkflow:
                 ACT_QUEUE_CHECK_RUNS,
                 CheckRunBatch(requests=requests),
                 options=calls.GITHUB_BATCH,
-                result_type=CheckRunRefs,
             )
         except ActivityError as err:
             # Check runs only show the queue: never fail the root's queue for them.
@@ -953,9 +941,7 @@ class DeployWorkflow:
             actions=[checkrun.UNLOCK] if unlock else [],
         )
         try:
-            ref = await calls.run(
-                ACT_CHECK_RUN, request, options=calls.GITHUB, result_type=CheckRunRef
-            )
+            ref = await calls.run(ACT_CHECK_RUN, request, options=calls.GITHUB)
         except ActivityError as err:
             workflow.logger.warning("check run of %s failed: %s", item.deployment_id, err.cause)
             return

@@ -23,18 +23,26 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     from shared.contracts import checkrun
-    from shared.contracts.deploy import (
+    from shared.contracts.activityrefs import (
+        ACT_CARRY_OVER,
         ACT_CHECK_RUN,
         ACT_CHECKOUT,
         ACT_CLEANUP_CHECKOUT,
         ACT_DIFF_RENDER,
+        ACT_JUDGE_REVIEW,
         ACT_PERSIST_LATEST,
         ACT_PUBLISH,
         ACT_RECORD_AUDIT,
         ACT_RECORD_DEPLOYMENT,
         ACT_RENDER_ROOT,
+        ACT_REPORT_REVIEW,
+        ACT_REVIEW_POLICY,
+        ACT_VERIFY_DELIVERY,
+        ACT_VERIFY_PLAN,
         ACT_WORKER_ALIVE,
         ACT_WORKER_TASK_QUEUE,
+    )
+    from shared.contracts.deploy import (
         DEPLOYMENT_WORKFLOW,
         ERR_CHECKOUT_GONE,
         ERR_FLEET,
@@ -47,7 +55,6 @@ with workflow.unsafe.imports_passed_through():
         CheckoutRequest,
         CheckoutResult,
         CheckRunAction,
-        CheckRunRef,
         DeploymentInput,
         DeploymentRecord,
         DeploymentResult,
@@ -64,12 +71,7 @@ with workflow.unsafe.imports_passed_through():
         ReviewSignal,
     )
     from shared.contracts.governance import (
-        ACT_CARRY_OVER,
-        ACT_JUDGE_REVIEW,
-        ACT_REPORT_REVIEW,
-        ACT_REVIEW_POLICY,
         POLICY_REQUIREMENT,
-        CarryOver,
         CarryOverRequest,
         JudgeRequest,
         ReportReview,
@@ -79,10 +81,7 @@ with workflow.unsafe.imports_passed_through():
         Verdict,
     )
     from shared.contracts.verify import (
-        ACT_VERIFY_DELIVERY,
-        ACT_VERIFY_PLAN,
         VerifyPlanRequest,
-        VerifyPlanResult,
         VerifyRequest,
         VerifyResult,
     )
@@ -201,9 +200,7 @@ class DeploymentWorkflow:
             trigger=inp.trigger,
             state="rendering",
         )
-        self.task_queue = await calls.run(
-            ACT_WORKER_TASK_QUEUE, options=calls.WORKER_QUEUE, result_type=str
-        )
+        self.task_queue = await calls.run(ACT_WORKER_TASK_QUEUE, None, options=calls.WORKER_QUEUE)
         await self._set_state("rendering", status="in_progress", title="Rendering")
         losses = 0
         while True:
@@ -212,7 +209,6 @@ class DeploymentWorkflow:
                     ACT_CHECKOUT,
                     CheckoutRequest(repo=inp.repo, revision=inp.revision),
                     options=self._pinned(calls.CHECKOUT),
-                    result_type=CheckoutResult,
                     task_queue=self.task_queue,
                 )
             except ActivityError as err:
@@ -267,7 +263,6 @@ class DeploymentWorkflow:
                 deployment_id=inp.deployment_id,
             ),
             options=self._pinned(calls.RENDER),
-            result_type=RenderSummary,
             task_queue=self.task_queue,
         )
         self.digest = render.digest
@@ -281,7 +276,6 @@ class DeploymentWorkflow:
                 deployment_id=inp.deployment_id,
             ),
             options=self._pinned(calls.DIFF),
-            result_type=DiffSummary,
             task_queue=self.task_queue,
         )
         if self._governs():
@@ -298,7 +292,6 @@ class DeploymentWorkflow:
                     old_prefix=inp.latest.published_prefix if inp.latest else None,
                 ),
                 options=self._pinned(calls.POLICY),
-                result_type=ReviewPolicy,
                 task_queue=self.task_queue,
             )
         return render, diff
@@ -364,7 +357,6 @@ class DeploymentWorkflow:
                     render_digest=render.digest,
                 ),
                 options=calls.PUBLISH,
-                result_type=PublishResult,
             )
         except ActivityError as err:
             # A failed apply still becomes the root's latest deployment attempt.
@@ -401,7 +393,6 @@ class DeploymentWorkflow:
                     commit=published.commit,
                 ),
                 options=calls.VERIFY_PLAN,
-                result_type=VerifyPlanResult,
             )
         except ActivityError as err:
             # Published all the same: the cluster gets the render, unverified.
@@ -435,7 +426,6 @@ class DeploymentWorkflow:
                 ACT_VERIFY_DELIVERY,
                 VerifyRequest(repo=inp.repo, deployment_id=inp.deployment_id, plan=plan),
                 options=calls.verify(plan.timeout_seconds),
-                result_type=VerifyResult,
             )
         except ActivityError as err:
             result = VerifyResult(
@@ -529,7 +519,6 @@ class DeploymentWorkflow:
                     old_prefix=inp.latest.published_prefix if inp.latest else None,
                 ),
                 options=calls.JUDGE,
-                result_type=CarryOver,
             )
         except ActivityError as err:
             self._carry_note = f"Pull request approvals were not checked: {_message(err)}."
@@ -565,7 +554,6 @@ class DeploymentWorkflow:
                 ACT_REPORT_REVIEW,
                 ReportReview(repo=inp.repo, revision=inp.revision, review=review),
                 options=calls.RECORD,
-                result_type=type(None),
             )
         except ActivityError as err:  # the root's own check run still works
             workflow.logger.warning("reporting to the revision summary failed: %s", err.cause)
@@ -624,7 +612,6 @@ class DeploymentWorkflow:
                     satisfied=list(self._satisfied),
                 ),
                 options=calls.JUDGE,
-                result_type=Verdict,
             )
         except ActivityError as err:
             # Without GitHub's word nobody's click counts; the clicker may click again.
@@ -673,7 +660,7 @@ class DeploymentWorkflow:
             at=workflow.now(),
         )
         try:
-            await calls.run(ACT_RECORD_AUDIT, record, options=calls.RECORD, result_type=type(None))
+            await calls.run(ACT_RECORD_AUDIT, record, options=calls.RECORD)
         except ActivityError as err:
             workflow.logger.warning("recording the review click failed: %s", err.cause)
 
@@ -704,7 +691,6 @@ class DeploymentWorkflow:
             ACT_PERSIST_LATEST,
             PersistLatestRequest(repo=inp.repo, root=inp.root, latest=latest),
             options=calls.STORE,
-            result_type=type(None),
         )
         self.persisted = latest  # only once it is really the root's latest.json
 
@@ -744,9 +730,7 @@ class DeploymentWorkflow:
             actions=actions,
         )
         try:
-            ref = await calls.run(
-                ACT_CHECK_RUN, request, options=calls.GITHUB, result_type=CheckRunRef
-            )
+            ref = await calls.run(ACT_CHECK_RUN, request, options=calls.GITHUB)
             self.check_run_id = ref.check_run_id
         except ActivityError as err:
             if state == "awaiting_review":
@@ -810,7 +794,6 @@ class DeploymentWorkflow:
                 ACT_RECORD_DEPLOYMENT,
                 self._record_of(state, message, approved_by),
                 options=calls.STORE,
-                result_type=type(None),
             )
         except ActivityError as err:  # history is the query side; the outcome stands
             workflow.logger.warning("recording the deployment failed: %s", err.cause)
@@ -855,7 +838,6 @@ class DeploymentWorkflow:
                 ACT_RECORD_DEPLOYMENT,
                 self._record_of(state, message, approved_by),
                 options=calls.RECORD,
-                result_type=type(None),
             )
         except ActivityError as err:
             workflow.logger.warning("recording state %s failed: %s", state, err.cause)
@@ -882,7 +864,7 @@ class DeploymentWorkflow:
         ):
             try:
                 alive = await calls.run(
-                    ACT_WORKER_ALIVE, self.task_queue, options=calls.WORKER_ALIVE, result_type=bool
+                    ACT_WORKER_ALIVE, self.task_queue, options=calls.WORKER_ALIVE
                 )
             except ActivityError:
                 alive = False
@@ -908,9 +890,7 @@ class DeploymentWorkflow:
     async def _repin(self, losses: int, doing: str) -> None:
         """Ask the shared queue for a live worker and tell the check run why it starts over."""
         lost = self.task_queue
-        self.task_queue = await calls.run(
-            ACT_WORKER_TASK_QUEUE, options=calls.WORKER_QUEUE, result_type=str
-        )
+        self.task_queue = await calls.run(ACT_WORKER_TASK_QUEUE, None, options=calls.WORKER_QUEUE)
         workflow.logger.warning(
             "worker lost: rendering again",
             extra={"lost": lost, "now": self.task_queue, "losses": losses},
@@ -943,7 +923,6 @@ class DeploymentWorkflow:
                 ACT_CLEANUP_CHECKOUT,
                 checkout,
                 options=calls.CLEANUP,
-                result_type=type(None),
                 task_queue=self.task_queue,
             )
         except ActivityError:

@@ -12,11 +12,15 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from shared.contracts import checkrun
-    from shared.contracts.deploy import (
+    from shared.contracts.activityrefs import (
         ACT_AFFECTED_ROOTS,
         ACT_AWAIT_DISPATCH,
         ACT_CHECK_RUN,
+        ACT_PROMOTION_SIGNAL,
+        ACT_PROMOTION_TOUCHED,
         ACT_SIGNAL_DEPLOYS,
+    )
+    from shared.contracts.deploy import (
         ERR_FLEET,
         SA_REPO,
         SA_REVISION,
@@ -25,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
         AffectedRequest,
         AffectedResult,
         AwaitDispatchRequest,
-        CheckRunRef,
         DispatchInput,
         DispatchResult,
         NewRevision,
@@ -33,11 +36,8 @@ with workflow.unsafe.imports_passed_through():
         waits_task_queue,
     )
     from shared.contracts.promotion import (
-        ACT_PROMOTION_SIGNAL,
-        ACT_PROMOTION_TOUCHED,
         SignalPromotionsRequest,
         TouchedRequest,
-        TouchedResult,
     )
     from workflows import calls, searchattrs
 
@@ -73,7 +73,6 @@ class DispatchWorkflow:
                         repo=inp.repo, before=inp.before, after=inp.after, forced=inp.forced
                     ),
                     options=calls.AFFECTED,
-                    result_type=AffectedResult,
                 )
             except ActivityError as err:
                 message = _fleet_error(err)
@@ -95,7 +94,6 @@ class DispatchWorkflow:
                     ACT_AWAIT_DISPATCH,
                     AwaitDispatchRequest(workflow_id=inp.after_dispatch),
                     options=calls.AWAIT_DISPATCH,
-                    result_type=str,
                     task_queue=self._waits_queue(),
                 )
                 if outcome == "timed_out":
@@ -115,7 +113,6 @@ class DispatchWorkflow:
                     ),
                 ),
                 options=calls.SIGNAL_DEPLOYS,
-                result_type=type(None),
             )
         if inp.roots is None and inp.trigger == "merge" and workflow.patched(PATCH_PROMOTIONS):
             await _promotions(inp)
@@ -149,7 +146,6 @@ async def _report_unreadable_fleet(inp: DispatchInput, message: str) -> None:
         ACT_CHECK_RUN,
         checkrun.unreadable_fleet(inp.repo, inp.after, message),
         options=calls.GITHUB,
-        result_type=CheckRunRef,
     )
 
 
@@ -162,13 +158,11 @@ async def _promotions(inp: DispatchInput) -> None:
             ACT_PROMOTION_TOUCHED,
             TouchedRequest(repo=inp.repo, before=inp.before, after=inp.after),
             options=calls.PROMOTION_TOUCHED,
-            result_type=TouchedResult,
         )
         await calls.run(
             ACT_PROMOTION_SIGNAL,
             SignalPromotionsRequest(repo=inp.repo, revision=inp.after, start=touched.patch_ids),
             options=calls.PROMOTION_SIGNAL,
-            result_type=type(None),
         )
     except ActivityError as err:
         workflow.logger.warning("promotions not signalled: %s", err.cause or err)

@@ -32,22 +32,23 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from shared.contracts import checkrun
-    from shared.contracts.deploy import (
+    from shared.contracts.activityrefs import (
         ACT_CHECK_RUN,
+        ACT_PREVIEW_BUILD,
+        ACT_PREVIEW_COMMENT,
+        ACT_PREVIEW_REVISIONS,
         ACT_WORKER_TASK_QUEUE,
+    )
+    from shared.contracts.deploy import (
         ERR_FLEET,
         QUERY_STATE,
         SA_REPO,
         SA_REVISION,
         SA_STATE,
         SA_TRIGGER,
-        CheckRunRef,
         CheckRunRequest,
     )
     from shared.contracts.preview import (
-        ACT_PREVIEW_BUILD,
-        ACT_PREVIEW_COMMENT,
-        ACT_PREVIEW_REVISIONS,
         ERR_PREVIEW_REVISION,
         FORCING_ACTIONS,
         PREVIEW_CHECK_NAME,
@@ -55,7 +56,6 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_PR_CLOSED,
         SIGNAL_PR_HEAD,
         PreviewBuildRequest,
-        PreviewCommentRef,
         PreviewCommentRequest,
         PreviewInput,
         PreviewOutcome,
@@ -313,16 +313,13 @@ class PreviewWorkflow:
     async def _render(self, head: PullRequestHead) -> _Rendered:
         """Fetch and render on one worker: the part a newer head cancels."""
         inp = self.inp
-        task_queue = await calls.run(
-            ACT_WORKER_TASK_QUEUE, options=calls.WORKER_QUEUE, result_type=str
-        )
+        task_queue = await calls.run(ACT_WORKER_TASK_QUEUE, None, options=calls.WORKER_QUEUE)
         revisions = await calls.run(
             ACT_PREVIEW_REVISIONS,
             PreviewRevisionsRequest(
                 repo=inp.repo, pr=inp.pr, head_sha=head.head_sha, base_ref=head.base_ref
             ),
             options=calls.PREVIEW_FETCH,
-            result_type=PreviewRevisions,
             task_queue=task_queue,
         )
         outcome = await calls.run(
@@ -335,7 +332,6 @@ class PreviewWorkflow:
                 title=head.title,
             ),
             options=calls.PREVIEW_BUILD,
-            result_type=PreviewOutcome,
             task_queue=task_queue,
         )
         return _Rendered(revisions, outcome)
@@ -355,7 +351,6 @@ class PreviewWorkflow:
                     conclusion=outcome.conclusion,
                 ),
                 options=calls.GITHUB,
-                result_type=PreviewCommentRef,
             )
             self.comment_id = ref.comment_id
         except ActivityError as err:
@@ -423,9 +418,7 @@ class PreviewWorkflow:
             }
         )
         try:
-            ref = await calls.run(
-                ACT_CHECK_RUN, request, options=calls.GITHUB, result_type=CheckRunRef
-            )
+            ref = await calls.run(ACT_CHECK_RUN, request, options=calls.GITHUB)
         except ActivityError as err:
             # The comment still tells the story; a refused check run must not stop previews.
             workflow.logger.warning("writing the preview check run failed: %s", _message(err))

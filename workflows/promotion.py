@@ -29,21 +29,22 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from shared.contracts.deploy import (
+    from shared.contracts.activityrefs import (
         ACT_CHECK_RUN,
-        SA_REPO,
-        SA_REVISION,
-        SA_STATE,
-        CheckRunAction,
-        CheckRunRef,
-        CheckRunRequest,
-    )
-    from shared.contracts.promotion import (
         ACT_PROMOTION_COMMIT,
         ACT_PROMOTION_DEPLOYMENTS,
         ACT_PROMOTION_EVALUATE,
         ACT_PROMOTION_GRADUATE,
         ACT_PROMOTION_ROLLBACK,
+    )
+    from shared.contracts.deploy import (
+        SA_REPO,
+        SA_REVISION,
+        SA_STATE,
+        CheckRunAction,
+        CheckRunRequest,
+    )
+    from shared.contracts.promotion import (
         PROMOTION_WORKFLOW,
         QUERY_ROLLOUT,
         SIGNAL_DEPLOYMENT_FINISHED,
@@ -53,14 +54,11 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_RESUME,
         SIGNAL_ROLLBACK,
         CommitRequest,
-        CommitResult,
         DeploymentFinished,
         DeploymentsRequest,
-        DeploymentsResult,
         EvaluateRequest,
         Evaluation,
         GraduateRequest,
-        GraduateResult,
         HaltSignal,
         HaltState,
         NodeState,
@@ -70,7 +68,6 @@ with workflow.unsafe.imports_passed_through():
         PromotionRevision,
         ResumeSignal,
         RollbackRequest,
-        RollbackResult,
         RollbackSignal,
         RolloutRow,
         RolloutView,
@@ -309,7 +306,6 @@ class PromotionWorkflow:
                     repo=self.inp.repo, patch_id=self.inp.patch_id, revision=self.revision, now=now
                 ),
                 options=calls.PROMOTION_READ,
-                result_type=Evaluation,
             )
             self.ev, self.ev_at = ev, now
             if self.search_revision != ev.revision:
@@ -343,7 +339,6 @@ class PromotionWorkflow:
                 repo=self.inp.repo, patch_id=self.inp.patch_id, roots=wanted, reported=reported
             ),
             options=calls.PROMOTION_READ,
-            result_type=DeploymentsResult,
         )
         for deployment in result.deployments:
             self.deployments[deployment.root] = deployment
@@ -456,7 +451,6 @@ class PromotionWorkflow:
                     expected_revision=self.revision,
                 ),
                 options=calls.GITHUB,
-                result_type=CommitResult,
             )
         except ActivityError as err:
             # GitHub refused (permissions, branch protection): a person has to look.
@@ -492,7 +486,6 @@ class PromotionWorkflow:
                     repo=self.inp.repo, patch_id=self.inp.patch_id, node=node, reason=halt.reason
                 ),
                 options=calls.GITHUB,
-                result_type=RollbackResult,
             )
         except ActivityError as err:
             halt.reason += f". Rolling back failed: {err.cause or err}"
@@ -516,7 +509,6 @@ class PromotionWorkflow:
                 ACT_PROMOTION_GRADUATE,
                 GraduateRequest(repo=self.inp.repo, patch_id=self.inp.patch_id),
                 options=calls.GITHUB,
-                result_type=GraduateResult,
             )
         except ActivityError as err:
             self.halt = HaltState(
@@ -730,9 +722,7 @@ class PromotionWorkflow:
             }
         )
         try:
-            ref = await calls.run(
-                ACT_CHECK_RUN, request, options=calls.GITHUB, result_type=CheckRunRef
-            )
+            ref = await calls.run(ACT_CHECK_RUN, request, options=calls.GITHUB)
         except ActivityError as err:
             workflow.logger.warning("rollout check run failed: %s", err.cause)
             return
@@ -759,7 +749,7 @@ class PromotionWorkflow:
             }
         )
         try:
-            await calls.run(ACT_CHECK_RUN, request, options=calls.GITHUB, result_type=CheckRunRef)
+            await calls.run(ACT_CHECK_RUN, request, options=calls.GITHUB)
         except ActivityError as err:
             workflow.logger.warning("retiring the old rollout check run failed: %s", err.cause)
 

@@ -21,11 +21,12 @@ from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from shared.contracts import checkrun
-    from shared.contracts.deploy import (
+    from shared.contracts.activityrefs import (
         ACT_CHECK_RUN,
+    )
+    from shared.contracts.deploy import (
         SIGNAL_REVIEW,
         TERMINAL_STATES,
-        CheckRunRef,
         CheckRunRequest,
         ReviewSignal,
     )
@@ -176,9 +177,7 @@ class RevisionReviewWorkflow:
             actions=[checkrun.APPROVE_ALL] if waiting else [],
         )
         try:
-            ref = await calls.run(
-                ACT_CHECK_RUN, request, options=calls.GITHUB, result_type=CheckRunRef
-            )
+            ref = await calls.run(ACT_CHECK_RUN, request, options=calls.GITHUB)
             self.check_run_id = ref.check_run_id
         except ActivityError as err:  # the roots' own check runs still work
             workflow.logger.warning("summary check run failed: %s", err.cause)

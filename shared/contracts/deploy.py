@@ -50,26 +50,6 @@ QUERY_HOLDING = "holding"
 # (about 250 bytes an item); `queue_length` counts them all.
 STATE_QUEUE_ITEMS = 1000
 
-# Activity names: workflows call activities by name, so workflow code imports no activity code.
-ACT_AFFECTED_ROOTS = "affected_roots"  # AffectedRequest -> AffectedResult
-ACT_SIGNAL_DEPLOYS = "signal_deploys"  # SignalDeploysRequest -> None (signal-with-start)
-ACT_AWAIT_DISPATCH = "await_dispatch"  # AwaitDispatchRequest -> str (how it ended)
-ACT_REVISION_RELATION = "revision_relation"  # RelationRequest -> Relation
-ACT_LOAD_LATEST = "load_latest"  # LoadLatestRequest -> LatestLookup
-ACT_PERSIST_LATEST = "persist_latest"  # PersistLatestRequest -> None
-ACT_CHECK_RUN = "check_run"  # CheckRunRequest -> CheckRunRef
-ACT_RECORD_DEPLOYMENT = "record_deployment"  # DeploymentRecord -> None
-ACT_WORKER_TASK_QUEUE = "worker_task_queue"  # None -> str (runs on the shared queue)
-ACT_WORKER_ALIVE = "worker_alive"  # str (a worker's task queue) -> bool (shared queue)
-ACT_CHECKOUT = "checkout"  # CheckoutRequest -> CheckoutResult (worker queue from here on)
-ACT_RENDER_ROOT = "render_root"  # RenderRequest -> RenderSummary
-ACT_DIFF_RENDER = "diff_render"  # DiffRequest -> DiffSummary
-ACT_PUBLISH = "publish"  # PublishRequest -> PublishResult
-ACT_CLEANUP_CHECKOUT = "cleanup_checkout"  # CheckoutResult -> None
-ACT_RECORD_AUDIT = "record_audit"  # AuditRecord -> None
-ACT_QUEUE_CHECK_RUNS = "queue_check_runs"  # CheckRunBatch -> CheckRunRefs (queued items, batched)
-ACT_RECORD_DEPLOYMENTS = "record_deployments"  # DeploymentRecords -> None (queued rows, batched)
-ACT_DEPLOYMENT_STATUS = "deployment_status"  # str (workflow id) -> DeploymentStatus
 
 # ApplicationError types that activities raise for mistakes in the fleet repo (never retried).
 ERR_FLEET = "FleetError"

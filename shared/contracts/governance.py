@@ -15,9 +15,6 @@ from pydantic import Field
 
 from shared.contracts.deploy import Decision, DeploymentState, Payload, RepoRef
 
-ACT_REVIEW_POLICY = "review_policy"  # ReviewPolicyRequest -> ReviewPolicy (pinned: the checkout)
-ACT_JUDGE_REVIEW = "judge_review"  # JudgeRequest -> Verdict (GitHub permission and teams)
-
 ReviewMode = Literal["always", "on-change", "never"]
 # The requirement the matching rule's `approvers` set (every deployment has it).
 POLICY_REQUIREMENT = "policy"
@@ -103,7 +100,6 @@ class Verdict(Payload):
 
 REVISION_REVIEW_WORKFLOW = "RevisionReviewWorkflow"
 SIGNAL_ROOT_REVIEW = "root_review"  # RootReview: a root's deployment of the revision, as it is
-ACT_REPORT_REVIEW = "report_review"  # ReportReview -> None (signal-with-start of the above)
 QUERY_REVISION_REVIEW = "revision_review"  # -> list[RootReview]
 # The `rollwright` check run's button (GitHub: label ≤ 20, description ≤ 40 characters). A
 # click arrives as the `review` signal (decision approve) on the revision's workflow.
@@ -142,8 +138,6 @@ class ReportReview(Payload):
 
 
 # --- approvals carried over from the pull request --------------------------------------------
-
-ACT_CARRY_OVER = "carry_over"  # CarryOverRequest -> CarryOver
 
 
 class CarryOverRequest(Payload):

@@ -31,10 +31,6 @@ PREVIEW_CHECK_NAME = "rollwright/preview"
 # (shared.github.app.upsert_sticky_comment).
 PREVIEW_COMMENT_MARKER = "rollwright:preview"
 
-# Activity names (workflows call activities by name).
-ACT_PREVIEW_REVISIONS = "preview_revisions"  # PreviewRevisionsRequest -> PreviewRevisions
-ACT_PREVIEW_BUILD = "preview_build"  # PreviewBuildRequest -> PreviewOutcome
-ACT_PREVIEW_COMMENT = "preview_comment"  # PreviewCommentRequest -> PreviewCommentRef
 
 # ApplicationError type of a PR head (or base branch) the repository does not have.
 ERR_PREVIEW_REVISION = "PreviewRevisionMissing"

@@ -25,15 +25,6 @@ SIGNAL_ROLLBACK = "rollback"  # RollbackSignal: the Roll back button (rollout.ro
 SIGNAL_PROMOTION_REVISION = "revision"
 QUERY_ROLLOUT = "rollout"
 
-# Activity names (the workflow imports no activity code).
-ACT_PROMOTION_EVALUATE = "promotion_evaluate"  # EvaluateRequest -> Evaluation
-ACT_PROMOTION_DEPLOYMENTS = "promotion_deployments"  # DeploymentsRequest -> DeploymentsResult
-ACT_PROMOTION_COMMIT = "promotion_commit"  # CommitRequest -> CommitResult
-ACT_PROMOTION_ROLLBACK = "promotion_rollback"  # RollbackRequest -> RollbackResult
-ACT_PROMOTION_GRADUATE = "promotion_graduate"  # GraduateRequest -> GraduateResult
-ACT_PROMOTION_TOUCHED = "promotion_touched"  # TouchedRequest -> TouchedResult
-ACT_PROMOTION_SIGNAL = "promotion_signal"  # SignalPromotionsRequest -> None
-ACT_NOTIFY_PROMOTIONS = "notify_promotions"  # NotifyPromotionsRequest -> int
 
 # The check run of a rollout: one per patch, on the default branch's tip.
 CHECK_RUN_PREFIX = "rollwright/promote: "

@@ -14,9 +14,6 @@ from pydantic import Field
 
 from shared.contracts.deploy import Payload, RepoRef
 
-ACT_VERIFY_PLAN = "verify_plan"  # VerifyPlanRequest -> VerifyPlanResult
-ACT_VERIFY_DELIVERY = "verify_delivery"  # VerifyRequest -> VerifyResult (heartbeats)
-
 Verdict = Literal["verified", "unhealthy"]
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from shared.contracts.deploy import ACT_PUBLISH
+from shared.contracts.activityrefs import (
+    ACT_PUBLISH,
+)
 from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
 from tests.chaos import gitrepo
@@ -57,7 +59,7 @@ def run(chaos: Cluster, result: CaseResult) -> None:
         published += ids
         workers_used = set()
         for deployment in ids:
-            for publish in chaos.temporal.activity_runs(deployment, ACT_PUBLISH):
+            for publish in chaos.temporal.activity_runs(deployment, ACT_PUBLISH.name):
                 workers_used.add(chaos.worker_of(publish.identity) or publish.identity)
         result.note(f"round {round_}: workers that ran the two publishes", sorted(workers_used))
         if len(workers_used) > 1:

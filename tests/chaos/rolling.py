@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import time
 
-from shared.contracts.deploy import ACT_RENDER_ROOT, TASK_QUEUE
+from shared.contracts.activityrefs import (
+    ACT_RENDER_ROOT,
+)
+from shared.contracts.deploy import (
+    TASK_QUEUE,
+)
 from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
 from tests.chaos.report import CaseResult
@@ -44,7 +49,7 @@ def run(chaos: Cluster, result: CaseResult) -> None:
         for root in fleet.roots:
             state = fleet.deploy_state(root)
             deployment = state.current.deployment_id if state and state.current else None
-            if deployment and chaos.temporal.running_activity(deployment, ACT_RENDER_ROOT):
+            if deployment and chaos.temporal.running_activity(deployment, ACT_RENDER_ROOT.name):
                 return root
         return None
 
@@ -101,7 +106,7 @@ def run(chaos: Cluster, result: CaseResult) -> None:
     again = [
         root
         for root, deployment in deployments.items()
-        if len(chaos.temporal.activity_runs(deployment, ACT_RENDER_ROOT)) > 1
+        if len(chaos.temporal.activity_runs(deployment, ACT_RENDER_ROOT.name)) > 1
     ]
     result.note(
         "rendered again on another worker (the first worker stopped before or during it)",

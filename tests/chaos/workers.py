@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 
-from shared.contracts.deploy import ACT_PUBLISH, ACT_RENDER_ROOT
+from shared.contracts.activityrefs import (
+    ACT_PUBLISH,
+    ACT_RENDER_ROOT,
+)
 from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
 from tests.chaos import gitrepo
@@ -57,7 +60,7 @@ def run(chaos: Cluster, result: CaseResult) -> None:
     deployment = fleet.wait("the deployment to start", current, poll=0.05)
     identity = fleet.wait(
         "its render to start",
-        lambda: chaos.temporal.running_activity(deployment, ACT_RENDER_ROOT),
+        lambda: chaos.temporal.running_activity(deployment, ACT_RENDER_ROOT.name),
         poll=0.05,
     )
     victim = chaos.worker_of(identity)
@@ -73,7 +76,7 @@ def run(chaos: Cluster, result: CaseResult) -> None:
         f"≤ {RECOVERY_LIMIT:.0f} s, every resource in the diff ({2 * RELEASES} added)",
         recovered <= RECOVERY_LIMIT and f"{2 * RELEASES} added" in str(review.output.get("title")),
     )
-    renders = chaos.temporal.activity_runs(deployment, ACT_RENDER_ROOT)
+    renders = chaos.temporal.activity_runs(deployment, ACT_RENDER_ROOT.name)
     result.check(
         "  the render's schedulings (task queue: outcome, last attempt)",
         "; ".join(_described(chaos, r) for r in renders),
@@ -98,7 +101,7 @@ def run(chaos: Cluster, result: CaseResult) -> None:
     fleet.wait("the publish's push to land", lambda: held.exists() or None, poll=0.05)
     identity = fleet.wait(
         "the publishing worker",
-        lambda: chaos.temporal.running_activity(deployment, ACT_PUBLISH),
+        lambda: chaos.temporal.running_activity(deployment, ACT_PUBLISH.name),
         poll=0.05,
     )
     landed = gitrepo.published_deployments(fleet.repo)
@@ -119,7 +122,7 @@ def run(chaos: Cluster, result: CaseResult) -> None:
         f"success, ≤ {RECOVERY_LIMIT:.0f} s",
         done.conclusion == "success" and recovered <= RECOVERY_LIMIT,
     )
-    publishes = chaos.temporal.activity_runs(deployment, ACT_PUBLISH)
+    publishes = chaos.temporal.activity_runs(deployment, ACT_PUBLISH.name)
     result.check(
         "  the publish's schedulings (outcome, last attempt, why the one before it ended)",
         "; ".join(_described(chaos, r) for r in publishes),

@@ -10,8 +10,10 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from shared.contracts.deploy import (
+    from shared.contracts.activityrefs import (
         ACT_RECORD_DEPLOYMENT,
+    )
+    from shared.contracts.deploy import (
         DEPLOYMENT_WORKFLOW,
         DeployInput,
         DeploymentInput,
@@ -63,7 +65,7 @@ class DeployRecordingUnpatched(DeployBeforeBounded):
         self.unrecorded = []
         for item in self.queue:
             await workflow.execute_activity(
-                ACT_RECORD_DEPLOYMENT,
+                ACT_RECORD_DEPLOYMENT.name,
                 DeploymentRecord(
                     deployment_id=item.deployment_id,
                     repo=self.inp.repo.full_name,

@@ -32,26 +32,36 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.verify import plan_for
-from shared.contracts.deploy import (
+from shared.contracts.activityrefs import (
     ACT_AFFECTED_ROOTS,
     ACT_AWAIT_DISPATCH,
+    ACT_CARRY_OVER,
     ACT_CHECK_RUN,
     ACT_CHECKOUT,
     ACT_CLEANUP_CHECKOUT,
     ACT_DEPLOYMENT_STATUS,
     ACT_DIFF_RENDER,
+    ACT_JUDGE_REVIEW,
     ACT_LOAD_LATEST,
+    ACT_NOTIFY_PROMOTIONS,
     ACT_PERSIST_LATEST,
+    ACT_PROMOTION_SIGNAL,
+    ACT_PROMOTION_TOUCHED,
     ACT_PUBLISH,
     ACT_QUEUE_CHECK_RUNS,
     ACT_RECORD_AUDIT,
     ACT_RECORD_DEPLOYMENT,
     ACT_RECORD_DEPLOYMENTS,
     ACT_RENDER_ROOT,
+    ACT_REPORT_REVIEW,
+    ACT_REVIEW_POLICY,
     ACT_REVISION_RELATION,
     ACT_SIGNAL_DEPLOYS,
+    ACT_VERIFY_PLAN,
     ACT_WORKER_ALIVE,
     ACT_WORKER_TASK_QUEUE,
+)
+from shared.contracts.deploy import (
     DEPLOY_WORKFLOW,
     ERR_CHECKOUT_GONE,
     ERR_FLEET,
@@ -99,10 +109,6 @@ from shared.contracts.deploy import (
     waits_task_queue,
 )
 from shared.contracts.governance import (
-    ACT_CARRY_OVER,
-    ACT_JUDGE_REVIEW,
-    ACT_REPORT_REVIEW,
-    ACT_REVIEW_POLICY,
     REVISION_REVIEW_WORKFLOW,
     SIGNAL_ROOT_REVIEW,
     CarryOver,
@@ -117,16 +123,16 @@ from shared.contracts.governance import (
     revision_review_workflow_id,
 )
 from shared.contracts.promotion import (
-    ACT_NOTIFY_PROMOTIONS,
-    ACT_PROMOTION_SIGNAL,
-    ACT_PROMOTION_TOUCHED,
     NotifyPromotionsRequest,
     SignalPromotionsRequest,
     TouchedRequest,
     TouchedResult,
 )
 from shared.contracts.queueing import await_closed
-from shared.contracts.verify import ACT_VERIFY_PLAN, VerifyPlanRequest, VerifyPlanResult
+from shared.contracts.verify import (
+    VerifyPlanRequest,
+    VerifyPlanResult,
+)
 from shared.devstack.temporal import temporal_binary
 from shared.engine.fleetconfig import FleetConfig
 from shared.review.governance import decide, policy_for
@@ -273,25 +279,25 @@ class World:
 
     # --- shared-queue activities --------------------------------------------------------
 
-    @activity.defn(name=ACT_LOAD_LATEST)
+    @activity.defn(name=ACT_LOAD_LATEST.name)
     async def load_latest(self, req: LoadLatestRequest) -> LatestLookup:
         return LatestLookup(latest=self.latest.get(req.root))
 
-    @activity.defn(name=ACT_PERSIST_LATEST)
+    @activity.defn(name=ACT_PERSIST_LATEST.name)
     async def persist_latest(self, req: PersistLatestRequest) -> None:
         self.latest[req.root] = req.latest
         self.persisted.append(req.latest)
 
-    @activity.defn(name=ACT_CHECK_RUN)
+    @activity.defn(name=ACT_CHECK_RUN.name)
     async def check_run(self, req: CheckRunRequest) -> CheckRunRef:
         return self._write_check_run(req)
 
-    @activity.defn(name=ACT_QUEUE_CHECK_RUNS)
+    @activity.defn(name=ACT_QUEUE_CHECK_RUNS.name)
     async def queue_check_runs(self, batch: CheckRunBatch) -> CheckRunRefs:
         self.check_run_batches.append(len(batch.requests))
         return CheckRunRefs(refs=[self._write_check_run(r) for r in batch.requests])
 
-    @activity.defn(name=ACT_DEPLOYMENT_STATUS)
+    @activity.defn(name=ACT_DEPLOYMENT_STATUS.name)
     async def deployment_status(self, workflow_id: str) -> DeploymentStatus:
         # As activities/dispatch.py asks (not imported: workflow modules under test import
         # this one inside the workflow sandbox).
@@ -318,12 +324,12 @@ class World:
         self.check_runs[check_run_id].append(req)
         return CheckRunRef(check_run_id=check_run_id, html_url=f"https://gh/runs/{check_run_id}")
 
-    @activity.defn(name=ACT_RECORD_DEPLOYMENTS)
+    @activity.defn(name=ACT_RECORD_DEPLOYMENTS.name)
     async def record_deployments(self, batch: DeploymentRecords) -> None:
         for rec in batch.records:
             await self.record_deployment(rec)
 
-    @activity.defn(name=ACT_RECORD_DEPLOYMENT)
+    @activity.defn(name=ACT_RECORD_DEPLOYMENT.name)
     async def record_deployment(self, rec: DeploymentRecord) -> None:
         hold = self.record_holds.get((rec.revision, rec.state))
         if hold is not None:
@@ -331,11 +337,11 @@ class World:
             await hold.wait()
         self.records.append(rec)
 
-    @activity.defn(name=ACT_RECORD_AUDIT)
+    @activity.defn(name=ACT_RECORD_AUDIT.name)
     async def record_audit(self, rec: AuditRecord) -> None:
         self.audits.append(rec)
 
-    @activity.defn(name=ACT_REVISION_RELATION)
+    @activity.defn(name=ACT_REVISION_RELATION.name)
     async def revision_relation(self, req: RelationRequest) -> str:
         if req.head in self.relation_errors:
             raise ApplicationError(f"unknown revision {req.head}", non_retryable=True)
@@ -345,16 +351,16 @@ class World:
             return "same"
         return self.relations.get((req.base, req.head), "ahead")
 
-    @activity.defn(name=ACT_WORKER_TASK_QUEUE)
+    @activity.defn(name=ACT_WORKER_TASK_QUEUE.name)
     async def worker_task_queue(self) -> str:
         return self.queue_answers.pop(0) if self.queue_answers else self.pinned_queue
 
-    @activity.defn(name=ACT_WORKER_ALIVE)
+    @activity.defn(name=ACT_WORKER_ALIVE.name)
     async def worker_alive(self, task_queue: str) -> bool:
         self.alive_asked.append(task_queue)
         return task_queue in {self.pinned_queue, *self.spare_workers, *self.busy}
 
-    @activity.defn(name=ACT_AFFECTED_ROOTS)
+    @activity.defn(name=ACT_AFFECTED_ROOTS.name)
     async def affected_roots(self, req: AffectedRequest) -> AffectedResult:
         self.affected_calls.append(req)
         hold = self.affected_holds.get(req.after)
@@ -366,7 +372,7 @@ class World:
             raise ApplicationError(f"unexpected diff {req.before}..{req.after}", non_retryable=True)
         return self.affected[(req.before, req.after)]
 
-    @activity.defn(name=ACT_AWAIT_DISPATCH)
+    @activity.defn(name=ACT_AWAIT_DISPATCH.name)
     async def await_dispatch(self, req: AwaitDispatchRequest) -> str:
         assert self.client is not None
         self.awaiting.append(req.workflow_id)
@@ -376,19 +382,19 @@ class World:
         self.awaited.append((req.workflow_id, outcome))
         return outcome
 
-    @activity.defn(name=ACT_SIGNAL_DEPLOYS)
+    @activity.defn(name=ACT_SIGNAL_DEPLOYS.name)
     async def signal_deploys(self, req: SignalDeploysRequest) -> None:
         self.signalled.append(req)
         assert self.client is not None
         for root in req.roots:  # what the real activity does: signal-with-start per root
             await start_deploy(self.client, root, req.revision, repo=req.repo)
 
-    @activity.defn(name=ACT_CARRY_OVER)
+    @activity.defn(name=ACT_CARRY_OVER.name)
     async def carry_over(self, req: CarryOverRequest) -> CarryOver:
         found = self.carried.get(req.revision)
         return found or CarryOver(reason="this commit did not come from a merged pull request")
 
-    @activity.defn(name=ACT_REPORT_REVIEW)
+    @activity.defn(name=ACT_REPORT_REVIEW.name)
     async def report_review(self, report: ReportReview) -> None:
         self.reports.append(report)
         assert self.client is not None
@@ -402,15 +408,15 @@ class World:
             start_signal_args=[report.review],
         )
 
-    @activity.defn(name=ACT_PROMOTION_TOUCHED)
+    @activity.defn(name=ACT_PROMOTION_TOUCHED.name)
     async def promotion_touched(self, req: TouchedRequest) -> TouchedResult:
         return TouchedResult(patch_ids=self.touched.get((req.before, req.after), []))
 
-    @activity.defn(name=ACT_PROMOTION_SIGNAL)
+    @activity.defn(name=ACT_PROMOTION_SIGNAL.name)
     async def promotion_signal(self, req: SignalPromotionsRequest) -> None:
         self.promotion_signals.append(req)
 
-    @activity.defn(name=ACT_NOTIFY_PROMOTIONS)
+    @activity.defn(name=ACT_NOTIFY_PROMOTIONS.name)
     async def notify_promotions(self, req: NotifyPromotionsRequest) -> int:
         self.notified.append(req)
         return 0
@@ -421,7 +427,7 @@ class World:
         info = activity.info()
         self.pinned_calls.append((info.activity_type, info.task_queue))
 
-    @activity.defn(name=ACT_CHECKOUT)
+    @activity.defn(name=ACT_CHECKOUT.name)
     async def checkout(self, req: CheckoutRequest) -> CheckoutResult:
         self._pinned()
         hold = self.checkout_holds.get(activity.info().task_queue)
@@ -429,7 +435,7 @@ class World:
             await hold.wait()
         return CheckoutResult(path=f"/checkouts/{req.revision}", revision=req.revision)
 
-    @activity.defn(name=ACT_RENDER_ROOT)
+    @activity.defn(name=ACT_RENDER_ROOT.name)
     async def render_root(self, req: RenderRequest) -> RenderSummary:
         self._pinned()
         if req.revision in self.render_errors:
@@ -445,7 +451,7 @@ class World:
             blob_prefix=f"renders/{REPO.full_name}/{req.root}/{req.revision}/",
         )
 
-    @activity.defn(name=ACT_DIFF_RENDER)
+    @activity.defn(name=ACT_DIFF_RENDER.name)
     async def diff_render(self, req: DiffRequest) -> DiffSummary:
         self._pinned()
         revision = req.new_prefix.rstrip("/").rsplit("/", 1)[-1]
@@ -460,14 +466,14 @@ class World:
             full_key=f"diffs/{req.deployment_id}",
         )
 
-    @activity.defn(name=ACT_REVIEW_POLICY)
+    @activity.defn(name=ACT_REVIEW_POLICY.name)
     async def review_policy(self, req: ReviewPolicyRequest) -> ReviewPolicy:
         self._pinned()
         self.policies.append(req)
         config = FleetConfig.model_validate({"review": self.review})
         return policy_for(config, req.root, "atlas", author=req.author, owners=self.owners)
 
-    @activity.defn(name=ACT_JUDGE_REVIEW)
+    @activity.defn(name=ACT_JUDGE_REVIEW.name)
     async def judge_review(self, req: JudgeRequest) -> Verdict:
         actor = req.actor or ""
         teams = {team for team, members in self.teams.items() if actor.lower() in members}
@@ -483,7 +489,7 @@ class World:
         self.verdicts.append(verdict)
         return verdict
 
-    @activity.defn(name=ACT_PUBLISH)
+    @activity.defn(name=ACT_PUBLISH.name)
     async def publish(self, req: PublishRequest) -> PublishResult:
         # Runs on the shared queue: publishers work from the stored render.
         self.publish_attempts.append(req.revision)
@@ -499,12 +505,12 @@ class World:
             commit=published_commit(req.revision),
         )
 
-    @activity.defn(name=ACT_VERIFY_PLAN)
+    @activity.defn(name=ACT_VERIFY_PLAN.name)
     async def verify_plan(self, req: VerifyPlanRequest) -> VerifyPlanResult:
         self.plans.append(req)
         return VerifyPlanResult(plan=plan_for(self.config, req))
 
-    @activity.defn(name=ACT_CLEANUP_CHECKOUT)
+    @activity.defn(name=ACT_CLEANUP_CHECKOUT.name)
     async def cleanup_checkout(self, res: CheckoutResult) -> None:
         self._pinned()
         self.cleaned.append(res.path)

@@ -22,19 +22,21 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from shared.contracts.deploy import (
+from shared.contracts.activityrefs import (
     ACT_CHECK_RUN,
+    ACT_PROMOTION_COMMIT,
+    ACT_PROMOTION_DEPLOYMENTS,
+    ACT_PROMOTION_EVALUATE,
+    ACT_PROMOTION_GRADUATE,
+    ACT_PROMOTION_ROLLBACK,
+)
+from shared.contracts.deploy import (
     TASK_QUEUE,
     CheckRunRef,
     CheckRunRequest,
     DeploymentState,
 )
 from shared.contracts.promotion import (
-    ACT_PROMOTION_COMMIT,
-    ACT_PROMOTION_DEPLOYMENTS,
-    ACT_PROMOTION_EVALUATE,
-    ACT_PROMOTION_GRADUATE,
-    ACT_PROMOTION_ROLLBACK,
     PROMOTION_WORKFLOW,
     QUERY_ROLLOUT,
     SIGNAL_DEPLOYMENT_FINISHED,
@@ -119,7 +121,7 @@ class Fleet:
 
     # --- activities -----------------------------------------------------------------------
 
-    @activity.defn(name=ACT_PROMOTION_EVALUATE)
+    @activity.defn(name=ACT_PROMOTION_EVALUATE.name)
     async def evaluate(self, req: EvaluateRequest) -> Evaluation:
         self.evaluations.append(req)
         k = self.active[req.revision]
@@ -144,7 +146,7 @@ class Fleet:
             rollback=self.rollback,
         )
 
-    @activity.defn(name=ACT_PROMOTION_DEPLOYMENTS)
+    @activity.defn(name=ACT_PROMOTION_DEPLOYMENTS.name)
     async def deployments(self, req: DeploymentsRequest) -> DeploymentsResult:
         reported = {r.root: r for r in req.reported}
         out = []
@@ -170,7 +172,7 @@ class Fleet:
         """Whether `revision` has the patch active at `root`."""
         return self.active.get(revision, 0) > self.node_of(root)
 
-    @activity.defn(name=ACT_PROMOTION_COMMIT)
+    @activity.defn(name=ACT_PROMOTION_COMMIT.name)
     async def commit(self, req: CommitRequest) -> CommitResult:
         k = self.active[self.tip]
         if k < len(self.plan) and self.plan[k].path == req.to_node:
@@ -203,7 +205,7 @@ class Fleet:
             SIGNAL_DEPLOYMENT_FINISHED, finished
         )
 
-    @activity.defn(name=ACT_PROMOTION_ROLLBACK)
+    @activity.defn(name=ACT_PROMOTION_ROLLBACK.name)
     async def rollback_promotion(self, req: RollbackRequest) -> RollbackResult:
         """The revert commit: the patch one node back; the roots under the node deploy the
         new tip (without the patch) and, with their previous render, verify."""
@@ -217,14 +219,14 @@ class Fleet:
             await self.report(root, self.tip, "verified")
         return RollbackResult(revision=self.tip, reverted=promoted)
 
-    @activity.defn(name=ACT_PROMOTION_GRADUATE)
+    @activity.defn(name=ACT_PROMOTION_GRADUATE.name)
     async def graduate(self, req: GraduateRequest) -> GraduateResult:
         self.graduations.append(req)
         return GraduateResult(
             number=42, url="https://gh/acme/fleet/pull/42", branch=f"rollwright/graduate-{PATCH}"
         )
 
-    @activity.defn(name=ACT_CHECK_RUN)
+    @activity.defn(name=ACT_CHECK_RUN.name)
     async def check_run(self, req: CheckRunRequest) -> CheckRunRef:
         assert len(req.actions) <= 3
         if req.check_run_id is None:
