@@ -23,7 +23,9 @@ PARENTS = re.compile(
     r"|parent\.parent\.parent\s*/\s*[\"']shared"
     r"|[\"']shared[\"']\s*/\s*[\"']fixtures[\"']"
 )
-MACHINE = re.compile(r"(?<![\w.])(?:/work/|/root/|/Users/|[A-Za-z]:\\Users\\)")
+# Home and work folders of developers' machines (split so that this line is not one).
+HOMES = ("/wo" + "rk/", "/ro" + "ot/", "/Us" + "ers/")
+MACHINE = re.compile(r"(?<![\w.])(?:" + "|".join(map(re.escape, HOMES)) + ")")
 TRACKER = re.compile(r"\b" + "iss" + r"ues?\s+#?\d", re.IGNORECASE)
 OUTSIDE_DOCS = re.compile(r"\bDESIGN\.md\b")
 RULES = {
@@ -68,12 +70,12 @@ def test_no_tracked_file_refers_outside_the_repository() -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        "FIXTURES = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures'",
-        'WEBHOOKS = ROOT / "shared" / "fixtures" / "github"',
+        "FIXTURES = Path(__file__).resolve().parents[2] " + "/ 'shared' " + "/ 'fixtures'",
+        'WEBHOOKS = ROOT / "shared" ' + '/ "fixtures" / "github"',
         "payloads in " + ".." + "/shared/fixtures/github",
         "see ../" + ".." + "/.library/README.md",
         "cd /work" + "/main && make test",
-        "the lock (" + "Issue 16 item 2)",
+        "the lock (" + "Iss" + "ue 16 item 2)",
         "see issues #" + "12",
         "Keys (DESIGN" + ".md)",
     ],
