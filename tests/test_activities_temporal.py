@@ -28,12 +28,12 @@ from shared.contracts.deploy import (
     SEARCH_ATTRIBUTES,
     SIGNAL_NEW_REVISION,
     SIGNAL_REVIEW,
-    DeployInput,
     DispatchInput,
     DispatchResult,
     NewRevision,
     RepoRef,
     ReviewSignal,
+    RootQueueInput,
     SignalDeploysRequest,
     deploy_workflow_id,
     dispatch_workflow_id,
@@ -87,7 +87,7 @@ class RecordingDeploy:
         return self.seen
 
     @workflow.run
-    async def run(self, inp: DeployInput) -> None:
+    async def run(self, inp: RootQueueInput) -> None:
         self.root = inp.root
         await workflow.wait_condition(lambda: False)
 

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import pytest
 from github import Auth, Github
 
-from shared.contracts.deploy import QUERY_STATE, DeployState, deploy_workflow_id
+from shared.contracts.deploy import QUERY_STATE, RootQueueState, deploy_workflow_id
 from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
 from shared.devstack.emulator.server import GitHubEmulator
@@ -153,11 +153,11 @@ class World:
         finally:
             store.close()
 
-    def deploy_state(self, root: str) -> DeployState:
-        async def query() -> DeployState:
+    def deploy_state(self, root: str) -> RootQueueState:
+        async def query() -> RootQueueState:
             client = await self.stack.async_client()
             handle = client.get_workflow_handle(deploy_workflow_id(REPO, root))
-            state: DeployState = await handle.query(QUERY_STATE, result_type=DeployState)
+            state: RootQueueState = await handle.query(QUERY_STATE, result_type=RootQueueState)
             return state
 
         return asyncio.run(query())

@@ -55,12 +55,12 @@ from shared.contracts.deploy import (
     SIGNAL_NEW_REVISION,
     SIGNAL_REVIEW,
     SIGNAL_UNLOCK,
-    DeployInput,
     DeploymentInput,
     DispatchInput,
     NewRevision,
     RepoRef,
     ReviewSignal,
+    RootQueueInput,
     UnlockSignal,
     deploy_workflow_id,
     dispatch_workflow_id,
@@ -88,7 +88,7 @@ class DispatchSeen(BaseModel):
 
 
 class DeploySeen(BaseModel):
-    input: DeployInput
+    input: RootQueueInput
     revisions: list[NewRevision]
     unlocks: list[UnlockSignal]
 
@@ -116,13 +116,13 @@ class RecordingDispatch:
 @workflow.defn(name=DEPLOY_WORKFLOW)
 class RecordingDeploy:
     @workflow.init
-    def __init__(self, inp: DeployInput) -> None:
+    def __init__(self, inp: RootQueueInput) -> None:
         self.inp = inp
         self.revisions: list[NewRevision] = []
         self.unlocks: list[UnlockSignal] = []
 
     @workflow.run
-    async def run(self, inp: DeployInput) -> None:
+    async def run(self, inp: RootQueueInput) -> None:
         await workflow.wait_condition(lambda: False)
 
     @workflow.signal(name=SIGNAL_NEW_REVISION)
@@ -892,7 +892,7 @@ def test_unlock_button_signals_the_roots_deploy_workflow(
     workflow_id = deploy_workflow_id(full_name, "prod/eu-west")
     temporal.start(
         DEPLOY_WORKFLOW,
-        DeployInput(repo=RepoRef(owner=owner, name=name), root="prod/eu-west"),
+        RootQueueInput(repo=RepoRef(owner=owner, name=name), root="prod/eu-west"),
         workflow_id,
     )
     delivery = str(uuid.uuid4())
@@ -971,7 +971,7 @@ def test_check_run_rerequested_queues_a_manual_rerun_of_that_root(
     assert answer.json()["workflow_id"] == workflow_id
     seen = temporal.seen(workflow_id, DeploySeen, lambda s: bool(s.revisions))
     owner, name = full_name.split("/")
-    assert seen.input == DeployInput(
+    assert seen.input == RootQueueInput(
         repo=RepoRef(
             owner=owner,
             name=name,
@@ -998,7 +998,7 @@ def test_check_run_rerequested_signals_a_running_deploy_workflow(
     payload, full_name = rerequested_run("prod/us-east")
     workflow_id = deploy_workflow_id(full_name, "prod/us-east")
     owner, name = full_name.split("/")
-    running = DeployInput(
+    running = RootQueueInput(
         repo=RepoRef(owner=owner, name=name, clone_url="/srv/x"), root="prod/us-east"
     )
     temporal.start(DEPLOY_WORKFLOW, running, workflow_id)

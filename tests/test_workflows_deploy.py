@@ -29,11 +29,11 @@ from shared.contracts.deploy import (
     SA_TRIGGER,
     SIGNAL_UNLOCK,
     TASK_QUEUE,
-    DeployInput,
     DeploymentRecord,
+    RootQueueInput,
     UnlockSignal,
 )
-from tests.support.deploy_versions import DeploymentNoticingLossFast, DeployQueueOfThree
+from tests.support.deploy_versions import DeploymentNoticingLossFast
 from tests.support.deploy_world import (
     REPO,
     Harness,
@@ -47,9 +47,8 @@ from tests.support.deploy_world import (
     until,
 )
 from workflows.calls import PUBLISH_RETRY
-from workflows.deploy import DeployWorkflow
-from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
+from workflows.rootqueue.workflow import RootQueueWorkflow
 from workflows.searchattrs import keyword
 
 ROOT = "staging/cluster-a"
@@ -552,7 +551,7 @@ async def test_unlock_that_starts_the_workflow_applies_to_the_rebuilt_lock() -> 
         # The root's workflow had finished idle; the Unlock click signal-with-starts it.
         await h.client.start_workflow(
             DEPLOY_WORKFLOW,
-            DeployInput(repo=REPO, root=ROOT),
+            RootQueueInput(repo=REPO, root=ROOT),
             id=h.deploy(ROOT).id,
             task_queue=TASK_QUEUE,
             start_signal=SIGNAL_UNLOCK,
@@ -625,7 +624,7 @@ async def test_diverged_asks_for_confirmation() -> None:
 async def test_continue_as_new_keeps_queue() -> None:
     world = World(latest={ROOT: latest(L, trigger="manual")})  # locked: merges pile up
     async with harness(world) as h:
-        first = await h.push(ROOT, A, max_history_events=30)
+        first = await h.push(ROOT, A, max_history_events=20)
         for revision in (B, C, D):
             await h.push(ROOT, revision)
         await until(lambda: _continued(h, first), "continue-as-new")
@@ -652,10 +651,9 @@ async def test_a_merge_past_a_full_queue_is_refused_on_its_check_run() -> None:
     # Past the most a queue keeps, its continue-as-new input would outgrow Temporal's payload
     # limit and the root's queue could not go on: the merge is refused, visibly.
     world = World(latest={ROOT: latest(L, trigger="manual")})
-    workflows = [DispatchWorkflow, DeployQueueOfThree, DeploymentWorkflow]
-    async with harness(world, workflows) as h:
+    async with harness(world) as h:
         for revision in (A, B, C, D):
-            await h.push(ROOT, revision)
+            await h.push(ROOT, revision, max_queued=3)
         (run_id,) = await until(lambda: _completed(world, D), "the refusal check run")
         refused = world.last(run_id)
         assert refused.conclusion == "failure" and refused.title == "Queue full"
@@ -761,7 +759,7 @@ async def test_github_and_git_errors_fail_one_item_not_the_queue() -> None:
 
 # Real time on the dev server (the test server has no schedule-to-start timeouts), with a
 # deployment that calls a worker lost after 2 s instead of 30 s.
-FAST_LOSS = [DispatchWorkflow, DeployWorkflow, DeploymentNoticingLossFast]
+FAST_LOSS = [DispatchWorkflow, RootQueueWorkflow, DeploymentNoticingLossFast]
 
 
 async def _deployment_of(h: Harness, revision: str) -> str:

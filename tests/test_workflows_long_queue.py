@@ -16,7 +16,6 @@ from temporalio.worker import Replayer
 
 from shared.contracts.checkrun import QUEUE_ROWS
 from shared.contracts.deploy import QUERY_HOLDING, STATE_QUEUE_ITEMS
-from tests.support.deploy_versions import DeployCheckingDetachedFast
 from tests.support.deploy_world import (
     WORKFLOWS,
     Harness,
@@ -27,9 +26,9 @@ from tests.support.deploy_world import (
     sha,
     until,
 )
-from workflows.deploy import QUEUED_BATCH
 from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
+from workflows.rootqueue.workflow import QUEUED_BATCH, RootQueueWorkflow
 
 ROOT = "prod/eu-west"
 L, M = sha("1"), sha("m")
@@ -152,9 +151,10 @@ async def test_a_deployment_that_ends_without_telling_its_queue_fails_visibly() 
     cannot signal its end): the queue asks after it, fails it on its check run and moves on."""
     world = World(latest={ROOT: latest(L)})
     merged = _merges(40, "t")
-    workflows = [DeployCheckingDetachedFast, DeploymentWorkflow, DispatchWorkflow]
+    workflows = [RootQueueWorkflow, DeploymentWorkflow, DispatchWorkflow]
     async with harness(world, workflows, dev_server=True) as h:
-        first = await h.push(ROOT, merged[0], max_history_events=30)
+        # asks after a deployment an earlier run started every 2 s, not every 30 minutes
+        first = await h.push(ROOT, merged[0], max_history_events=30, detached_check_seconds=2)
         stuck = await _deployment_awaiting_review(h, merged[0])
         for revision in merged[1:]:
             await h.push(ROOT, revision)

@@ -32,16 +32,16 @@ from activities import Activities, build_activities
 from shared.contracts.deploy import REVIEW_TIMEOUT_SECONDS, waits_task_queue
 from shared.settings import Settings
 from worker.logs import configure_logging
-from workflows.deploy import DeployWorkflow
 from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
 from workflows.preview import PreviewWorkflow
 from workflows.promotion import PromotionWorkflow
 from workflows.revision import RevisionReviewWorkflow
+from workflows.rootqueue.workflow import RootQueueWorkflow
 
 WORKFLOWS = [
     DispatchWorkflow,
-    DeployWorkflow,
+    RootQueueWorkflow,
     DeploymentWorkflow,
     PreviewWorkflow,
     PromotionWorkflow,

@@ -283,21 +283,23 @@ class CurrentDeployment(Payload):
     check_run_id: int | None = None
 
 
-class DeployInput(Payload):
+class RootQueueInput(Payload):
     repo: RepoRef
     root: str
     # Carried across continue-as-new; empty on a fresh start.
-    queue: list[QueueItem] = Field(default_factory=list)
     lock: LockState | None = None
     latest: LatestDeployment | None = None
     loaded_latest: bool = False
     last_activity_at: datetime | None = None
-    # Continue-as-new once the history has this many events (None: the workflow's default).
-    # An operational knob, and how the tests make continue-as-new happen quickly.
+    # Limits, None for the workflow's defaults: operational knobs, and how the tests make
+    # them bite quickly. Continue-as-new once the history has this many events; at most this
+    # many merges queued; how often to ask after a deployment an earlier run started.
     max_history_events: int | None = None
-    # Since bounded queues: the queue packed (`pack_queue`; a long one is too big
-    # for a payload as JSON), and the deployment that was running when the previous run
-    # continued as new (it runs on, and reports its end by signal).
+    max_queued: int | None = None
+    detached_check_seconds: int | None = None
+    # The queue packed (`pack_queue`; a long one is too big for a payload as JSON), and the
+    # deployment that was running when the previous run continued as new (it runs on, and
+    # reports its end by signal).
     queue_packed: str | None = None
     running: QueueItem | None = None
     current: CurrentDeployment | None = None
@@ -308,7 +310,7 @@ class DeployInput(Payload):
     unlock_unsaved: bool = False
 
 
-class DeployState(Payload):
+class RootQueueState(Payload):
     """Query result: what the Temporal UI and the job pages show about a root."""
 
     repo: str
@@ -318,7 +320,7 @@ class DeployState(Payload):
     lock: LockState
     current: CurrentDeployment | None
     latest: LatestDeployment | None
-    queue_length: int | None = None  # None from workers before bounded queues
+    queue_length: int
 
 
 class DeploymentUpdate(Payload):

@@ -17,9 +17,9 @@ from shared.contracts.deploy import (
     SA_REPO,
     SA_ROOT,
     SIGNAL_NEW_REVISION,
-    DeployInput,
     NewRevision,
     RepoRef,
+    RootQueueInput,
     deploy_workflow_id,
 )
 
@@ -40,7 +40,7 @@ async def queue_revision(
     workflow_id = deploy_workflow_id(repo.full_name, root)
     await client.start_workflow(
         DEPLOY_WORKFLOW,
-        DeployInput(repo=repo, root=root),
+        RootQueueInput(repo=repo, root=root),
         id=workflow_id,
         task_queue=task_queue,
         start_signal=SIGNAL_NEW_REVISION,

@@ -25,7 +25,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription
 from temporalio.service import RPCError, RPCStatusCode
 
-from shared.contracts.deploy import QUERY_STATE, DeployState, deploy_workflow_id
+from shared.contracts.deploy import QUERY_STATE, RootQueueState, deploy_workflow_id
 from shared.devstack import fleetrepo, temporal
 from shared.devstack.processes import Child
 from shared.devstack.stack import DevStack, StackOptions
@@ -91,9 +91,9 @@ class TemporalView:
 
         return self.run(describe())
 
-    def deploy_state(self, repo: str, root: str) -> DeployState | None:
+    def deploy_state(self, repo: str, root: str) -> RootQueueState | None:
         """The root's queue, lock and current deployment (None: no such workflow running)."""
-        return self.query(deploy_workflow_id(repo, root), QUERY_STATE, DeployState)
+        return self.query(deploy_workflow_id(repo, root), QUERY_STATE, RootQueueState)
 
     def query(self, workflow_id: str, name: str, result_type: type[T]) -> T | None:
         """Query `name` of the workflow (None: there is no such workflow)."""
@@ -196,7 +196,7 @@ class Fleet(FleetDriver):
         self.cluster = cluster
         self.roots = roots
 
-    def deploy_state(self, root: str) -> DeployState | None:
+    def deploy_state(self, root: str) -> RootQueueState | None:
         return self.cluster.temporal.deploy_state(self.full_name, root)
 
 

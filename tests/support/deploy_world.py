@@ -82,12 +82,10 @@ from shared.contracts.deploy import (
     CheckRunRef,
     CheckRunRefs,
     CheckRunRequest,
-    DeployInput,
     DeploymentRecord,
     DeploymentRecords,
     DeploymentResult,
     DeploymentStatus,
-    DeployState,
     DiffRequest,
     DiffSummary,
     LatestDeployment,
@@ -103,6 +101,8 @@ from shared.contracts.deploy import (
     RenderSummary,
     RepoRef,
     ReviewSignal,
+    RootQueueInput,
+    RootQueueState,
     SignalDeploysRequest,
     Trigger,
     deploy_workflow_id,
@@ -137,14 +137,14 @@ from shared.devstack.temporal import temporal_binary
 from shared.engine.fleetconfig import FleetConfig
 from shared.review.governance import decide, policy_for
 from tests.support import queries
-from workflows.deploy import DeployWorkflow
 from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
 from workflows.revision import RevisionReviewWorkflow
+from workflows.rootqueue.workflow import RootQueueWorkflow
 
 T = TypeVar("T")
 
-WORKFLOWS = [DispatchWorkflow, DeployWorkflow, DeploymentWorkflow, RevisionReviewWorkflow]
+WORKFLOWS = [DispatchWorkflow, RootQueueWorkflow, DeploymentWorkflow, RevisionReviewWorkflow]
 REPO = RepoRef(owner="acme", name="fleet", installation_id=7, clone_url="/nowhere/fleet.git")
 PublishMode = Literal["ok", "fail", "fatal"]
 
@@ -557,12 +557,13 @@ async def start_deploy(
     revision: NewRevision,
     *,
     repo: RepoRef = REPO,
-    max_history_events: int | None = None,
+    **limits: int | None,
 ) -> WorkflowHandle[Any, Any]:
-    """Signal-with-start of a root's DeployWorkflow, as the gateway and signal_deploys do."""
+    """Signal-with-start of a root's queue (RootQueueWorkflow), as the gateway and
+    signal_deploys do. `limits`: RootQueueInput's limits, smaller for a test."""
     return await client.start_workflow(
         DEPLOY_WORKFLOW,
-        DeployInput(repo=repo, root=root, max_history_events=max_history_events),
+        RootQueueInput(repo=repo, root=root, **limits),
         id=deploy_workflow_id(repo.full_name, root),
         task_queue=TASK_QUEUE,
         start_signal=SIGNAL_NEW_REVISION,
@@ -613,8 +614,8 @@ class Harness:
         *,
         reason: str | None = None,
         by: str | None = None,
-        max_history_events: int | None = None,
         deployment_id: str | None = None,
+        **limits: int | None,
     ) -> WorkflowHandle[Any, Any]:
         signal = NewRevision(
             revision=revision,
@@ -623,7 +624,7 @@ class Harness:
             reason=reason or ("push" if trigger == "merge" else "api"),
             deployment_id=deployment_id,
         )
-        return await start_deploy(self.client, root, signal, max_history_events=max_history_events)
+        return await start_deploy(self.client, root, signal, **limits)
 
     async def run_chain(self, workflow_id: str, first_run_id: str) -> list[WorkflowHistory]:
         """Every run of a workflow id from `first_run_id` on, following continue-as-new."""
@@ -644,18 +645,18 @@ class Harness:
     def deploy(self, root: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(deploy_workflow_id(REPO.full_name, root))
 
-    async def state(self, root: str) -> DeployState:
+    async def state(self, root: str) -> RootQueueState:
         # Waits on moving parts use the doubles' records instead of queries.
-        return await queries.query(self.deploy(root), QUERY_STATE, DeployState)
+        return await queries.query(self.deploy(root), QUERY_STATE, RootQueueState)
 
     async def until_state(
-        self, root: str, what: str, predicate: Callable[[DeployState], bool]
-    ) -> DeployState:
-        async def probe() -> DeployState | None:
+        self, root: str, what: str, predicate: Callable[[RootQueueState], bool]
+    ) -> RootQueueState:
+        async def probe() -> RootQueueState | None:
             state = await self.state(root)
             return state if predicate(state) else None
 
-        state: DeployState = await until(probe, what)
+        state: RootQueueState = await until(probe, what)
         return state
 
     async def awaiting_review(self, root: str, revision: str) -> str:
