@@ -49,7 +49,6 @@ import json
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
 import threading
@@ -60,7 +59,6 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +67,7 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPublicKey
 
-from shared.devstack.background import BackgroundHTTPServer
+from shared.devstack.background import BackgroundHTTPServer, FakeRequestHandler
 from shared.devstack.emulator.gitdata import GitDataApi
 from shared.devstack.emulator.model import (
     DOCS,
@@ -216,9 +214,39 @@ def load_validators(
 # --------------------------------------------------------------------------- records
 
 
-class GitHubEmulator:
+class _HTTPHandler(FakeRequestHandler):
+    owner: GitHubEmulator
+    server_version = "GitHub.com"
+
+    def _serve(self) -> None:
+        headers, raw = self.read_request()
+        base = f"http://{headers.get('host') or self.owner.url.split('://', 1)[1]}"
+        status, body, extra = self.owner.dispatch(self.command, self.path, headers, raw, base)
+        out_headers = {"X-GitHub-Request-Id": uuid.uuid4().hex[:16].upper(), **extra}
+        if isinstance(body, Page):
+            body, link = _paginate(body, base, self.path)
+            if link:
+                out_headers["Link"] = link
+        if isinstance(body, Html):
+            data, content_type = body.text.encode(), "text/html; charset=utf-8"
+        elif isinstance(body, Redirect):
+            data, content_type = b"", "text/plain"
+            out_headers["Location"] = body.location
+        elif isinstance(body, FormEncoded):
+            data = urllib.parse.urlencode(body.fields).encode()
+            content_type = "application/x-www-form-urlencoded; charset=utf-8"
+        else:
+            data, content_type = json.dumps(body).encode(), "application/json; charset=utf-8"
+        self.write_answer(status, content_type, data, out_headers)
+
+    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
+
+
+class GitHubEmulator(BackgroundHTTPServer):
     """The fake GitHub. `start()` it (or use it as a context manager), then point PyGithub's
     `base_url` at `url`."""
+
+    handler = _HTTPHandler
 
     def __init__(
         self,
@@ -236,12 +264,12 @@ class GitHubEmulator:
         oauth_client_secret: str | None = None,
         oauth_code_ttl: float = 600,
     ) -> None:
+        super().__init__("GitHub emulator", host, port)
         self.app_id = app_id
         self.app_slug = app_slug
         self._public_key = _public_key(app_key)
         self.webhook_url = webhook_url
         self.webhook_secret = webhook_secret
-        self._http = BackgroundHTTPServer("GitHub emulator", host, port)
         self._token_ttl = token_ttl
         # What the permission API says of anyone not made a collaborator: GitHub's `none`
         # for a private repository; the dev stack says `write`, so whoever one clicks as in
@@ -275,31 +303,6 @@ class GitHubEmulator:
         # (repo, pull number) → submitted reviews, oldest first
         self._reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self._routes = self._build_routes()
-
-    # ------------------------------------------------------------------ lifecycle
-
-    def start(self) -> GitHubEmulator:
-        if not self._http.running:
-            emulator = self
-
-            class Handler(_HTTPHandler):
-                owner = emulator
-
-            self._http.start(Handler)
-        return self
-
-    def stop(self) -> None:
-        self._http.stop()
-
-    def __enter__(self) -> GitHubEmulator:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        return self._http.url
 
     # ------------------------------------------------------------------ seeding
 
@@ -691,7 +694,7 @@ class GitHubEmulator:
             return value
 
     def _base(self) -> str:
-        return self._http.url if self._http.running else self._http.configured_url
+        return self.url if self.running else self.configured_url
 
     def _repo(self, owner: str, repo: str) -> Repo:
         record = self._repos.get(f"{owner}/{repo}".lower())
@@ -2315,46 +2318,6 @@ def _render_commit_page(
     )
 
 
-class _HTTPHandler(BaseHTTPRequestHandler):
-    owner: GitHubEmulator
-    protocol_version = "HTTP/1.1"
-    server_version = "GitHub.com"
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read state instead
-        return
-
-    def _serve(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        base = f"http://{headers.get('host') or self.owner.url.split('://', 1)[1]}"
-        status, body, extra = self.owner.dispatch(self.command, self.path, headers, raw, base)
-        out_headers = {"X-GitHub-Request-Id": uuid.uuid4().hex[:16].upper(), **extra}
-        if isinstance(body, Page):
-            body, link = _paginate(body, base, self.path)
-            if link:
-                out_headers["Link"] = link
-        if isinstance(body, Html):
-            data, content_type = body.text.encode(), "text/html; charset=utf-8"
-        elif isinstance(body, Redirect):
-            data, content_type = b"", "text/plain"
-            out_headers["Location"] = body.location
-        elif isinstance(body, FormEncoded):
-            data = urllib.parse.urlencode(body.fields).encode()
-            content_type = "application/x-www-form-urlencoded; charset=utf-8"
-        else:
-            data, content_type = json.dumps(body).encode(), "application/json; charset=utf-8"
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in out_headers.items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
-
-
 def _paginate(page: Page, base: str, target: str) -> tuple[list[dict[str, Any]], str]:
     query = page.request.query
     per_page = max(1, min(100, int(query.get("per_page", ["30"])[0])))
@@ -2437,11 +2400,7 @@ def main(argv: list[str] | None = None) -> int:
         emulator.seed_repository(owner, repo, installation, branch, git_dir=git_dir)
     emulator.start()
     print(f"GitHub emulator listening on {emulator.url}", flush=True)
-    stopping = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stopping.set())
-    stopping.wait()
-    emulator.stop()
+    emulator.serve_until_signalled()
     return 0
 
 
