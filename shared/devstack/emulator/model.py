@@ -184,10 +184,10 @@ class _OfRepository(Protocol):
     repo: str
 
 
-Owned = TypeVar("Owned", bound=_OfRepository)
+_Owned = TypeVar("_Owned", bound=_OfRepository)
 
 
-def repo_record(records: dict[int, Owned], req: Request, param: str) -> Owned:
+def repo_record(records: dict[int, _Owned], req: Request, param: str) -> _Owned:
     """The record whose id is the path parameter `param`, if it is of the request's repository:
     GitHub answers 404 alike for a missing record and for another repository's."""
     assert req.repo is not None

@@ -162,10 +162,10 @@ def _parse_json(raw: bytes) -> Any:
         raise ApiError(400, "Problems parsing JSON") from err
 
 
-Injected = TypeVar("Injected", Fault, Hook)
+_Injected = TypeVar("_Injected", Fault, Hook)
 
 
-def _take(injected: list[Injected], method: str, path: str) -> Injected | None:
+def _take(injected: list[_Injected], method: str, path: str) -> _Injected | None:
     """The first of `injected` for this request, used once more (and dropped when used up)."""
     for entry in injected:
         if entry.method == method and entry.path.search(path):

@@ -91,12 +91,12 @@ class GitHubEmulator(BackgroundHTTPServer):
         # unless given. GitHub's codes live 10 minutes (`oauth_code_ttl`, seconds).
         self.oauth_client_id = oauth_client_id
         self.oauth_client_secret = oauth_client_secret or secrets.token_hex(20)
-        app = App(app_id, app_slug, oauth_client_id)
-        store = Store()
-        credentials = Credentials(store, app_id=app_id, app_key=app_key, token_ttl=token_ttl)
-        access = Access(store, default_permission)
-        shapes = Shapes(app, store)
-        self._installations = Installations(app, store, shapes, credentials, self._base_url)
+        self._app = app = App(app_id, app_slug, oauth_client_id)
+        self._store = store = Store()
+        self._credentials = Credentials(store, app_id=app_id, app_key=app_key, token_ttl=token_ttl)
+        self._access = Access(store, default_permission)
+        self._shapes = shapes = Shapes(app, store)
+        self._installations = Installations(app, store, shapes, self._credentials, self._base_url)
         self._checks = CheckRuns(store, shapes)
         self._comments = IssueComments(app, store, shapes)
         self._pulls = Pulls(store, shapes, self._base_url)
@@ -104,16 +104,19 @@ class GitHubEmulator(BackgroundHTTPServer):
             app, store, shapes, self._base_url, url=webhook_url, secret=webhook_secret
         )
         self._oauth = OAuthFlow(
-            app, store, credentials, client_secret=self.oauth_client_secret, code_ttl=oauth_code_ttl
+            app,
+            store,
+            self._credentials,
+            client_secret=self.oauth_client_secret,
+            code_ttl=oauth_code_ttl,
         )
-        routes = self._routes(app, store, shapes, access)
-        self._router = Router(store, credentials, RequestSchemas(), routes)
+        self._router = Router(store, self._credentials, RequestSchemas(), self._routes())
 
         # What tests and the dev stack call on the emulator: each an API family's operation.
         self.seed_repository = self._installations.seed_repository
-        self.issue_token = credentials.issue_token
-        self.set_permission = access.set_permission
-        self.add_team_member = access.add_team_member
+        self.issue_token = self._credentials.issue_token
+        self.set_permission = self._access.set_permission
+        self.add_team_member = self._access.add_team_member
         self.add_review = self._pulls.add_review
         self.set_pull = self._pulls.set_pull
         self.pulls = self._pulls.pulls
@@ -139,29 +142,28 @@ class GitHubEmulator(BackgroundHTTPServer):
         """The emulator's URL for answers given outside a request (seeding, webhook payloads)."""
         return self.url if self.running else self.configured_url
 
-    def _routes(self, app: App, store: Store, shapes: Shapes, access: Access) -> list[Route]:
+    def _routes(self) -> list[Route]:
         """Every route, in the order they are matched."""
         control = Control(
-            store,
+            self._store,
             installations=self._installations,
             pulls=self._pulls,
-            access=access,
+            access=self._access,
             webhooks=self._webhooks,
             oauth=self._oauth,
         )
+        gitdata = GitDataApi(self._app, self._shapes, self._pulls, self._webhooks)
         return [
             *self._installations.routes(),
             *self._checks.routes(),
             *self._comments.routes(),
             *commits.routes(),
             *self._pulls.routes(),
-            *access.routes(),
-            # the git data API and pull request creation
-            *GitDataApi(app, shapes, self._pulls, self._webhooks).routes(),
+            *self._access.routes(),
+            *gitdata.routes(),  # the git data API and pull request creation
             *self._oauth.routes(),
-            # control surface for other processes (rollwright dev, the demo)
-            *control.routes(),
-            *Pages(store).routes(),
+            *control.routes(),  # control surface for other processes (rollwright dev, the demo)
+            *Pages(self._store).routes(),
         ]
 
 
