@@ -30,17 +30,15 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import signal
 import subprocess
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from shared.devstack.background import BackgroundHTTPServer
+from shared.devstack.background import BackgroundHTTPServer, FakeRequestHandler
 
 Behaviour = Literal["healthy", "degraded", "never_sync", "sync_fails"]
 BEHAVIOURS: tuple[str, ...] = get_args(Behaviour)
@@ -88,12 +86,26 @@ class FakeApplication:
     uid: str = ""
 
 
-class FakeArgoCD:
+class _Handler(FakeRequestHandler):
+    owner: FakeArgoCD
+    server_version = "argocd-server"
+
+    def _serve(self) -> None:
+        headers, raw = self.read_request()
+        status, body = self.owner.dispatch(self.command, self.path, headers, raw)
+        self.write_answer(status, "application/json", json.dumps(body).encode())
+
+    do_GET = do_POST = _serve
+
+
+class FakeArgoCD(BackgroundHTTPServer):
     """The fake Argo CD. `start()` it (or use it as a context manager); `url` is its base.
 
     `git_dir`: a git repository whose branches are the applications' sources (their
     `target_revision`); without it (or for an application given a revision), `set_revision`
     says what the source holds."""
+
+    handler = _Handler
 
     def __init__(
         self,
@@ -103,37 +115,12 @@ class FakeArgoCD:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
+        super().__init__("fake Argo CD", host, port)
         self.token = token  # what clients must send (the stack hands it to its worker)
         self.git_dir = git_dir
-        self._http = BackgroundHTTPServer("fake Argo CD", host, port)
         self._lock = threading.RLock()
         self._apps: dict[str, FakeApplication] = {}
         self.requests: list[tuple[str, str, int]] = []  # (method, path, status)
-
-    # ------------------------------------------------------------------ lifecycle
-
-    def start(self) -> FakeArgoCD:
-        if not self._http.running:
-            fake = self
-
-            class Handler(_Handler):
-                owner = fake
-
-            self._http.start(Handler)
-        return self
-
-    def stop(self) -> None:
-        self._http.stop()
-
-    def __enter__(self) -> FakeArgoCD:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        return self._http.url
 
     # ------------------------------------------------------------------ control
 
@@ -440,29 +427,6 @@ def _listed(app: FakeApplication, query: dict[str, list[str]]) -> bool:
     )
 
 
-class _Handler(BaseHTTPRequestHandler):
-    owner: FakeArgoCD
-    protocol_version = "HTTP/1.1"
-    server_version = "argocd-server"
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read state instead
-        return
-
-    def _serve(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        status, body = self.owner.dispatch(self.command, self.path, headers, raw)
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    do_GET = do_POST = _serve
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m shared.devstack.argocd", description="Run the fake Argo CD API."
@@ -475,11 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     fake = FakeArgoCD(token=args.token, git_dir=args.git_dir, host=args.host, port=args.port)
     fake.start()
     print(json.dumps({"event": "fake argocd started", "url": fake.url}), flush=True)
-    stopped = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    signal.signal(signal.SIGINT, lambda *_: stopped.set())
-    stopped.wait()
-    fake.stop()
+    fake.serve_until_signalled()
     return 0
 
 

@@ -20,36 +20,34 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from shared.devstack.emulator.model import ApiError, Page, Repo, Request, Route, make_route, node_id
+from shared.devstack.emulator.git import ZERO_SHA, git_output
+from shared.devstack.emulator.model import (
+    ApiError,
+    App,
+    Page,
+    Repo,
+    Request,
+    Route,
+    make_route,
+    node_id,
+)
+from shared.devstack.emulator.pulls import Pulls
+from shared.devstack.emulator.shapes import Shapes
+from shared.devstack.emulator.webhooks import Webhooks
 
-ZERO_SHA = "0" * 40
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-
-
-class EmulatorCore(Protocol):
-    """What the git data API needs of the emulator that serves it."""
-
-    app_id: int
-    webhook_url: str | None
-
-    def bot_login(self) -> str: ...
-
-    def pull_json(self, repo: Repo, pull: dict[str, Any], base: str) -> dict[str, Any]: ...
-
-    def set_pull(self, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
-
-    def push_payload(self, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
-
-    def send_webhook(self, event: str, payload: dict[str, Any]) -> Any: ...
 
 
 class GitDataApi:
     """Handlers for the git data endpoints of one emulator (they run under its lock)."""
 
-    def __init__(self, emulator: EmulatorCore) -> None:
-        self.em = emulator
+    def __init__(self, app: App, shapes: Shapes, pulls: Pulls, webhooks: Webhooks) -> None:
+        self._app = app
+        self._shapes = shapes
+        self._pulls = pulls
+        self._webhooks = webhooks
 
     def routes(self) -> list[Route]:
         r = make_route
@@ -149,8 +147,8 @@ class GitDataApi:
         parents = list(body.get("parents") or [])
         for parent in parents:
             self._require(git_dir, parent, "commit")
-        bot = self.em.bot_login()
-        email = f"{self.em.app_id}+{bot}@users.noreply.github.com"
+        bot = self._app.bot_login
+        email = f"{self._app.id}+{bot}@users.noreply.github.com"
         author = body.get("author") or {}
         committer = body.get("committer") or {}
         env = {
@@ -208,7 +206,7 @@ class GitDataApi:
     def _get_ref(self, req: Request) -> tuple[int, Any]:
         git_dir = self._git_dir(req)
         ref = "refs/" + req.params["ref"]
-        sha = _ok(git_dir, "rev-parse", "--verify", "--quiet", ref)
+        sha = git_output(git_dir, "rev-parse", "--verify", "--quiet", ref)
         if sha is None:
             raise ApiError(404, "Not Found")
         return 200, self._ref_json(req, ref, sha)
@@ -217,15 +215,15 @@ class GitDataApi:
         git_dir = self._git_dir(req)
         ref = "refs/" + req.params["ref"]
         new = req.body["sha"]
-        old = _ok(git_dir, "rev-parse", "--verify", "--quiet", ref)
+        old = git_output(git_dir, "rev-parse", "--verify", "--quiet", ref)
         if old is None:
             raise ApiError(422, "Reference does not exist")
         self._require(git_dir, new, "commit")
         forced = bool(req.body.get("force", False))
-        if not forced and _ok(git_dir, "merge-base", "--is-ancestor", old, new) is None:
+        if not forced and git_output(git_dir, "merge-base", "--is-ancestor", old, new) is None:
             raise ApiError(422, "Update is not a fast forward")
         # Compare-and-swap: a push that lands in between makes this fail like GitHub would.
-        if _ok(git_dir, "update-ref", ref, new, old) is None:
+        if git_output(git_dir, "update-ref", ref, new, old) is None:
             raise ApiError(422, "Update is not a fast forward")
         self._pushed(req.repo, ref, old, new, forced)
         return 200, self._ref_json(req, ref, new)
@@ -236,7 +234,7 @@ class GitDataApi:
         if not ref.startswith("refs/") or ref.count("/") < 2:
             raise ApiError(422, "Reference name is invalid")
         self._require(git_dir, sha, "commit")
-        if _ok(git_dir, "update-ref", ref, sha, ZERO_SHA) is None:
+        if git_output(git_dir, "update-ref", ref, sha, ZERO_SHA) is None:
             raise ApiError(422, "Reference already exists")
         self._pushed(req.repo, ref, ZERO_SHA, sha, False)
         return 201, self._ref_json(req, ref, sha)
@@ -253,17 +251,17 @@ class GitDataApi:
     def _pushed(self, repo: Repo | None, ref: str, before: str, after: str, forced: bool) -> None:
         """GitHub sends `push` for a ref the API moved; so does the emulator, once the answer
         is on its way (the receiver may call back into the emulator)."""
-        if repo is None or not self.em.webhook_url or not ref.startswith("refs/heads/"):
+        if repo is None or not self._webhooks.url or not ref.startswith("refs/heads/"):
             return
-        em, owner, name = self.em, repo.owner, repo.name
-        pusher = em.bot_login()
+        webhooks, owner, name = self._webhooks, repo.owner, repo.name
+        pusher = self._app.bot_login
 
         def send() -> None:
             try:
-                payload = em.push_payload(
+                payload = webhooks.push_payload(
                     owner, name, before, after, ref=ref, pusher=pusher, forced=forced
                 )
-                em.send_webhook("push", payload)
+                webhooks.send_webhook("push", payload)
             except (ConnectionError, ValueError):
                 pass  # recorded nowhere, as GitHub's failed deliveries are only in its log
 
@@ -286,7 +284,7 @@ class GitDataApi:
                 continue
             if base and pull["base_ref"] != base:
                 continue
-            items.append(self.em.pull_json(repo, pull, req.base))
+            items.append(self._shapes.pull(repo, pull, req.base))
         return 200, Page(items, req)
 
     def _create_pull(self, req: Request) -> tuple[int, Any]:
@@ -296,8 +294,8 @@ class GitDataApi:
         body = req.body
         head = str(body["head"]).split(":", 1)[-1]
         base = str(body["base"])
-        head_sha = _ok(git_dir, "rev-parse", "--verify", "--quiet", f"refs/heads/{head}")
-        base_sha = _ok(git_dir, "rev-parse", "--verify", "--quiet", f"refs/heads/{base}")
+        head_sha = git_output(git_dir, "rev-parse", "--verify", "--quiet", f"refs/heads/{head}")
+        base_sha = git_output(git_dir, "rev-parse", "--verify", "--quiet", f"refs/heads/{base}")
         if head_sha is None or base_sha is None:
             invalid = [f for f, sha in (("head", head_sha), ("base", base_sha)) if sha is None]
             problems = [{"resource": "PullRequest", "field": f, "code": "invalid"} for f in invalid]
@@ -316,7 +314,7 @@ class GitDataApi:
                     ],
                 )
         number = max(repo.pulls, default=0) + 1
-        self.em.set_pull(
+        self._pulls.set_pull(
             repo.owner,
             repo.name,
             number,
@@ -326,10 +324,10 @@ class GitDataApi:
             base_ref=base,
             title=str(body.get("title") or head),
             draft=bool(body.get("draft", False)),
-            user_login=self.em.bot_login(),
+            user_login=self._app.bot_login,
         )
         repo.pulls[number]["body"] = body.get("body")
-        return 201, self.em.pull_json(repo, repo.pulls[number], req.base)
+        return 201, self._shapes.pull(repo, repo.pulls[number], req.base)
 
     # --- helpers
 
@@ -349,7 +347,7 @@ def _ref_route(method: str, prefix: str, tail: str, handler: Any, schema: str | 
 
 
 def _is_object(git_dir: Path, sha: str, kind: str) -> bool:
-    found = _ok(git_dir, "cat-file", "-t", sha)
+    found = git_output(git_dir, "cat-file", "-t", sha)
     return found == kind
 
 
@@ -367,11 +365,3 @@ def _run(
         message = proc.stderr.decode("utf-8", "replace").strip()
         raise ApiError(500, f"git {' '.join(args[:2])} failed: {message}")
     return proc.stdout.decode("utf-8", "replace")
-
-
-def _ok(git_dir: Path, *args: str) -> str | None:
-    """stdout (stripped) when git succeeds, None when it fails."""
-    proc = subprocess.run(
-        ["git", "-C", str(git_dir), *args], capture_output=True, text=True, check=False
-    )
-    return proc.stdout.strip() if proc.returncode == 0 else None

@@ -1,7 +1,8 @@
-"""The GitHub emulator's records and request plumbing: what it keeps (check runs, comments,
-requests, webhook deliveries, repositories, injected faults, OAuth codes) and how a handler
-sees a request (`Request`, `Route`, `ApiError`) and answers (`Page`, `Html`, `Redirect`,
-`FormEncoded`). Shared by the server and the git data API."""
+"""The GitHub emulator's records and request plumbing: the App it plays (`App`), what it
+keeps (check runs, comments, requests, webhook deliveries, repositories, injected faults, OAuth
+codes) and how a handler sees a request (`Request`, `Route`, `ApiError`, `int_param`,
+`repo_record`) and
+answers (`Page`, `Html`, `Redirect`, `FormEncoded`). Shared by all of its API families."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 DOCS = "https://docs.github.com/rest"
 
@@ -24,6 +25,19 @@ def node_id(kind: str, number: int) -> str:
     """GitHub's legacy global ids: base64 of `<len>:<Type><id>`."""
     raw = f"{len(kind):02d}:{kind}{number}"
     return base64.b64encode(raw.encode()).decode()
+
+
+@dataclass(frozen=True)
+class App:
+    """The GitHub App the emulator plays."""
+
+    id: int
+    slug: str
+    client_id: str  # of its OAuth web flow
+
+    @property
+    def bot_login(self) -> str:
+        return f"{self.slug}[bot]"
 
 
 @dataclass(frozen=True)
@@ -155,6 +169,32 @@ class ApiError(Exception):
             "documentation_url": extra.get("documentation_url", DOCS),
             "status": str(status),
         }
+
+
+def int_param(value: str) -> int:
+    """A numeric path parameter; GitHub answers 404 for one that is not a number."""
+    try:
+        return int(value)
+    except ValueError as err:
+        raise ApiError(404, "Not Found") from err
+
+
+class _OfRepository(Protocol):
+    owner: str
+    repo: str
+
+
+_Owned = TypeVar("_Owned", bound=_OfRepository)
+
+
+def repo_record(records: dict[int, _Owned], req: Request, param: str) -> _Owned:
+    """The record whose id is the path parameter `param`, if it is of the request's repository:
+    GitHub answers 404 alike for a missing record and for another repository's."""
+    assert req.repo is not None
+    record = records.get(int_param(req.params[param]))
+    if record is None or (record.owner, record.repo) != (req.repo.owner, req.repo.name):
+        raise ApiError(404, "Not Found")
+    return record
 
 
 Handler = Callable[["Request"], tuple[int, Any]]
