@@ -660,7 +660,7 @@ async def test_rollback_auto_reverts_the_promotion_and_the_node_verifies_again()
         assert [c.to_node for c in fleet.commits] == [STAGE]  # prod never promoted
         assert r.handle is not None
         history = await r.handle.fetch_history()
-    # The history with its rollback (patch "promotion-auto-rollback") replays.
+    # The history with its rollback replays.
     replayer = Replayer(workflows=[PromotionWorkflow], data_converter=pydantic_data_converter)
     assert (
         await replayer.replay_workflow(history, raise_on_replay_failure=False)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from temporalio import workflow
-from temporalio.client import WorkflowFailureError, WorkflowHistory
+from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
@@ -43,26 +43,11 @@ with workflow.unsafe.imports_passed_through():
         DeployBeforeRecordQueued,
         DeployBeforeSignalsFirst,
         DeployBoundedUnpatched,
-        DeploymentBeforeBusyWorkers,
-        DeploymentBeforeGovernance,
-        DeploymentBeforeReviewOrigin,
-        DeploymentBeforeVerify,
-        DeploymentBeforeWorkerLoss,
-        DeploymentBusyWorkersUnpatched,
-        DeploymentGovernanceUnpatched,
-        DeploymentReviewOriginUnpatched,
-        DeploymentVerifyUnpatched,
-        DeploymentWorkerLossUnpatched,
         DeployNotDetaching,
         DeployRecordingUnpatched,
         DeploySignalsFirstUnpatched,
         DeployWritingEveryBatch,
         DeployYieldingUnpatched,
-        DispatchBeforeDeliveryOrder,
-        DispatchBeforeFleetReports,
-        DispatchDeliveryOrderUnpatched,
-        DispatchFleetReportsUnpatched,
-        DispatchWaitingOnSharedQueue,
     )
     from tests.support.deploy_world import (
         REPO,
@@ -238,70 +223,24 @@ def test_a_history_that_picked_the_next_item_before_a_signal_replays() -> None:
     assert _replay_failure(history, DeploySignalsFirstUnpatched) is not None
 
 
-def test_a_deployment_that_took_any_click_replays() -> None:
-    """A deployment reviewed on the code before "review-checks-origin" (clicks were not
-    checked or recorded) replays on today's code; the same history fails without the patch
-    check."""
+def test_a_verified_deployment_replays() -> None:
+    """A deployment that verified its delivery (an HTTP check, run by the real activity)
+    replays."""
 
-    async def scenario() -> WorkflowHistory:
-        world = World()
-        async with harness(
-            world, workflows=[DeployWorkflow, DeploymentBeforeReviewOrigin, DispatchWorkflow]
-        ) as h:
+    async def scenario(world: World) -> WorkflowHistory:
+        verifier = DeliveryVerifier().verify_delivery
+        async with harness(world, activities=[verifier]) as h:
             await h.push(ROOT, A)
             deployment_id = await h.awaiting_review(ROOT, A)
-            result = await h.review(deployment_id, "approve", repo=None, head_sha=None)
-            assert result.state == "published" and world.audits == []
+            assert (await h.review(deployment_id, "approve")).state == "verified"
             return await h.client.get_workflow_handle(deployment_id).fetch_history()
 
-    history = asyncio.run(asyncio.wait_for(scenario(), 60))
-
-    async def replay(deployment: type) -> Exception | None:
-        replayer = Replayer(workflows=[deployment], data_converter=pydantic_data_converter)
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        return result.replay_failure
-
-    assert asyncio.run(replay(DeploymentWorkflow)) is None
-    assert asyncio.run(replay(DeploymentReviewOriginUnpatched)) is not None
-
-
-def test_a_deployment_from_before_delivery_verification_replays() -> None:
-    """A deployment that ended at "published" on the code before "verify-delivery" replays
-    on today's code, and fails without the patch check; a deployment that verified its
-    delivery (an HTTP check, run by the real activity) replays on today's code."""
-
-    async def scenario(deployment: type, world: World, activities: list[Any]) -> WorkflowHistory:
-        async with harness(
-            world, workflows=[DeployWorkflow, deployment, DispatchWorkflow], activities=activities
-        ) as h:
-            await h.push(ROOT, A)
-            deployment_id = await h.awaiting_review(ROOT, A)
-            result = await h.review(deployment_id, "approve")
-            assert result.state == (
-                "published" if deployment is not DeploymentWorkflow else "verified"
-            )
-            return await h.client.get_workflow_handle(deployment_id).fetch_history()
-
-    # Both versions run where a rule would verify the root: the old one never asks.
     with _answering(200) as url:
         rule = {"roots": ["*"], "http": {"url": url + "/{root}", "retries": 0}}
-        config = FleetConfig.model_validate({"verify": [rule]})
-        verifier = DeliveryVerifier().verify_delivery
-        old_world, new_world = World(config=config), World(config=config)
-        old = asyncio.run(
-            asyncio.wait_for(scenario(DeploymentBeforeVerify, old_world, [verifier]), 60)
-        )
-        new = asyncio.run(asyncio.wait_for(scenario(DeploymentWorkflow, new_world, [verifier]), 60))
-    assert old_world.plans == [] and len(new_world.plans) == 1
-
-    async def replay(deployment: type, history: WorkflowHistory) -> Exception | None:
-        replayer = Replayer(workflows=[deployment], data_converter=pydantic_data_converter)
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        return result.replay_failure
-
-    assert asyncio.run(replay(DeploymentWorkflow, old)) is None
-    assert asyncio.run(replay(DeploymentVerifyUnpatched, old)) is not None
-    assert asyncio.run(replay(DeploymentWorkflow, new)) is None
+        world = World(config=FleetConfig.model_validate({"verify": [rule]}))
+        history = asyncio.run(asyncio.wait_for(scenario(world), 60))
+    assert len(world.plans) == 1
+    assert _deployment_replay_failure(history, DeploymentWorkflow) is None
 
 
 @contextlib.contextmanager
@@ -326,30 +265,8 @@ def _answering(status: int) -> Iterator[str]:
         server.server_close()
 
 
-def test_a_deployment_from_before_review_policies_replays() -> None:
-    """A deployment approved on the code before "governance-review-policy" (no policy read,
-    no click judged) replays on today's code; the same history fails without the patch
-    check."""
-
-    async def scenario() -> WorkflowHistory:
-        world = World()
-        async with harness(
-            world, workflows=[DeployWorkflow, DeploymentBeforeGovernance, DispatchWorkflow]
-        ) as h:
-            await h.push(ROOT, A)
-            deployment_id = await h.awaiting_review(ROOT, A)
-            result = await h.review(deployment_id, "approve", "alice")
-            assert result.state == "published" and world.policies == [] == world.verdicts
-            return await h.client.get_workflow_handle(deployment_id).fetch_history()
-
-    history = asyncio.run(asyncio.wait_for(scenario(), 60))
-    assert _deployment_replay_failure(history, DeploymentWorkflow) is None
-    assert _deployment_replay_failure(history, DeploymentGovernanceUnpatched) is not None
-
-
 def test_a_governed_deployment_replays() -> None:
-    """A deployment under a review policy (a refused click, then an approver's) replays on
-    today's code, and not on the code before review policies."""
+    """A deployment under a review policy (a refused click, then an approver's) replays."""
 
     async def scenario() -> WorkflowHistory:
         world = World(permissions={"rita": "read"})
@@ -364,7 +281,6 @@ def test_a_governed_deployment_replays() -> None:
 
     history = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert _deployment_replay_failure(history, DeploymentWorkflow) is None
-    assert _deployment_replay_failure(history, DeploymentBeforeGovernance) is not None
 
 
 def _deployment_replay_failure(history: WorkflowHistory, deployment: type) -> Exception | None:
@@ -374,158 +290,6 @@ def _deployment_replay_failure(history: WorkflowHistory, deployment: type) -> Ex
         return result.replay_failure
 
     return asyncio.run(replay())
-
-
-def test_a_dispatch_that_failed_on_an_unreadable_fleet_replays() -> None:
-    """A dispatch that failed on a fleet error on the code before
-    "dispatch-reports-unreadable-fleet" replays on today's code; the same history fails
-    without the patch check."""
-    after = sha("f")
-
-    async def scenario() -> WorkflowHistory:
-        world = World(fleet_errors={after: "rollwright.yaml:1: broken"})
-        async with harness(world, workflows=[DispatchBeforeFleetReports]) as h:
-            handle = await h.client.start_workflow(
-                DISPATCH_WORKFLOW,
-                DispatchInput(repo=REPO, before=sha("e"), after=after),
-                id=dispatch_workflow_id(REPO.full_name, after),
-                task_queue=TASK_QUEUE,
-            )
-            with contextlib.suppress(WorkflowFailureError):
-                await handle.result()
-            assert world.check_runs == {}
-            return await handle.fetch_history()
-
-    history = asyncio.run(asyncio.wait_for(scenario(), 60))
-
-    async def replay(dispatch: type) -> Exception | None:
-        replayer = Replayer(workflows=[dispatch], data_converter=pydantic_data_converter)
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        return result.replay_failure
-
-    assert asyncio.run(replay(DispatchWorkflow)) is None
-    assert asyncio.run(replay(DispatchFleetReportsUnpatched)) is not None
-
-
-def test_a_dispatch_that_did_not_wait_for_the_previous_one_replays() -> None:
-    """A dispatch given `after_dispatch` by a newer gateway but run by a worker from before
-    "dispatch-in-delivery-order" replays on today's code; it fails without the patch check."""
-    after = sha("f")
-
-    async def scenario() -> WorkflowHistory:
-        world = World()
-        world.affected[(sha("e"), after)] = AffectedResult(roots=["prod/eu"])
-        async with harness(world, workflows=[DispatchBeforeDeliveryOrder]) as h:
-            handle = await h.client.start_workflow(
-                DISPATCH_WORKFLOW,
-                DispatchInput(repo=REPO, before=sha("e"), after=after, after_dispatch="d:0"),
-                id=dispatch_workflow_id(REPO.full_name, after),
-                task_queue=TASK_QUEUE,
-            )
-            await handle.result()
-            assert world.awaited == [] and len(world.signalled) == 1
-            return await handle.fetch_history()
-
-    history = asyncio.run(asyncio.wait_for(scenario(), 60))
-
-    async def replay(dispatch: type) -> Exception | None:
-        replayer = Replayer(workflows=[dispatch], data_converter=pydantic_data_converter)
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        return result.replay_failure
-
-    assert asyncio.run(replay(DispatchWorkflow)) is None
-    assert asyncio.run(replay(DispatchDeliveryOrderUnpatched)) is not None
-
-
-def test_a_dispatch_that_waited_on_the_shared_queue_replays() -> None:
-    """A dispatch that awaited the previous one on the shared queue (before the waits queue)
-    replays on today's code, which schedules that wait on the waits queue."""
-    before, after = sha("e"), sha("f")
-
-    async def scenario() -> WorkflowHistory:
-        world = World()
-        world.affected[(before, after)] = AffectedResult(roots=["prod/eu"])
-        async with harness(world, workflows=[DispatchWaitingOnSharedQueue]) as h:
-            handle = await h.client.start_workflow(
-                DISPATCH_WORKFLOW,
-                DispatchInput(repo=REPO, before=before, after=after, after_dispatch="d:0"),
-                id=dispatch_workflow_id(REPO.full_name, after),
-                task_queue=TASK_QUEUE,
-            )
-            await handle.result()
-            assert world.awaited == [("d:0", "not_found")]
-            return await handle.fetch_history()
-
-    history = asyncio.run(asyncio.wait_for(scenario(), 60))
-    scheduled = [
-        e.activity_task_scheduled_event_attributes
-        for e in history.events
-        if e.HasField("activity_task_scheduled_event_attributes")
-    ]
-    assert TASK_QUEUE in [
-        a.task_queue.name for a in scheduled if a.activity_type.name == "await_dispatch"
-    ]
-
-    async def replay() -> Exception | None:
-        replayer = Replayer(workflows=[DispatchWorkflow], data_converter=pydantic_data_converter)
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        return result.replay_failure
-
-    assert asyncio.run(replay()) is None
-
-
-def test_a_deployment_that_took_a_busy_worker_for_lost_replays() -> None:
-    """A deployment whose task nobody took within the start limit, re-pinned at once on the
-    code before "deployment-waits-for-busy-workers", replays on today's code; the same
-    history fails without the patch check."""
-
-    async def scenario() -> WorkflowHistory:
-        world = World(queue_answers=["gone-1"])
-        old = [DeployWorkflow, DeploymentBeforeBusyWorkers, DispatchWorkflow]
-        async with harness(world, old, dev_server=True) as h:
-            await h.push(ROOT, A)
-            deployment_id = await h.awaiting_review(ROOT, A)
-            assert (await h.review(deployment_id, "approve")).state == "published"
-            assert world.alive_asked == []
-            return await h.client.get_workflow_handle(deployment_id).fetch_history()
-
-    history = asyncio.run(asyncio.wait_for(scenario(), 90))
-    assert _deployment_replay_failure(history, DeploymentWorkflow) is None
-    assert _deployment_replay_failure(history, DeploymentBusyWorkersUnpatched) is not None
-
-
-def test_deployments_from_before_worker_loss_handling_replay() -> None:
-    """A deployment that failed on a lost worker, and one that awaited its checkout removal,
-    on the code before "deployment-repins-lost-workers" and "cleanup-never-blocks", replay on
-    today's code; the first fails without the patch check."""
-
-    async def scenario() -> list[WorkflowHistory]:
-        world = World(queue_answers=["dead-1"])  # the first deployment's worker is gone
-        old = [DeployWorkflow, DeploymentBeforeWorkerLoss, DispatchWorkflow]
-        async with harness(world, old, dev_server=True) as h:
-            await h.push(ROOT, A)
-            lost = await until(lambda: [r for r in world.outcomes if r.revision == A], "A")
-            assert lost[0].state == "failed"
-            await h.push(ROOT, B)
-            deployment_id = await h.awaiting_review(ROOT, B)
-            assert (await h.review(deployment_id, "approve")).state == "published"
-            return [
-                await h.client.get_workflow_handle(r.deployment_id).fetch_history()
-                for r in world.outcomes
-            ]
-
-    histories = asyncio.run(asyncio.wait_for(scenario(), 60))
-    assert len(histories) == 2
-
-    async def replay(deployment: type, history: WorkflowHistory) -> Exception | None:
-        replayer = Replayer(workflows=[deployment], data_converter=pydantic_data_converter)
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        return result.replay_failure
-
-    for history in histories:
-        assert asyncio.run(replay(DeploymentWorkflow, history)) is None
-    # The lost worker: the old code failed where today's asks for another worker.
-    assert asyncio.run(replay(DeploymentWorkerLossUnpatched, histories[0])) is not None
 
 
 def test_a_queue_from_before_bounded_histories_replays() -> None:

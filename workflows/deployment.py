@@ -88,29 +88,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows import calls, searchattrs
 
 
-# A review click counts only when it was made on the deployment's own check run, and every
-# click is recorded; older histories took any click that named the deployment.
-PATCH_REVIEW_ORIGIN = "review-checks-origin"
 # A pinned worker that is lost (no heartbeat, nobody takes its task, its checkout gone) gets the
-# checkout, render and diff redone on another worker, up to MAX_WORKER_LOSSES times;
-# older histories failed the deployment.
-PATCH_REPIN = "deployment-repins-lost-workers"
+# checkout, render and diff redone on another worker, up to MAX_WORKER_LOSSES times.
 MAX_WORKER_LOSSES = 3
-# A pinned task nobody took within the start limit asks whether its worker still polls its
-# queue: a busy one (a fleet-wide change queues hundreds of renders on each worker) is waited
-# for, not replaced; older histories took every such task for a lost worker.
-PATCH_BUSY_WORKERS = "deployment-waits-for-busy-workers"
-# The checkout clean-up is started and not awaited; older histories waited for it.
-PATCH_CLEANUP_BEHIND = "cleanup-never-blocks"
+# The checkout clean-up is started and not awaited beyond this.
 CLEANUP_WAIT = timedelta(seconds=15)
-# After publish, delivery is verified when rollwright.yaml has a `verify` rule for the root
-# (Argo CD Synced at the published commit and Healthy, an HTTP check); older
-# histories ended at "published".
-PATCH_VERIFY = "verify-delivery"
-# The root's review policy (rollwright.yaml `review:`) decides when a review is needed and
-# which clicks count, judged one by one by an activity; older histories took the
-# first click on the deployment's own check run.
-PATCH_GOVERNANCE = "governance-review-policy"
 # Refused clicks the check run lists (the newest; the audit trail keeps them all).
 SHOWN_REFUSALS = 5
 
@@ -118,7 +100,6 @@ SHOWN_REFUSALS = 5
 @workflow.defn(name=DEPLOYMENT_WORKFLOW)
 class DeploymentWorkflow:
     def __init__(self) -> None:
-        self._review: ReviewSignal | None = None
         self._refused: list[tuple[ReviewSignal, str]] = []  # clicks to record, and why
         self._state: DeploymentState = "queued"
         self.check_run_id: int | None = None
@@ -126,8 +107,8 @@ class DeploymentWorkflow:
         self.diff: DiffSummary | None = None
         self.persisted: LatestDeployment | None = None
         self.task_queue = ""
-        # Governed deployments (PATCH_GOVERNANCE): the policy, the clicks waiting for their
-        # verdict, the requirements met so far and by whom, and the refusals to show.
+        # The review policy, the clicks waiting for their verdict, the requirements met so
+        # far and by whom, and the refusals to show.
         self.policy: ReviewPolicy | None = None
         self._clicks: list[ReviewSignal] = []
         self._satisfied: list[str] = []
@@ -141,23 +122,13 @@ class DeploymentWorkflow:
     @workflow.signal(name=SIGNAL_REVIEW)
     def review(self, signal: ReviewSignal) -> None:
         # The first decision wins; clicks before the gate opens or after it closed are ignored.
-        if self._review is not None or self._state != "awaiting_review":
+        if self._state != "awaiting_review":
             return
-        if self._checks_origin():
-            reason = self._not_our_check_run(signal)
-            if reason is not None:
-                self._refused.append((signal, reason))
-                return
-        if self.policy is not None:
-            self._clicks.append(signal)  # counts only if judge_review says so
+        reason = self._not_our_check_run(signal)
+        if reason is not None:
+            self._refused.append((signal, reason))
             return
-        self._review = signal
-
-    def _governs(self) -> bool:
-        return workflow.patched(PATCH_GOVERNANCE)
-
-    def _checks_origin(self) -> bool:
-        return workflow.patched(PATCH_REVIEW_ORIGIN)
+        self._clicks.append(signal)  # counts only if judge_review says so
 
     def _not_our_check_run(self, signal: ReviewSignal) -> str | None:
         """Why a click was not made on this deployment's own check run (None: it was). The
@@ -278,22 +249,21 @@ class DeploymentWorkflow:
             options=self._pinned(calls.DIFF),
             task_queue=self.task_queue,
         )
-        if self._governs():
-            self.policy = await calls.run(
-                ACT_REVIEW_POLICY,
-                ReviewPolicyRequest(
-                    repo=inp.repo,
-                    root=inp.root,
-                    revision=inp.revision,
-                    checkout_path=checkout.path,
-                    deployment_id=inp.deployment_id,
-                    author=inp.requested_by,
-                    new_prefix=render.blob_prefix,
-                    old_prefix=inp.latest.published_prefix if inp.latest else None,
-                ),
-                options=self._pinned(calls.POLICY),
-                task_queue=self.task_queue,
-            )
+        self.policy = await calls.run(
+            ACT_REVIEW_POLICY,
+            ReviewPolicyRequest(
+                repo=inp.repo,
+                root=inp.root,
+                revision=inp.revision,
+                checkout_path=checkout.path,
+                deployment_id=inp.deployment_id,
+                author=inp.requested_by,
+                new_prefix=render.blob_prefix,
+                old_prefix=inp.latest.published_prefix if inp.latest else None,
+            ),
+            options=self._pinned(calls.POLICY),
+            task_queue=self.task_queue,
+        )
         return render, diff
 
     async def _review_and_publish(
@@ -364,17 +334,7 @@ class DeploymentWorkflow:
             return await self._finish(
                 "failed", "failure", "Publish failed", _message(err), approved_by
             )
-        if self._verifies():
-            return await self._verify(render, published, approved_by)
-        await self._persist("published", approved_by, published_prefix=render.blob_prefix)
-        return await self._finish(
-            "published",
-            "success",
-            "Published",
-            f"Published to {published.target}.",
-            approved_by,
-            published=True,
-        )
+        return await self._verify(render, published, approved_by)
 
     async def _verify(
         self, render: RenderSummary, published: PublishResult, approved_by: str
@@ -461,9 +421,8 @@ class DeploymentWorkflow:
             else f"{diff.added} added, {diff.removed} removed, {diff.changed} changed"
         )
         await self._show_review()
-        if self.policy is not None:
-            return await self._wait_for_governed_review(self.policy)
-        return await self._wait_for_review()
+        assert self.policy is not None
+        return await self._wait_for_governed_review(self.policy)
 
     async def _show_review(self) -> None:
         """The check run of a deployment waiting for review: why it asks, and for governed
@@ -621,26 +580,6 @@ class DeploymentWorkflow:
                 "click again",
             )
 
-    async def _wait_for_review(self) -> ReviewSignal | None:
-        """The first click that counts, or None after the review timeout (7 days)."""
-        deadline = workflow.now() + timedelta(seconds=REVIEW_TIMEOUT_SECONDS)
-        while True:
-            try:
-                await workflow.wait_condition(
-                    lambda: self._review is not None or bool(self._refused),
-                    timeout=deadline - workflow.now(),
-                    timeout_summary="review",
-                )
-            except builtins.TimeoutError:
-                return None
-            while self._refused:  # a click that does not count changes nothing but the record
-                signal, reason = self._refused.pop(0)
-                await self._audit(signal, counted=False, reason=reason)
-            if self._review is not None:
-                if self._checks_origin():
-                    await self._audit(self._review, counted=True)
-                return self._review
-
     async def _audit(self, signal: ReviewSignal, *, counted: bool, reason: str = "") -> None:
         inp = self.inp
         if not counted:
@@ -739,8 +678,8 @@ class DeploymentWorkflow:
             workflow.logger.warning("check run update (%s) failed: %s", state, err.cause)
         await self._tell_parent(state, message, approved_by)
         # The job page's timeline: every state lands in SQL as it happens (`_finish` records
-        # the terminal one). Histories from before this recorded only the outcome.
-        if state not in TERMINAL_STATES and workflow.patched("record-each-state"):
+        # the terminal one).
+        if state not in TERMINAL_STATES:
             await self._record(state, message, approved_by)
 
     async def _tell_parent(
@@ -855,13 +794,11 @@ class DeploymentWorkflow:
         lost = isinstance(cause, TimeoutError) or (
             isinstance(cause, ApplicationError) and cause.type == ERR_CHECKOUT_GONE
         )
-        if not (lost and self._repins()):
+        if not lost:
             return False
-        if (
-            isinstance(cause, TimeoutError)
-            and cause.type == TimeoutType.SCHEDULE_TO_START
-            and self._waits_for_busy_workers()
-        ):
+        # A task nobody took within the start limit: a busy worker (a fleet-wide change queues
+        # hundreds of renders on each) is waited for, not replaced.
+        if isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START:
             try:
                 alive = await calls.run(
                     ACT_WORKER_ALIVE, self.task_queue, options=calls.WORKER_ALIVE
@@ -874,18 +811,6 @@ class DeploymentWorkflow:
                 )
                 return None
         return losses < MAX_WORKER_LOSSES
-
-    def _waits_for_busy_workers(self) -> bool:
-        return workflow.patched(PATCH_BUSY_WORKERS)
-
-    def _verifies(self) -> bool:
-        return workflow.patched(PATCH_VERIFY)
-
-    def _repins(self) -> bool:
-        return workflow.patched(PATCH_REPIN)
-
-    def _cleans_up_behind(self) -> bool:
-        return workflow.patched(PATCH_CLEANUP_BEHIND)
 
     async def _repin(self, losses: int, doing: str) -> None:
         """Ask the shared queue for a live worker and tell the check run why it starts over."""
@@ -906,27 +831,16 @@ class DeploymentWorkflow:
         )
 
     async def _cleanup(self, checkout: CheckoutResult) -> None:
-        if self._cleans_up_behind():
-            # A live worker removes it in a moment; one that died after the diff never answers,
-            # and its checkout must not hold the deployment (or the root's queue behind it).
-            removal = calls.start(
-                ACT_CLEANUP_CHECKOUT,
-                checkout,
-                options=self._pinned(calls.CLEANUP),
-                task_queue=self.task_queue,
-            )
-            with contextlib.suppress(builtins.TimeoutError):
-                await workflow.wait_condition(removal.done, timeout=CLEANUP_WAIT)
-            return
-        try:
-            await calls.run(
-                ACT_CLEANUP_CHECKOUT,
-                checkout,
-                options=calls.CLEANUP,
-                task_queue=self.task_queue,
-            )
-        except ActivityError:
-            workflow.logger.warning("checkout cleanup failed", extra={"path": checkout.path})
+        # A live worker removes it in a moment; one that died after the diff never answers,
+        # and its checkout must not hold the deployment (or the root's queue behind it).
+        removal = calls.start(
+            ACT_CLEANUP_CHECKOUT,
+            checkout,
+            options=self._pinned(calls.CLEANUP),
+            task_queue=self.task_queue,
+        )
+        with contextlib.suppress(builtins.TimeoutError):
+            await workflow.wait_condition(removal.done, timeout=CLEANUP_WAIT)
 
 
 def _refusal(signal: ReviewSignal, reason: str) -> str:

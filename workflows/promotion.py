@@ -78,9 +78,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows import calls, searchattrs
 
 MAX_HISTORY_EVENTS = 5_000
-# `rollout.rollback: auto`: a halt on failed or unhealthy deployments also commits
-# the revert of the node's promotion; older histories only halted.
-PATCH_ROLLBACK = "promotion-auto-rollback"
 # Dependencies only change with a new revision (a signal); this is a safety net for a missed
 # one. The same interval re-reads a window that gave no next opening.
 RECHECK = timedelta(hours=1)
@@ -367,7 +364,8 @@ class PromotionWorkflow:
                 deployment_ids=[d.deployment_id for d in failed],
                 since=workflow.now(),
             )
-            if ev.rollback == "auto" and self._rolls_back():
+            # `rollout.rollback: auto`: the halt also commits the revert of the promotion.
+            if ev.rollback == "auto":
                 await self._roll_back(ev, node)
             self._show_halted(ev)
             await self._wait()
@@ -465,9 +463,6 @@ class PromotionWorkflow:
         )
         if result.revision:
             self.revision = result.revision
-
-    def _rolls_back(self) -> bool:
-        return workflow.patched(PATCH_ROLLBACK)
 
     async def _roll_back(self, ev: Evaluation, node: str, by: str | None = None) -> None:
         """Revert the promotion to `node` (a commit through the App, like the promotion):

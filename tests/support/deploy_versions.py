@@ -19,13 +19,10 @@ with workflow.unsafe.imports_passed_through():
         DeploymentInput,
         DeploymentRecord,
         DeploymentResult,
-        DispatchInput,
-        DispatchResult,
     )
     from workflows import calls
     from workflows.deploy import DeployWorkflow
     from workflows.deployment import DeploymentWorkflow
-    from workflows.dispatch import DispatchWorkflow
 
 
 @workflow.defn(name="DeployWorkflow")
@@ -105,134 +102,6 @@ class DeploySignalsFirstUnpatched(DeployBeforeBounded):
 
 
 @workflow.defn(name=DEPLOYMENT_WORKFLOW)
-class DeploymentBeforeReviewOrigin(DeploymentWorkflow):
-    """DeploymentWorkflow before review clicks were checked against the deployment's own
-    check run and recorded (patch "review-checks-origin")."""
-
-    @workflow.run
-    async def run(self, inp: DeploymentInput) -> DeploymentResult:
-        return await super().run(inp)
-
-    def _checks_origin(self) -> bool:
-        return False
-
-    def _governs(self) -> bool:
-        return False
-
-
-@workflow.defn(name=DEPLOYMENT_WORKFLOW)
-class DeploymentReviewOriginUnpatched(DeploymentWorkflow):
-    """The same change without its patch check."""
-
-    @workflow.run
-    async def run(self, inp: DeploymentInput) -> DeploymentResult:
-        return await super().run(inp)
-
-    def _checks_origin(self) -> bool:
-        return True
-
-
-@workflow.defn(name=DEPLOYMENT_WORKFLOW)
-class DeploymentBeforeVerify(DeploymentWorkflow):
-    """DeploymentWorkflow before delivery verification (patch "verify-delivery"): it ended
-    at "published"."""
-
-    @workflow.run
-    async def run(self, inp: DeploymentInput) -> DeploymentResult:
-        return await super().run(inp)
-
-    def _verifies(self) -> bool:
-        return False
-
-
-@workflow.defn(name=DEPLOYMENT_WORKFLOW)
-class DeploymentVerifyUnpatched(DeploymentWorkflow):
-    """The same change without its patch check."""
-
-    @workflow.run
-    async def run(self, inp: DeploymentInput) -> DeploymentResult:
-        return await super().run(inp)
-
-    def _verifies(self) -> bool:
-        return True
-
-
-@workflow.defn(name=DEPLOYMENT_WORKFLOW)
-class DeploymentBeforeGovernance(DeploymentWorkflow):
-    """DeploymentWorkflow before review policies (patch "governance-review-policy"): the
-    first click on the deployment's own check run decided."""
-
-    @workflow.run
-    async def run(self, inp: DeploymentInput) -> DeploymentResult:
-        return await super().run(inp)
-
-    def _governs(self) -> bool:
-        return False
-
-
-@workflow.defn(name=DEPLOYMENT_WORKFLOW)
-class DeploymentGovernanceUnpatched(DeploymentWorkflow):
-    """The same change without its patch check."""
-
-    @workflow.run
-    async def run(self, inp: DeploymentInput) -> DeploymentResult:
-        return await super().run(inp)
-
-    def _governs(self) -> bool:
-        return True
-
-
-@workflow.defn(name="DispatchWorkflow")
-class DispatchBeforeFleetReports(DispatchWorkflow):
-    """DispatchWorkflow before an unreadable fleet got a `rollwright` check run (patch
-    "dispatch-reports-unreadable-fleet"): the dispatch failed."""
-
-    @workflow.run
-    async def run(self, inp: DispatchInput) -> DispatchResult:
-        return await super().run(inp)
-
-    def _reports_unreadable_fleet(self) -> bool:
-        return False
-
-
-@workflow.defn(name="DispatchWorkflow")
-class DispatchFleetReportsUnpatched(DispatchWorkflow):
-    """The same change without its patch check."""
-
-    @workflow.run
-    async def run(self, inp: DispatchInput) -> DispatchResult:
-        return await super().run(inp)
-
-    def _reports_unreadable_fleet(self) -> bool:
-        return True
-
-
-@workflow.defn(name="DispatchWorkflow")
-class DispatchBeforeDeliveryOrder(DispatchWorkflow):
-    """DispatchWorkflow before it waited for the previous delivery's dispatch (patch
-    "dispatch-in-delivery-order")."""
-
-    @workflow.run
-    async def run(self, inp: DispatchInput) -> DispatchResult:
-        return await super().run(inp)
-
-    def _in_delivery_order(self) -> bool:
-        return False
-
-
-@workflow.defn(name="DispatchWorkflow")
-class DispatchDeliveryOrderUnpatched(DispatchWorkflow):
-    """The same change without its patch check."""
-
-    @workflow.run
-    async def run(self, inp: DispatchInput) -> DispatchResult:
-        return await super().run(inp)
-
-    def _in_delivery_order(self) -> bool:
-        return True
-
-
-@workflow.defn(name=DEPLOYMENT_WORKFLOW)
 class DeploymentNoticingLossFast(DeploymentWorkflow):
     """DeploymentWorkflow that takes a pinned task nobody starts within 2 s (not 30 s) for a
     lost worker: worker-loss tests run on the dev server in real time."""
@@ -243,40 +112,6 @@ class DeploymentNoticingLossFast(DeploymentWorkflow):
 
     def _pinned(self, options: calls.Options) -> calls.Options:
         return dataclasses.replace(options, schedule_to_start=timedelta(seconds=2))
-
-
-@workflow.defn(name=DEPLOYMENT_WORKFLOW)
-class DeploymentBeforeWorkerLoss(DeploymentNoticingLossFast):
-    """DeploymentWorkflow before lost workers were replaced and the checkout removal stopped
-    holding the deployment (patches "deployment-repins-lost-workers", "cleanup-never-blocks")."""
-
-    @workflow.run
-    async def run(self, inp: DeploymentInput) -> DeploymentResult:
-        return await super().run(inp)
-
-    def _repins(self) -> bool:
-        return False
-
-    def _cleans_up_behind(self) -> bool:
-        return False
-
-    def _governs(self) -> bool:
-        return False
-
-
-@workflow.defn(name=DEPLOYMENT_WORKFLOW)
-class DeploymentWorkerLossUnpatched(DeploymentWorkflow):
-    """The same changes without their patch checks."""
-
-    @workflow.run
-    async def run(self, inp: DeploymentInput) -> DeploymentResult:
-        return await super().run(inp)
-
-    def _repins(self) -> bool:
-        return True
-
-    def _cleans_up_behind(self) -> bool:
-        return True
 
 
 @workflow.defn(name="DeployWorkflow")
@@ -319,19 +154,6 @@ class DeployBoundedUnpatched(DeployWorkflow):
         return True
 
 
-@workflow.defn(name="DispatchWorkflow")
-class DispatchWaitingOnSharedQueue(DispatchWorkflow):
-    """DispatchWorkflow that awaited the previous dispatch on the shared queue, before the
-    waits queue (whose waiters could take every shared slot)."""
-
-    @workflow.run
-    async def run(self, inp: DispatchInput) -> DispatchResult:
-        return await super().run(inp)
-
-    def _waits_queue(self) -> str | None:
-        return None
-
-
 @workflow.defn(name="DeployWorkflow")
 class DeployQueueOfThree(DeployWorkflow):
     """DeployWorkflow whose queue holds three merges (not 10,000): the refusal of a merge past
@@ -368,28 +190,3 @@ class DeployYieldingUnpatched(DeployWorkflow):
 
     def _writes_yield(self) -> bool:
         return self.bounded
-
-
-@workflow.defn(name=DEPLOYMENT_WORKFLOW)
-class DeploymentBeforeBusyWorkers(DeploymentNoticingLossFast):
-    """DeploymentWorkflow before "deployment-waits-for-busy-workers": every pinned task nobody
-    took within the start limit was a lost worker."""
-
-    @workflow.run
-    async def run(self, inp: DeploymentInput) -> DeploymentResult:
-        return await super().run(inp)
-
-    def _waits_for_busy_workers(self) -> bool:
-        return False
-
-
-@workflow.defn(name=DEPLOYMENT_WORKFLOW)
-class DeploymentBusyWorkersUnpatched(DeploymentWorkflow):
-    """The same change without its patch check."""
-
-    @workflow.run
-    async def run(self, inp: DeploymentInput) -> DeploymentResult:
-        return await super().run(inp)
-
-    def _waits_for_busy_workers(self) -> bool:
-        return True
