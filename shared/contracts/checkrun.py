@@ -8,6 +8,7 @@ from datetime import datetime
 from shared.contracts.deploy import (
     CheckRunAction,
     CheckRunRequest,
+    DeploymentInput,
     LockState,
     QueueItem,
     RepoRef,
@@ -196,4 +197,36 @@ def request(
             "actions": actions or [],
             "details_url": details_url,
         }
+    )
+
+
+def deployment_request(
+    inp: DeploymentInput,
+    *,
+    check_run_id: int | None,
+    status: str,
+    title: str,
+    conclusion: str | None = None,
+    approved_by: str | None = None,
+    message: str = "",
+    text: str = "",
+    actions: list[CheckRunAction] | None = None,
+) -> CheckRunRequest:
+    """The check run of a running deployment: what its input names, and how it stands now."""
+    return request(
+        repo=inp.repo,
+        root=inp.root,
+        revision=inp.revision,
+        deployment_id=inp.deployment_id,
+        trigger=inp.trigger,
+        requested_by=inp.requested_by,
+        queue_markdown=inp.queue_summary,
+        check_run_id=check_run_id,
+        status=status,
+        conclusion=conclusion,
+        title=title,
+        approved_by=approved_by,
+        message=message,
+        text=text,
+        actions=actions,
     )

@@ -1,10 +1,10 @@
-"""Other versions of DeployWorkflow, for replay tests: the code before a patch, and the same
-change made without its `workflow.patched` check. Own module, imported like workflow code
-(payloads passed through the sandbox), so a test worker can run them."""
+"""Other versions of the workflows, for tests: DeployWorkflow before a patch and the same
+change made without its `workflow.patched` check (replay tests), and versions with shorter
+limits for the dev-server tests. Own module, imported like workflow code (payloads passed
+through the sandbox), so a test worker can run them."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 
 from temporalio import workflow
@@ -20,7 +20,6 @@ with workflow.unsafe.imports_passed_through():
         DeploymentRecord,
         DeploymentResult,
     )
-    from workflows import calls
     from workflows.deploy import DeployWorkflow
     from workflows.deployment import DeploymentWorkflow
 
@@ -106,12 +105,11 @@ class DeploymentNoticingLossFast(DeploymentWorkflow):
     """DeploymentWorkflow that takes a pinned task nobody starts within 2 s (not 30 s) for a
     lost worker: worker-loss tests run on the dev server in real time."""
 
+    pinned_start = timedelta(seconds=2)
+
     @workflow.run
     async def run(self, inp: DeploymentInput) -> DeploymentResult:
         return await super().run(inp)
-
-    def _pinned(self, options: calls.Options) -> calls.Options:
-        return dataclasses.replace(options, schedule_to_start=timedelta(seconds=2))
 
 
 @workflow.defn(name="DeployWorkflow")
