@@ -54,7 +54,8 @@ from tests.support.promotion_world import (
     rev,
     rollout,
 )
-from workflows.promotion import PromotionWorkflow, rollout_table
+from workflows.promotion import PromotionWorkflow
+from workflows.rollout import rollout_table
 
 INT, STAGE, PROD = "integration", "stage", "prod/prod-canary"
 
