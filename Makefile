@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install system-packages test lint typecheck bench chaos demo schemas clean
+.PHONY: install system-packages test lint typecheck bench chaos demo schemas histories clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,19 @@ test: $(STAMP) system-packages lint typecheck
 
 schemas: $(STAMP)
 	$(PY) -m shared.engine.schemas docs/schemas
+
+# Record the workflow histories the suite replays (docs/workflow-versions.md): only when a
+# release drops patches, never to make a failing replay pass.
+HISTORY_SCENARIOS = \
+	tests/test_workflows_replay.py \
+	tests/test_workflows_promotion.py::test_continue_as_new_keeps_the_rollout_and_replays \
+	tests/test_workflows_promotion.py::test_rollback_auto_reverts_the_promotion_and_the_node_verifies_again \
+	tests/test_workflows_governance.py::test_the_revision_summary_continues_as_new_and_keeps_its_roots \
+	tests/test_preview_workflow.py::test_continues_as_new_after_many_heads_and_keeps_its_state
+histories: $(STAMP)
+	rm -rf tests/histories
+	ROLLWRIGHT_RECORD_HISTORIES=1 $(PY) -m pytest -q $(HISTORY_SCENARIOS) \
+		--deselect tests/test_workflows_replay.py::test_every_recorded_history_replays_on_the_registered_workflows
 
 bench: $(STAMP)
 	$(PY) -m tests.bench.run --write docs/benchmarks.md

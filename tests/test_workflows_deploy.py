@@ -33,7 +33,6 @@ from shared.contracts.deploy import (
     RootQueueInput,
     UnlockSignal,
 )
-from tests.support.deploy_versions import DeploymentNoticingLossFast
 from tests.support.deploy_world import (
     REPO,
     Harness,
@@ -46,6 +45,7 @@ from tests.support.deploy_world import (
     time_between,
     until,
 )
+from tests.support.fast_loss import DeploymentNoticingLossFast
 from workflows.calls import PUBLISH_RETRY
 from workflows.dispatch import DispatchWorkflow
 from workflows.rootqueue.workflow import RootQueueWorkflow

@@ -32,6 +32,7 @@ from shared.devstack.emulator.server import GitHubEmulator
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore
 from tests.support.deploy_world import REPO, Harness, World, harness, latest, sha, until
+from tests.support.histories import keep
 
 ROOT = "staging/cluster-a"
 A, L = sha("a"), sha("1")
@@ -381,3 +382,4 @@ async def test_the_revision_summary_continues_as_new_and_keeps_its_roots() -> No
         assert len(world.revision_runs(A)) == 1, "one summary check run across the runs"
         chain = await h.run_chain(handle.id, handle.result_run_id or "")
         assert len(chain) >= 2, "the summary continued as new"
+        keep("approve-all", chain)

@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
@@ -44,6 +43,7 @@ from shared.contracts.promotion import (
     WindowInfo,
 )
 from tests.support.deploy_world import until
+from tests.support.histories import keep, run_chain
 from tests.support.promotion_world import (
     PATCH,
     REPO,
@@ -54,7 +54,8 @@ from tests.support.promotion_world import (
     rev,
     rollout,
 )
-from workflows.promotion import PromotionWorkflow, rollout_table
+from workflows.promotion import PromotionWorkflow
+from workflows.rollout import rollout_table
 
 INT, STAGE, PROD = "integration", "stage", "prod/prod-canary"
 
@@ -346,7 +347,6 @@ async def test_continue_as_new_keeps_the_rollout_and_replays() -> None:
     fleet = three_nodes(stage_gate="manual")
     fleet.start_at(1)
     deployed_at_first_node(fleet)
-    histories: list[WorkflowHistory] = []
     async with rollout(fleet) as r:
         handle = await r.start(max_history_events=30)
         await until(asking(fleet, "promote"), "the gate")
@@ -357,17 +357,9 @@ async def test_continue_as_new_keeps_the_rollout_and_replays() -> None:
         await until(asking(fleet, "promote"), "the gate after the pushes")
         await r.signal(SIGNAL_PROMOTE, PromoteSignal(by="alice"))
         view = await result(r)
-        run_id: str | None = handle.first_execution_run_id
-        while run_id:
-            h = await r.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
-            histories.append(h)
-            last = h.events[-1]
-            run_id = (
-                last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-                if last.HasField("workflow_execution_continued_as_new_event_attributes")
-                else None
-            )
+        histories = await run_chain(r.client, handle.id, handle.first_execution_run_id or "")
     assert len(histories) >= 2, "the rollout should have continued as new"
+    keep("promotion-graduated", histories)
     assert view.phase == "graduated"
     assert [(c.to_node, c.actor) for c in fleet.commits] == [(STAGE, "alice"), (PROD, None)]
     replayer = Replayer(workflows=[PromotionWorkflow], data_converter=pydantic_data_converter)
@@ -660,7 +652,8 @@ async def test_rollback_auto_reverts_the_promotion_and_the_node_verifies_again()
         assert [c.to_node for c in fleet.commits] == [STAGE]  # prod never promoted
         assert r.handle is not None
         history = await r.handle.fetch_history()
-    # The history with its rollback (patch "promotion-auto-rollback") replays.
+    keep("promotion-rolled-back", [history])
+    # The history with its rollback replays.
     replayer = Replayer(workflows=[PromotionWorkflow], data_converter=pydantic_data_converter)
     assert (
         await replayer.replay_workflow(history, raise_on_replay_failure=False)

@@ -11,6 +11,9 @@ writes it, which a later change must still replay. A deliberately changed workfl
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +26,9 @@ from temporalio.worker import Replayer
 # The workflow below is defined here, so the sandbox imports this module: what it imports
 # passes through (the verify activity and its HTTP client are not workflow code).
 with workflow.unsafe.imports_passed_through():
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from activities.verify import DeliveryVerifier
     from shared.contracts.deploy import (
         DEPLOY_WORKFLOW,
         DEPLOYMENT_WORKFLOW,
@@ -37,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from shared.contracts.governance import REVISION_REVIEW_WORKFLOW
     from shared.contracts.preview import PREVIEW_WORKFLOW
     from shared.contracts.promotion import PROMOTION_WORKFLOW
+    from shared.engine.fleetconfig import FleetConfig
     from tests.support.deploy_world import (
         REPO,
         World,
@@ -177,6 +184,77 @@ def test_deployments_keep_their_registered_workflow_type(
         return [await replayer.replay_workflow(h, raise_on_replay_failure=False) for h in renders]
 
     assert [r.replay_failure for r in asyncio.run(replay())] == [None] * len(renders)
+
+
+def test_a_verified_deployment_replays() -> None:
+    """A deployment that verified its delivery (an HTTP check, run by the real activity)
+    replays."""
+
+    async def scenario(world: World) -> WorkflowHistory:
+        verifier = DeliveryVerifier().verify_delivery
+        async with harness(world, activities=[verifier]) as h:
+            await h.push(ROOT, A)
+            deployment_id = await h.awaiting_review(ROOT, A)
+            assert (await h.review(deployment_id, "approve")).state == "verified"
+            return await h.client.get_workflow_handle(deployment_id).fetch_history()
+
+    with _answering(200) as url:
+        rule = {"roots": ["*"], "http": {"url": url + "/{root}", "retries": 0}}
+        world = World(config=FleetConfig.model_validate({"verify": [rule]}))
+        history = asyncio.run(asyncio.wait_for(scenario(world), 60))
+    assert len(world.plans) == 1
+    keep("verified-deployment", [history])
+    assert _deployment_replay_failure(history, DeploymentWorkflow) is None
+
+
+@contextlib.contextmanager
+def _answering(status: int) -> Iterator[str]:
+    """A local HTTP endpoint answering every GET with `status`: the external check."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_governed_deployment_replays() -> None:
+    """A deployment under a review policy (a refused click, then an approver's) replays."""
+
+    async def scenario() -> WorkflowHistory:
+        world = World(permissions={"rita": "read"})
+        async with harness(world) as h:
+            await h.push(ROOT, A, by="carol")
+            deployment_id = await h.awaiting_review(ROOT, A)
+            await h.click(deployment_id, "approve", "rita")
+            await until(lambda: world.audits, "the refusal recorded")
+            result = await h.review(deployment_id, "approve", "alice")
+            assert result.state == "published" and len(world.verdicts) == 2
+            return await h.client.get_workflow_handle(deployment_id).fetch_history()
+
+    history = asyncio.run(asyncio.wait_for(scenario(), 60))
+    keep("governed-deployment", [history])
+    assert _deployment_replay_failure(history, DeploymentWorkflow) is None
+
+
+def _deployment_replay_failure(history: WorkflowHistory, deployment: type) -> Exception | None:
+    async def replay() -> Exception | None:
+        replayer = Replayer(workflows=[deployment], data_converter=pydantic_data_converter)
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        return result.replay_failure
+
+    return asyncio.run(replay())
 
 
 def _asks(world: World, revision: str, action: str) -> bool:

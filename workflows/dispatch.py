@@ -41,16 +41,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import calls, searchattrs
 
-# Pushes to the default branch start and feed PromotionWorkflows; histories written
-# before this replay without it.
-PATCH_PROMOTIONS = "dispatch-promotions"
-# A push whose fleet cannot be read gets a failed `rollwright` check run on its commit (issue
-# 16); older histories failed the dispatch with the error in Temporal only.
-PATCH_FLEET_ERRORS = "dispatch-reports-unreadable-fleet"
-# Revisions are queued only after the repository's previous dispatch finished;
-# older histories signalled as soon as their affected roots were known.
-PATCH_DELIVERY_ORDER = "dispatch-in-delivery-order"
-
 
 @workflow.defn(name="DispatchWorkflow")
 class DispatchWorkflow:
@@ -76,7 +66,7 @@ class DispatchWorkflow:
                 )
             except ActivityError as err:
                 message = _fleet_error(err)
-                if message is None or not self._reports_unreadable_fleet():
+                if message is None:
                     raise
                 await _report_unreadable_fleet(inp, message)
                 searchattrs.upsert(state="failed", keys=(SA_STATE,))
@@ -87,14 +77,16 @@ class DispatchWorkflow:
             + "".join(f"\n- `{r}`" for r in affected.roots[:50])
         )
         if affected.roots:
-            if inp.after_dispatch and self._in_delivery_order():
+            if inp.after_dispatch:
                 # Queue the revisions only after the previous delivery's dispatch queued its
                 # own, whichever computed its affected roots first.
                 outcome = await calls.run(
                     ACT_AWAIT_DISPATCH,
                     AwaitDispatchRequest(workflow_id=inp.after_dispatch),
                     options=calls.AWAIT_DISPATCH,
-                    task_queue=self._waits_queue(),
+                    # The waits queue beside this workflow's own: waiting must not take the
+                    # shared queue's slots.
+                    task_queue=waits_task_queue(workflow.info().task_queue),
                 )
                 if outcome == "timed_out":
                     workflow.logger.warning(
@@ -114,20 +106,10 @@ class DispatchWorkflow:
                 ),
                 options=calls.SIGNAL_DEPLOYS,
             )
-        if inp.roots is None and inp.trigger == "merge" and workflow.patched(PATCH_PROMOTIONS):
+        if inp.roots is None and inp.trigger == "merge":
             await _promotions(inp)
         searchattrs.upsert(state="dispatched", keys=(SA_STATE,))
         return DispatchResult(roots=affected.roots, all_roots=affected.all_roots)
-
-    def _reports_unreadable_fleet(self) -> bool:
-        return workflow.patched(PATCH_FLEET_ERRORS)
-
-    def _in_delivery_order(self) -> bool:
-        return workflow.patched(PATCH_DELIVERY_ORDER)
-
-    def _waits_queue(self) -> str | None:
-        """The queue await_dispatch runs on: the waits queue beside this workflow's own."""
-        return waits_task_queue(workflow.info().task_queue)
 
 
 def _fleet_error(err: ActivityError) -> str | None:

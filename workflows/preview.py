@@ -85,7 +85,6 @@ INFRA_RETRY_PAUSES = (
     timedelta(minutes=4),
     timedelta(minutes=8),
 )
-PATCH_INFRA_RETRY = "preview-infra-retry"
 # Error types whose messages rollwright writes from safe text, so a check run may quote them:
 # fleet errors (redacted), a missing revision or base branch, GitHub's answers, no App
 # configured (activities/errors.py, activities/github.py). Anything else shows its type only.
@@ -238,12 +237,7 @@ class PreviewWorkflow:
             title="Rendering preview",
             summary=f"Rendering the roots this pull request affects, against `{head.base_ref}`.",
         )
-        rendering = (
-            self._render_retrying(run, head)
-            if workflow.patched(PATCH_INFRA_RETRY)
-            else self._render(head)
-        )
-        work = asyncio.create_task(rendering)
+        work = asyncio.create_task(self._render_retrying(run, head))
         await workflow.wait_condition(lambda: work.done() or self._interrupted(run))
         if not work.done():
             await self._interrupt(run, work)

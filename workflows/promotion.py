@@ -22,7 +22,6 @@ since) is the workflow's current details and the `rollout` query; the check run
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -42,7 +41,6 @@ with workflow.unsafe.imports_passed_through():
         SA_REVISION,
         SA_STATE,
         CheckRunAction,
-        CheckRunRequest,
     )
     from shared.contracts.promotion import (
         PROMOTION_WORKFLOW,
@@ -72,29 +70,20 @@ with workflow.unsafe.imports_passed_through():
         RolloutRow,
         RolloutView,
         RootDeployment,
-        promotion_check_run_name,
-        promotion_workflow_id,
     )
-    from workflows import calls, searchattrs
+    from workflows import calls, rollout, searchattrs
+    from workflows.rollout import (
+        HALT,
+        PROMOTE,
+        RECHECK,
+        RESUME,
+        ROLLBACK,
+        CheckRunWant,
+        rollout_table,
+        when,
+    )
 
 MAX_HISTORY_EVENTS = 5_000
-# `rollout.rollback: auto`: a halt on failed or unhealthy deployments also commits
-# the revert of the node's promotion; older histories only halted.
-PATCH_ROLLBACK = "promotion-auto-rollback"
-# Dependencies only change with a new revision (a signal); this is a safety net for a missed
-# one. The same interval re-reads a window that gave no next opening.
-RECHECK = timedelta(hours=1)
-
-PROMOTE = CheckRunAction(
-    label="Promote", description="Promote the patch to the next node", identifier="promote"
-)
-HALT = CheckRunAction(label="Halt", description="Stop this rollout here", identifier="halt")
-RESUME = CheckRunAction(
-    label="Resume", description="Continue the rollout after a fix", identifier="resume"
-)
-ROLLBACK = CheckRunAction(
-    label="Roll back", description="Revert the promotion to this node", identifier="rollback"
-)
 
 
 @workflow.defn(name=PROMOTION_WORKFLOW)
@@ -117,7 +106,7 @@ class PromotionWorkflow:
         self.waiting_for = ""
         self.pull_request_url: str | None = None
         self.shown: tuple[object, ...] | None = None
-        self.want_check_run: _CheckRunWant | None = None
+        self.want_check_run: CheckRunWant | None = None
         self.search_state = ""
         self.search_revision = ""
         # From the input here, not in run(): signals that arrive with the start (a click that
@@ -299,7 +288,7 @@ class PromotionWorkflow:
     async def _evaluation(self) -> Evaluation:
         now = workflow.now()
         ev = self.ev
-        if ev is None or ev.revision != self.revision or self._stale(ev, now):
+        if ev is None or ev.revision != self.revision or rollout.stale(ev, self.ev_at, now):
             ev = await calls.run(
                 ACT_PROMOTION_EVALUATE,
                 EvaluateRequest(
@@ -312,15 +301,6 @@ class PromotionWorkflow:
                 self.search_revision = ev.revision
                 searchattrs.upsert(revision=ev.revision, keys=(SA_REVISION,))
         return ev
-
-    def _stale(self, ev: Evaluation, now: datetime) -> bool:
-        """The window may have opened or closed since, or it is time for the safety recheck."""
-        if self.ev_at is None or now - self.ev_at >= RECHECK:
-            return True
-        window = ev.window
-        if window.open:
-            return window.closes_at is not None and now >= window.closes_at
-        return window.next_open is not None and now >= window.next_open
 
     async def _read_deployments(self, ev: Evaluation, reload_all: bool) -> None:
         roots = set(ev.roots)
@@ -356,18 +336,13 @@ class PromotionWorkflow:
             failed.sort(key=lambda d: d.root)
             self.halt = HaltState(
                 node=node,
-                reason="; ".join(
-                    f"`{d.root}`: deployment of `{d.revision[:12]}` {d.state.replace('_', ' ')}"
-                    # The first line: a verification's account goes on with a table.
-                    + (f" ({d.message.splitlines()[0]})" if d.message else "")
-                    for d in failed
-                    if d.state
-                ),
+                reason=rollout.halt_reason(failed),
                 roots=[d.root for d in failed],
                 deployment_ids=[d.deployment_id for d in failed],
                 since=workflow.now(),
             )
-            if ev.rollback == "auto" and self._rolls_back():
+            # `rollout.rollback: auto`: the halt also commits the revert of the promotion.
+            if ev.rollback == "auto":
                 await self._roll_back(ev, node)
             self._show_halted(ev)
             await self._wait()
@@ -394,7 +369,7 @@ class PromotionWorkflow:
         remaining = self.healthy_since + soak - now
         if remaining > timedelta(0):
             until = self.healthy_since + soak
-            self._set("soaking", f"soaking at `{node}` until {_when(until)}", ev)
+            self._set("soaking", f"soaking at `{node}` until {when(until)}", ev)
             await self._wait(remaining)
             return False
         return True
@@ -404,7 +379,7 @@ class PromotionWorkflow:
         assert nxt is not None and ev.next_node is not None
         window = ev.window
         if not window.open:
-            opens = f"; it opens {_when(window.next_open)}" if window.next_open else ""
+            opens = f"; it opens {when(window.next_open)}" if window.next_open else ""
             why = f" ({window.reason})" if window.reason else ""
             self._set(
                 "window_closed",
@@ -466,9 +441,6 @@ class PromotionWorkflow:
         if result.revision:
             self.revision = result.revision
 
-    def _rolls_back(self) -> bool:
-        return workflow.patched(PATCH_ROLLBACK)
-
     async def _roll_back(self, ev: Evaluation, node: str, by: str | None = None) -> None:
         """Revert the promotion to `node` (a commit through the App, like the promotion):
         the roots under it deploy the previous render again, and verify it. The rollout stays
@@ -522,15 +494,18 @@ class PromotionWorkflow:
         self._rows(ev, "graduated", f"pull request #{pr.number}")
         self.waiting_for = ""
         await self._check_run(
-            status="completed",
-            conclusion="success",
-            title=f"Graduated: pull request #{pr.number}",
-            message=(
-                f"`{self.inp.patch_id}` is active on every node. Pull request "
-                f"[#{pr.number}]({pr.url}) folds it into the base values and deletes its "
-                "copies; this rollout is done."
-            ),
-            actions=[],
+            CheckRunWant(
+                ("graduated", pr.number),
+                status="completed",
+                conclusion="success",
+                title=f"Graduated: pull request #{pr.number}",
+                message=(
+                    f"`{self.inp.patch_id}` is active on every node. Pull request "
+                    f"[#{pr.number}]({pr.url}) folds it into the base values and deletes its "
+                    "copies; this rollout is done."
+                ),
+                actions=[],
+            )
         )
         self._details()
         searchattrs.upsert(state="graduated", keys=(SA_STATE,))
@@ -540,14 +515,17 @@ class PromotionWorkflow:
         self.phase = "gone"
         self.waiting_for = ""
         await self._check_run(
-            status="completed",
-            conclusion="neutral",
-            title="Patch no longer in the fleet repository",
-            message=(
-                f"No file of `{self.inp.patch_id}` is left at `{self.revision[:12]}` "
-                "(graduated or deleted): this rollout is over."
-            ),
-            actions=[],
+            CheckRunWant(
+                ("gone",),
+                status="completed",
+                conclusion="neutral",
+                title="Patch no longer in the fleet repository",
+                message=(
+                    f"No file of `{self.inp.patch_id}` is left at `{self.revision[:12]}` "
+                    "(graduated or deleted): this rollout is over."
+                ),
+                actions=[],
+            )
         )
         self._details()
         searchattrs.upsert(state="gone", keys=(SA_STATE,))
@@ -598,7 +576,7 @@ class PromotionWorkflow:
         )
 
     def _set(self, state: NodeState, waiting_for: str, ev: Evaluation) -> None:
-        self.phase = _PHASES.get(state, "gate")
+        self.phase = rollout.phase_of(state)
         self.waiting_for = waiting_for
         if state != "awaiting_promote":
             self.awaiting_node = None
@@ -608,38 +586,15 @@ class PromotionWorkflow:
             (state, self.revision, waiting_for),
             status="completed" if manual else "in_progress",
             conclusion="action_required" if manual else None,
-            title=_title(state, ev),
+            title=rollout.title(state, ev),
             message=f"Waiting for {waiting_for}.",
             actions=[PROMOTE, HALT] if manual else ([] if state == "promoting" else [HALT]),
         )
 
     def _rows(self, ev: Evaluation, state: NodeState, detail: str) -> None:
-        """The table: nodes behind the current one passed, the current one deploying /
-        soaking / healthy / halted / blocked, the next one at its gate, the rest pending."""
-        now = workflow.now()
-        old = {r.node: r for r in self.rows}
-        active = set(ev.active_nodes)
-        gate_states = ("window_closed", "dependencies_unmet", "awaiting_promote", "promoting")
-        rows = []
-        for info in ev.plan:
-            path = info.path
-            row_state: NodeState = "pending"
-            row_detail = ""
-            if path == ev.current_node:
-                row_state = "healthy"
-                if state in ("deploying", "soaking", "halted", "blocked", "graduated"):
-                    row_state, row_detail = state, detail
-                if state == "deploying":
-                    healthy = sum(1 for r in ev.roots if self._healthy(r))
-                    row_detail = f"{healthy}/{len(ev.roots)} roots"
-            elif path == ev.next_node and state in gate_states:
-                row_state = state
-            elif path in active:
-                row_state = "passed"
-            previous = old.get(path)
-            since = previous.since if previous and previous.state == row_state else now
-            rows.append(RolloutRow(node=path, state=row_state, since=since, detail=row_detail))
-        self.rows = rows
+        self.rows = rollout.rows(
+            ev, state, detail, old=self.rows, healthy=self._healthy, now=workflow.now()
+        )
         self._details()
         if self.phase != self.search_state:  # every upsert is a history event
             self.search_state = self.phase
@@ -668,58 +623,37 @@ class PromotionWorkflow:
         actions: list[CheckRunAction],
     ) -> None:
         """Remember what the check run should say; `_wait` sends it (once per change)."""
-        self.want_check_run = _CheckRunWant(key, status, conclusion, title, message, actions)
+        self.want_check_run = CheckRunWant(key, status, conclusion, title, message, actions)
 
     async def _flush_check_run(self) -> None:
         want = self.want_check_run
         if want is None or self.shown == want.key:
             return
         self.shown = want.key
-        await self._check_run(
-            status=want.status,
-            conclusion=want.conclusion,
-            title=want.title,
-            message=want.message,
-            actions=want.actions,
-        )
+        await self._check_run(want)
 
-    async def _check_run(
-        self,
-        *,
-        status: str,
-        conclusion: str | None,
-        title: str,
-        message: str,
-        actions: list[CheckRunAction],
-    ) -> None:
+    async def _check_run(self, want: CheckRunWant) -> None:
         """Create or update the rollout's check run on the current tip. Check runs only show
         the rollout: a GitHub error that outlasts the retries is logged, never fatal."""
-        repo = self.inp.repo
+        inp = self.inp
         if self.check_run_sha != self.revision and self.check_run_id is not None:
             # The tip moved: the rollout continues on a new check run on the new tip.
             await self._retire_check_run()
         summary = "\n\n".join(
             [
-                f"**{title}** — patch `{self.inp.patch_id}` at `{self.revision[:12]}`",
-                message,
+                f"**{want.title}** — patch `{inp.patch_id}` at `{self.revision[:12]}`",
+                want.message,
                 rollout_table(self.rows),
-                deployments_table(self.deployments),
+                rollout.deployments_table(self.deployments),
             ]
         )
-        request = CheckRunRequest.model_validate(
-            {
-                "repo": repo,
-                "check_run_id": self.check_run_id,
-                "name": promotion_check_run_name(self.inp.patch_id),
-                "head_sha": self.revision,
-                "external_id": promotion_workflow_id(repo.full_name, self.inp.patch_id),
-                "status": status,
-                "conclusion": conclusion,
-                "title": title,
-                "summary": summary,
-                "actions": actions,
-                "details_url": repo.html_url or None,
-            }
+        request = rollout.check_run_request(
+            inp.repo,
+            inp.patch_id,
+            self.revision,
+            want,
+            check_run_id=self.check_run_id,
+            summary=summary,
         )
         try:
             ref = await calls.run(ACT_CHECK_RUN, request, options=calls.GITHUB)
@@ -731,22 +665,14 @@ class PromotionWorkflow:
 
     async def _retire_check_run(self) -> None:
         """The old tip's run loses its buttons and says where the rollout went."""
-        repo, old_id, old_sha = self.inp.repo, self.check_run_id, self.check_run_sha
+        old_id, old_sha = self.check_run_id, self.check_run_sha
         self.check_run_id = None
-        request = CheckRunRequest.model_validate(
-            {
-                "repo": repo,
-                "check_run_id": old_id,
-                "name": promotion_check_run_name(self.inp.patch_id),
-                "head_sha": old_sha or self.revision,
-                "external_id": promotion_workflow_id(repo.full_name, self.inp.patch_id),
-                "status": "completed",
-                "conclusion": "neutral",
-                "title": f"Moved on to {self.revision[:12]}",
-                "summary": f"The rollout of `{self.inp.patch_id}` continues on the check run "
-                f"of `{self.revision[:12]}`, the new tip of the default branch.",
-                "actions": [],
-            }
+        request = rollout.retired_request(
+            self.inp.repo,
+            self.inp.patch_id,
+            check_run_id=old_id,
+            old_sha=old_sha or self.revision,
+            tip=self.revision,
         )
         try:
             await calls.run(ACT_CHECK_RUN, request, options=calls.GITHUB)
@@ -796,65 +722,3 @@ class PromotionWorkflow:
             max_history_events=self.inp.max_history_events,
             reported=list(self.reported.values()),
         )
-
-
-# The workflow's phase while a row is in this state (anything else: waiting at the gate).
-_PHASES: dict[NodeState, Phase] = {
-    "deploying": "deploying",
-    "soaking": "soaking",
-    "promoting": "promoting",
-    "graduating": "promoting",
-}
-
-
-@dataclass(frozen=True)
-class _CheckRunWant:
-    key: tuple[object, ...]
-    status: str
-    conclusion: str | None
-    title: str
-    message: str
-    actions: list[CheckRunAction]
-
-
-# --- pure helpers (also used by the activities' docs and tests) --------------------------------
-
-
-def rollout_table(rows: list[RolloutRow]) -> str:
-    if not rows:
-        return "Rollout: not evaluated yet."
-    lines = ["| node | state | since |", "|---|---|---|"]
-    for row in rows:
-        state = row.state.replace("_", " ") + (f" ({row.detail})" if row.detail else "")
-        lines.append(f"| `{row.node}` | {state} | {_when(row.since)} |")
-    return "\n".join(lines)
-
-
-def deployments_table(deployments: dict[str, RootDeployment]) -> str:
-    if not deployments:
-        return ""
-    lines = ["| root | latest deployment | revision | has the patch |", "|---|---|---|---|"]
-    for root in sorted(deployments):
-        d = deployments[root]
-        state = (d.state or "none").replace("_", " ")
-        lines.append(
-            f"| `{root}` | {state} | `{d.revision[:12]}` | {'yes' if d.contains_patch else 'no'} |"
-        )
-    return "\n".join(lines)
-
-
-def _when(at: datetime | None) -> str:
-    return at.strftime("%Y-%m-%d %H:%M UTC") if at else "—"
-
-
-def _title(state: NodeState, ev: Evaluation) -> str:
-    node, nxt = ev.current_node or "", ev.next_node or ""
-    return {
-        "deploying": f"Deploying at {node}",
-        "soaking": f"Soaking at {node}",
-        "window_closed": f"Waiting: promotion window of {nxt} closed",
-        "dependencies_unmet": f"Waiting: dependencies unmet at {nxt}",
-        "awaiting_promote": f"Promote to {nxt}?",
-        "promoting": f"Promoting to {nxt}",
-        "graduating": "Opening the graduation pull request",
-    }.get(state, state)

@@ -8,6 +8,7 @@ from datetime import datetime
 from shared.contracts.deploy import (
     CheckRunAction,
     CheckRunRequest,
+    DeploymentInput,
     LockState,
     QueueItem,
     RepoRef,
@@ -196,4 +197,68 @@ def request(
             "actions": actions or [],
             "details_url": details_url,
         }
+    )
+
+
+def deployment_request(
+    inp: DeploymentInput,
+    *,
+    check_run_id: int | None,
+    status: str,
+    title: str,
+    conclusion: str | None = None,
+    approved_by: str | None = None,
+    message: str = "",
+    text: str = "",
+    actions: list[CheckRunAction] | None = None,
+) -> CheckRunRequest:
+    """The check run of a running deployment: what its input names, and how it stands now."""
+    return request(
+        repo=inp.repo,
+        root=inp.root,
+        revision=inp.revision,
+        deployment_id=inp.deployment_id,
+        trigger=inp.trigger,
+        requested_by=inp.requested_by,
+        queue_markdown=inp.queue_summary,
+        check_run_id=check_run_id,
+        status=status,
+        conclusion=conclusion,
+        title=title,
+        approved_by=approved_by,
+        message=message,
+        text=text,
+        actions=actions,
+    )
+
+
+def queue_item_request(
+    repo: RepoRef,
+    root: str,
+    item: QueueItem,
+    *,
+    status: str,
+    title: str,
+    queue_markdown: str,
+    conclusion: str | None = None,
+    message: str = "",
+    actions: list[CheckRunAction] | None = None,
+) -> CheckRunRequest:
+    """The check run of a queue item the root's queue writes itself: queued, waiting for an
+    Unlock, refused or skipped (nobody has approved anything yet)."""
+    return request(
+        repo=repo,
+        root=root,
+        revision=item.revision,
+        deployment_id=item.deployment_id,
+        trigger=item.trigger,
+        requested_by=item.requested_by,
+        approved_by=None,
+        check_run_id=item.check_run_id,
+        status=status,
+        conclusion=conclusion,
+        title=title,
+        queue_markdown=queue_markdown,
+        message=message,
+        actions=actions,
     )

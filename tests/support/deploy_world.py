@@ -136,7 +136,7 @@ from shared.contracts.verify import (
 from shared.devstack.temporal import temporal_binary
 from shared.engine.fleetconfig import FleetConfig
 from shared.review.governance import decide, policy_for
-from tests.support import queries
+from tests.support import histories, queries
 from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
 from workflows.revision import RevisionReviewWorkflow
@@ -628,19 +628,7 @@ class Harness:
 
     async def run_chain(self, workflow_id: str, first_run_id: str) -> list[WorkflowHistory]:
         """Every run of a workflow id from `first_run_id` on, following continue-as-new."""
-        histories = []
-        run_id: str | None = first_run_id
-        while run_id:
-            handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
-            history = await handle.fetch_history()
-            histories.append(history)
-            last = history.events[-1]
-            run_id = (
-                last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-                if last.HasField("workflow_execution_continued_as_new_event_attributes")
-                else None
-            )
-        return histories
+        return await histories.run_chain(self.client, workflow_id, first_run_id)
 
     def deploy(self, root: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(deploy_workflow_id(REPO.full_name, root))

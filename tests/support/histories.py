@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from temporalio.client import WorkflowHistory
+from temporalio.client import Client, WorkflowHistory
 
 DIR = Path(__file__).resolve().parents[1] / "histories"
 RECORD = "ROLLWRIGHT_RECORD_HISTORIES"
@@ -24,6 +24,22 @@ RECORD = "ROLLWRIGHT_RECORD_HISTORIES"
 def workflow_type(history: WorkflowHistory) -> str:
     first = history.events[0]
     return first.workflow_execution_started_event_attributes.workflow_type.name
+
+
+async def run_chain(client: Client, workflow_id: str, first_run_id: str) -> list[WorkflowHistory]:
+    """Every run of a workflow id from `first_run_id` on, following continue-as-new."""
+    histories = []
+    run_id: str | None = first_run_id
+    while run_id:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        histories.append(history)
+        last = history.events[-1]
+        run_id = (
+            last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+            if last.HasField("workflow_execution_continued_as_new_event_attributes")
+            else None
+        )
+    return histories
 
 
 def keep(scenario: str, histories: Iterable[WorkflowHistory]) -> None:

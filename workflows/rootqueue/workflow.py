@@ -50,7 +50,6 @@ with workflow.unsafe.imports_passed_through():
         STATE_QUEUE_ITEMS,
         TERMINAL_STATES,
         CheckRunBatch,
-        CheckRunRequest,
         CurrentDeployment,
         DeploymentInput,
         DeploymentRecord,
@@ -72,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
     from shared.contracts.promotion import DeploymentFinished, NotifyPromotionsRequest
     from workflows import calls, searchattrs
     from workflows.deployment import DeploymentWorkflow
+    from workflows.rootqueue import checkruns
     from workflows.rootqueue.queue import MAX_QUEUED, RootQueue
 
 # Only outcomes a rollout acts on are signalled to the PromotionWorkflows.
@@ -81,11 +81,6 @@ MAX_HISTORY_EVENTS = 10_000
 QUEUED_BATCH = 50  # queued check runs or rows per activity
 # A deployment an earlier run started: how often to ask whether it ended without telling.
 DETACHED_CHECK = timedelta(minutes=30)
-WAITING_TITLE = "Waiting: the queue is locked"
-WAITING_MESSAGE = (
-    "A manual deployment locked this root's queue. Merged revisions wait until someone clicks "
-    "**Unlock**."
-)
 
 
 @workflow.defn(name=DEPLOY_WORKFLOW)
@@ -394,16 +389,8 @@ class RootQueueWorkflow:
             "re-run of %s refused: the latest deployment attempt is %s", signal.revision, latest
         )
         # A check run says why, so the click on Re-run does not vanish without an answer.
-        await self._refuse(
-            signal,
-            conclusion="skipped",
-            title="Re-run refused",
-            message=(
-                f"Only the latest deployment attempt can be re-run, and that is "
-                f"`{checkrun.short(latest)}`, not `{checkrun.short(signal.revision)}`. "
-                "Use a manual deployment to go to another revision."
-            ),
-        )
+        message = checkruns.rerun_refused(signal, latest)
+        await self._refuse(signal, conclusion="skipped", title="Re-run refused", message=message)
 
     async def _refuse_full(self, signal: NewRevision) -> None:
         workflow.logger.warning(
@@ -411,20 +398,8 @@ class RootQueueWorkflow:
             signal.revision,
             len(self.queue),
         )
-        locked = self.queue.lock.locked
-        waiting = "a lock" if locked else "the deployments ahead"
-        await self._refuse(
-            signal,
-            conclusion="failure",
-            title="Queue full",
-            message=(
-                f"This root's queue already holds {len(self.queue):,} deployments waiting "
-                f"(held by {waiting}), the most one root's queue keeps, so "
-                f"`{checkrun.short(signal.revision)}` was not queued. A later merge carries "
-                "its changes; to deploy it now, deploy it manually (manual deployments are "
-                "always queued, ahead of merges)" + (" or unlock the root." if locked else ".")
-            ),
-        )
+        message = checkruns.queue_full(signal, self.queue)
+        await self._refuse(signal, conclusion="failure", title="Queue full", message=message)
 
     async def _refuse(
         self, signal: NewRevision, *, conclusion: str, title: str, message: str
@@ -508,8 +483,7 @@ class RootQueueWorkflow:
             )
         except ActivityError as err:
             # A non-retryable answer (say, a revision the mirror does not have).
-            message = f"Could not compare `{checkrun.short(item.revision)}` with the latest "
-            message += f"deployed revision: {err.cause or err}"
+            message = checkruns.not_compared(item, err.cause or err)
             await self._check_run(
                 item, status="completed", conclusion="failure", title="Failed", message=message
             )
@@ -586,12 +560,7 @@ class RootQueueWorkflow:
             self.unlock_unsaved = False
 
     async def _skip_behind(self, item: QueueItem) -> None:
-        latest = self.latest.revision if self.latest else ""
-        message = (
-            f"Skipped: `{checkrun.short(item.revision)}` is behind the latest deployed revision "
-            f"`{checkrun.short(latest)}`; deploying it would roll the root back. Use a manual "
-            "deployment (rollback) if that is what you want."
-        )
+        message = checkruns.behind(item, self.latest.revision if self.latest else "")
         # A merge that cannot deploy should be red: a failed check run.
         await self._check_run(
             item,
@@ -695,7 +664,7 @@ class RootQueueWorkflow:
     async def _write_check_runs(self, items: list[QueueItem]) -> None:
         if not items:
             return
-        requests = [self._queued_request(i) for i in items]
+        requests = [checkruns.queued(self.inp.repo, self.inp.root, self.queue, i) for i in items]
         try:
             written = await calls.run(
                 ACT_QUEUE_CHECK_RUNS, CheckRunBatch(requests=requests), options=calls.GITHUB_BATCH
@@ -707,28 +676,14 @@ class RootQueueWorkflow:
         for item, ref in zip(items, written.refs, strict=False):
             item.check_run_id = ref.check_run_id
 
-    def _queued_request(self, item: QueueItem) -> CheckRunRequest:
-        """A queued item's check run: waiting for an Unlock, or queued with where it stands."""
-        queue = self.queue
-        waiting = queue.waits_for_unlock(item)
-        summary = checkrun.queued_summary(queue.items, item)
-        request = self._item_request(
-            item,
-            status="completed" if waiting else "queued",
-            conclusion="action_required" if waiting else None,
-            title=WAITING_TITLE if waiting else "Queued",
-            queue_markdown=(checkrun.lock_line(queue.lock) + "\n\n" if waiting else "") + summary,
-            message=WAITING_MESSAGE if waiting else "",
-            unlock=waiting,
-        )
-        return request.model_copy(update={"root_page": True})
-
     async def _check_run(
         self, item: QueueItem, *, status: str, conclusion: str | None, title: str, message: str
     ) -> None:
         """Create or update an item's check run. Check runs only show the queue: a GitHub
         error that outlasts the retries is logged, never allowed to fail the root's queue."""
-        request = self._item_request(
+        request = checkrun.queue_item_request(
+            self.inp.repo,
+            self.inp.root,
             item,
             status=status,
             conclusion=conclusion,
@@ -743,36 +698,8 @@ class RootQueueWorkflow:
             return
         item.check_run_id = ref.check_run_id
 
-    def _item_request(
-        self,
-        item: QueueItem,
-        *,
-        status: str,
-        conclusion: str | None,
-        title: str,
-        queue_markdown: str,
-        message: str,
-        unlock: bool = False,
-    ) -> CheckRunRequest:
-        return checkrun.request(
-            repo=self.inp.repo,
-            root=self.inp.root,
-            revision=item.revision,
-            deployment_id=item.deployment_id,
-            check_run_id=item.check_run_id,
-            status=status,
-            conclusion=conclusion,
-            title=title,
-            trigger=item.trigger,
-            requested_by=item.requested_by,
-            approved_by=None,
-            queue_markdown=queue_markdown,
-            message=message,
-            actions=[checkrun.UNLOCK] if unlock else [],
-        )
-
     def _queue_markdown(self) -> str:
-        return checkrun.queue_table(self.queue.items, workflow.now(), self.queue.lock)
+        return checkruns.queue_table(self.queue, workflow.now())
 
     # --- what the Temporal UI shows ------------------------------------------------------------
 
