@@ -1,7 +1,7 @@
 """The gateway's FastAPI app: webhooks, the manual-deploy API, health and metrics.
 
 `create_app(settings)` builds everything from settings; tests and the embedded stack may pass
-their own `dispatcher` and `store`, which the app then uses but does not close, and outbox
+their own `dispatcher` and `database`, which the app then uses but does not close, and outbox
 options (gateway/outbox.py). The lifespan runs the outbox drainer: it starts with the app (and
 so drains rows left pending by an earlier run) and stops with it, giving its leases back.
 """
@@ -29,7 +29,9 @@ from gateway.intake import DeliveryIntake
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import OutboxDrainer, OutboxOptions
 from shared.settings import Settings
-from shared.stores.sql import OutboxStats, SqlStore
+from shared.stores.sql.deliveries import DeliveryStore
+from shared.stores.sql.engine import Database
+from shared.stores.sql.outbox import OutboxStats, OutboxStore
 
 log = logging.getLogger("rollwright.gateway")
 
@@ -59,7 +61,7 @@ def create_app(
     settings: Settings,
     *,
     dispatcher: Dispatcher | None = None,
-    store: SqlStore | None = None,
+    database: Database | None = None,
     outbox: OutboxOptions | None = None,
 ) -> FastAPI:
     metrics = GatewayMetrics()
@@ -73,18 +75,19 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as owned:
-            the_store = store
-            if the_store is None:
+            the_database = database
+            if the_database is None:
                 if settings.database_url is None:
                     settings.data_dir.mkdir(parents=True, exist_ok=True)
-                the_store = await run_in_threadpool(SqlStore, settings.database)
-                owned.callback(the_store.close)
+                the_database = await run_in_threadpool(Database, settings.database)
+                owned.callback(the_database.close)
             the_dispatcher = dispatcher or await TemporalDispatcher.connect(settings)
             if settings.webhook_secret is None:
                 log.warning("ROLLWRIGHT_WEBHOOK_SECRET is not set: every webhook gets 401")
-            drainer = OutboxDrainer(the_store, the_dispatcher, metrics, outbox)
+            drainer = OutboxDrainer(OutboxStore(the_database), the_dispatcher, metrics, outbox)
+            intake = DeliveryIntake(DeliveryStore(the_database))
             app.state.gateway = Gateway(
-                settings, the_dispatcher, the_store, metrics, drainer, DeliveryIntake(the_store)
+                settings, the_dispatcher, the_database, metrics, drainer, intake
             )
             owned.callback(access.close)
             drainer.start()
@@ -181,7 +184,7 @@ async def _check_database(gw: Gateway) -> tuple[Check, OutboxStats | None]:
     """The outbox figures double as the database probe."""
     try:
         stats = await asyncio.wait_for(
-            run_in_threadpool(gw.store.outbox_stats), HEALTH_TIMEOUT_SECONDS
+            run_in_threadpool(gw.outbox.store.stats), HEALTH_TIMEOUT_SECONDS
         )
     except Exception as err:
         return Check(ok=False, detail=f"database: {type(err).__name__}: {err}"[:500]), None

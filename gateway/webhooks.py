@@ -75,7 +75,8 @@ from shared.contracts.preview import (
 )
 from shared.contracts.promotion import patch_from_check_run_name
 from shared.github.app import verify_webhook_signature
-from shared.stores.sql import DeliveryClaim, OutboxEntry
+from shared.stores.sql.deliveries import DeliveryClaim
+from shared.stores.sql.outbox import OutboxEntry
 
 log = logging.getLogger("rollwright.gateway")
 

@@ -37,7 +37,8 @@ from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from shared.stores.blob import FileBlobStore, latest_key
-from shared.stores.sql import SqlStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
 
 OWNER = "acme"
 REPO = "fleet"
@@ -466,14 +467,14 @@ def _sql_row(stack: DevStack, deployment_id: str) -> tuple[str, str, str] | None
     url = stack.env.get("ROLLWRIGHT_DATABASE_URL") or (
         f"sqlite:///{stack.data_dir / 'rollwright.db'}"
     )
-    store = SqlStore(url)
+    database = Database(url)
     try:
-        row = store.deployment(deployment_id)
+        row = DeploymentStore(database).get(deployment_id)
         if row is None or row.state != "verified":
             return None
         return row.deployment_id, row.state, row.revision
     finally:
-        store.close()
+        database.close()
 
 
 def _excerpt(text: str, needle: str, context: int = 6) -> str:
