@@ -53,6 +53,11 @@ def head_revision() -> str:
     return head
 
 
+def command_engine(url: str) -> Engine:
+    """An engine for one command (`rollwright db`): no connection outlives its use."""
+    return create_engine(url, poolclass=NullPool)
+
+
 def current_revision(engine: Engine) -> str | None:
     """The revision the database is at; None for a new (or pre-migration) database."""
     with engine.connect() as connection:
