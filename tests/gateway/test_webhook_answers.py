@@ -9,33 +9,21 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from gateway.app import create_app
-from gateway.dispatcher import Dispatched, DispatchError
+from gateway.dispatcher import Dispatcher
 from gateway.metrics import GatewayMetrics
 from shared.settings import Settings
 from shared.stores.sql.engine import Database
+from tests.test_job_pages import QueueRecorder
 
 SECRET = "webhook-secret"
 LIMIT = 4096
-
-
-class NoTemporal:
-    """A dispatcher whose every call fails, as with Temporal away: accepted rows stay pending."""
-
-    async def check_health(self) -> None:
-        raise DispatchError("Temporal is away in these tests")
-
-    def __getattr__(self, name: str) -> Any:
-        async def refuse(*args: Any, **kwargs: Any) -> Dispatched:
-            raise DispatchError(f"{name}: Temporal is away in these tests")
-
-        return refuse
 
 
 @pytest.fixture
@@ -47,7 +35,9 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
         github_app_id="7",
     )
     database = Database(f"sqlite:///{tmp_path / 'gateway.db'}")
-    with TestClient(create_app(settings, dispatcher=NoTemporal(), database=database)) as client:
+    # The recorder refuses to start a dispatch: the accepted push stays pending in the outbox.
+    dispatcher = cast(Dispatcher, QueueRecorder())
+    with TestClient(create_app(settings, dispatcher=dispatcher, database=database)) as client:
         yield client
     database.close()
 
