@@ -75,6 +75,7 @@ from shared.contracts.preview import (
 )
 from shared.contracts.promotion import patch_from_check_run_name
 from shared.github.app import verify_webhook_signature
+from shared.settings import Settings
 from shared.stores.sql.deliveries import DeliveryClaim
 from shared.stores.sql.outbox import OutboxEntry
 
@@ -614,14 +615,13 @@ async def _receive(
     """The guards in order, each answering the delivery or passing on what it established;
     then the claim."""
     content_type = request.headers.get("content-type", "application/json")
-    if media_type(content_type) not in CONTENT_TYPES:
-        return _Outcome("bad_request", Response("webhooks are JSON or form-encoded\n", 415))
+    if (refused := _unreadable_type(content_type)) is not None:
+        return refused
     body = await _body(request, gw.settings.webhook_max_bytes)
     if isinstance(body, _Outcome):
         return body
-    secret = gw.settings.webhook_secret
-    if secret is None or not verify_webhook_signature(secret.get_secret_value(), body, signature):
-        return _Outcome("bad_signature", Response(status_code=status.HTTP_401_UNAUTHORIZED))
+    if (refused := _unsigned(gw.settings, body, signature)) is not None:
+        return refused
     named = _named(event_header, delivery_header)
     if isinstance(named, _Outcome):
         return named
@@ -633,6 +633,12 @@ async def _receive(
     return await _claim(gw, event, delivery, payload, route)
 
 
+def _unreadable_type(content_type: str) -> _Outcome | None:
+    if media_type(content_type) not in CONTENT_TYPES:
+        return _Outcome("bad_request", Response("webhooks are JSON or form-encoded\n", 415))
+    return None
+
+
 async def _body(request: Request, limit: int) -> bytes | _Outcome:
     try:
         return await read_capped(request, limit)
@@ -641,6 +647,14 @@ async def _body(request: Request, limit: int) -> bytes | _Outcome:
         return _Outcome(
             "too_large", Response("payload too large\n", 413, headers={"connection": "close"})
         )
+
+
+def _unsigned(settings: Settings, body: bytes, signature: str | None) -> _Outcome | None:
+    """Refused unless GitHub signed the body with our secret (none set: every webhook)."""
+    secret = settings.webhook_secret
+    if secret is None or not verify_webhook_signature(secret.get_secret_value(), body, signature):
+        return _Outcome("bad_signature", Response(status_code=status.HTTP_401_UNAUTHORIZED))
+    return None
 
 
 def _named(event: str | None, delivery: str | None) -> tuple[str, str] | _Outcome:
