@@ -30,7 +30,7 @@ from shared.settings import Settings
 from shared.stores.blob import BlobStore
 from shared.stores.blob_url import open_blob_store
 from shared.stores.gitmirror import GitMirror
-from shared.stores.sql import SqlStore
+from shared.stores.sql.engine import Database
 
 
 @dataclass
@@ -42,7 +42,7 @@ class Activities:
     waits: list[Callable[..., Any]]
     mirror: GitMirror
     blobs: BlobStore
-    sql: SqlStore
+    database: Database
     github: GitHubAccess
     _closers: list[Callable[[], None]] = field(default_factory=list)
 
@@ -56,16 +56,16 @@ def build_activities(
     client: Client,
     *,
     blobs: BlobStore | None = None,
-    sql: SqlStore | None = None,
+    database: Database | None = None,
     github: GitHubAccess | None = None,
     publisher: Publisher | None = None,
 ) -> Activities:
     """Every activity the workflows call (the ACT_* names of shared.contracts.deploy)."""
     closers: list[Callable[[], None]] = []  # only what is built here
     blobs = blobs if blobs is not None else open_blob_store(settings.blobs, settings)
-    if sql is None:
-        sql = SqlStore(settings.database)
-        closers.append(sql.close)
+    if database is None:
+        database = Database(settings.database)
+        closers.append(database.close)
     if github is None:
         github = GitHubAccess(settings)
         closers.append(github.close)
@@ -89,7 +89,7 @@ def build_activities(
         publish.publish,
         git.cleanup_checkout,
     ]
-    store = StoreActivities(blobs, sql)
+    store = StoreActivities(blobs, database)
     checks = GitHubActivities(settings, github, jobs)
     dispatch = DispatchActivities(client, settings)
     queues = QueueActivities(settings, client)
@@ -123,7 +123,7 @@ def build_activities(
         waits=[dispatch.await_dispatch],
         mirror=mirror,
         blobs=blobs,
-        sql=sql,
+        database=database,
         github=github,
         _closers=closers,
     )

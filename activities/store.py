@@ -53,7 +53,10 @@ from shared.contracts.deploy import (
 from shared.engine.render import Render
 from shared.review.diff import RenderFiles
 from shared.stores.blob import BlobStore, job_log_key, latest_key
-from shared.stores.sql import SqlStore
+from shared.stores.sql.audit import AuditStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
+from shared.stores.sql.jobs import JobStore
 
 DIGEST_FILE = "digest.json"
 FILES_DIR = "files/"
@@ -179,11 +182,14 @@ def _parse_latest(raw: bytes | None) -> LatestDeployment | None:
 
 
 class StoreActivities:
-    """latest.json per root in the blob store, and the SQL deployment history."""
+    """latest.json per root in the blob store; the SQL deployment history, audit trail and job
+    index."""
 
-    def __init__(self, blobs: BlobStore, sql: SqlStore) -> None:
+    def __init__(self, blobs: BlobStore, database: Database) -> None:
         self.blobs = blobs
-        self.sql = sql
+        self.deployments = DeploymentStore(database)
+        self.audit = AuditStore(database)
+        self.job_index = JobStore(database)
         self.jobs = JobLog(blobs)
 
     @activity.defn(name=ACT_LOAD_LATEST.name)
@@ -231,7 +237,7 @@ class StoreActivities:
     async def record_audit(self, record: AuditRecord) -> None:
         """One person's action, counted or refused: SQL (job pages, `/api/`) and a line in
         the deployment's job log."""
-        await blocking(self.sql.record_audit, record)
+        await blocking(self.audit.record, record)
         if record.deployment_id:
             self.jobs.write(
                 record.deployment_id,
@@ -255,12 +261,12 @@ class StoreActivities:
         await blocking(self._record, record)
 
     def _record(self, record: DeploymentRecord) -> None:
-        self.sql.record_deployment(record)
+        self.deployments.record(record)
         key = job_log_key(record.deployment_id)
         # Idempotent: the first state seen starts the job, a terminal one finishes it.
-        self.sql.start_job(record.deployment_id, record.deployment_id, "deployment", key)
+        self.job_index.start(record.deployment_id, record.deployment_id, "deployment", key)
         if record.state in TERMINAL_STATES:
-            self.sql.finish_job(record.deployment_id, record.state)
+            self.job_index.finish(record.deployment_id, record.state)
         self.jobs.write(
             record.deployment_id,
             f"state: {record.state}",

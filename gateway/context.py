@@ -15,19 +15,28 @@ from gateway.outbox import OutboxDrainer
 from shared.settings import Settings
 from shared.stores.blob import BlobStore
 from shared.stores.blob_url import open_blob_store
-from shared.stores.sql import SqlStore
+from shared.stores.sql.audit import AuditStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
 
 
 @dataclass
 class Gateway:
     settings: Settings
     dispatcher: Dispatcher
-    store: SqlStore
+    database: Database
     metrics: GatewayMetrics
-    outbox: OutboxDrainer
-    intake: DeliveryIntake
+    outbox: OutboxDrainer  # over the outbox store
+    intake: DeliveryIntake  # over the delivery store
+    # what the pages and the API read
+    deployments: DeploymentStore = field(init=False)
+    audit_trail: AuditStore = field(init=False)
     _blobs: BlobStore | None = field(default=None, init=False, repr=False)
     _blobs_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.deployments = DeploymentStore(self.database)
+        self.audit_trail = AuditStore(self.database)
 
     @property
     def blobs(self) -> BlobStore:

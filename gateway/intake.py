@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from shared.stores.sql import DeliveryClaim, SqlStore
+from shared.stores.sql.deliveries import DeliveryClaim, DeliveryStore
 
 MAX_BATCH = 200
 
@@ -28,7 +28,7 @@ class _Waiting:
 
 
 class DeliveryIntake:
-    def __init__(self, store: SqlStore, *, max_batch: int = MAX_BATCH) -> None:
+    def __init__(self, store: DeliveryStore, *, max_batch: int = MAX_BATCH) -> None:
         self.store = store
         self.max_batch = max_batch
         self._waiting: list[_Waiting] = []
@@ -52,9 +52,7 @@ class DeliveryIntake:
             batch = self._waiting[: self.max_batch]
             del self._waiting[: self.max_batch]
             try:
-                recorded = await asyncio.to_thread(
-                    self.store.claim_deliveries, [w.claim for w in batch]
-                )
+                recorded = await asyncio.to_thread(self.store.claim, [w.claim for w in batch])
             except Exception as err:
                 for w in batch:
                     w.answer.set_exception(err)

@@ -65,10 +65,10 @@ async def audit(
     from where (check run, page, API, PR review), when, and whether it counted; of the
     repositories the viewer may read."""
     if repo:
-        shown, _ = await reading.narrow(repo, reader.store.repositories)
+        shown, _ = await reading.narrow(repo, reader.deployments.repositories)
         repos: list[str] | None = [repo] if shown else []
     else:
-        repos = await reading.visible(reader.store.repositories)
+        repos = await reading.visible(reader.deployments.repositories)
     return await run_in_threadpool(
         lambda: reader.audit(
             repos=repos,
@@ -127,7 +127,7 @@ async def root(
     page: Annotated[int, Query(ge=1)] = 1,
 ) -> RootPage:
     """A root's deployments, newest first, 25 per page; `repo` narrows to one repository."""
-    shown, repo = await reading.narrow(repo or None, lambda: reader.store.repositories(root))
+    shown, repo = await reading.narrow(repo or None, lambda: reader.deployments.repositories(root))
     listing = await run_in_threadpool(reader.root_page, root, repo, page)
     if not shown or listing.total == 0:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no deployments of root {root}")
@@ -140,5 +140,5 @@ async def fleet(
 ) -> FleetPage:
     """Every root of a repository (the fleet page as JSON); `state` filters (`running`: not
     finished)."""
-    visible = await reading.visible(reader.store.repositories)
+    visible = await reading.visible(reader.deployments.repositories)
     return await run_in_threadpool(reader.fleet, repo or None, state or None, visible)

@@ -30,7 +30,9 @@ from shared.review.diffdoc import DiffDocument, document_key
 from shared.settings import Settings
 from shared.stores.blob import BlobStore, job_log_key, latest_key
 from shared.stores.joblog import parse_log
-from shared.stores.sql import AuditRow, FleetRoot, SqlStore
+from shared.stores.sql.audit import AuditStore
+from shared.stores.sql.deployments import DeploymentStore, FleetRoot
+from shared.stores.sql.tables import AuditRow
 
 log = logging.getLogger("rollwright.gateway")
 
@@ -251,11 +253,13 @@ HEALTH = {
 
 
 class JobReader:
-    """Reads jobs for one gateway: its settings, SQL store and (lazily opened) blob store."""
+    """Reads jobs for one gateway: its settings, deployment and audit stores and (lazily
+    opened) blob store."""
 
     def __init__(self, gateway: Gateway) -> None:
         self.settings: Settings = gateway.settings
-        self.store: SqlStore = gateway.store
+        self.deployments: DeploymentStore = gateway.deployments
+        self.audit_trail: AuditStore = gateway.audit_trail
         self._gateway = gateway
 
     @property
@@ -267,7 +271,7 @@ class JobReader:
     def job(self, deployment_id: str, *, with_diff: bool = True) -> Job | None:
         """The deployment; `with_diff=False` leaves out the diff's counts (which read the
         whole diff document)."""
-        row = self.store.deployment(deployment_id)
+        row = self.deployments.get(deployment_id)
         if row is None:
             return self._queued_job(deployment_id)
         events = [
@@ -277,7 +281,7 @@ class JobReader:
                 message=e.message or "",
                 check_run_id=e.check_run_id,
             )
-            for e in self.store.deployment_events(deployment_id)
+            for e in self.deployments.events(deployment_id)
         ]
         check_runs = [e.check_run_id for e in events if e.check_run_id] + (
             [row.check_run_id] if row.check_run_id else []
@@ -303,10 +307,10 @@ class JobReader:
             approved_at=_utc(getattr(row, "approved_at", None)),
             finished_at=_utc(getattr(row, "finished_at", None)),
             timeline=events,
-            audit=[AuditEvent.of(a) for a in self.store.audit_events(deployment_id)],
+            audit=[AuditEvent.of(a) for a in self.audit_trail.of_deployment(deployment_id)],
             links=self.links(deployment_id, row.repo, row.root, row.revision, check_runs),
             rollback_command=self.rollback_command(row.repo, row.root, row.revision),
-            revision_deployed=self.store.revision_published(row.repo, row.root, row.revision),
+            revision_deployed=self.deployments.revision_published(row.repo, row.root, row.revision),
             diff=self.diff_stats(deployment_id) if with_diff else None,
             review=self.review(deployment_id),
         )
@@ -389,7 +393,7 @@ class JobReader:
         limit: int,
         repos: list[str] | None = None,
     ) -> AuditPage:
-        rows = self.store.audit_query(
+        rows = self.audit_trail.query(
             repos=repos,
             repo=repo,
             root=root,
@@ -431,7 +435,7 @@ class JobReader:
 
     def repo_of(self, deployment_id: str) -> str | None:
         """The repository of a deployment (its row, else its log's first lines)."""
-        row = self.store.deployment(deployment_id)
+        row = self.deployments.get(deployment_id)
         if row is not None:
             return row.repo
         first = next((line for line in self.log(deployment_id) if line.get("repo")), None)
@@ -443,7 +447,7 @@ class JobReader:
     def log_page(self, deployment_id: str, after: int) -> LogPage:
         # The state is read before the log: a line written after the last state is then
         # still returned by this call or a later one, never skipped.
-        row = self.store.deployment(deployment_id)
+        row = self.deployments.get(deployment_id)
         lines = self.log(deployment_id)
         start = max(0, min(after, len(lines)))
         return LogPage(
@@ -461,11 +465,15 @@ class JobReader:
         """The fleet page: one repository's roots (the only one when `repo` is None and
         there is one), filtered by the newest deployment's state (`running`: not finished).
         `visible`: the repositories the viewer may read (None: all); another shows nothing."""
-        repositories = self.store.repositories() if visible is None else visible
+        repositories = self.deployments.repositories() if visible is None else visible
         if repo is None and len(repositories) == 1:
             repo = repositories[0]
         shown = repo is not None and (visible is None or repo in visible)
-        rows = [self._fleet_row(repo, r) for r in self.store.fleet(repo)] if shown and repo else []
+        rows = (
+            [self._fleet_row(repo, r) for r in self.deployments.fleet(repo)]
+            if shown and repo
+            else []
+        )
         states: dict[str, int] = {}
         for row in rows:
             states[row.state] = states.get(row.state, 0) + 1
@@ -509,17 +517,17 @@ class JobReader:
         return lock.by_deployment if lock.locked else None
 
     def root_page(self, root: str, repo: str | None, page: int) -> RootPage:
-        total = self.store.count_deployments(repo, root=root)
+        total = self.deployments.count(repo, root=root)
         pages = max(1, -(-total // ROOTS_PAGE_SIZE))
         page = max(1, min(page, pages))
-        rows = self.store.find_deployments(
+        rows = self.deployments.of_root(
             root, limit=ROOTS_PAGE_SIZE, offset=(page - 1) * ROOTS_PAGE_SIZE, repo=repo
         )
         repos = [repo] if repo else sorted({r.repo for r in rows})
         live = {
             name: found.deployment_id
             for name in repos
-            if (found := self.store.live_deployment(root, name)) is not None
+            if (found := self.deployments.live(root, name)) is not None
         }
         queue = [
             QueuedDeployment(
@@ -532,7 +540,7 @@ class JobReader:
                 since=_utc(q.created_at),
                 page=self.settings.job_url(q.deployment_id),
             )
-            for i, q in enumerate(self.store.queued(root, repo), start=1)
+            for i, q in enumerate(self.deployments.queued(root, repo), start=1)
         ]
         workflows = {
             name: url
@@ -584,7 +592,7 @@ class JobReader:
         lock = lock_from_latest(latest)
         if not lock.locked or lock.by_deployment is None:
             return None
-        row = self.store.deployment(lock.by_deployment)
+        row = self.deployments.get(lock.by_deployment)
         github = web_base(self.settings.github_api_url)
         run = latest.check_run_id
         return RootLock(
@@ -611,7 +619,7 @@ RepoQuery = Annotated[
 
 
 def get_reader(request: Request) -> JobReader:
-    """One reader per app, built on first use from the gateway's settings and store."""
+    """One reader per app, built on first use from the gateway's settings and stores."""
     state = request.app.state
     reader: JobReader | None = getattr(state, "job_reader", None)
     if reader is None:

@@ -5,9 +5,9 @@ as its delivery record and answers 202 at once; this task, started in the app's 
 performs the actions through the Dispatcher:
 
 - Rounds: lease up to `per_repo` consecutive pending rows of up to `repos` repositories
-  (SqlStore.claim_outbox), perform each repository's rows in `id` order — repositories in
+  (OutboxStore.claim), perform each repository's rows in `id` order — repositories in
   parallel, one row at a time within one — then write every outcome of the round in one
-  transaction (SqlStore.finish_outbox). A new row wakes the drainer; otherwise it looks every
+  transaction (OutboxStore.finish). A new row wakes the drainer; otherwise it looks every
   `poll` seconds (rows of other replicas, retries that have come due).
 - Temporal unreachable (DispatchError): the row stays pending with a growing delay (`backoff`
   doubling up to `backoff_max`), and the repository's later rows wait behind it, so each
@@ -43,7 +43,7 @@ from pydantic import ValidationError
 from gateway.actions import ACTION, StartDispatch, deliver
 from gateway.dispatcher import Dispatcher, DispatchError
 from gateway.metrics import GatewayMetrics
-from shared.stores.sql import OutboxClaim, OutboxResult, SqlStore
+from shared.stores.sql.outbox import OutboxClaim, OutboxResult, OutboxStore
 
 log = logging.getLogger("rollwright.gateway.outbox")
 
@@ -83,7 +83,7 @@ def default_owner() -> str:
 class OutboxDrainer:
     def __init__(
         self,
-        store: SqlStore,
+        store: OutboxStore,
         dispatcher: Dispatcher,
         metrics: GatewayMetrics,
         options: OutboxOptions | None = None,
@@ -142,7 +142,7 @@ class OutboxDrainer:
                 self._task.cancel()
                 await asyncio.gather(self._task, return_exceptions=True)
         try:
-            released = await asyncio.to_thread(self.store.release_outbox, self.owner)
+            released = await asyncio.to_thread(self.store.release, self.owner)
         except Exception as err:  # they expire on their own
             log.warning("outbox: giving back leases failed: %s", err)
         else:
@@ -178,7 +178,7 @@ class OutboxDrainer:
         options = self.options
         await self._give_way()
         claims = await asyncio.to_thread(
-            self.store.claim_outbox,
+            self.store.claim,
             self.owner,
             lease=options.lease,
             repos=options.repos,
@@ -275,7 +275,7 @@ class OutboxDrainer:
         attempt = 0
         while True:
             try:
-                await asyncio.to_thread(self.store.finish_outbox, self.owner, results, untouched)
+                await asyncio.to_thread(self.store.finish, self.owner, results, untouched)
                 return
             except Exception as err:
                 attempt += 1
@@ -295,7 +295,7 @@ class OutboxDrainer:
             await asyncio.sleep(every)
             try:
                 held = await asyncio.to_thread(
-                    self.store.renew_outbox_lease, self.owner, ids, self.options.lease
+                    self.store.renew_leases, self.owner, ids, self.options.lease
                 )
             except Exception as err:
                 log.warning("outbox: renewing leases failed: %s", err)
@@ -309,7 +309,7 @@ class OutboxDrainer:
             return
         self._last_prune = now
         try:
-            pruned = await asyncio.to_thread(self.store.prune_outbox, self.options.retention)
+            pruned = await asyncio.to_thread(self.store.prune, self.options.retention)
         except Exception as err:
             log.warning("outbox: pruning finished rows failed: %s", err)
             return

@@ -286,7 +286,7 @@ async def fleet_page(
     if not repo:
         return await index_page(reader, reading)
     public = reader.settings.public_url.rstrip("/")
-    visible = await reading.visible(reader.store.repositories)
+    visible = await reading.visible(reader.deployments.repositories)
     fleet = await run_in_threadpool(reader.fleet, repo, state or None, visible)
 
     def filter_url(value: str | None) -> str:
@@ -362,7 +362,7 @@ async def index_page(reader: ReaderDep, reading: ReadingDep) -> HTMLResponse:
     recently active first, each linked to its root page (so `/` is a way in, not a dead
     end)."""
     public = reader.settings.public_url.rstrip("/")
-    rows = await run_in_threadpool(reader.store.roots)
+    rows = await run_in_threadpool(reader.deployments.roots)
     repositories = sorted({repo for repo, _, _, _ in rows})
     if not reading.everything:
         repositories = await reading.readable(repositories)
@@ -392,7 +392,7 @@ async def root_page(
 ) -> HTMLResponse:
     settings = reader.settings
     public = settings.public_url.rstrip("/")
-    shown, repo = await reading.narrow(repo or None, lambda: reader.store.repositories(root))
+    shown, repo = await reading.narrow(repo or None, lambda: reader.deployments.repositories(root))
     listing = await run_in_threadpool(reader.root_page, root, repo, page)
     if not shown or listing.total == 0:
         where = f" in {repo}" if repo else ""

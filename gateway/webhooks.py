@@ -75,7 +75,9 @@ from shared.contracts.preview import (
 )
 from shared.contracts.promotion import patch_from_check_run_name
 from shared.github.app import verify_webhook_signature
-from shared.stores.sql import DeliveryClaim, OutboxEntry
+from shared.settings import Settings
+from shared.stores.sql.deliveries import DeliveryClaim
+from shared.stores.sql.outbox import OutboxEntry
 
 log = logging.getLogger("rollwright.gateway")
 
@@ -567,71 +569,124 @@ async def receive_event(
     x_hub_signature_256: Annotated[str | None, Header()] = None,
 ) -> WebhookAnswer | Response:
     with gw.outbox.giving_way():
-        return await _receive(
-            request, response, gw, x_github_event, x_github_delivery, x_hub_signature_256
+        started = time.perf_counter()
+        outcome = await _receive(
+            request, gw, x_github_event, x_github_delivery, x_hub_signature_256
         )
+        # Every answer, refusals included, is counted here and nowhere else.
+        gw.metrics.webhook(x_github_event, outcome.label, time.perf_counter() - started)
+    if isinstance(outcome.answer, WebhookAnswer):
+        response.status_code = outcome.code
+    return outcome.answer
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """How a delivery was answered: its label in the metrics, and the answer; `code` is the
+    status of a `WebhookAnswer` (a plain `Response` carries its own)."""
+
+    label: str
+    answer: WebhookAnswer | Response
+    code: int = 200
+
+
+def _answer(
+    status_: Literal["accepted", "acknowledged", "ignored", "duplicate", "unavailable"],
+    code: int,
+    event: str,
+    delivery: str,
+    detail: str = "",
+    workflow_id: str | None = None,
+) -> _Outcome:
+    """A JSON answer, counted in the metrics under its status."""
+    answer = WebhookAnswer(
+        status=status_, event=event, delivery=delivery, detail=detail, workflow_id=workflow_id
+    )
+    return _Outcome(status_, answer, code)
 
 
 async def _receive(
     request: Request,
-    response: Response,
     gw: Gateway,
-    x_github_event: str | None,
-    x_github_delivery: str | None,
-    x_hub_signature_256: str | None,
-) -> WebhookAnswer | Response:
-    started = time.perf_counter()
+    event_header: str | None,
+    delivery_header: str | None,
+    signature: str | None,
+) -> _Outcome:
+    """The guards in order, each answering the delivery or passing on what it established;
+    then the claim."""
     content_type = request.headers.get("content-type", "application/json")
+    if (refused := _unreadable_type(content_type)) is not None:
+        return refused
+    body = await _body(request, gw.settings.webhook_max_bytes)
+    if isinstance(body, _Outcome):
+        return body
+    if (refused := _unsigned(gw.settings, body, signature)) is not None:
+        return refused
+    named = _named(event_header, delivery_header)
+    if isinstance(named, _Outcome):
+        return named
+    event, delivery = named
+    routed = _routed(body, content_type, event, delivery, gw.settings.github_app_id)
+    if isinstance(routed, _Outcome):
+        return routed
+    payload, route = routed
+    return await _claim(gw, event, delivery, payload, route)
+
+
+def _unreadable_type(content_type: str) -> _Outcome | None:
     if media_type(content_type) not in CONTENT_TYPES:
-        gw.metrics.webhook(x_github_event, "bad_request", time.perf_counter() - started)
-        return Response("webhooks are JSON or form-encoded\n", 415)
+        return _Outcome("bad_request", Response("webhooks are JSON or form-encoded\n", 415))
+    return None
+
+
+async def _body(request: Request, limit: int) -> bytes | _Outcome:
     try:
-        body = await read_capped(request, gw.settings.webhook_max_bytes)
+        return await read_capped(request, limit)
     except BodyTooLarge:
-        gw.metrics.webhook(x_github_event, "too_large", time.perf_counter() - started)
         # Connection: close, so the client stops sending the rest of the body.
-        return Response("payload too large\n", 413, headers={"connection": "close"})
-    secret = gw.settings.webhook_secret
-    if secret is None or not verify_webhook_signature(
-        secret.get_secret_value(), body, x_hub_signature_256
-    ):
-        gw.metrics.webhook(x_github_event, "bad_signature", time.perf_counter() - started)
-        return Response(status_code=status.HTTP_401_UNAUTHORIZED)
-
-    def answer(outcome: str, code: int, result: WebhookAnswer) -> WebhookAnswer:
-        response.status_code = code
-        gw.metrics.webhook(x_github_event, outcome, time.perf_counter() - started)
-        return result
-
-    if not x_github_event or not x_github_delivery:
-        gw.metrics.webhook(x_github_event, "bad_request", time.perf_counter() - started)
-        return Response("missing X-GitHub-Event or X-GitHub-Delivery\n", 400)
-    if len(x_github_delivery) > MAX_DELIVERY_ID:  # GitHub sends a 36-character GUID
-        gw.metrics.webhook(x_github_event, "bad_request", time.perf_counter() - started)
-        return Response("X-GitHub-Delivery is too long\n", 400)
-    event, delivery = x_github_event, x_github_delivery
-
-    def reply(status_: str, detail: str = "", workflow_id: str | None = None) -> WebhookAnswer:
-        return WebhookAnswer.model_validate(
-            {
-                "status": status_,
-                "event": event,
-                "delivery": delivery,
-                "detail": detail,
-                "workflow_id": workflow_id,
-            }
+        return _Outcome(
+            "too_large", Response("payload too large\n", 413, headers={"connection": "close"})
         )
 
+
+def _unsigned(settings: Settings, body: bytes, signature: str | None) -> _Outcome | None:
+    """Refused unless GitHub signed the body with our secret (none set: every webhook)."""
+    secret = settings.webhook_secret
+    if secret is None or not verify_webhook_signature(secret.get_secret_value(), body, signature):
+        return _Outcome("bad_signature", Response(status_code=status.HTTP_401_UNAUTHORIZED))
+    return None
+
+
+def _named(event: str | None, delivery: str | None) -> tuple[str, str] | _Outcome:
+    """The event and the delivery id the headers name."""
+    if not event or not delivery:
+        return _Outcome(
+            "bad_request", Response("missing X-GitHub-Event or X-GitHub-Delivery\n", 400)
+        )
+    if len(delivery) > MAX_DELIVERY_ID:  # GitHub sends a 36-character GUID
+        return _Outcome("bad_request", Response("X-GitHub-Delivery is too long\n", 400))
+    return event, delivery
+
+
+def _routed(
+    body: bytes, content_type: str, event: str, delivery: str, app_id: str | None
+) -> tuple[dict[str, Any], Route] | _Outcome:
+    """The payload and what it should do."""
     try:
         payload = parse_body(body, content_type)
-        route = route_event(event, payload, app_id=gw.settings.github_app_id, delivery_id=delivery)
+        route = route_event(event, payload, app_id=app_id, delivery_id=delivery)
     except (ValueError, ValidationError, RecursionError) as err:
         # ValidationError is a ValueError; json errors too. Signed by GitHub but unreadable:
         # a redelivery would not help, so this is the sender's problem (400), not ours.
         log.warning("webhook %s %s: unreadable payload: %s", event, delivery, err)
-        gw.metrics.webhook(event, "bad_request", time.perf_counter() - started)
-        return Response(f"unreadable {event} payload\n", 400)
+        return _Outcome("bad_request", Response(f"unreadable {event} payload\n", 400))
+    return payload, route
 
+
+async def _claim(
+    gw: Gateway, event: str, delivery: str, payload: dict[str, Any], route: Route
+) -> _Outcome:
+    """Record the delivery, with the route's action in the outbox; answer what became of it."""
     action = payload.get("action") if isinstance(payload.get("action"), str) else None
     repo = payload.get("repository")
     repo_name = repo.get("full_name") if isinstance(repo, dict) else None
@@ -655,13 +710,13 @@ async def _receive(
         )
     except Exception as err:  # the database is down: let GitHub's redelivery try again
         log.error("webhook %s %s: recording the delivery failed: %s", event, delivery, err)
-        return answer("unavailable", 503, reply("unavailable", "database unavailable"))
+        return _answer("unavailable", 503, event, delivery, "database unavailable")
     if not claimed:
-        return answer("duplicate", 200, reply("duplicate", "delivery already processed"))
-
-    if isinstance(route, Ignore | Acknowledge):
-        kind = "ignored" if isinstance(route, Ignore) else "acknowledged"
-        return answer(kind, 200, reply(kind, route.reason))
+        return _answer("duplicate", 200, event, delivery, "delivery already processed")
+    if isinstance(route, Ignore):
+        return _answer("ignored", 200, event, delivery, route.reason)
+    if isinstance(route, Acknowledge):
+        return _answer("acknowledged", 200, event, delivery, route.reason)
     gw.outbox.wake()
     log.debug(
         "webhook %s.%s %s → outbox: %s %s",
@@ -671,4 +726,4 @@ async def _receive(
         route.describe(),
         route.target,
     )
-    return answer("accepted", 202, reply("accepted", route.describe(), route.target))
+    return _answer("accepted", 202, event, delivery, route.describe(), route.target)

@@ -182,7 +182,7 @@ def _sql_url(request: pytest.FixtureRequest, tmp_path: Path, *, migrated: bool) 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database of this test's own, on SQLite and on PostgreSQL (SQLite files are migrated
-    when the first SqlStore opens them, PostgreSQL ones are copies of a migrated template)."""
+    when the first `Database` opens them, PostgreSQL ones are copies of a migrated template)."""
     yield from _sql_url(request, tmp_path, migrated=True)
 
 

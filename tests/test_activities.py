@@ -46,7 +46,8 @@ from shared.engine.secrets.sops import SopsError
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore, latest_key
 from shared.stores.gitmirror import GitMirror
-from shared.stores.sql import SqlStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import commit_all, git, init_repo, write_files
 from tests.support.age import AgeKey, encrypt_yaml, generate_key
@@ -430,7 +431,7 @@ def test_secret_rotation_is_stored_redacted_and_shows_in_the_diff(
 
 
 def test_latest_round_trip(world: World, tmp_path: Path) -> None:
-    store = StoreActivities(world.blobs, SqlStore(f"sqlite:///{tmp_path / 'db.sqlite'}"))
+    store = StoreActivities(world.blobs, Database(f"sqlite:///{tmp_path / 'db.sqlite'}"))
     lookup = LoadLatestRequest(repo=world.ref, root="g/c1")
     assert world.run(store.load_latest, lookup).latest is None
     latest = LatestDeployment(
@@ -455,8 +456,8 @@ def test_latest_round_trip(world: World, tmp_path: Path) -> None:
 
 
 def test_record_deployment(world: World, sql_url: str) -> None:
-    sql = SqlStore(sql_url)
-    store = StoreActivities(world.blobs, sql)
+    database = Database(sql_url)
+    store = StoreActivities(world.blobs, database)
     record = DeploymentRecord(
         deployment_id="dep-1",
         repo="acme/fleet",
@@ -472,11 +473,12 @@ def test_record_deployment(world: World, sql_url: str) -> None:
     world.run(store.record_deployment, record)
     world.run(store.record_deployment, record.model_copy(update={"state": "published"}))
     world.run(store.record_deployment, record.model_copy(update={"state": "published"}))
-    (row,) = sql.deployments("acme/fleet")
+    deployments = DeploymentStore(database)
+    (row,) = deployments.in_repo("acme/fleet")
     assert (row.deployment_id, row.state, row.changed) == ("dep-1", "published", 2)
     assert row.finished_at is not None
-    assert [e.state for e in sql.deployment_events("dep-1")] == ["awaiting_review", "published"]
-    sql.close()
+    assert [e.state for e in deployments.events("dep-1")] == ["awaiting_review", "published"]
+    database.close()
 
 
 def test_worker_task_queue(world: World) -> None:

@@ -42,7 +42,9 @@ from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.temporal import temporal_binary
 from shared.settings import Settings
-from shared.stores.sql import SqlStore
+from shared.stores.sql.audit import AuditStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import commit_all, init_repo, write_files
 from worker.main import run_worker
@@ -242,19 +244,19 @@ def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
             published_file = blobs / "published/acme/fleet/g/c1/app/echo/app"
             assert (published_file / "ConfigMap_echo-values.yaml").is_file()
             assert (blobs / "deployments/acme/fleet/g/c1/latest.json").is_file()
-            sql = SqlStore(settings.database)
+            database = Database(settings.database)
 
             async def recorded() -> Any:
-                rows = sql.deployments("acme/fleet", "g/c1")
+                rows = DeploymentStore(database).in_repo("acme/fleet", "g/c1")
                 return rows if rows and rows[0].state == "published" else None
 
             (row,) = await eventually(recorded, "the deployment recorded in SQL")
             assert row.deployment_id == deployment_id and row.approved_by == "@octocat"
-            refused, audit = sql.audit_events(deployment_id)
+            refused, audit = AuditStore(database).of_deployment(deployment_id)
             assert (refused.actor, refused.counted) == ("reader", False)
             assert "@reader has read access to acme/fleet" in refused.reason
             assert (audit.action, audit.actor, audit.counted) == ("approve", "octocat", True)
-            sql.close()
+            database.close()
             # the checkout was made on this worker's disk and cleaned up afterwards
             checkouts = settings.git_dir / "checkouts"
             await eventually(

@@ -21,7 +21,7 @@ from gateway.app import create_app
 from gateway.dispatcher import TemporalDispatcher
 from shared.contracts.deploy import TASK_QUEUE
 from shared.settings import Settings
-from shared.stores.sql import SqlStore
+from shared.stores.sql.engine import Database
 from tests.support.deploy_world import REPO, Harness, harness, sha
 
 ROOT = "staging/cluster-a"
@@ -38,15 +38,17 @@ async def gateway(h: Harness, tmp: Path) -> AsyncIterator[httpx.AsyncClient]:
         api_token=TOKEN,
         public_url="https://rollwright.example",
     )
-    store = SqlStore(settings.database)
-    app = create_app(settings, dispatcher=TemporalDispatcher(h.client, TASK_QUEUE), store=store)
+    database = Database(settings.database)
+    app = create_app(
+        settings, dispatcher=TemporalDispatcher(h.client, TASK_QUEUE), database=database
+    )
     try:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
                 yield client
     finally:
-        store.close()
+        database.close()
 
 
 async def deploy(client: httpx.AsyncClient, revision: str) -> dict[str, Any]:

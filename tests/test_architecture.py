@@ -81,6 +81,40 @@ def test_workflows_may_not_import_activities(tree_copy: Path) -> None:
     assert "Workflows import contracts only" in result.stdout
 
 
+PROCESSES_CONTRACT = (
+    "Processes reach workflows only through workflows.registry, never the dev stack or commands"
+)
+
+
+@pytest.mark.parametrize(
+    ("module", "line"),
+    [
+        ("gateway/dispatcher.py", "import workflows.dispatch"),
+        ("gateway/app.py", "import workflows.registry"),
+        ("worker/main.py", "from workflows.rootqueue.workflow import RootQueueWorkflow"),
+        ("worker/logs.py", "import shared.devstack.stack"),
+        ("gateway/webhooks.py", "import shared.cli.main"),
+    ],
+    ids=[
+        "gateway-workflow-module",
+        "gateway-registry",
+        "worker-workflow-module",
+        "devstack",
+        "cli",
+    ],
+)
+def test_processes_import_no_workflow_internals_dev_stack_or_commands(
+    tree_copy: Path, module: str, line: str
+) -> None:
+    """The worker registers workflows through workflows.registry; the gateway starts them by
+    name and needs nothing from `workflows`; neither runs the dev stack or the commands."""
+    append(tree_copy / module, f"\n{line}  # noqa\n")
+    result = lint_imports(tree_copy)
+    assert result.returncode != 0
+    # import-linter wraps long names: compare without the line breaks
+    assert f"{PROCESSES_CONTRACT} BROKEN" in " ".join(result.stdout.split())
+
+
 def test_every_lazy_import_says_why() -> None:
     """A `noqa: PLC0415` (an import inside a function) is allowed only for start-up time, and
     the line above it or the import itself says so."""

@@ -23,7 +23,9 @@ from shared.devstack.ports import free_port
 from shared.devstack.temporal import temporal_binary
 from shared.settings import Settings
 from shared.stores.blob_url import open_blob_store
-from shared.stores.sql import SqlStore
+from shared.stores.sql.deliveries import DeliveryStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
 from tests.support.postgres import postgres_server
 from tests.support.seaweed import seaweed_server
 
@@ -376,7 +378,8 @@ def test_postgres_init_script_and_sql_store(
     compose_url = urlsplit(_env(compose, "worker")["ROLLWRIGHT_DATABASE_URL"])
     url = compose_url._replace(netloc=compose_url.netloc.replace("@postgres:5432", "@"))
     local = url.geturl().replace("@/", f"@127.0.0.1:{port}/")
-    store = SqlStore(local)
+    database = Database(local)
+    deployments, deliveries = DeploymentStore(database), DeliveryStore(database)
     try:
         record = DeploymentRecord(
             deployment_id="d-compose",
@@ -387,13 +390,13 @@ def test_postgres_init_script_and_sql_store(
             state="published",
             at=datetime.now(UTC),
         )
-        store.record_deployment(record)
-        assert store.claim_delivery("g-1", "push", None, "acme/fleet") is True
-        assert store.claim_delivery("g-1", "push", None, "acme/fleet") is False
-        rows = store.deployments("acme/fleet", "prod/eu-1")
+        deployments.record(record)
+        assert deliveries.claim_one("g-1", "push", None, "acme/fleet") is True
+        assert deliveries.claim_one("g-1", "push", None, "acme/fleet") is False
+        rows = deployments.in_repo("acme/fleet", "prod/eu-1")
         assert [(r.deployment_id, r.state) for r in rows] == [("d-compose", "published")]
     finally:
-        store.close()
+        database.close()
 
 
 @pytest.mark.timeout(120)

@@ -21,7 +21,8 @@ from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.github.app import CheckRunOutput, GitHubApp
 from shared.settings import Settings
-from shared.stores.sql import SqlStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
 from tests.conftest import commit_all, git, init_repo, write_files
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 from tests.test_job_pages import QueueRecorder
@@ -108,8 +109,8 @@ def test_gateway_front_page_lists_roots(tmp_path: Path) -> None:
         data_dir=tmp_path / "state", public_url="http://rollwright.test", api_token=MACHINE_SECRET
     )
     settings.data_dir.mkdir(parents=True)
-    store = SqlStore(settings.database)
-    app = create_app(settings, dispatcher=cast(Dispatcher, QueueRecorder()), store=store)
+    database = Database(settings.database)
+    app = create_app(settings, dispatcher=cast(Dispatcher, QueueRecorder()), database=database)
     t0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
     with TestClient(app, headers=MACHINE_HEADERS) as client:
         empty = client.get("/")
@@ -117,7 +118,7 @@ def test_gateway_front_page_lists_roots(tmp_path: Path) -> None:
         for i, (root, at) in enumerate(
             [("staging/a", t0), ("staging/a", t0 + timedelta(hours=1)), ("prod/b", t0)]
         ):
-            store.record_deployment(
+            DeploymentStore(database).record(
                 DeploymentRecord(
                     deployment_id=f"dep-{i}",
                     repo="acme/fleet",
@@ -129,7 +130,7 @@ def test_gateway_front_page_lists_roots(tmp_path: Path) -> None:
                 )
             )
         page = client.get("/")
-    store.close()
+    database.close()
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     rows = page.text.split("<tbody>", 1)[1]
     # most recently active first, each linked to its root page

@@ -33,7 +33,8 @@ from shared.devstack.emulator.model import CheckRunRecord
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack
 from shared.stores.blob import FileBlobStore, latest_key
-from shared.stores.sql import SqlStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
 from tests.conftest import EXAMPLES
 from tests.support.stack import serving_fleet, wait_on
 
@@ -146,12 +147,12 @@ class World:
         return None if data is None else dict(json.loads(data))
 
     def sql_state(self, deployment_id: str) -> str | None:
-        store = SqlStore(f"sqlite:///{self.stack.data_dir / 'rollwright.db'}")
+        database = Database(f"sqlite:///{self.stack.data_dir / 'rollwright.db'}")
         try:
-            row = store.deployment(deployment_id)
+            row = DeploymentStore(database).get(deployment_id)
             return None if row is None else row.state
         finally:
-            store.close()
+            database.close()
 
     def deploy_state(self, root: str) -> RootQueueState:
         async def query() -> RootQueueState:

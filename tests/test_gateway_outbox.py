@@ -33,7 +33,10 @@ from shared.contracts.deploy import (
     deploy_workflow_id,
     dispatch_workflow_id,
 )
-from shared.stores.sql import OutboxEntry, OutboxResult, OutboxRow, SqlStore
+from shared.stores.sql.deliveries import DeliveryStore
+from shared.stores.sql.engine import Database
+from shared.stores.sql.outbox import OutboxEntry, OutboxResult, OutboxStore
+from shared.stores.sql.tables import OutboxRow
 from tests.test_gateway import (
     TASK_QUEUE,
     DeploySeen,
@@ -75,8 +78,8 @@ def wait_for(what: str, probe: Callable[[], T | bool | None], timeout: float = 3
         time.sleep(0.02)
 
 
-def rows(store: SqlStore, delivery: str | None = None) -> list[OutboxRow]:
-    return store.outbox_rows(delivery)
+def rows(database: Database, delivery: str | None = None) -> list[OutboxRow]:
+    return OutboxStore(database).rows(delivery)
 
 
 def metric(client: TestClient, name: str) -> float:
@@ -172,7 +175,7 @@ def test_delivery_accepted_while_temporal_is_down_is_performed_when_it_returns(
     payload, full_name = push_payload()
     dispatch_id = dispatch_workflow_id(full_name, payload["after"])
     with TestClient(create_app(settings, outbox=FAST)) as gateway:
-        store: SqlStore = gateway.app.state.gateway.store  # type: ignore[attr-defined]
+        database: Database = gateway.app.state.gateway.database  # type: ignore[attr-defined]
         wait_for("Temporal reachable", lambda: gateway.get("/healthz").json()["status"] == "ok")
         proxy.down()
         push_delivery, approve_delivery = str(uuid.uuid4()), str(uuid.uuid4())
@@ -181,8 +184,8 @@ def test_delivery_accepted_while_temporal_is_down_is_performed_when_it_returns(
         assert answer.json()["workflow_id"] == dispatch_id
         assert post(gateway, "check_run", approve, delivery=approve_delivery).status_code == 202
         # Both are kept and retried while Temporal is away.
-        wait_for("retries", lambda: all(r.attempts >= 2 for r in rows(store)))
-        push_row, approve_row = rows(store)
+        wait_for("retries", lambda: all(r.attempts >= 2 for r in rows(database)))
+        push_row, approve_row = rows(database)
         assert (push_row.state, approve_row.state) == ("pending", "pending")
         assert push_row.last_error.startswith(f"starting DispatchWorkflow {dispatch_id}: ")
         assert approve_row.last_error.startswith(f"signalling review to {deployment_id}: ")
@@ -208,7 +211,7 @@ def test_delivery_accepted_while_temporal_is_down_is_performed_when_it_returns(
             ("approve", "codebytere", approve["check_run"]["head_sha"])
         ]
         wait_for("an empty outbox", lambda: gateway.get("/healthz").json()["outbox"]["depth"] == 0)
-        assert [(r.state, r.outcome) for r in rows(store)] == [
+        assert [(r.state, r.outcome) for r in rows(database)] == [
             ("done", f"started: {dispatch_id}"),
             ("done", f"signaled: {deployment_id}"),
         ]
@@ -230,33 +233,33 @@ def test_a_restarted_gateway_drains_what_an_earlier_one_accepted(
 ) -> None:
     """Accepted by a gateway that cannot reach Temporal and is then stopped; the next gateway
     on the same database performs every row, in the order they were accepted."""
-    store = SqlStore(f"sqlite:///{tmp_path / 'gateway.db'}")
+    database = Database(f"sqlite:///{tmp_path / 'gateway.db'}")
     first, full_name = rerequested_run("prod/eu")
     runs = [first] + [_same_repo(rerequested_run("prod/eu")[0], first) for _ in range(3)]
     workflow_id = deploy_workflow_id(full_name, "prod/eu")
     down = _settings(tmp_path, f"127.0.0.1:{_free_port()}")
-    with TestClient(create_app(down, store=store, outbox=FAST)) as gateway:
+    with TestClient(create_app(down, database=database, outbox=FAST)) as gateway:
         for run in runs:
             assert post(gateway, "check_run", run).status_code == 202
-        wait_for("a failed attempt", lambda: rows(store)[0].attempts >= 1)
-    pending = rows(store)
+        wait_for("a failed attempt", lambda: rows(database)[0].attempts >= 1)
+    pending = rows(database)
     assert [r.state for r in pending] == ["pending"] * 4
     assert [r.lease_owner for r in pending] == [None] * 4  # given back on shutdown
     assert not temporal.exists(workflow_id)
 
     up = _settings(tmp_path, temporal.address)
-    with TestClient(create_app(up, store=store, outbox=FAST)):
+    with TestClient(create_app(up, database=database, outbox=FAST)):
         seen = temporal.seen(workflow_id, DeploySeen, lambda s: len(s.revisions) == 4)
-        wait_for("every row done", lambda: all(r.state == "done" for r in rows(store)))
+        wait_for("every row done", lambda: all(r.state == "done" for r in rows(database)))
     assert [r.revision for r in seen.revisions] == [run["check_run"]["head_sha"] for run in runs]
     assert temporal.signals(workflow_id) == ["new_revision"] * 4
-    store.close()
+    database.close()
 
 
 def test_rows_leased_by_a_gateway_that_died_are_taken_over_when_the_lease_expires(
     temporal: Temporal, tmp_path: Path
 ) -> None:
-    store = SqlStore(f"sqlite:///{tmp_path / 'gateway.db'}")
+    database = Database(f"sqlite:///{tmp_path / 'gateway.db'}")
     payload, full_name = push_payload()
     dispatch_id = dispatch_workflow_id(full_name, payload["after"])
     action = StartDispatch(
@@ -268,24 +271,30 @@ def test_rows_leased_by_a_gateway_that_died_are_taken_over_when_the_lease_expire
         ),
     )
     delivery = str(uuid.uuid4())
-    assert store.claim_delivery(delivery, "push", None, full_name, enqueue=_entry(action))
+    assert DeliveryStore(database).claim_one(
+        delivery, "push", None, full_name, enqueue=_entry(action)
+    )
     # A gateway took the row and died without performing it or giving the lease back.
-    assert len(store.claim_outbox("dead-gateway", lease=timedelta(seconds=3))) == 1
-    (leased,) = rows(store)
+    assert len(OutboxStore(database).claim("dead-gateway", lease=timedelta(seconds=3))) == 1
+    (leased,) = rows(database)
     assert leased.lease_until is not None
     lease_until = leased.lease_until.replace(tzinfo=UTC)
-    with TestClient(create_app(_settings(tmp_path, temporal.address), store=store, outbox=FAST)):
+    with TestClient(
+        create_app(_settings(tmp_path, temporal.address), database=database, outbox=FAST)
+    ):
         time.sleep(0.5)
         if datetime.now(UTC) < lease_until - timedelta(seconds=0.5):  # a slow machine: skip
-            assert [(r.state, r.lease_owner) for r in rows(store)] == [("pending", "dead-gateway")]
+            assert [(r.state, r.lease_owner) for r in rows(database)] == [
+                ("pending", "dead-gateway")
+            ]
             assert not temporal.exists(dispatch_id)
         temporal.seen(dispatch_id, DispatchSeen)
-        row = wait_for("the row done", lambda: next((r for r in rows(store) if r.done_at), None))
+        row = wait_for("the row done", lambda: next((r for r in rows(database) if r.done_at), None))
     assert row.outcome == f"started: {dispatch_id}"
     assert row.done_at is not None
     # Taken over only once the dead gateway's lease had run out.
     assert row.done_at.replace(tzinfo=UTC) >= lease_until
-    store.close()
+    database.close()
 
 
 # --------------------------------------------------------------------------- competing drainers
@@ -306,7 +315,7 @@ def test_two_drainers_on_one_database_never_perform_a_row_twice(
     """Two gateways' drainers (separate engines, one database) race over 3 repositories ×
     25 revisions: every DeployWorkflow receives each revision exactly once, in order."""
     url = sql_url
-    seed = SqlStore(url)
+    seed = Database(url)
     repos = [RepoRef(owner="acme", name=f"fleet-{uuid.uuid4().hex[:8]}") for _ in range(3)]
     sent: dict[str, list[str]] = {}
     for _ in range(25):
@@ -316,22 +325,24 @@ def test_two_drainers_on_one_database_never_perform_a_row_twice(
             action = QueueRevision(
                 repo_ref=repo, root="prod/eu", revision=NewRevision(revision=revision)
             )
-            assert seed.claim_delivery(
+            assert DeliveryStore(seed).claim_one(
                 str(uuid.uuid4()), "check_run", None, repo.full_name, enqueue=_entry(action)
             )
     options = OutboxOptions(repos=1, per_repo=3, poll=0.01)
-    stores = [SqlStore(url), SqlStore(url)]
+    databases = [Database(url), Database(url)]
     metrics = [GatewayMetrics(), GatewayMetrics()]
 
     async def race() -> None:
         drainers = [
-            OutboxDrainer(store, TemporalDispatcher(temporal.client, TASK_QUEUE), m, options)
-            for store, m in zip(stores, metrics, strict=True)
+            OutboxDrainer(
+                OutboxStore(database), TemporalDispatcher(temporal.client, TASK_QUEUE), m, options
+            )
+            for database, m in zip(databases, metrics, strict=True)
         ]
         for drainer in drainers:
             drainer.start()
         deadline = time.monotonic() + 90
-        while (await asyncio.to_thread(seed.outbox_stats)).depth:
+        while (await asyncio.to_thread(OutboxStore(seed).stats)).depth:
             assert time.monotonic() < deadline, "the drainers did not finish"
             await asyncio.sleep(0.05)
         for drainer in drainers:
@@ -355,9 +366,9 @@ def test_two_drainers_on_one_database_never_perform_a_row_twice(
         seen = temporal.seen(workflow_id, DeploySeen, lambda s: len(s.revisions) >= 25)
         assert [r.revision for r in seen.revisions] == sent[repo.full_name]
         assert temporal.signals(workflow_id) == ["new_revision"] * 25
-    assert {r.state for r in seed.outbox_rows()} == {"done"}
-    for store in [seed, *stores]:
-        store.close()
+    assert {r.state for r in rows(seed)} == {"done"}
+    for database in [seed, *databases]:
+        database.close()
 
 
 # --------------------------------------------------------------------------- rows that never work
@@ -366,7 +377,7 @@ def test_two_drainers_on_one_database_never_perform_a_row_twice(
 def test_a_row_temporal_rejects_fails_and_its_repository_moves_on(
     temporal: Temporal, tmp_path: Path
 ) -> None:
-    store = SqlStore(f"sqlite:///{tmp_path / 'gateway.db'}")
+    database = Database(f"sqlite:///{tmp_path / 'gateway.db'}")
     repo = RepoRef(owner="acme", name=f"fleet-{uuid.uuid4().hex[:8]}")
     after = sha()
     # Longer than Temporal's workflow id limit (1,000 characters by default).
@@ -379,44 +390,46 @@ def test_a_row_temporal_rejects_fails_and_its_repository_moves_on(
         inp=DispatchInput(repo=repo, before=sha(), after=after),
     )
     unreadable = OutboxEntry(repo=repo.full_name, kind="teleport", target="?", payload="{}")
+    deliveries = DeliveryStore(database)
     for entry in (_entry(rejected), unreadable, _entry(fine)):
-        assert store.claim_delivery(str(uuid.uuid4()), "push", None, repo.full_name, enqueue=entry)
+        assert deliveries.claim_one(str(uuid.uuid4()), "push", None, repo.full_name, enqueue=entry)
     with TestClient(
-        create_app(_settings(tmp_path, temporal.address), store=store, outbox=FAST)
+        create_app(_settings(tmp_path, temporal.address), database=database, outbox=FAST)
     ) as gateway:
         temporal.seen(fine.workflow_id, DispatchSeen)
-        wait_for("all finished", lambda: all(r.state != "pending" for r in rows(store)))
+        wait_for("all finished", lambda: all(r.state != "pending" for r in rows(database)))
         assert gateway.get("/healthz").json()["outbox"] == {
             "depth": 0,
             "oldest_pending_seconds": None,
             "failed": 2,
         }
         assert metric(gateway, "rollwright_gateway_outbox_failed") == 2
-    first, second, third = rows(store)
+    first, second, third = rows(database)
     assert (first.state, first.attempts) == ("failed", 0)
     assert "INVALID_ARGUMENT" in first.last_error
     assert first.outcome.startswith("failed: ")
     assert (second.state, second.attempts) == ("failed", 0)
     assert "unreadable action" in second.last_error
     assert (third.state, third.outcome) == ("done", f"started: {fine.workflow_id}")
-    store.close()
+    database.close()
 
 
 # --------------------------------------------------------------------------- the claim itself
 
 
-def _fill(store: SqlStore, repos: int, per_repo: int) -> list[int]:
+def _fill(database: Database, repos: int, per_repo: int) -> list[int]:
+    deliveries = DeliveryStore(database)
     for i in range(per_repo):
         for r in range(repos):
             entry = OutboxEntry(repo=f"acme/r{r}", kind="start_dispatch", target="t", payload="{}")
-            assert store.claim_delivery(f"d-{r}-{i}", "push", None, f"acme/r{r}", enqueue=entry)
-    return [row.id for row in store.outbox_rows()]
+            assert deliveries.claim_one(f"d-{r}-{i}", "push", None, f"acme/r{r}", enqueue=entry)
+    return [row.id for row in rows(database)]
 
 
 def _race(url: str, drainers: int, repos: int, per_repo: int) -> None:
     """Drainer threads, each with its own engine, claim and finish rows until none are left;
     every row is performed exactly once, each repository's rows in id order."""
-    seed = SqlStore(url)
+    seed = Database(url)
     ids = _fill(seed, repos, per_repo)
     performed: list[tuple[str, int, str]] = []
     lock = threading.Lock()
@@ -424,20 +437,20 @@ def _race(url: str, drainers: int, repos: int, per_repo: int) -> None:
     # Every drainer has its engine before any claims (opening one can take longer than
     # draining everything), and a drainer holds its first batch until another one has
     # claimed too: they do compete, however the threads are scheduled.
-    stores = [SqlStore(url) for _ in range(drainers)]
+    databases = [Database(url) for _ in range(drainers)]
     go = threading.Barrier(drainers, timeout=60)
     claimers: set[str] = set()
     claimed = threading.Condition()
 
     def drain(n: int) -> None:
-        store = stores[n]
+        outbox = OutboxStore(databases[n])
         owner = f"drainer-{n}"
         try:
             go.wait()
             while True:
-                claims = store.claim_outbox(owner, lease=timedelta(seconds=60), repos=2, per_repo=3)
+                claims = outbox.claim(owner, lease=timedelta(seconds=60), repos=2, per_repo=3)
                 if not claims:
-                    if store.outbox_stats().depth == 0:
+                    if outbox.stats().depth == 0:
                         return
                     time.sleep(0.002)
                     continue
@@ -450,11 +463,11 @@ def _race(url: str, drainers: int, repos: int, per_repo: int) -> None:
                 with lock:
                     performed.extend((c.repo, c.id, owner) for c in claims)
                 done = [OutboxResult(c.id, "done", outcome=f"ok: {owner}") for c in claims]
-                store.finish_outbox(owner, done)
+                outbox.finish(owner, done)
         except BaseException as err:
             errors.append(err)
         finally:
-            store.close()
+            databases[n].close()
 
     threads = [threading.Thread(target=drain, args=(n,)) for n in range(drainers)]
     for thread in threads:
@@ -467,7 +480,7 @@ def _race(url: str, drainers: int, repos: int, per_repo: int) -> None:
         order = [i for repo, i, _ in performed if repo == f"acme/r{r}"]
         assert order == sorted(order), f"acme/r{r} performed out of order: {order}"
     assert len({owner for _, _, owner in performed}) > 1  # they did compete
-    outcomes = {row.id: row.outcome for row in seed.outbox_rows()}
+    outcomes = {row.id: row.outcome for row in rows(seed)}
     assert all(outcomes[i] == f"ok: {owner}" for _, i, owner in performed)
     seed.close()
 
@@ -478,46 +491,48 @@ def test_concurrent_claims(sql_url: str) -> None:
 
 
 def test_a_lease_keeps_others_out_until_it_expires(sql_url: str) -> None:
-    store = SqlStore(sql_url)
-    ids = _fill(store, repos=1, per_repo=3)
+    database = Database(sql_url)
+    outbox = OutboxStore(database)
+    ids = _fill(database, repos=1, per_repo=3)
     # The clock is passed in: a busy machine pausing between two calls cannot expire a lease
     # (or bring a retry due) before the assertion that it holds.
     now = datetime.now(UTC)
-    held = store.claim_outbox("a", lease=timedelta(seconds=0.3), per_repo=2, now=now)
+    held = outbox.claim("a", lease=timedelta(seconds=0.3), per_repo=2, now=now)
     assert [c.id for c in held] == ids[:2]
     # The third row is not leased, but its repository's oldest pending row is: nobody may
     # run ahead of it.
-    assert store.claim_outbox("b", lease=timedelta(seconds=10), now=now) == []
+    assert outbox.claim("b", lease=timedelta(seconds=10), now=now) == []
     now += timedelta(seconds=0.35)
-    taken = store.claim_outbox("b", lease=timedelta(seconds=10), now=now)
+    taken = outbox.claim("b", lease=timedelta(seconds=10), now=now)
     assert [c.id for c in taken] == ids
     # "a" comes back late: its results are not written over "b"'s lease.
     late = [OutboxResult(c.id, "done", outcome="late") for c in held]
-    store.finish_outbox("a", late, now=now)
-    assert [(r.state, r.lease_owner) for r in store.outbox_rows()] == [("pending", "b")] * 3
+    outbox.finish("a", late, now=now)
+    assert [(r.state, r.lease_owner) for r in outbox.rows()] == [("pending", "b")] * 3
     # A retry keeps the row pending, delays it and holds back the rows behind it.
     later = now + timedelta(seconds=0.3)
-    store.finish_outbox(
+    outbox.finish(
         "b",
         [OutboxResult(ids[0], "retry", error="UNAVAILABLE", retry_at=later)],
         release=ids[1:],
         now=now,
     )
-    assert store.claim_outbox("b", lease=timedelta(seconds=10), now=now) == []
+    assert outbox.claim("b", lease=timedelta(seconds=10), now=now) == []
     now += timedelta(seconds=0.35)
-    again = store.claim_outbox("b", lease=timedelta(seconds=10), now=now)
+    again = outbox.claim("b", lease=timedelta(seconds=10), now=now)
     assert [(c.id, c.attempts) for c in again] == [(ids[0], 1), (ids[1], 0), (ids[2], 0)]
-    store.close()
+    database.close()
 
 
 def test_redelivery_and_forget(sql_url: str) -> None:
-    store = SqlStore(sql_url)
+    database = Database(sql_url)
+    deliveries, outbox = DeliveryStore(database), OutboxStore(database)
     entry = OutboxEntry(repo="acme/x", kind="start_dispatch", target="t", payload="{}")
-    assert store.claim_delivery("g-1", "push", None, "acme/x", enqueue=entry)
-    assert not store.claim_delivery("g-1", "push", None, "acme/x", enqueue=entry)
-    assert len(store.outbox_rows()) == 1
-    store.forget_delivery("g-1")  # undoes the claim and its pending row
-    assert store.outbox_rows() == []
-    assert store.claim_delivery("g-1", "push", None, "acme/x", enqueue=entry)
-    assert store.outbox_stats().depth == 1
-    store.close()
+    assert deliveries.claim_one("g-1", "push", None, "acme/x", enqueue=entry)
+    assert not deliveries.claim_one("g-1", "push", None, "acme/x", enqueue=entry)
+    assert len(outbox.rows()) == 1
+    deliveries.forget("g-1")  # undoes the claim and its pending row
+    assert outbox.rows() == []
+    assert deliveries.claim_one("g-1", "push", None, "acme/x", enqueue=entry)
+    assert outbox.stats().depth == 1
+    database.close()

@@ -38,7 +38,10 @@ from shared.review.diff import diff_renders
 from shared.review.diffdoc import diff_document, document_key
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore, job_log_key
-from shared.stores.sql import SqlStore
+from shared.stores.sql.audit import AuditStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
+from shared.stores.sql.jobs import JobStore
 from tests.conftest import commit_all, init_repo
 from tests.support.loopback import LoopbackServer
 from tests.support.machine import MACHINE_SECRET
@@ -104,12 +107,15 @@ class World:
         }
         self.settings = Settings(data_dir=tmp / "state", **{**defaults, **settings})
         self.settings.data_dir.mkdir(parents=True)
-        self.store = SqlStore(self.settings.database)
+        self.database = Database(self.settings.database)
+        self.deployments = DeploymentStore(self.database)
+        self.audit_trail = AuditStore(self.database)
+        self.job_index = JobStore(self.database)
         self.blobs = FileBlobStore(tmp / "state" / "blobs")
         self.jobs = JobLog(self.blobs)
         self.dispatcher = QueueRecorder()
         app = create_app(
-            self.settings, dispatcher=cast(Dispatcher, self.dispatcher), store=self.store
+            self.settings, dispatcher=cast(Dispatcher, self.dispatcher), database=self.database
         )
         token = self.settings.api_token
         assert token is not None
@@ -130,10 +136,10 @@ class World:
             at=at,
             **fields,
         )
-        self.store.record_deployment(record)
-        self.store.start_job(deployment_id, deployment_id, "deployment", job_log_key(deployment_id))
+        self.deployments.record(record)
+        self.job_index.start(deployment_id, deployment_id, "deployment", job_log_key(deployment_id))
         if state in TERMINAL_STATES:
-            self.store.finish_job(deployment_id, state)
+            self.job_index.finish(deployment_id, state)
         self.jobs.write(deployment_id, f"state: {state}", state=state)
 
     def store_diff(self, deployment_id: str = DEP) -> None:
@@ -142,7 +148,7 @@ class World:
 
     def close(self) -> None:
         self.client.close()
-        self.store.close()
+        self.database.close()
 
 
 @pytest.fixture
@@ -331,7 +337,7 @@ def test_the_audit_trail_on_the_job_page_and_in_the_api(world: World) -> None:
         ("approve", "alice", True, ""),
     ]
     for n, (action, actor, counted, reason) in enumerate(clicks):
-        world.store.record_audit(
+        world.audit_trail.record(
             AuditRecord(
                 repo=REPO,
                 root=ROOT,
@@ -343,7 +349,7 @@ def test_the_audit_trail_on_the_job_page_and_in_the_api(world: World) -> None:
                 at=T0 + timedelta(minutes=n + 1),
             )
         )
-    world.store.record_audit(
+    world.audit_trail.record(
         AuditRecord(
             repo=REPO,
             root="prod/us-1",
@@ -400,7 +406,7 @@ def test_log_follow_api(world: World) -> None:
     assert world.client.get(f"/api/jobs/{DEP}/log?after=99").json()["next"] == 4
     assert world.client.get(f"/api/jobs/{DEP}/log?after=-1").status_code == 422
     # the job index in SQL
-    (job,) = world.store.jobs(DEP)
+    (job,) = world.job_index.of_deployment(DEP)
     assert job.state == "failed" and job.finished_at is not None
 
 
@@ -559,7 +565,7 @@ def test_dev_mode_buttons_click_the_emulators_check_run(
 def served(tmp_path: Path) -> Iterator[tuple[World, str]]:
     world = World(tmp_path, api_token=SecretStr("t0ken"))
     app = create_app(
-        world.settings, dispatcher=cast(Dispatcher, world.dispatcher), store=world.store
+        world.settings, dispatcher=cast(Dispatcher, world.dispatcher), database=world.database
     )
     try:
         with serving(app) as url:

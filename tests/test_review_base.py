@@ -36,7 +36,9 @@ from shared.review.compared import ReviewContext, context_key
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore, job_log_key, latest_key
 from shared.stores.gitmirror import GitMirror
-from shared.stores.sql import SqlStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
+from shared.stores.sql.jobs import JobStore
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import commit_all, git, init_repo, write_files
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
@@ -56,10 +58,10 @@ class World:
         )
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.blobs = FileBlobStore(tmp / "state" / "blobs")
-        self.sql = SqlStore(self.settings.database)
+        self.database = Database(self.settings.database)
         self.git = GitActivities(GitMirror(self.settings.git_dir), JobLog(self.blobs))
         self.render = RenderActivities(self.settings, self.blobs)
-        self.store = StoreActivities(self.blobs, self.sql)
+        self.store = StoreActivities(self.blobs, self.database)
         self.env = ActivityEnvironment()
         self.ref = RepoRef(owner="acme", name="fleet", clone_url=str(self.repo), html_url=WEB)
 
@@ -191,7 +193,7 @@ def test_the_job_page_shows_the_commit_and_the_base(world: World, tmp_path: Path
     second = world.commit({"deployments/solo/cluster.values.yaml": {"x": 1}}, "Second <b>", "Grace")
     world.deploy(second, "dep-2", one.blob_prefix)
     for dep, revision in (("dep-1", first), ("dep-2", second)):
-        world.sql.record_deployment(
+        DeploymentStore(world.database).record(
             DeploymentRecord(
                 deployment_id=dep,
                 repo="acme/fleet",
@@ -202,8 +204,10 @@ def test_the_job_page_shows_the_commit_and_the_base(world: World, tmp_path: Path
                 at=T1,
             )
         )
-        world.sql.start_job(dep, dep, "deployment", job_log_key(dep))
-    app = create_app(world.settings, dispatcher=cast(Dispatcher, QueueRecorder()), store=world.sql)
+        JobStore(world.database).start(dep, dep, "deployment", job_log_key(dep))
+    app = create_app(
+        world.settings, dispatcher=cast(Dispatcher, QueueRecorder()), database=world.database
+    )
     with TestClient(app, headers=MACHINE_HEADERS) as client:
         page = client.get("/jobs/dep-2").text
         first_page = client.get("/jobs/dep-1").text

@@ -24,7 +24,7 @@ from shared.contracts.deploy import TASK_QUEUE
 from shared.contracts.promotion import NodeInfo, RootDeployment
 from shared.devstack.ports import free_port
 from shared.settings import Settings
-from shared.stores.sql import SqlStore
+from shared.stores.sql.engine import Database
 from tests.support.deploy_world import until
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 from tests.support.promotion_world import PATCH, REPO, Fleet, Rollout, rollout
@@ -62,13 +62,15 @@ def halted_at_stage() -> Fleet:
 async def gateway(tmp: Path, r: Rollout, public: str) -> AsyncIterator[Any]:
     settings = Settings(data_dir=tmp / "state", public_url=public, api_token=MACHINE_SECRET)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = SqlStore(settings.database)
-    app = create_app(settings, dispatcher=TemporalDispatcher(r.client, TASK_QUEUE), store=store)
+    database = Database(settings.database)
+    app = create_app(
+        settings, dispatcher=TemporalDispatcher(r.client, TASK_QUEUE), database=database
+    )
     try:
         async with app.router.lifespan_context(app):
             yield app
     finally:
-        store.close()
+        database.close()
 
 
 def halted(fleet: Fleet) -> bool:

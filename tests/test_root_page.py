@@ -132,7 +132,7 @@ def artifacts_dir() -> Path:
 def served(tmp_path: Path) -> Iterator[tuple[World, str]]:
     world = World(tmp_path)
     app = create_app(
-        world.settings, dispatcher=cast(Dispatcher, world.dispatcher), store=world.store
+        world.settings, dispatcher=cast(Dispatcher, world.dispatcher), database=world.database
     )
     try:
         with serving(app) as url:

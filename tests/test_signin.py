@@ -32,7 +32,9 @@ from shared.devstack.ports import free_port
 from shared.devstack.signin import open_signed_in
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore
-from shared.stores.sql import SqlStore
+from shared.stores.sql.audit import AuditStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 from tests.support.serving import serving
 
@@ -52,12 +54,12 @@ class Served:
     url: str
     settings: Settings
     emulator: GitHubEmulator
-    store: SqlStore
+    database: Database
     app: Any
 
 
-def record(store: SqlStore, deployment_id: str, repo: str, revision: str) -> None:
-    store.record_deployment(
+def record(database: Database, deployment_id: str, repo: str, revision: str) -> None:
+    DeploymentStore(database).record(
         DeploymentRecord(
             deployment_id=deployment_id,
             repo=repo,
@@ -71,7 +73,7 @@ def record(store: SqlStore, deployment_id: str, repo: str, revision: str) -> Non
             at=T0,
         )
     )
-    store.record_audit(
+    AuditStore(database).record(
         AuditRecord(
             repo=repo,
             root=ROOT,
@@ -109,15 +111,15 @@ def served(tmp_path: Path) -> Iterator[Served]:
     url = f"http://127.0.0.1:{port}"
     settings = settings_for(tmp_path, emulator, pem, public_url=url)
     settings.data_dir.mkdir(parents=True)
-    store = SqlStore(settings.database)
-    record(store, READABLE, FLEET, "a1")
-    record(store, HIDDEN, SECRET_FLEET, "b2")
-    app = create_app(settings, dispatcher=cast(Dispatcher, None), store=store)
+    database = Database(settings.database)
+    record(database, READABLE, FLEET, "a1")
+    record(database, HIDDEN, SECRET_FLEET, "b2")
+    app = create_app(settings, dispatcher=cast(Dispatcher, None), database=database)
     try:
         with serving(app, port):
-            yield Served(url, settings, emulator, store, app)
+            yield Served(url, settings, emulator, database, app)
     finally:
-        store.close()
+        database.close()
         emulator.stop()
 
 
@@ -307,9 +309,9 @@ def test_the_cache_expires(tmp_path: Path) -> None:
         emulator.set_permission("acme", "fleet", "reader", "read")
         settings = settings_for(tmp_path, emulator, pem, permission_cache_seconds=0.2)
         settings.data_dir.mkdir(parents=True)
-        store = SqlStore(settings.database)
-        record(store, READABLE, FLEET, "a1")
-        app = create_app(settings, dispatcher=cast(Dispatcher, None), store=store)
+        database = Database(settings.database)
+        record(database, READABLE, FLEET, "a1")
+        app = create_app(settings, dispatcher=cast(Dispatcher, None), database=database)
         key = settings.session_key()
         assert key is not None
         with TestClient(app) as client:
@@ -320,7 +322,7 @@ def test_the_cache_expires(tmp_path: Path) -> None:
             emulator.set_permission("acme", "fleet", "reader", "none")
             time.sleep(0.3)
             assert client.get(f"/api/jobs/{READABLE}").status_code == 404
-        store.close()
+        database.close()
 
 
 def test_secure_cookies_behind_tls_and_metrics_token(tmp_path: Path) -> None:
@@ -333,7 +335,7 @@ def test_secure_cookies_behind_tls_and_metrics_token(tmp_path: Path) -> None:
             public_url="https://rollwright.example",
             metrics_token=SecretStr("scrape-me"),
         )
-        app = create_app(settings, dispatcher=cast(Dispatcher, None), store=_store(settings))
+        app = create_app(settings, dispatcher=cast(Dispatcher, None), database=_database(settings))
         with TestClient(app, base_url="https://rollwright.example") as client:
             start = client.get("/auth/signin", follow_redirects=False)
             cookie = start.headers["set-cookie"]
@@ -344,16 +346,16 @@ def test_secure_cookies_behind_tls_and_metrics_token(tmp_path: Path) -> None:
             assert client.get("/metrics", headers=MACHINE_HEADERS).status_code == 401
 
 
-def _store(settings: Settings) -> SqlStore:
+def _database(settings: Settings) -> Database:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    return SqlStore(settings.database)
+    return Database(settings.database)
 
 
 def test_without_sign_in_configured(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path / "state", api_token=MACHINE_SECRET)
-    store = _store(settings)
-    record(store, READABLE, FLEET, "a1")
-    app = create_app(settings, dispatcher=cast(Dispatcher, None), store=store)
+    database = _database(settings)
+    record(database, READABLE, FLEET, "a1")
+    app = create_app(settings, dispatcher=cast(Dispatcher, None), database=database)
     with TestClient(app) as client:
         page = client.get(f"/jobs/{READABLE}", follow_redirects=True)
         assert page.status_code == 503 and "Sign-in is not configured" in page.text
@@ -363,20 +365,24 @@ def test_without_sign_in_configured(tmp_path: Path) -> None:
         assert wrong.status_code == 401
     # open pages: explicitly asked for
     opened = Settings(data_dir=tmp_path / "state", open_pages=True)
-    with TestClient(create_app(opened, dispatcher=cast(Dispatcher, None), store=store)) as client:
+    with TestClient(
+        create_app(opened, dispatcher=cast(Dispatcher, None), database=database)
+    ) as client:
         assert client.get(f"/jobs/{READABLE}").status_code == 200
     # a read token reads, and deploys nothing; an empty token is no token
     reads = Settings(
         data_dir=tmp_path / "state", read_token=SecretStr("r3ad"), api_token=SecretStr("")
     )
     assert reads.api_token is None
-    with TestClient(create_app(reads, dispatcher=cast(Dispatcher, None), store=store)) as client:
+    with TestClient(
+        create_app(reads, dispatcher=cast(Dispatcher, None), database=database)
+    ) as client:
         bearer = {"Authorization": "Bearer r3ad"}
         assert client.get(f"/api/jobs/{READABLE}", headers=bearer).status_code == 200
         deploy = {"repo": FLEET, "root": ROOT, "revision": "a1" * 20}
         assert client.post("/api/deploy", json=deploy, headers=bearer).status_code == 404
         assert client.post("/api/deploy", json=deploy).status_code == 404
-    store.close()
+    database.close()
     # sign-in needs the App that asks GitHub who may read what
     with pytest.raises(ValueError, match="no GitHub App"):
         create_app(
@@ -464,12 +470,12 @@ def test_page_buttons_click_only_from_the_gateways_own_pages(tmp_path: Path) -> 
             tmp_path, emulator, pem, public_url="http://rollwright.test", dev_mode=True
         )
         emulator.set_permission("acme", "fleet", "rita", "write")
-        store = _store(settings)
-        record(store, READABLE, FLEET, "a1")
+        database = _database(settings)
+        record(database, READABLE, FLEET, "a1")
         key = settings.session_key()
         assert key is not None
         session = Signer(key).sign(SESSION_PURPOSE, {"login": "rita", "id": 1}, 60)
-        app = create_app(settings, dispatcher=cast(Dispatcher, None), store=store)
+        app = create_app(settings, dispatcher=cast(Dispatcher, None), database=database)
         with TestClient(app, base_url="http://rollwright.test") as client:
             client.cookies.set(SESSION_COOKIE, session)
             click = f"/jobs/{READABLE}/actions/approve"
@@ -489,22 +495,22 @@ def test_page_buttons_click_only_from_the_gateways_own_pages(tmp_path: Path) -> 
             ):
                 answer = client.post(click, data=form, headers=headers, follow_redirects=False)
                 assert answer.status_code == 409, headers
-        store.close()
+        database.close()
 
 
 def test_open_pages_show_everything_to_everyone(tmp_path: Path) -> None:
     pem = new_app_key()
     with GitHubEmulator(app_id=APP_ID, app_key=pem) as emulator:
         settings = settings_for(tmp_path, emulator, pem, open_pages=True)
-        store = _store(settings)
-        record(store, HIDDEN, SECRET_FLEET, "b2")
+        database = _database(settings)
+        record(database, HIDDEN, SECRET_FLEET, "b2")
         key = settings.session_key()
         assert key is not None
-        app = create_app(settings, dispatcher=cast(Dispatcher, None), store=store)
+        app = create_app(settings, dispatcher=cast(Dispatcher, None), database=database)
         with TestClient(app) as client:
             assert client.get(f"/api/jobs/{HIDDEN}").status_code == 200
             client.cookies.set(
                 SESSION_COOKIE, Signer(key).sign(SESSION_PURPOSE, {"login": "x", "id": 2}, 60)
             )
             assert client.get(f"/api/jobs/{HIDDEN}").status_code == 200  # signed in: no less
-        store.close()
+        database.close()

@@ -1,4 +1,4 @@
-"""The SQL store on SQLite and on a real PostgreSQL server: Alembic migrations (new databases,
+"""The SQL stores on SQLite and on a real PostgreSQL server: Alembic migrations (new databases,
 databases made by `create_all` before migrations, concurrent migrators, no drift between the
 models and the migrations), the `rollwright db` commands, and deployment history."""
 
@@ -22,14 +22,12 @@ from shared.cli.main import main
 from shared.contracts.deploy import DeploymentRecord
 from shared.devstack.ports import free_port
 from shared.stores import schema as dbschema
-from shared.stores.sql import (
-    Base,
-    DeliveryClaim,
-    DeliveryRow,
-    OutboxEntry,
-    OutboxResult,
-    SqlStore,
-)
+from shared.stores.sql.deliveries import DeliveryClaim, DeliveryStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
+from shared.stores.sql.jobs import JobStore
+from shared.stores.sql.outbox import OutboxEntry, OutboxResult, OutboxStore
+from shared.stores.sql.tables import Base, DeliveryRow
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TABLES = {
@@ -64,7 +62,7 @@ def _drift(engine: Engine) -> list[Any]:
 def test_a_new_database_is_migrated_to_the_newest_revision(empty_sql_url: str) -> None:
     engine = _engine(empty_sql_url)
     assert dbschema.current_revision(engine) is None
-    SqlStore(empty_sql_url).close()
+    Database(empty_sql_url).close()
     assert dbschema.current_revision(engine) == dbschema.head_revision() == "0004"
     assert set(inspect(engine).get_table_names()) == TABLES
     # a second store finds it at head and changes nothing
@@ -75,7 +73,7 @@ def test_a_new_database_is_migrated_to_the_newest_revision(empty_sql_url: str) -
 def test_models_and_migrations_do_not_drift(empty_sql_url: str) -> None:
     """What the migrations build is what the models describe: columns, types, nullability,
     indexes and unique constraints (alembic's autogenerate comparison finds nothing)."""
-    SqlStore(empty_sql_url).close()
+    Database(empty_sql_url).close()
     engine = _engine(empty_sql_url)
     assert _drift(engine) == []
     engine.dispose()
@@ -83,7 +81,7 @@ def test_models_and_migrations_do_not_drift(empty_sql_url: str) -> None:
 
 def test_drift_is_noticed(empty_sql_url: str) -> None:
     """The drift check can fail: a column the models lack, an index the migrations lack."""
-    SqlStore(empty_sql_url).close()
+    Database(empty_sql_url).close()
     engine = _engine(empty_sql_url)
     with engine.begin() as connection:
         connection.execute(text("ALTER TABLE jobs ADD COLUMN surprise VARCHAR(10)"))
@@ -162,36 +160,36 @@ def test_a_database_made_by_create_all_is_adopted_and_upgraded(
         )
     assert dbschema.current_revision(engine) is None
 
-    store = SqlStore(empty_sql_url)
+    database = Database(empty_sql_url)
+    deployments, deliveries = DeploymentStore(database), DeliveryStore(database)
     try:
         assert dbschema.current_revision(engine) == "0004"
         assert _drift(engine) == []
         # the old rows are kept, and what can be known of their history is filled in
-        row = store.deployment("d-old")
+        row = deployments.get("d-old")
         assert row is not None and (row.state, row.approved_by) == ("published", "alice")
         assert _aware(row.started_at) == T0
         assert _aware(row.finished_at) == T0 + timedelta(minutes=5)
         assert row.approved_at is None  # not known
-        events = store.deployment_events("d-old")
+        events = deployments.events("d-old")
         assert [(e.state, _aware(e.at), e.message) for e in events] == [
             ("published", T0 + timedelta(minutes=5), "done")
         ]
-        assert store.claim_delivery("g-old", "push", None, "acme/fleet") is False
+        assert deliveries.claim_one("g-old", "push", None, "acme/fleet") is False
         entry = OutboxEntry(repo="acme/fleet", kind="start_dispatch", target="t", payload="{}")
-        assert store.claim_delivery("g-new", "push", None, "acme/fleet", enqueue=entry)
-        assert [c.delivery_id for c in store.claim_outbox("me", lease=timedelta(seconds=30))] == [
-            "g-new"
-        ]
+        assert deliveries.claim_one("g-new", "push", None, "acme/fleet", enqueue=entry)
+        claimed = OutboxStore(database).claim("me", lease=timedelta(seconds=30))
+        assert [c.delivery_id for c in claimed] == ["g-new"]
     finally:
-        store.close()
+        database.close()
         engine.dispose()
 
 
 _MIGRATOR = """
 import sys, time
-from shared.stores.sql import SqlStore
+from shared.stores.sql.engine import Database
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
-SqlStore(sys.argv[1]).close()
+Database(sys.argv[1]).close()
 """
 
 
@@ -267,24 +265,25 @@ def _record(state: str, minutes: int, **fields: Any) -> DeploymentRecord:
 
 
 def test_each_state_change_is_an_event_and_sets_the_times(sql_url: str) -> None:
-    store = SqlStore(sql_url)
+    database = Database(sql_url)
+    store = DeploymentStore(database)
     big_run = 2**40 + 5  # GitHub's check run ids are past 32 bits
     try:
-        store.record_deployment(_record("queued", 0, requested_by="alice"))
-        store.record_deployment(_record("queued", 0, requested_by="alice"))  # a retry
-        row = store.deployment("d-1")
+        store.record(_record("queued", 0, requested_by="alice"))
+        store.record(_record("queued", 0, requested_by="alice"))  # a retry
+        row = store.get("d-1")
         assert row is not None and row.started_at is None and row.finished_at is None
-        store.record_deployment(_record("rendering", 1))
-        store.record_deployment(
+        store.record(_record("rendering", 1))
+        store.record(
             _record("awaiting_review", 2, check_run_id=big_run, added=3, removed=1, changed=2)
         )
-        store.record_deployment(
+        store.record(
             _record("approved", 5, check_run_id=big_run, approved_by="bob", message="lgtm")
         )
-        store.record_deployment(_record("publishing", 6, check_run_id=big_run))
-        store.record_deployment(_record("published", 7, check_run_id=big_run + 1))
-        store.record_deployment(_record("published", 9, check_run_id=big_run + 1))  # a retry
-        events = store.deployment_events("d-1")
+        store.record(_record("publishing", 6, check_run_id=big_run))
+        store.record(_record("published", 7, check_run_id=big_run + 1))
+        store.record(_record("published", 9, check_run_id=big_run + 1))  # a retry
+        events = store.events("d-1")
         assert [(e.state, _aware(e.at)) for e in events] == [
             ("queued", T0),
             ("rendering", T0 + timedelta(minutes=1)),
@@ -295,7 +294,7 @@ def test_each_state_change_is_an_event_and_sets_the_times(sql_url: str) -> None:
         ]
         assert [e.check_run_id for e in events] == [None, None, *[big_run] * 3, big_run + 1]
         assert events[3].message == "lgtm"
-        row = store.deployment("d-1")
+        row = store.get("d-1")
         assert row is not None
         assert _aware(row.created_at) == T0
         assert _aware(row.started_at) == T0 + timedelta(minutes=1)
@@ -308,41 +307,44 @@ def test_each_state_change_is_an_event_and_sets_the_times(sql_url: str) -> None:
             None,
             None,
         )
-        assert store.deployment_events("d-unknown") == []
+        assert store.events("d-unknown") == []
     finally:
-        store.close()
+        database.close()
 
 
 def test_a_late_queued_record_does_not_move_a_deployment_back(sql_url: str) -> None:
-    store = SqlStore(sql_url)
+    database = Database(sql_url)
+    store = DeploymentStore(database)
     try:
-        store.record_deployment(_record("queued", 0, trigger="manual", requested_by="ops"))
-        store.record_deployment(_record("rendering", 1, trigger="manual", requested_by="ops"))
-        store.record_deployment(_record("queued", 2, trigger="manual", requested_by="ops"))
-        row = store.deployment("d-1")
+        store.record(_record("queued", 0, trigger="manual", requested_by="ops"))
+        store.record(_record("rendering", 1, trigger="manual", requested_by="ops"))
+        store.record(_record("queued", 2, trigger="manual", requested_by="ops"))
+        row = store.get("d-1")
         assert row is not None and row.state == "rendering"
         assert _aware(row.updated_at) == T0 + timedelta(minutes=1)
-        assert [e.state for e in store.deployment_events("d-1")] == ["queued", "rendering"]
+        assert [e.state for e in store.events("d-1")] == ["queued", "rendering"]
     finally:
-        store.close()
+        database.close()
 
 
 def test_rejected_deployments_finish_without_approval(sql_url: str) -> None:
-    store = SqlStore(sql_url)
+    database = Database(sql_url)
+    store = DeploymentStore(database)
     try:
-        store.record_deployment(_record("rendering", 0))
-        store.record_deployment(_record("rejected", 3, approved_by=None, message="no"))
-        row = store.deployment("d-1")
+        store.record(_record("rendering", 0))
+        store.record(_record("rejected", 3, approved_by=None, message="no"))
+        row = store.get("d-1")
         assert row is not None
         assert row.approved_at is None
         assert _aware(row.started_at) == T0 and _aware(row.finished_at) == T0 + timedelta(minutes=3)
-        assert [e.state for e in store.deployment_events("d-1")] == ["rendering", "rejected"]
+        assert [e.state for e in store.events("d-1")] == ["rendering", "rejected"]
     finally:
-        store.close()
+        database.close()
 
 
 def test_listing_counting_and_paging(sql_url: str) -> None:
-    store = SqlStore(sql_url)
+    database = Database(sql_url)
+    store = DeploymentStore(database)
     try:
         layout = [
             ("acme/fleet", "prod/eu"),
@@ -351,36 +353,34 @@ def test_listing_counting_and_paging(sql_url: str) -> None:
         ]
         for n in range(12):
             repo, root = layout[n % 3]
-            store.record_deployment(
-                _record("published", n, deployment_id=f"d-{n:02d}", repo=repo, root=root)
-            )
+            store.record(_record("published", n, deployment_id=f"d-{n:02d}", repo=repo, root=root))
         newest_first = [f"d-{n:02d}" for n in range(11, -1, -1)]
 
         def ids(rows: list[Any]) -> list[str]:
             return [r.deployment_id for r in rows]
 
         fleet = [d for d in newest_first if int(d[2:]) % 3 in (0, 1)]
-        assert ids(store.deployments("acme/fleet", limit=100)) == fleet
-        assert ids(store.deployments("acme/fleet", limit=3, offset=2)) == fleet[2:5]
-        assert store.count_deployments("acme/fleet") == 8
+        assert ids(store.in_repo("acme/fleet", limit=100)) == fleet
+        assert ids(store.in_repo("acme/fleet", limit=3, offset=2)) == fleet[2:5]
+        assert store.count("acme/fleet") == 8
         eu_fleet = [d for d in newest_first if int(d[2:]) % 3 == 0]
-        assert ids(store.deployments("acme/fleet", "prod/eu")) == eu_fleet
-        assert store.count_deployments("acme/fleet", "prod/eu") == 4
+        assert ids(store.in_repo("acme/fleet", "prod/eu")) == eu_fleet
+        assert store.count("acme/fleet", "prod/eu") == 4
         # a root in every repository, or in one
         eu = [d for d in newest_first if int(d[2:]) % 3 in (0, 2)]
-        assert ids(store.find_deployments("prod/eu")) == eu
-        assert ids(store.find_deployments("prod/eu", limit=2, offset=1)) == eu[1:3]
-        assert ids(store.find_deployments("prod/eu", repo="acme/other")) == [
+        assert ids(store.of_root("prod/eu")) == eu
+        assert ids(store.of_root("prod/eu", limit=2, offset=1)) == eu[1:3]
+        assert ids(store.of_root("prod/eu", repo="acme/other")) == [
             d for d in newest_first if int(d[2:]) % 3 == 2
         ]
-        assert store.count_deployments(None, "prod/eu") == 8
-        assert store.count_deployments("acme/none") == 0
-        assert store.deployments("acme/none") == [] and store.find_deployments("nope") == []
+        assert store.count(None, "prod/eu") == 8
+        assert store.count("acme/none") == 0
+        assert store.in_repo("acme/none") == [] and store.of_root("nope") == []
     finally:
-        store.close()
+        database.close()
 
 
-def _plan(store: SqlStore, read: Any) -> str:
+def _plan(database: Database, read: Any) -> str:
     """The database's plan for the SELECT `read()` runs (the store's own statement and
     parameters, caught on their way to the driver)."""
     seen: list[tuple[str, Any]] = []
@@ -388,13 +388,13 @@ def _plan(store: SqlStore, read: Any) -> str:
     def catch(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
         seen.append((statement, parameters))
 
-    event.listen(store.engine, "before_cursor_execute", catch)
+    event.listen(database.engine, "before_cursor_execute", catch)
     try:
         read()
     finally:
-        event.remove(store.engine, "before_cursor_execute", catch)
+        event.remove(database.engine, "before_cursor_execute", catch)
     statement, parameters = next(s for s in seen if "ORDER BY" in s[0])
-    with store.engine.connect() as connection:
+    with database.engine.connect() as connection:
         if connection.dialect.name == "postgresql":
             # a test table is tiny: make the planner show what it does with a real one
             connection.exec_driver_sql("SET enable_seqscan = off")
@@ -407,10 +407,11 @@ def _plan(store: SqlStore, read: Any) -> str:
 def test_a_roots_page_is_read_in_index_order(sql_url: str) -> None:
     """`/roots` filters on root (and repo) and orders newest first: composite indexes let
     the database read a page in index order, with no sort of the root's whole history."""
-    store = SqlStore(sql_url)
+    database = Database(sql_url)
+    store = DeploymentStore(database)
     try:
         for n in range(40):
-            store.record_deployment(
+            store.record(
                 _record(
                     "published",
                     n,
@@ -419,16 +420,14 @@ def test_a_roots_page_is_read_in_index_order(sql_url: str) -> None:
                     root=("prod/eu", "prod/us", "staging")[n % 3],
                 )
             )
-        every_repo = _plan(store, lambda: store.find_deployments("prod/eu", limit=25))
-        one_repo = _plan(
-            store, lambda: store.find_deployments("prod/eu", limit=25, repo="acme/fleet")
-        )
+        every_repo = _plan(database, lambda: store.of_root("prod/eu", limit=25))
+        one_repo = _plan(database, lambda: store.of_root("prod/eu", limit=25, repo="acme/fleet"))
         assert "ix_deployments_root_created_at" in every_repo, every_repo
         assert "ix_deployments_repo_root_created_at" in one_repo, one_repo
         for plan in (every_repo, one_repo):
             assert "TEMP B-TREE" not in plan.upper() and "Sort" not in plan, plan
     finally:
-        store.close()
+        database.close()
 
 
 # --- deliveries, the outbox's bookkeeping and jobs on both databases ------------------------------
@@ -438,69 +437,72 @@ def test_claiming_a_batch_of_deliveries(sql_url: str) -> None:
     """INSERT … ON CONFLICT DO NOTHING RETURNING differs per database: a batch records the new
     deliveries, not the ones seen before or repeated, and enqueues only what it recorded, in
     the batch's order."""
-    store = SqlStore(sql_url)
+    database = Database(sql_url)
+    deliveries, outbox = DeliveryStore(database), OutboxStore(database)
     try:
 
         def claim(delivery: str, repo: str | None = "acme/fleet") -> DeliveryClaim:
             entry = OutboxEntry(repo="acme/fleet", kind="k", target=delivery, payload="{}")
             return DeliveryClaim(delivery, "push", None, repo, "accepted", entry)
 
-        assert store.claim_delivery("seen", "push", None, "acme/fleet") is True
+        assert deliveries.claim_one("seen", "push", None, "acme/fleet") is True
         batch = [claim("b"), claim("seen"), claim("a"), claim("b"), claim("c", repo=None)]
-        assert store.claim_deliveries(batch) == [True, False, True, False, True]
-        assert store.claim_deliveries([]) == []
-        assert [(r.delivery_id, r.target) for r in store.outbox_rows()] == [
+        assert deliveries.claim(batch) == [True, False, True, False, True]
+        assert deliveries.claim([]) == []
+        assert [(r.delivery_id, r.target) for r in outbox.rows()] == [
             ("b", "b"),
             ("a", "a"),
             ("c", "c"),
         ]
-        store.set_delivery_outcome("a", "x" * 300)  # cut to the column's width
-        with store.session() as session:
+        deliveries.set_outcome("a", "x" * 300)  # cut to the column's width
+        with database.session() as session:
             outcome = session.get(DeliveryRow, "a")
             assert outcome is not None and outcome.outcome == "x" * 255
-        store.forget_delivery("b")
-        assert [r.delivery_id for r in store.outbox_rows()] == ["a", "c"]
-        assert store.claim_deliveries([claim("b")]) == [True]
+        deliveries.forget("b")
+        assert [r.delivery_id for r in outbox.rows()] == ["a", "c"]
+        assert deliveries.claim([claim("b")]) == [True]
     finally:
-        store.close()
+        database.close()
 
 
 def test_outbox_leases_and_pruning(sql_url: str) -> None:
-    store = SqlStore(sql_url)
+    database = Database(sql_url)
+    deliveries, outbox = DeliveryStore(database), OutboxStore(database)
     try:
         for n in range(3):
             entry = OutboxEntry(repo=f"acme/r{n}", kind="k", target="t", payload="{}")
-            assert store.claim_delivery(f"d{n}", "push", None, f"acme/r{n}", enqueue=entry)
-        held = store.claim_outbox("a", lease=timedelta(seconds=30), repos=2)
+            assert deliveries.claim_one(f"d{n}", "push", None, f"acme/r{n}", enqueue=entry)
+        held = outbox.claim("a", lease=timedelta(seconds=30), repos=2)
         assert len(held) == 2
-        assert store.renew_outbox_lease("a", [c.id for c in held], timedelta(seconds=60)) == 2
-        assert store.renew_outbox_lease("b", [c.id for c in held], timedelta(seconds=60)) == 0
-        assert store.release_outbox("a") == 2
-        taken = store.claim_outbox("b", lease=timedelta(seconds=30), repos=5)
+        assert outbox.renew_leases("a", [c.id for c in held], timedelta(seconds=60)) == 2
+        assert outbox.renew_leases("b", [c.id for c in held], timedelta(seconds=60)) == 0
+        assert outbox.release("a") == 2
+        taken = outbox.claim("b", lease=timedelta(seconds=30), repos=5)
         assert len(taken) == 3
-        store.finish_outbox("b", [OutboxResult(c.id, "done", outcome="ok") for c in taken])
-        stats = store.outbox_stats()
+        outbox.finish("b", [OutboxResult(c.id, "done", outcome="ok") for c in taken])
+        stats = outbox.stats()
         assert (stats.depth, stats.oldest_pending_at, stats.failed) == (0, None, 0)
-        assert store.prune_outbox(timedelta(hours=1)) == 0  # too recent
-        assert store.prune_outbox(timedelta(seconds=-1)) == 3
-        assert store.outbox_rows() == []
+        assert outbox.prune(timedelta(hours=1)) == 0  # too recent
+        assert outbox.prune(timedelta(seconds=-1)) == 3
+        assert outbox.rows() == []
     finally:
-        store.close()
+        database.close()
 
 
 def test_jobs(sql_url: str) -> None:
-    store = SqlStore(sql_url)
+    database = Database(sql_url)
+    store = JobStore(database)
     try:
-        store.start_job("j-2", "d-1", "publish", "jobs/j-2/log")
-        store.start_job("j-1", "d-1", "render", "jobs/j-1/log")
-        store.start_job("j-1", "d-1", "render", "jobs/j-1/log")  # a retry changes nothing
-        store.finish_job("j-2", "published")
-        store.finish_job("j-unknown", "failed")
-        jobs = store.jobs("d-1")
+        store.start("j-2", "d-1", "publish", "jobs/j-2/log")
+        store.start("j-1", "d-1", "render", "jobs/j-1/log")
+        store.start("j-1", "d-1", "render", "jobs/j-1/log")  # a retry changes nothing
+        store.finish("j-2", "published")
+        store.finish("j-unknown", "failed")
+        jobs = store.of_deployment("d-1")
         assert [(j.job_id, j.state, j.finished_at is not None) for j in jobs] == [
             ("j-2", "published", True),
             ("j-1", "running", False),
         ]
-        assert store.jobs("d-2") == []
+        assert store.of_deployment("d-2") == []
     finally:
-        store.close()
+        database.close()

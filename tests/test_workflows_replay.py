@@ -53,9 +53,9 @@ with workflow.unsafe.imports_passed_through():
         until,
     )
     from tests.support.histories import keep, on_disk, workflow_type
-    from worker.main import WORKFLOWS
     from workflows.deployment import DeploymentWorkflow
     from workflows.dispatch import DispatchWorkflow
+    from workflows.registry import WORKFLOWS
     from workflows.rootqueue.workflow import RootQueueWorkflow
 
 ROOT = "prod/eu-west"

@@ -32,21 +32,8 @@ from activities import Activities, build_activities
 from shared.contracts.deploy import REVIEW_TIMEOUT_SECONDS, waits_task_queue
 from shared.settings import Settings
 from worker.logs import configure_logging
-from workflows.deployment import DeploymentWorkflow
-from workflows.dispatch import DispatchWorkflow
-from workflows.preview import PreviewWorkflow
-from workflows.promotion import PromotionWorkflow
-from workflows.revision import RevisionReviewWorkflow
-from workflows.rootqueue.workflow import RootQueueWorkflow
+from workflows.registry import WORKFLOWS
 
-WORKFLOWS = [
-    DispatchWorkflow,
-    RootQueueWorkflow,
-    DeploymentWorkflow,
-    PreviewWorkflow,
-    PromotionWorkflow,
-    RevisionReviewWorkflow,
-]
 # A checkout lives while its deployment waits for review (up to 7 days); older ones were left
 # by a worker that died and are removed at start.
 STALE_CHECKOUT_SECONDS = REVIEW_TIMEOUT_SECONDS + 24 * 3600

@@ -33,7 +33,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     # Start-up time: SQLAlchemy and Alembic load only for `db` commands.
     from shared.stores import schema as dbschema  # noqa: PLC0415
 
-    engine = _engine(args)
+    engine = dbschema.command_engine(_url(args))
     where = engine.url.render_as_string(hide_password=True)
     try:
         before, after = dbschema.upgrade(engine)
@@ -53,7 +53,7 @@ def cmd_current(args: argparse.Namespace) -> int:
     # Start-up time: SQLAlchemy and Alembic load only for `db` commands.
     from shared.stores import schema as dbschema  # noqa: PLC0415
 
-    engine = _engine(args)
+    engine = dbschema.command_engine(_url(args))
     where = engine.url.render_as_string(hide_password=True)
     try:
         current = dbschema.current_revision(engine)
@@ -71,17 +71,13 @@ def cmd_current(args: argparse.Namespace) -> int:
     return 0
 
 
-def _engine(args: argparse.Namespace) -> Any:
-    # Start-up time: SQLAlchemy and the settings (pydantic-settings) load only for `db`.
-    from sqlalchemy import create_engine  # noqa: PLC0415
-    from sqlalchemy.pool import NullPool  # noqa: PLC0415
-
+def _url(args: argparse.Namespace) -> str:
+    if args.database is not None:
+        return str(args.database)
+    # Start-up time: the settings (pydantic-settings) load only for `db` without --database.
     from shared.settings import Settings  # noqa: PLC0415
 
-    url = args.database
-    if url is None:
-        url = Settings().database
-    return create_engine(url, poolclass=NullPool)
+    return Settings().database
 
 
 def _reason(error: Exception) -> str:

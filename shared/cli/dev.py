@@ -1,7 +1,8 @@
 """`rollwright dev` and `rollwright demo`: argument parsing and the foreground loop.
 
-Kept light at import time (argparse only) because `shared.cli.main` builds every subcommand's
-parser on each run; the stack itself is imported when one of these commands runs.
+Kept light at import time (argparse, and the supervisor's exception) because `shared.cli.main`
+builds every subcommand's parser on each run; the stack itself is imported when one of these
+commands runs.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import sys
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from shared.devstack.processes import ChildExited
 
 
 def add_parsers(sub: Any) -> None:
@@ -113,7 +116,6 @@ def stop_on_sigterm() -> None:
 
 def cmd_dev(args: argparse.Namespace) -> int:
     # Start-up time: the dev stack (Temporal client, emulator) loads only for `dev` / `demo`.
-    from shared.devstack.processes import ChildExited  # noqa: PLC0415
     from shared.devstack.stack import DevStack, StackError, options_from_args  # noqa: PLC0415
 
     data_dir = args.data_dir or Path(os.environ.get("ROLLWRIGHT_DATA_DIR") or ".rollwright")

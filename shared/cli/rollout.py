@@ -157,10 +157,11 @@ def cmd_rollout_status(args: argparse.Namespace) -> int:
     reports = []
     for r in rollouts:
         window = window_state(settings, r.next_node.path, now) if r.next_node else None
-        reports.append((r, window))
+        soak = promotion.duration_text(r.current_node.soak_seconds) if r.current_node else ""
+        reports.append((r, window, soak))
     if args.format == "json":
         out = []
-        for r, window in reports:
+        for r, window, _ in reports:
             item = asdict(r)
             item["window"] = None
             if window is not None:
@@ -175,16 +176,15 @@ def cmd_rollout_status(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not reports:
         print("no patches")
-    for i, (r, window) in enumerate(reports):
+    for i, (r, window, soak) in enumerate(reports):
         if i:
             print()
-        sys.stdout.write(_text(r, window))
+        sys.stdout.write(_text(r, window, soak))
     return EXIT_OK
 
 
-def _text(r: Any, window: Any) -> str:
-    from shared.promotion.plan import duration_text  # noqa: PLC0415 (start-up time, as above)
-
+def _text(r: Any, window: Any, soak: str) -> str:
+    """One patch's status; `soak` is how long its current node soaks, in words."""
     lines = [f"{r.patch_id}  ({r.cluster_type}/{r.app})  {r.description}".rstrip()]
 
     def row(label: str, value: str) -> None:
@@ -205,7 +205,7 @@ def _text(r: Any, window: Any) -> str:
     if r.skipped_nodes:
         row("skipped", ", ".join(r.skipped_nodes) + " (forced past)")
     if r.current_node is not None:
-        row("current", f"{r.current_node.path} (soak {duration_text(r.current_node.soak_seconds)})")
+        row("current", f"{r.current_node.path} (soak {soak})")
     if r.next_node is not None:
         row("next", f"{r.next_node.path} (gate {r.next_node.gate})")
         for warning in r.next_shadowed_pins:

@@ -37,7 +37,8 @@ from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from shared.stores.blob import FileBlobStore, latest_key
-from shared.stores.sql import SqlStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
 
 OWNER = "acme"
 REPO = "fleet"
@@ -269,16 +270,32 @@ def approvers_needed(summary: str, default: str) -> list[str]:
 
 def _run_steps(demo: Demo, total: int, fleet: Path) -> str:
     """Run steps 2 to 9; return the links to what the demo made (while the stack runs)."""
-    stack = demo.stack
-    emulator = demo.emulator
-    scenario = demo.scenario
-    root = scenario.root
+    base = _create_fleet_repo(demo, total, fleet)
+    head = _push_change(demo, total, base)
+    run = _review_asked(demo, total, head)
+    reviewers = _approve(demo, total, run)
+    deployment_id = str(run.state.get("external_id") or "")
+    final = _verified(demo, total, deployment_id)
+    _recorded(demo, total, head, deployment_id)
+    job_url = _job_page_shown(demo, total, deployment_id, reviewers[0])
+    print("\nrollwright demo: every step happened.", flush=True)
+    return _links(demo, deployment_id, job_url, run, final)
+
+
+def _create_fleet_repo(demo: Demo, total: int, fleet: Path) -> str:
+    """Step 2; the fleet repo's first commit."""
     with step(2, total, f"create the fleet repo {OWNER}/{REPO} from {fleet.name}"):
         fleetrepo.create_fleet_repo(fleet, demo.repo_dir, message="Fleet from example")
         base = _verified_delivery(demo)
-        stack.add_repository(OWNER, REPO, demo.repo_dir)
+        demo.stack.add_repository(OWNER, REPO, demo.repo_dir)
         print(f"      {demo.repo_dir} at {base[:12]}", flush=True)
+    return base
 
+
+def _push_change(demo: Demo, total: int, base: str) -> str:
+    """Step 3; the merged commit."""
+    scenario = demo.scenario
+    root = scenario.root
     with step(3, total, f"merge a change to {root} and send the signed push webhook"):
         head = fleetrepo.set_value(
             demo.repo_dir,
@@ -287,14 +304,19 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> str:
             NEW_REGION,
             f"{root}: move to {NEW_REGION}",
         )
-        delivery = emulator.send_push(OWNER, REPO, base, head)
+        delivery = demo.emulator.send_push(OWNER, REPO, base, head)
         if not 200 <= delivery.status < 300:
             raise StepFailed("push", f"the gateway answered {delivery.status}: {delivery.response}")
         print(
             f"      {head[:12]}: {scenario.changed_file} {scenario.key} → {NEW_REGION}", flush=True
         )
         print(f"      gateway answered {delivery.status} {delivery.response.strip()}", flush=True)
+    return head
 
+
+def _review_asked(demo: Demo, total: int, head: str) -> CheckRunRecord:
+    """Step 4; the check run asking for review."""
+    root = demo.scenario.root
     with step(4, total, "check run asks for review with the diff"):
 
         def awaiting_review() -> CheckRunRecord | None:
@@ -320,16 +342,25 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> str:
             raise ValueError(f"check run {run.id} offers {identifiers}, not approve")
         print(f"      {run.output.get('title')} · buttons: {', '.join(identifiers)}", flush=True)
         print(_indent(_excerpt(text, NEW_REGION), "      │ "), flush=True)
+    return run
 
+
+def _approve(demo: Demo, total: int, run: CheckRunRecord) -> list[str]:
+    """Step 5; who approved."""
     # The example fleets have OWNERS files: the approvals the check run says it still needs.
     reviewers = approvers_needed(run.output.get("summary") or "", REVIEWER)
     with step(5, total, f"click Approve as {', '.join(reviewers)} (check_run.requested_action)"):
         for reviewer in reviewers:
-            delivery = emulator.click_action(run.id, "approve", reviewer)
+            delivery = demo.emulator.click_action(run.id, "approve", reviewer)
             if not 200 <= delivery.status < 300:
                 raise ValueError(f"the gateway answered {delivery.status}: {delivery.response}")
+    return reviewers
 
-    deployment_id = str(run.state.get("external_id") or "")
+
+def _verified(demo: Demo, total: int, deployment_id: str) -> CheckRunRecord:
+    """Step 6; the deployment's final check run."""
+    stack = demo.stack
+    root = demo.scenario.root
     with step(6, total, "check run reports the deployment published and verified by Argo CD"):
         # After a review GitHub keeps the reviewed run completed; the worker continues the
         # deployment on a new run with the same name and external_id (the old one says so).
@@ -354,7 +385,13 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> str:
             f"{app['sync'].get('revision', '')[:12]}, {app['health']['status']}",
             flush=True,
         )
+    return final
 
+
+def _recorded(demo: Demo, total: int, head: str, deployment_id: str) -> None:
+    """Steps 7 and 8: the deployment in the blob store and in SQL."""
+    stack = demo.stack
+    root = demo.scenario.root
     with step(7, total, "latest deployment recorded in the blob store"):
         latest = demo.wait_for("verified latest.json", lambda: _latest(stack, root, head))
         print(
@@ -367,16 +404,26 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> str:
         row = demo.wait_for("verified deployment row", lambda: _sql_row(stack, deployment_id))
         print(f"      deployments row {row[0]}: {row[1]} {row[2][:12]}", flush=True)
 
-    urls = stack.urls
-    job_url = f"{urls.gateway}/jobs/{deployment_id}"
+
+def _job_page_shown(demo: Demo, total: int, deployment_id: str, reviewer: str) -> str:
+    """Step 9; the job page's URL."""
+    job_url = f"{demo.stack.urls.gateway}/jobs/{deployment_id}"
     with (
-        step(9, total, f"job page shows the deployment to {reviewers[0]}, signed in with GitHub"),
+        step(9, total, f"job page shows the deployment to {reviewer}, signed in with GitHub"),
         httpx.Client(timeout=5) as browser,
     ):
-        page = demo.wait_for("job page", lambda: _job_page(browser, job_url, reviewers[0]))
+        page = demo.wait_for("job page", lambda: _job_page(browser, job_url, reviewer))
         print(f"      {job_url}: {page}", flush=True)
+    return job_url
 
-    print("\nrollwright demo: every step happened.", flush=True)
+
+def _links(
+    demo: Demo, deployment_id: str, job_url: str, run: CheckRunRecord, final: CheckRunRecord
+) -> str:
+    """What the demo made, one line each: pages, Temporal UI, check runs."""
+    urls = demo.stack.urls
+    root = demo.scenario.root
+    emulator = demo.emulator
     links = [
         f"job page                       {job_url}",
         f"root page                      {urls.gateway}/roots/{root}",
@@ -466,14 +513,14 @@ def _sql_row(stack: DevStack, deployment_id: str) -> tuple[str, str, str] | None
     url = stack.env.get("ROLLWRIGHT_DATABASE_URL") or (
         f"sqlite:///{stack.data_dir / 'rollwright.db'}"
     )
-    store = SqlStore(url)
+    database = Database(url)
     try:
-        row = store.deployment(deployment_id)
+        row = DeploymentStore(database).get(deployment_id)
         if row is None or row.state != "verified":
             return None
         return row.deployment_id, row.state, row.revision
     finally:
-        store.close()
+        database.close()
 
 
 def _excerpt(text: str, needle: str, context: int = 6) -> str:

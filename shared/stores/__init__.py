@@ -1,2 +1,2 @@
-"""Where rollwright keeps state: blob stores (file, S3), the SQL store and its schema, git
+"""Where rollwright keeps state: blob stores (file, S3), the SQL stores and their schema, git
 mirrors, the job log format."""

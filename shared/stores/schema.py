@@ -1,8 +1,9 @@
-"""The SQL schema's versions: Alembic migrations shipped in `shared/migrations`, run in code.
+"""The SQL schema's versions: the Alembic migrations in `shared/stores/migrations`, run in code.
 
-`upgrade(engine)` brings a database to the newest revision; the SQL store calls it when it is
-created, so the gateway and every worker migrate at start, and `rollwright db upgrade` does it
-by hand. No alembic.ini: the configuration is built here.
+`upgrade(engine)` brings a database to the newest revision; `Database`
+(shared/stores/sql/engine.py) calls it when it is opened, so the gateway and every worker
+migrate at start, and `rollwright db upgrade` does it by hand. No alembic.ini: the
+configuration is built here.
 
 Several processes may start at once on one database. On PostgreSQL the migration runs in one
 transaction holding a transaction-level advisory lock, so the first migrates and the others
@@ -52,6 +53,11 @@ def head_revision() -> str:
     return head
 
 
+def command_engine(url: str) -> Engine:
+    """An engine for one command (`rollwright db`): no connection outlives its use."""
+    return create_engine(url, poolclass=NullPool)
+
+
 def current_revision(engine: Engine) -> str | None:
     """The revision the database is at; None for a new (or pre-migration) database."""
     with engine.connect() as connection:
@@ -86,7 +92,7 @@ def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str | N
 class _migration_engine:
     """The engine to migrate with. SQLite files get one of their own whose transactions
     begin with BEGIN IMMEDIATE (the pysqlite driver would otherwise run DDL outside any
-    transaction); other databases use the store's engine."""
+    transaction); other databases use the database's own engine."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine

@@ -32,7 +32,9 @@ from shared.review.diff import diff_renders
 from shared.review.diffdoc import diff_document, document_key
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore, job_log_key
-from shared.stores.sql import SqlStore
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
+from shared.stores.sql.jobs import JobStore
 from tests.bench.common import section_header
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 
@@ -69,7 +71,7 @@ def configmap(n: int, version: int) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def fill(settings: Settings, store: SqlStore) -> dict[str, float]:
+def fill(settings: Settings, database: Database) -> dict[str, float]:
     blobs = FileBlobStore(settings.data_dir / "blobs")
     old = {f"r/team/ConfigMap_settings-{n:04d}.yaml": configmap(n, 1) for n in range(RESOURCES)}
     new = {path: configmap(int(path[-9:-5]), 2) for path in old}
@@ -80,7 +82,7 @@ def fill(settings: Settings, store: SqlStore) -> dict[str, float]:
     jobs = JobLog(blobs)
     at = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
     for i, state in enumerate(["rendering", "awaiting_review"]):
-        store.record_deployment(
+        DeploymentStore(database).record(
             DeploymentRecord(
                 deployment_id=DEPLOYMENT,
                 repo="bench/fleet",
@@ -96,7 +98,7 @@ def fill(settings: Settings, store: SqlStore) -> dict[str, float]:
             )
         )
         jobs.write(DEPLOYMENT, f"state: {state}", state=state)
-    store.start_job(DEPLOYMENT, DEPLOYMENT, "deployment", job_log_key(DEPLOYMENT))
+    JobStore(database).start(DEPLOYMENT, DEPLOYMENT, "deployment", job_log_key(DEPLOYMENT))
     return {"unified_mb": unified_bytes / 1e6, "json_mb": len(document) / 1e6}
 
 
@@ -135,10 +137,10 @@ def run(work: Path) -> str:
         data_dir=work / "state", public_url="http://127.0.0.1", api_token=MACHINE_SECRET
     )
     settings.data_dir.mkdir(parents=True)
-    store = SqlStore(settings.database)
-    sizes = fill(settings, store)
+    database = Database(settings.database)
+    sizes = fill(settings, database)
     port = free_port("127.0.0.1")
-    app = create_app(settings, dispatcher=cast(Dispatcher, NoTemporal()), store=store)
+    app = create_app(settings, dispatcher=cast(Dispatcher, NoTemporal()), database=database)
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", access_log=False)
     )
@@ -154,7 +156,7 @@ def run(work: Path) -> str:
     finally:
         server.should_exit = True
         thread.join(10)
-        store.close()
+        database.close()
     return report(sizes, results, (load_before, os.getloadavg()[0]))
 
 

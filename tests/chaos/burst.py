@@ -11,7 +11,8 @@ from temporalio.api.enums.v1 import PendingActivityState
 from shared.contracts.checkrun import check_run_name
 from shared.contracts.deploy import dispatch_workflow_id
 from shared.devstack import fleetrepo
-from shared.stores.sql import OutboxRow
+from shared.stores.sql.outbox import OutboxStore
+from shared.stores.sql.tables import OutboxRow
 from tests.bench.service import send_open_loop, signed_requests
 from tests.chaos import gitrepo
 from tests.chaos.report import CaseFailed, CaseResult
@@ -62,7 +63,7 @@ def run(chaos: Cluster, result: CaseResult) -> None:
     delivery_ids = [delivery for delivery, _ in requests]
 
     def drained() -> list[OutboxRow] | None:
-        rows = [r for r in chaos.sql.outbox_rows() if r.repo == fleet.full_name]
+        rows = [r for r in OutboxStore(chaos.database).rows() if r.repo == fleet.full_name]
         if len(rows) < PUSHES or any(r.state == "pending" for r in rows):
             return None
         return rows

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from shared.devstack import fleetrepo
+from shared.stores.sql.audit import AuditStore
 from tests.bench.common import rss_kib
 from tests.chaos.rawhttp import Connection, webhook_headers
 from tests.chaos.report import CaseResult
@@ -135,7 +136,7 @@ def forged_click(chaos: Cluster, result: CaseResult) -> None:
     )
 
     def refused() -> list[str] | None:
-        rows = chaos.sql.audit_events(deployment)
+        rows = AuditStore(chaos.database).of_deployment(deployment)
         found = [f"counted={r.counted}, actor={r.actor}, reason: {r.reason}" for r in rows]
         return found or None
 
@@ -159,7 +160,7 @@ def forged_click(chaos: Cluster, result: CaseResult) -> None:
 
     fleet.click(target_run, "approve", "alice")
     published = fleet.finished(deployment, {"success"})
-    rows = chaos.sql.audit_events(deployment)
+    rows = AuditStore(chaos.database).of_deployment(deployment)
     result.check(
         "  then its own Approve: check run; audit rows (counted)",
         f"{published.conclusion}; {[r.counted for r in rows]}",

@@ -10,6 +10,7 @@ from shared.contracts.activityrefs import (
 )
 from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
+from shared.stores.sql.deployments import DeploymentStore
 from tests.chaos import gitrepo
 from tests.chaos.report import CaseResult
 from tests.support.cluster import ActivityRun, Cluster
@@ -141,13 +142,13 @@ def run(chaos: Cluster, result: CaseResult) -> None:
     )
 
     def recorded() -> str | None:  # written right after the check run: give it a moment
-        row = chaos.sql.deployment(deployment)
+        row = DeploymentStore(chaos.database).get(deployment)
         return row.state if row is not None and row.state == "published" else None
 
     try:
         state = fleet.wait("the SQL row", recorded, poll=0.2, timeout=30)
     except AssertionError:
-        row = chaos.sql.deployment(deployment)
+        row = DeploymentStore(chaos.database).get(deployment)
         state = row.state if row else "no row"
     result.check("  the deployment's SQL row", state, "published", state == "published")
     chaos.start_worker(chaos.fresh_worker_id())

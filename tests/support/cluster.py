@@ -30,7 +30,7 @@ from shared.devstack import fleetrepo, temporal
 from shared.devstack.processes import Child
 from shared.devstack.stack import DevStack, StackOptions
 from shared.engine import yamldoc
-from shared.stores.sql import SqlStore
+from shared.stores.sql.engine import Database
 from tests.bench import fleetgen
 from tests.support.fleet import FleetDriver
 from tests.support.stack import inherited_env
@@ -212,7 +212,7 @@ class Cluster:
         self.stack = DevStack(options.with_free_ports(), out=_quiet)
         self.workers: dict[str, Child] = {}
         self._temporal: TemporalView | None = None
-        self._sql: SqlStore | None = None
+        self._database: Database | None = None
         self.started_workers = 0
 
     # --- lifecycle
@@ -231,9 +231,9 @@ class Cluster:
         if self._temporal is not None:
             self._temporal.close()
             self._temporal = None
-        if self._sql is not None:
-            self._sql.close()
-            self._sql = None
+        if self._database is not None:
+            self._database.close()
+            self._database = None
         # a short grace: a worker waits for its running activities, which only slows this
         self.stack.supervisor.stop(timeout=5)
         self.stack.stop()
@@ -287,12 +287,12 @@ class Cluster:
     # --- state outside Temporal
 
     @property
-    def sql(self) -> SqlStore:
+    def database(self) -> Database:
         """The service's database (opened once: opening checks the schema's revision)."""
-        if self._sql is None:
+        if self._database is None:
             url = self.stack.env.get("ROLLWRIGHT_DATABASE_URL")
-            self._sql = SqlStore(url or f"sqlite:///{self.stack.data_dir / 'rollwright.db'}")
-        return self._sql
+            self._database = Database(url or f"sqlite:///{self.stack.data_dir / 'rollwright.db'}")
+        return self._database
 
     # --- fleets
 

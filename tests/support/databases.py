@@ -14,7 +14,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool
 
-from shared.stores.sql import SqlStore
+from shared.stores.sql.engine import Database
 from tests.support.postgres import PostgresServer
 
 TEMPLATE = "rollwright_template"
@@ -47,7 +47,7 @@ class PostgresDatabases:
     def _template(self) -> str:
         if not self._template_ready:
             self._execute(f'CREATE DATABASE "{TEMPLATE}"')
-            SqlStore(self.server.url(TEMPLATE)).close()  # migrates; no connection stays
+            Database(self.server.url(TEMPLATE)).close()  # migrates; no connection stays
             self._template_ready = True
         return TEMPLATE
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from shared.stores.sql import Base
+from shared.stores.sql.tables import Base
 
 connection = context.config.attributes.get("connection")
 if connection is None:

@@ -1,0 +1,258 @@
+"""`DeploymentStore`: deployment history (`deployments`, one row per deployment updated as it
+moves through its states, and `deployment_events`, one row per state change), and the reads
+the job, fleet, root and front pages make of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from shared.contracts.deploy import DELIVERED_STATES, TERMINAL_STATES, DeploymentRecord
+from shared.stores.sql.engine import Database
+from shared.stores.sql.tables import DeploymentEventRow, DeploymentRow, utc
+
+
+@dataclass(frozen=True)
+class FleetRoot:
+    """One root on the fleet page (`DeploymentStore.fleet`)."""
+
+    root: str
+    latest: DeploymentRow
+    delivered: DeploymentRow | None
+    queued: int
+
+
+class DeploymentStore:
+    """Recording deployments' states, and reading deployments back."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def record(self, record: DeploymentRecord) -> None:
+        """Insert or update the deployment's row, and add an event when its state changed.
+
+        Idempotent (activities may retry): the same state recorded again adds no event and
+        keeps the first times it was reached."""
+        at = utc(record.at)
+        with self._db.writing_session() as session:
+            row = session.get(DeploymentRow, record.deployment_id, with_for_update=True)
+            if row is None:
+                row = DeploymentRow(deployment_id=record.deployment_id, created_at=at)
+                session.add(row)
+                previous: str | None = None
+            elif record.state == "queued" and row.state != "queued":
+                # a late "queued" (an attempt that outlived its timeout) never moves a
+                # deployment that has started back into the queue
+                return
+            else:
+                previous = row.state
+            _update(row, record, at)
+            if record.state != previous:
+                session.add(
+                    DeploymentEventRow(
+                        deployment_id=record.deployment_id,
+                        state=record.state,
+                        at=at,
+                        message=record.message,
+                        check_run_id=record.check_run_id,
+                    )
+                )
+            session.commit()
+
+    def get(self, deployment_id: str) -> DeploymentRow | None:
+        with self._db.session() as session:
+            return session.get(DeploymentRow, deployment_id)
+
+    def events(self, deployment_id: str) -> list[DeploymentEventRow]:
+        """The deployment's state changes, oldest first."""
+        with self._db.session() as session:
+            query = (
+                select(DeploymentEventRow)
+                .where(DeploymentEventRow.deployment_id == deployment_id)
+                .order_by(DeploymentEventRow.at, DeploymentEventRow.id)
+            )
+            return list(session.scalars(query))
+
+    def in_repo(
+        self, repo: str, root: str | None = None, *, limit: int = 50, offset: int = 0
+    ) -> list[DeploymentRow]:
+        """A repository's deployments (of one root), newest first."""
+        return self._newest_first(repo, root, limit, offset)
+
+    def of_root(
+        self, root: str, *, limit: int = 50, offset: int = 0, repo: str | None = None
+    ) -> list[DeploymentRow]:
+        """Deployments of a root in any repository (or in `repo`), newest first."""
+        return self._newest_first(repo, root, limit, offset)
+
+    def count(self, repo: str | None, root: str | None = None) -> int:
+        """How many deployments `in_repo` (or `of_root`) would page through."""
+        with self._db.session() as session:
+            query = _deployment_filter(select(func.count()).select_from(DeploymentRow), repo, root)
+            return int(session.scalar(query) or 0)
+
+    def revision_published(self, repo: str, root: str, revision: str) -> bool:
+        """Whether some deployment published `revision` on the root: only such a revision
+        is offered as a rollback target (it is known to have run there)."""
+        with self._db.session() as session:
+            query = (
+                select(DeploymentRow.deployment_id)
+                .where(
+                    DeploymentRow.repo == repo,
+                    DeploymentRow.root == root,
+                    DeploymentRow.revision == revision,
+                    # delivered: published, and verifying/verified/unhealthy after it
+                    DeploymentRow.state.in_(sorted(DELIVERED_STATES)),
+                )
+                .limit(1)
+            )
+            return session.scalar(query) is not None
+
+    def live(self, root: str, repo: str) -> DeploymentRow | None:
+        """The deployment whose render the root runs: the one published last (whatever its
+        verification said)."""
+        with self._db.session() as session:
+            query = (
+                select(DeploymentRow)
+                .where(
+                    DeploymentRow.repo == repo,
+                    DeploymentRow.root == root,
+                    # delivered: published, and verifying/verified/unhealthy after it
+                    DeploymentRow.state.in_(sorted(DELIVERED_STATES)),
+                )
+                .order_by(DeploymentRow.updated_at.desc(), DeploymentRow.deployment_id.desc())
+                .limit(1)
+            )
+            return session.scalar(query)
+
+    def queued(self, root: str, repo: str | None, *, limit: int = 200) -> list[DeploymentRow]:
+        """A root's queued deployments in the order its queue takes them: manual before merge,
+        first come first served within each (the DeployWorkflow's rule; each row is
+        recorded when its deployment joins the queue)."""
+        with self._db.session() as session:
+            query = _deployment_filter(select(DeploymentRow), repo, root).where(
+                DeploymentRow.state == "queued"
+            )
+            rows = list(
+                session.scalars(
+                    query.order_by(DeploymentRow.created_at, DeploymentRow.deployment_id).limit(
+                        limit
+                    )
+                )
+            )
+        return sorted(rows, key=lambda r: 0 if r.trigger == "manual" else 1)
+
+    def roots(self, *, limit: int = 500) -> list[tuple[str, str, int, datetime]]:
+        """(repo, root, deployments, last started) of every root with a deployment, the most
+        recently active first: the gateway's front page."""
+        with self._db.session() as session:
+            last = func.max(DeploymentRow.created_at)
+            query = (
+                select(DeploymentRow.repo, DeploymentRow.root, func.count(), last)
+                .group_by(DeploymentRow.repo, DeploymentRow.root)
+                .order_by(last.desc(), DeploymentRow.repo, DeploymentRow.root)
+                .limit(limit)
+            )
+            return [(r, t, int(n), at) for r, t, n, at in session.execute(query)]
+
+    def repositories(self, root: str | None = None) -> list[str]:
+        """Every repository with a recorded deployment (of `root`, when given), by name."""
+        with self._db.session() as session:
+            query = select(DeploymentRow.repo).distinct().order_by(DeploymentRow.repo)
+            if root is not None:
+                query = query.where(DeploymentRow.root == root)
+            return list(session.scalars(query))
+
+    def fleet(self, repo: str) -> list[FleetRoot]:
+        """Every root of `repo` with a recorded deployment: its newest deployment, its newest
+        one that reached the cluster (published, verifying, verified, unhealthy) and how many
+        are queued; by root. Three indexed queries, however long the history."""
+        with self._db.session() as session:
+            latest = _newest_per_root(session, repo, None)
+            delivered = _newest_per_root(session, repo, DELIVERED_STATES)
+            queued = dict(
+                session.execute(
+                    select(DeploymentRow.root, func.count())
+                    .where(DeploymentRow.repo == repo, DeploymentRow.state == "queued")
+                    .group_by(DeploymentRow.root)
+                ).all()
+            )
+        return [
+            FleetRoot(
+                root=root,
+                latest=row,
+                delivered=delivered.get(root),
+                queued=int(queued.get(root, 0)),
+            )
+            for root, row in sorted(latest.items())
+        ]
+
+    def _newest_first(
+        self, repo: str | None, root: str | None, limit: int, offset: int
+    ) -> list[DeploymentRow]:
+        with self._db.session() as session:
+            query = _deployment_filter(select(DeploymentRow), repo, root)
+            query = query.order_by(
+                DeploymentRow.created_at.desc(), DeploymentRow.deployment_id.desc()
+            )
+            return list(session.scalars(query.limit(limit).offset(offset)))
+
+
+def _update(row: DeploymentRow, record: DeploymentRecord, at: datetime) -> None:
+    """The row as `record` says at `at`; the first times a state was reached are kept."""
+    row.repo = record.repo
+    row.root = record.root
+    row.revision = record.revision
+    row.trigger = record.trigger
+    row.state = record.state
+    row.requested_by = record.requested_by
+    row.approved_by = record.approved_by
+    row.check_run_id = record.check_run_id
+    row.render_digest = record.render_digest
+    row.added = record.added
+    row.removed = record.removed
+    row.changed = record.changed
+    row.message = record.message
+    row.updated_at = at
+    if row.started_at is None and record.state != "queued":
+        row.started_at = at
+    if row.approved_at is None and (record.state == "approved" or record.approved_by):
+        row.approved_at = at
+    if row.finished_at is None and record.state in TERMINAL_STATES:
+        row.finished_at = at
+
+
+def _newest_per_root(
+    session: Session, repo: str, states: frozenset[str] | None
+) -> dict[str, DeploymentRow]:
+    """The newest deployment of each root of `repo` (in one of `states`, when given)."""
+    rank = (
+        func.row_number()
+        .over(
+            partition_by=DeploymentRow.root,
+            order_by=(DeploymentRow.created_at.desc(), DeploymentRow.deployment_id.desc()),
+        )
+        .label("rank")
+    )
+    inner = select(DeploymentRow.deployment_id, rank).where(DeploymentRow.repo == repo)
+    if states is not None:
+        inner = inner.where(DeploymentRow.state.in_(sorted(states)))
+    ranked = inner.subquery()
+    query = (
+        select(DeploymentRow)
+        .join(ranked, DeploymentRow.deployment_id == ranked.c.deployment_id)
+        .where(ranked.c.rank == 1)
+    )
+    return {row.root: row for row in session.scalars(query)}
+
+
+def _deployment_filter(query: Any, repo: str | None, root: str | None) -> Any:
+    if repo is not None:
+        query = query.where(DeploymentRow.repo == repo)
+    if root is not None:
+        query = query.where(DeploymentRow.root == root)
+    return query
