@@ -18,7 +18,7 @@ import yaml
 
 from shared.engine import chart_access
 from shared.engine.errors import FleetError
-from shared.engine.helm import RepositoryUnreachable
+from shared.engine.helm.engine import RepositoryUnreachable
 from tests.atlas_support import layout, make_fleet, one_app, render
 from tests.conftest import FIXTURES
 from tests.support.chart_repo import ChartRepo

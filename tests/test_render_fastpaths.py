@@ -7,16 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from shared.engine import helm, manifests, yamldoc
+from shared.engine import manifests, yamldoc
 from shared.engine.atlas import secrets as atlas_secrets
 from shared.engine.errors import FleetError
+from shared.engine.helm.engine import charts_unchanged, render_chart
 from shared.engine.manifests import Resource
 from shared.engine.secrets import origin
 from tests.conftest import ECHO_CHART, EXAMPLES
 
 
 def render_value(chart: Path) -> str:
-    out = helm.render_chart(chart, {"x": 1}, release="r", namespace="n", source="chart")
+    out = render_chart(chart, {"x": 1}, release="r", namespace="n", source="chart")
     return "".join(out.templates.values())
 
 
@@ -28,12 +29,12 @@ def test_charts_unchanged_fingerprints_once_per_block(tmp_path: Path) -> None:
     template.write_text(template.read_text() + "# edited-1\n")
     # Outside a block every render sees the chart as it is on disk.
     assert "edited-1" in render_value(chart)
-    with helm.charts_unchanged():
+    with charts_unchanged():
         inside = render_value(chart)
         template.write_text(template.read_text() + "# edited-2\n")
         # Inside, the chart is taken as unchanged: the fingerprint was computed once.
         assert render_value(chart) == inside
-        with helm.charts_unchanged():  # nested blocks share the outer one
+        with charts_unchanged():  # nested blocks share the outer one
             assert render_value(chart) == inside
     assert "edited-2" in render_value(chart)
     assert "edited" not in first
@@ -41,8 +42,8 @@ def test_charts_unchanged_fingerprints_once_per_block(tmp_path: Path) -> None:
 
 def test_crds_are_the_same_from_the_cache() -> None:
     chart = EXAMPLES / "atlas-fleet/templates/cert-operator/chart"
-    first = helm.render_chart(chart, {}, release="r", namespace="n", source="c")
-    again = helm.render_chart(chart, {}, release="r", namespace="n", source="c")
+    first = render_chart(chart, {}, release="r", namespace="n", source="c")
+    again = render_chart(chart, {}, release="r", namespace="n", source="c")
     assert list(first.crds) == ["cert-operator/crds/certificates.yaml"] and first.crds == again.crds
     assert "CustomResourceDefinition" in first.crds["cert-operator/crds/certificates.yaml"]
 

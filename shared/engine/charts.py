@@ -39,8 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.engine import chart_access, helm, yamldoc
+from shared.engine import chart_access, yamldoc
 from shared.engine.errors import FleetError
+from shared.engine.helm.engine import pull_chart
 from shared.engine.release import ChartSource
 
 CACHE_ENV = "ROLLWRIGHT_CACHE_DIR"
@@ -234,7 +235,7 @@ def _pull(root: Path, chart: RemoteChart, origin: str) -> tuple[Path, str]:
         else:
             where = chart_access.route(chart.pull_name)
             name, repo_url = where.url, None
-        archive = helm.pull_chart(
+        archive = pull_chart(
             name,
             version=chart.version,
             repo_url=repo_url,

@@ -17,10 +17,11 @@ from typing import Any
 
 import yaml
 
-from shared.engine import argocd, chart_deps, charts, helm, manifests, yamldoc
+from shared.engine import argocd, chart_deps, charts, manifests, yamldoc
 from shared.engine import postrender as patching
 from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.fleetconfig import FleetConfig
+from shared.engine.helm.engine import chart_metadata, default_kube_version, render_chart, satisfies
 from shared.engine.manifests import Resource
 from shared.engine.release import ChartSource, ReleaseSpec
 from shared.engine.secrets.redact import leaf_digests
@@ -185,7 +186,7 @@ def render_release(
         local = kind == "chart" and chart_dir.is_dir()
         try:
             check_chart(path, spec)
-            rendered = helm.render_chart(
+            rendered = render_chart(
                 path,
                 spec.values,
                 release=spec.name,
@@ -313,7 +314,7 @@ def check_chart(path: Path, spec: ReleaseSpec) -> None:
     """What `helm template` refuses before rendering: a library chart (it renders nothing)
     and a cluster outside the chart's `kubeVersion` constraint."""
     source = spec.source.describe()
-    meta = helm.chart_metadata(path, source)
+    meta = chart_metadata(path, source)
     if meta.get("type") == "library":
         raise FleetError(
             f"chart {meta.get('name', source)!r} is a library chart: it renders nothing by "
@@ -322,8 +323,8 @@ def check_chart(path: Path, spec: ReleaseSpec) -> None:
         )
     constraint = str(meta.get("kubeVersion") or "").strip()
     if constraint:
-        version = spec.kube_version or helm.default_kube_version()
-        if not helm.satisfies(constraint, version):
+        version = spec.kube_version or default_kube_version()
+        if not satisfies(constraint, version):
             raise FleetError(
                 f"chart requires kubeVersion: {constraint} which is incompatible with "
                 f"Kubernetes {version} (set kubeVersion for this release, its template or "

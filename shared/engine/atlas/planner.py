@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shared.engine import helm, render, suggest, template_memo, yamldoc
+from shared.engine import render, suggest, yamldoc
 from shared.engine.atlas.discovery import (
     Cluster,
     DeploymentDef,
@@ -59,6 +59,8 @@ from shared.engine.atlas.values import (
 )
 from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.fleetconfig import Capabilities, FleetConfig, parse_model
+from shared.engine.helm import memo
+from shared.engine.helm.engine import chart_defaults, parse_set
 from shared.engine.postrender import PatchOrigin
 from shared.engine.release import ChartSource, ReleaseSpec, Repository, SourceKind
 from shared.engine.tree import GitError, Tree
@@ -419,7 +421,7 @@ class Planner:
             return self.parse_helmfile(template, path, source, source)
         # Cached by the values the template reads: instances often render it alike.
         host = self.files.host(default_decrypt)
-        text = template_memo.render(source, with_atlas(env, atlas), source=path, host=host)
+        text = memo.render(source, with_atlas(env, atlas), source=path, host=host)
         if host.secret_reads:
             # As in ATLAS, whose app templates are rendered without secrets: what a helmfile
             # derives from one would leave the values that redaction follows.
@@ -600,7 +602,7 @@ class Planner:
         hf: Helmfile, where: str, line: int | None, name: str, text: str, string: bool
     ) -> dict[str, Any]:
         try:
-            return helm.parse_set(f"{name}={text}", string=string)
+            return parse_set(f"{name}={text}", string=string)
         except FleetError as err:
             raise FleetError(f"{where}: {err.problem.message}", path=hf.path, line=line) from None
 
@@ -648,10 +650,10 @@ class Planner:
             origin = plan.instance.helmfile.path
             if source.kind == "remote-chart":
                 path = self.resolver.resolve(source, self.tree, origin)
-                cached = helm.chart_defaults(path, source.describe())
+                cached = chart_defaults(path, source.describe())
             else:
                 try:
-                    cached = helm.chart_defaults(self.tree.local_path(source.path), source.path)
+                    cached = chart_defaults(self.tree.local_path(source.path), source.path)
                 except GitError:
                     # A git revision without a checkout: read the chart's values.yaml in place.
                     values = join(source.path, "values.yaml")
