@@ -1,6 +1,6 @@
 """One release, ready to render: where its manifests come from (`ChartSource`) and everything
 the render needs (`ReleaseSpec`). The layouts build these; `shared.engine.render` renders them
-and `shared.engine.charts` fetches remote chart sources."""
+and `shared.engine.charts.remote` fetches remote chart sources."""
 
 from __future__ import annotations
 

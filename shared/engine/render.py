@@ -17,8 +17,9 @@ from typing import Any
 
 import yaml
 
-from shared.engine import argocd, chart_deps, charts, manifests, yamldoc
+from shared.engine import argocd, manifests, yamldoc
 from shared.engine import postrender as patching
+from shared.engine.charts import dependencies, remote
 from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.fleetconfig import FleetConfig
 from shared.engine.helm.engine import chart_metadata, default_kube_version, render_chart, satisfies
@@ -142,14 +143,14 @@ def digest_files(files: dict[str, bytes]) -> str:
 
 class ChartResolver:
     """Turns a `ChartSource` into a local chart path. Remote charts are fetched once into a
-    cache keyed by reference and version (see `shared.engine.charts`)."""
+    cache keyed by reference and version (see `shared.engine.charts.remote`)."""
 
     def resolve(
         self, source: ChartSource, tree: Tree, origin: str, line: int | None = None
     ) -> Path:
         """`origin` and `line`: where the release naming the chart was written."""
         if source.kind == "remote-chart":
-            return charts.fetch(source, origin)
+            return remote.fetch(source, origin)
         path = tree.local_path(source.path)
         if not path.exists():
             raise FleetError(f"chart {source.path!r} not found", path=origin, line=line)
@@ -158,10 +159,11 @@ class ChartResolver:
 
 def prepared_chart(spec: ReleaseSpec, tree: Tree, resolver: ChartResolver) -> tuple[Path, Path]:
     """(the chart's own path, the chart to render): the second has its Chart.yaml
-    dependencies built in (`shared.engine.chart_deps`), or is the first when none are missing."""
+    dependencies built in (`shared.engine.charts.dependencies`), or is the first when none
+    are missing."""
     chart_dir = resolver.resolve(spec.source, tree, spec.origin, spec.origin_line)
     local = spec.source.kind == "chart" and chart_dir.is_dir()
-    path = chart_deps.prepare(
+    path = dependencies.prepare(
         chart_dir,
         source=spec.source.describe(),
         origin=spec.origin,

@@ -1,7 +1,7 @@
 """Values keys the fleet sets that nothing reads: typos such as `imgae:` for `image:`.
 
 A key is *unread* when no release it reaches reads it: not the release's chart templates
-(with its subcharts, `shared.engine.chart_reads`), not the Go templates its values pass
+(with its subcharts, `shared.engine.charts.reads`), not the Go templates its values pass
 through (app templates and values templates, `shared.engine.helm.reads`). A key in
 `global.values.yaml` that one chart reads is read; one that no release of any cluster reads
 is reported once, at its file and line, with the roots it reaches and the closest key the
@@ -23,7 +23,7 @@ from typing import Any
 from shared.engine import render, yamldoc
 from shared.engine.atlas.planner import Planner, ReleasePlan
 from shared.engine.atlas.values import LEVELS, Layer
-from shared.engine.chart_reads import chart_reads
+from shared.engine.charts.reads import chart_reads
 from shared.engine.errors import FleetError, Problem
 from shared.engine.helm.engine import charts_unchanged
 from shared.engine.helm.reads import Path, Reads, chart_template, merge, values_template

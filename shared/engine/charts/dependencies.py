@@ -12,7 +12,7 @@ the fleet repository:
   chart repository, `oci://…`, `@name` / `alias:name` (a `repositories:` entry of the
   release's helmfile, as helmfile registers them with helm) or `file://<path>` (a chart
   directory of the repository, packaged as it is). Remote archives go through
-  `shared.engine.charts`, so they are cached by digest and reached through the worker's
+  `shared.engine.charts.remote`, so they are cached by digest and reached through the worker's
   mirrors and credentials;
 - the chart is then rendered from an archive of its files with the fetched dependencies in
   `charts/` (built once per content, cached by digest). Aliases, conditions, tags and
@@ -32,7 +32,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from shared.engine import charts, yamldoc
+from shared.engine import yamldoc
+from shared.engine.charts import remote
 from shared.engine.errors import FleetError
 from shared.engine.helm.engine import (
     archive_members,
@@ -177,7 +178,7 @@ def _fetch(
         source = ChartSource(
             "remote-chart", ref=f"dep/{name}", version=version, repo_url=repository
         )
-    return charts.fetch(source, origin)
+    return remote.fetch(source, origin)
 
 
 def _local(repository: str, constraint: str, chart_dir: Path, repo_path: str, tree: Tree) -> Path:
@@ -260,7 +261,7 @@ def _stale(entry: str, stale: dict[str, dict[str, Any]]) -> bool:
 def _store(data: bytes) -> Path:
     """Put a built archive in the chart cache under its digest."""
     digest = hashlib.sha256(data).hexdigest()
-    target = charts.cache_dir() / "built" / f"{digest}.tgz"
+    target = remote.cache_dir() / "built" / f"{digest}.tgz"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
