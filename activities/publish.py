@@ -52,7 +52,7 @@ from activities.store import load_render, load_render_meta
 from shared.contracts.deploy import ACT_PUBLISH, PublishRequest, PublishResult
 from shared.engine.errors import FleetError
 from shared.engine.fleetconfig import CONFIG_FILE, FleetConfig, target_path
-from shared.engine.kustomization import KUSTOMIZATION, kustomization
+from shared.engine.manifests.kustomization import KUSTOMIZATION, kustomization
 from shared.settings import Settings
 from shared.stores.blob import BlobStore, BlobStoreError
 from shared.stores.gitmirror import GitMirror, TokenProvider

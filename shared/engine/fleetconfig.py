@@ -20,8 +20,9 @@ from pydantic import (
     model_validator,
 )
 
-from shared.engine import manifests, suggest, yamldoc
+from shared.engine import suggest, yamldoc
 from shared.engine.errors import FleetError, FleetErrors, Problem
+from shared.engine.manifests import documents
 from shared.engine.tree import Tree
 
 CONFIG_FILE = "rollwright.yaml"
@@ -35,15 +36,15 @@ class _Strict(BaseModel):
 
 class OutputSettings(_Strict):
     pattern: str = Field(
-        default=manifests.DEFAULT_PATTERN,
+        default=documents.DEFAULT_PATTERN,
         description="File name of each rendered resource, relative to the root directory. "
-        "Fields: " + ", ".join(sorted(manifests.PATTERN_FIELDS)),
+        "Fields: " + ", ".join(sorted(documents.PATTERN_FIELDS)),
     )
 
     @field_validator("pattern")
     @classmethod
     def _check_pattern(cls, value: str) -> str:
-        problem = manifests.validate_pattern(value)
+        problem = documents.validate_pattern(value)
         if problem:
             raise ValueError(problem)
         return value

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from shared.engine.postrender import PatchOrigin
+from shared.engine.manifests.patches import PatchOrigin
 
 SourceKind = Literal["chart", "remote-chart", "kustomize", "manifests"]
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import yaml
 
-from shared.engine import argocd, manifests, yamldoc
-from shared.engine import postrender as patching
+from shared.engine import yamldoc
 from shared.engine.charts import dependencies, remote
 from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.fleetconfig import FleetConfig
 from shared.engine.helm.engine import chart_metadata, default_kube_version, render_chart, satisfies
-from shared.engine.manifests import Resource
+from shared.engine.manifests import argocd, documents, patches
+from shared.engine.manifests.documents import Resource
 from shared.engine.release import ChartSource, ReleaseSpec
 from shared.engine.secrets.redact import leaf_digests
 from shared.engine.tree import Tree
@@ -213,16 +213,16 @@ def render_release(
                 ) from None
             raise err.within(f"{context} (declared in {spec.origin})") from None
         for name, text in sorted(rendered.crds.items()):
-            crds = manifests.parse(text, f"{spec.source.describe()}:{name}", "crds")
+            crds = documents.parse(text, f"{spec.source.describe()}:{name}", "crds")
             if spec.crds and config.render.crds:
                 resources.extend(crds)
             else:
                 scope_only.extend(crds)
         for name, text in sorted(rendered.templates.items()):
-            resources.extend(manifests.parse(text, f"{spec.source.describe()}:{name}"))
+            resources.extend(documents.parse(text, f"{spec.source.describe()}:{name}"))
     elif kind == "kustomize":
         text = kustomize(tree.local_path(spec.source.path), spec.source.path)
-        resources.extend(manifests.parse(text, spec.source.path))
+        resources.extend(documents.parse(text, spec.source.path))
     else:
         base = tree.local_path(spec.source.path)
         if not base.is_dir():
@@ -234,26 +234,26 @@ def render_release(
         for file in sorted(base.rglob("*")):
             if file.suffix in (".yaml", ".yml") and file.is_file():
                 rel = f"{spec.source.path}/{file.relative_to(base).as_posix()}"
-                resources.extend(manifests.parse(file.read_text(encoding="utf-8"), rel))
+                resources.extend(documents.parse(file.read_text(encoding="utf-8"), rel))
 
     keep_hooks = config.render.hooks if spec.hooks is None else spec.hooks
     keep_tests = spec.tests or config.render.tests
     kept: list[Resource] = []
     for res in resources:
         if res.section != "crds":
-            res.section = manifests.hook_section(res)
+            res.section = documents.hook_section(res)
         if (res.section == "hooks" and not keep_hooks) or (
             res.section == "tests" and not keep_tests
         ):
             continue
         kept.append(res)
 
-    cluster_kinds = manifests.cluster_scoped_kinds(
+    cluster_kinds = documents.cluster_scoped_kinds(
         kept + scope_only, frozenset(config.render.cluster_scoped_kinds)
     )
     for res in kept:
-        manifests.apply_namespace(res, spec.namespace, cluster_kinds)
-    patching.apply_release_patches(
+        documents.apply_namespace(res, spec.namespace, cluster_kinds)
+    patches.apply_release_patches(
         kept,
         spec.json_patches,
         spec.strategic_merge_patches,
@@ -263,7 +263,7 @@ def render_release(
     )
     if spec.remove_labels:
         for res in kept:
-            manifests.remove_labels(res, spec.remove_labels)
+            documents.remove_labels(res, spec.remove_labels)
     check_argocd(kept, spec, tree)
     return kept
 
@@ -338,13 +338,13 @@ def check_chart(path: Path, spec: ReleaseSpec) -> None:
 def release_files(
     spec: ReleaseSpec, resources: list[Resource], config: FleetConfig
 ) -> dict[str, bytes]:
-    cluster_kinds = manifests.cluster_scoped_kinds(
+    cluster_kinds = documents.cluster_scoped_kinds(
         resources, frozenset(config.render.cluster_scoped_kinds)
     )
     files: dict[str, bytes] = {}
     origins: dict[str, str] = {}
     for res in resources:
-        name = manifests.file_name(
+        name = documents.file_name(
             res,
             pattern=config.output.pattern,
             root=spec.root,
@@ -360,7 +360,7 @@ def release_files(
                 line=spec.origin_line,
             )
         origins[name] = res.source
-        files[name] = manifests.dump(res).encode()
+        files[name] = documents.dump(res).encode()
     return files
 
 

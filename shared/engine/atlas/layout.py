@@ -28,7 +28,7 @@ from shared.engine.errors import FleetError, Problem
 from shared.engine.fleetconfig import FleetConfig
 from shared.engine.helm.engine import charts_unchanged
 from shared.engine.layout import ReleaseInfo
-from shared.engine.manifests import Resource
+from shared.engine.manifests.documents import Resource
 from shared.engine.release import ReleaseSpec
 from shared.engine.tree import Tree
 

@@ -61,7 +61,7 @@ from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.fleetconfig import Capabilities, FleetConfig, parse_model
 from shared.engine.helm import memo
 from shared.engine.helm.engine import chart_defaults, parse_set
-from shared.engine.postrender import PatchOrigin
+from shared.engine.manifests.patches import PatchOrigin
 from shared.engine.release import ChartSource, ReleaseSpec, Repository, SourceKind
 from shared.engine.tree import GitError, Tree
 from shared.engine.values import deep_merge

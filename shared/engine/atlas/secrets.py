@@ -24,7 +24,7 @@ from shared.engine.atlas.planner import Planner, ReleasePlan, helmfile_context
 from shared.engine.atlas.values import Layer, default_decrypt, environment, with_atlas
 from shared.engine.errors import FleetError
 from shared.engine.helm import gotmpl
-from shared.engine.manifests import Resource
+from shared.engine.manifests.documents import Resource
 from shared.engine.release import ReleaseSpec
 from shared.engine.secrets import origin
 from shared.engine.secrets.redact import Path, Redactor, redact_tree

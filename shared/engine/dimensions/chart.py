@@ -19,7 +19,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from shared.engine import argocd, yamldoc
+from shared.engine import yamldoc
 from shared.engine.dimensions.config import Place
 from shared.engine.dimensions.models import (
     DEFAULTS_FILES,
@@ -30,6 +30,7 @@ from shared.engine.dimensions.models import (
 from shared.engine.errors import FleetError
 from shared.engine.helm.engine import render_template
 from shared.engine.helm.errors import reword
+from shared.engine.manifests import argocd
 from shared.engine.tree import join
 
 CHART_VERSION = "0.1.0"

@@ -27,7 +27,7 @@ import jsonpatch
 
 from shared.engine import suggest
 from shared.engine.errors import FleetError
-from shared.engine.manifests import Resource
+from shared.engine.manifests.documents import Resource
 
 # Merge keys of lists Kubernetes merges item by item (patchMergeKey in the API types).
 MERGE_KEYS: dict[str, str] = {
