@@ -50,8 +50,9 @@ from activities.publish_plaintext import fleet_config, publish_tree
 from activities.publish_s3 import S3Publisher, S3PublishError
 from activities.store import load_render, load_render_meta
 from shared.contracts.deploy import ACT_PUBLISH, PublishRequest, PublishResult
+from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
+from shared.engine.config.publish import target_path
 from shared.engine.errors import FleetError
-from shared.engine.fleetconfig import CONFIG_FILE, FleetConfig, target_path
 from shared.engine.manifests.kustomization import KUSTOMIZATION, kustomization
 from shared.settings import Settings
 from shared.stores.blob import BlobStore, BlobStoreError

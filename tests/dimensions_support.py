@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.dimensions.layout import DimensionsLayout
-from shared.engine.fleetconfig import FleetConfig
 from shared.engine.helm.engine import render_chart
 from shared.engine.tree import WorkTree
 from tests.conftest import write_files

@@ -12,10 +12,10 @@ import yaml
 
 from shared.cli.main import main
 from shared.engine import yamldoc
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
-from shared.engine.fleetconfig import FleetConfig
 from shared.engine.tree import GitTree, WorkTree
 from shared.engine.validate import validate_fleet
 from shared.promotion import plan as promotion

@@ -14,8 +14,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from shared.engine.config.fleet import FleetConfig
+from shared.engine.config.output import OutputSettings, RenderSettings
 from shared.engine.errors import FleetError
-from shared.engine.fleetconfig import FleetConfig, OutputSettings, RenderSettings
 from shared.engine.helm.engine import clear_caches
 from shared.engine.release import ChartSource, ReleaseSpec
 from shared.engine.render import release_files, render_release

@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         DispatchInput,
         dispatch_workflow_id,
     )
-    from shared.engine.fleetconfig import FleetConfig
+    from shared.engine.config.fleet import FleetConfig
     from tests.support.deploy_versions import (
         DeployBeforeBounded,
         DeployBeforeRecordQueued,

@@ -15,11 +15,11 @@ import fnmatch
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from shared.engine import fleetconfig, suggest
+from shared.engine import suggest
 from shared.engine.atlas.layout import AtlasLayout
+from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
 from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.errors import FleetError, FleetErrors, Problem
-from shared.engine.fleetconfig import FleetConfig
 from shared.engine.layout import Layout, ReleaseInfo, detect_layout
 from shared.engine.render import Render
 from shared.engine.secrets.redact import Redactor
@@ -36,7 +36,7 @@ class Fleet:
 
     @classmethod
     def open(cls, tree: Tree) -> Fleet:
-        config = fleetconfig.load(tree)
+        config = FleetConfig.load(tree)
         kind = detect_layout(tree, config)
         layout: Layout = (
             AtlasLayout(tree, config) if kind == "atlas" else DimensionsLayout(tree, config)
@@ -137,7 +137,7 @@ class Fleet:
             for rule in extra:
                 if any(_glob(path, rule.path) for path in changed):
                     out |= {r for r in roots if any(fnmatch.fnmatchcase(r, g) for g in rule.roots)}
-        if fleetconfig.CONFIG_FILE in changed:
+        if CONFIG_FILE in changed:
             out |= set(self.roots())
         return out
 

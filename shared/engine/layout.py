@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shared.engine import fleetconfig
+from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
 from shared.engine.errors import FleetError, Problem
-from shared.engine.fleetconfig import FleetConfig
 from shared.engine.tree import Tree
 
 
@@ -86,5 +85,5 @@ def detect_layout(tree: Tree, config: FleetConfig) -> str:
     raise FleetError(
         "cannot tell the fleet layout: no rollwright.yaml 'layout', no config/config.yaml "
         "(dimensions) and no deployments/ directory (atlas)",
-        path=fleetconfig.CONFIG_FILE,
+        path=CONFIG_FILE,
     )

@@ -19,8 +19,8 @@ import yaml
 
 from shared.engine import yamldoc
 from shared.engine.charts import dependencies, remote
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.errors import FleetError, FleetErrors, Problem
-from shared.engine.fleetconfig import FleetConfig
 from shared.engine.helm.engine import chart_metadata, default_kube_version, render_chart, satisfies
 from shared.engine.manifests import argocd, documents, patches
 from shared.engine.manifests.documents import Resource

@@ -18,8 +18,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from shared.engine.atlas import files as atlas_files
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.dimensions import models as dimensions
-from shared.engine.fleetconfig import FleetConfig
 
 SCHEMA_BASE = "https://rollwright.dev/schemas/"
 

@@ -33,17 +33,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from shared.engine import fleetconfig, yamldoc
-from shared.engine.dimensions import patches
+from shared.engine import yamldoc
+from shared.engine.config.durations import duration_seconds
+from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
+from shared.engine.config.rollout import RolloutSettings
+from shared.engine.config.windows import window_state
+from shared.engine.dimensions import models, patches
 from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.dimensions.merge import touches_secret
-from shared.engine.dimensions.models import CONFIG_FILE, DEFAULTS_FILES, VALUES_FILE, Section
+from shared.engine.dimensions.models import DEFAULTS_FILES, VALUES_FILE, Section
 from shared.engine.errors import FleetError, Problem
-from shared.engine.fleetconfig import FleetConfig, RolloutSettings, duration_seconds
 from shared.engine.layout import detect_layout
 from shared.engine.tree import GitTree, Tree, join
 from shared.engine.values import deep_merge, escape_pointer_token, get_pointer, parse_pointer
-from shared.engine.windows import window_state
 from shared.promotion import yamledit
 
 Gate = Literal["automated", "manual"]
@@ -169,12 +171,12 @@ class _Fleet:
 
     def __init__(self, tree: Tree) -> None:
         self.tree = tree
-        self.config: FleetConfig = fleetconfig.load(tree)
+        self.config: FleetConfig = FleetConfig.load(tree)
         if detect_layout(tree, self.config) != "dimensions":
             raise FleetError(
                 "promotion needs the dimensions layout (config/config.yaml); this fleet uses "
                 "another layout",
-                path=fleetconfig.CONFIG_FILE,
+                path=CONFIG_FILE,
             )
         self.layout = DimensionsLayout(tree, self.config)
         self.settings: RolloutSettings = self.config.rollout
@@ -200,10 +202,10 @@ class _Fleet:
         depth = sequence.level_depth(step)
         if depth is None:
             names = ", ".join(d.key for d in sequence.dimensions)
-            text = tree.read_text(fleetconfig.CONFIG_FILE)
+            text = tree.read_text(CONFIG_FILE)
             raise FleetError(
-                f"rollout.step {step!r} is not a dimension of {CONFIG_FILE} ({names})",
-                path=fleetconfig.CONFIG_FILE,
+                f"rollout.step {step!r} is not a dimension of {models.CONFIG_FILE} ({names})",
+                path=CONFIG_FILE,
                 line=yamldoc.key_line(text, ("rollout", "step")),
             )
         return depth
@@ -267,7 +269,7 @@ class _Fleet:
         n = self.by_path.get(path.strip("/"))
         if n is None:
             raise PromotionError(
-                f"unknown node {path!r}; nodes of the sequence in {CONFIG_FILE}: "
+                f"unknown node {path!r}; nodes of the sequence in {models.CONFIG_FILE}: "
                 + ", ".join(x.path for x in self.nodes)
             )
         return n

@@ -128,7 +128,7 @@ from shared.contracts.promotion import (
 from shared.contracts.queueing import await_closed
 from shared.contracts.verify import ACT_VERIFY_PLAN, VerifyPlanRequest, VerifyPlanResult
 from shared.devstack.temporal import temporal_binary
-from shared.engine.fleetconfig import FleetConfig
+from shared.engine.config.fleet import FleetConfig
 from shared.review.governance import decide, policy_for
 from tests.support import queries
 from workflows.deploy import DeployWorkflow

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shared.engine.fleetconfig import Capabilities
+from shared.engine.config.atlas import Capabilities
 
 DEPLOYMENTS = "deployments"
 TEMPLATES = "templates"

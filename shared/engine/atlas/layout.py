@@ -24,8 +24,8 @@ from shared.engine.atlas.files import FILE_SCHEMAS
 from shared.engine.atlas.instance_patches import apply_instance_patches
 from shared.engine.atlas.planner import Planner, ReleasePlan
 from shared.engine.atlas.values import Decrypt, Layer, ValueFiles, default_decrypt
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.errors import FleetError, Problem
-from shared.engine.fleetconfig import FleetConfig
 from shared.engine.helm.engine import charts_unchanged
 from shared.engine.layout import ReleaseInfo
 from shared.engine.manifests.documents import Resource

@@ -57,8 +57,10 @@ from shared.engine.atlas.values import (
     merge_into,
     with_atlas,
 )
+from shared.engine.config.atlas import Capabilities
+from shared.engine.config.fleet import FleetConfig
+from shared.engine.config.parsing import parse_model
 from shared.engine.errors import FleetError, FleetErrors, Problem
-from shared.engine.fleetconfig import Capabilities, FleetConfig, parse_model
 from shared.engine.helm import memo
 from shared.engine.helm.engine import chart_defaults, parse_set
 from shared.engine.manifests.patches import PatchOrigin

@@ -20,13 +20,13 @@ from importlib import resources
 from typing import Any
 
 from shared.engine import yamldoc
-from shared.engine.dimensions.config import Place
 from shared.engine.dimensions.models import (
     DEFAULTS_FILES,
     VALUES_FILE,
     ClusterTypeSpec,
     Component,
 )
+from shared.engine.dimensions.sequence import Place
 from shared.engine.errors import FleetError
 from shared.engine.helm.engine import render_template
 from shared.engine.helm.errors import reword
