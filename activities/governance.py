@@ -37,7 +37,7 @@ from shared.contracts.governance import (
 from shared.contracts.preview import preview_fingerprints_key
 from shared.engine.atlas.layout import AtlasLayout
 from shared.engine.config.fleet import FleetConfig
-from shared.engine.layout import detect_layout
+from shared.engine.fleet import detect_layout
 from shared.engine.tree import WorkTree
 from shared.github.app import GitHubApp, PullOfCommit
 from shared.review.diff import fingerprint

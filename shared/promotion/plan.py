@@ -43,7 +43,7 @@ from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.dimensions.merge import touches_secret
 from shared.engine.dimensions.models import DEFAULTS_FILES, VALUES_FILE, Section
 from shared.engine.errors import FleetError, Problem
-from shared.engine.layout import detect_layout
+from shared.engine.fleet import detect_layout
 from shared.engine.tree import GitTree, Tree, join
 from shared.engine.values import deep_merge, escape_pointer_token, get_pointer, parse_pointer
 from shared.promotion import yamledit

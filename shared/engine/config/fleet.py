@@ -6,7 +6,6 @@ dimensions, `deployments/` → atlas). Unknown keys are errors, so typos do not 
 from __future__ import annotations
 
 import fnmatch
-from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -20,6 +19,7 @@ from shared.engine.config.publish import PublishSettings
 from shared.engine.config.review import ReviewSettings
 from shared.engine.config.rollout import RolloutSettings
 from shared.engine.config.verify import VerifyRule
+from shared.engine.layout import LayoutName
 from shared.engine.tree import Tree
 
 CONFIG_FILE = "rollwright.yaml"
@@ -28,7 +28,7 @@ CONFIG_FILE = "rollwright.yaml"
 class FleetConfig(StrictModel):
     """The whole `rollwright.yaml`."""
 
-    layout: Literal["atlas", "dimensions"] | None = Field(
+    layout: LayoutName | None = Field(
         default=None, description="Fleet layout; detected when absent."
     )
     strict: bool = Field(
