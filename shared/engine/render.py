@@ -179,75 +179,17 @@ def render_release(
     spec: ReleaseSpec, tree: Tree, config: FleetConfig, resolver: ChartResolver | None = None
 ) -> list[Resource]:
     """Render one release into post-processed resources (sections set, hooks filtered)."""
-    resolver = resolver or ChartResolver()
-    resources: list[Resource] = []
     scope_only: list[Resource] = []  # CRDs not rendered, consulted for their kinds' scope
     kind = spec.source.kind
     if kind in ("chart", "remote-chart"):
-        chart_dir, path = prepared_chart(spec, tree, resolver)
-        local = kind == "chart" and chart_dir.is_dir()
-        try:
-            check_chart(path, spec)
-            rendered = render_chart(
-                path,
-                spec.values,
-                release=spec.name,
-                namespace=spec.namespace,
-                source=spec.source.describe(),
-                # Always read the chart's crds/: even when they are not written out, their
-                # scope says which custom kinds are cluster-scoped.
-                include_crds=True,
-                kube_version=spec.kube_version,
-                api_versions=spec.api_versions,
-                skip_schema_validation=spec.skip_schema_validation,
-                files_root=chart_dir if local else None,
-            )
-        except FleetError as err:
-            context = f"release {spec.id!r}"
-            if kind == "remote-chart":
-                # Not a file in the repo: point at the file that declared the release.
-                raise FleetError(
-                    f"{context}, chart {spec.source.describe()}: {err.problem.message}",
-                    path=spec.origin,
-                    line=spec.origin_line,
-                ) from None
-            raise err.within(f"{context} (declared in {spec.origin})") from None
-        for name, text in sorted(rendered.crds.items()):
-            crds = documents.parse(text, f"{spec.source.describe()}:{name}", "crds")
-            if spec.crds and config.render.crds:
-                resources.extend(crds)
-            else:
-                scope_only.extend(crds)
-        for name, text in sorted(rendered.templates.items()):
-            resources.extend(documents.parse(text, f"{spec.source.describe()}:{name}"))
+        resources, scope_only = _chart_resources(spec, tree, config, resolver or ChartResolver())
     elif kind == "kustomize":
         text = kustomize(tree.local_path(spec.source.path), spec.source.path)
-        resources.extend(documents.parse(text, spec.source.path))
+        resources = documents.parse(text, spec.source.path)
     else:
-        base = tree.local_path(spec.source.path)
-        if not base.is_dir():
-            raise FleetError(
-                f"manifest directory {spec.source.path!r} not found",
-                path=spec.origin,
-                line=spec.origin_line,
-            )
-        for file in sorted(base.rglob("*")):
-            if file.suffix in (".yaml", ".yml") and file.is_file():
-                rel = f"{spec.source.path}/{file.relative_to(base).as_posix()}"
-                resources.extend(documents.parse(file.read_text(encoding="utf-8"), rel))
+        resources = _manifest_resources(spec, tree)
 
-    keep_hooks = config.render.hooks if spec.hooks is None else spec.hooks
-    keep_tests = spec.tests or config.render.tests
-    kept: list[Resource] = []
-    for res in resources:
-        if res.section != "crds":
-            res.section = documents.hook_section(res)
-        if (res.section == "hooks" and not keep_hooks) or (
-            res.section == "tests" and not keep_tests
-        ):
-            continue
-        kept.append(res)
-
+    kept = _kept_sections(resources, spec, config)
     cluster_kinds = documents.cluster_scoped_kinds(
         kept + scope_only, frozenset(config.render.cluster_scoped_kinds)
     )
@@ -265,6 +207,87 @@ def render_release(
         for res in kept:
             documents.remove_labels(res, spec.remove_labels)
     check_argocd(kept, spec, tree)
+    return kept
+
+
+def _chart_resources(
+    spec: ReleaseSpec, tree: Tree, config: FleetConfig, resolver: ChartResolver
+) -> tuple[list[Resource], list[Resource]]:
+    """(the resources a chart renders, the CRDs only consulted for their kinds' scope)."""
+    kind = spec.source.kind
+    chart_dir, path = prepared_chart(spec, tree, resolver)
+    local = kind == "chart" and chart_dir.is_dir()
+    try:
+        check_chart(path, spec)
+        rendered = render_chart(
+            path,
+            spec.values,
+            release=spec.name,
+            namespace=spec.namespace,
+            source=spec.source.describe(),
+            # Always read the chart's crds/: even when they are not written out, their
+            # scope says which custom kinds are cluster-scoped.
+            include_crds=True,
+            kube_version=spec.kube_version,
+            api_versions=spec.api_versions,
+            skip_schema_validation=spec.skip_schema_validation,
+            files_root=chart_dir if local else None,
+        )
+    except FleetError as err:
+        context = f"release {spec.id!r}"
+        if kind == "remote-chart":
+            # Not a file in the repo: point at the file that declared the release.
+            raise FleetError(
+                f"{context}, chart {spec.source.describe()}: {err.problem.message}",
+                path=spec.origin,
+                line=spec.origin_line,
+            ) from None
+        raise err.within(f"{context} (declared in {spec.origin})") from None
+    resources: list[Resource] = []
+    scope_only: list[Resource] = []
+    for name, text in sorted(rendered.crds.items()):
+        crds = documents.parse(text, f"{spec.source.describe()}:{name}", "crds")
+        if spec.crds and config.render.crds:
+            resources.extend(crds)
+        else:
+            scope_only.extend(crds)
+    for name, text in sorted(rendered.templates.items()):
+        resources.extend(documents.parse(text, f"{spec.source.describe()}:{name}"))
+    return resources, scope_only
+
+
+def _manifest_resources(spec: ReleaseSpec, tree: Tree) -> list[Resource]:
+    """The resources of a directory of plain manifests (every .yaml / .yml below it)."""
+    base = tree.local_path(spec.source.path)
+    if not base.is_dir():
+        raise FleetError(
+            f"manifest directory {spec.source.path!r} not found",
+            path=spec.origin,
+            line=spec.origin_line,
+        )
+    resources: list[Resource] = []
+    for file in sorted(base.rglob("*")):
+        if file.suffix in (".yaml", ".yml") and file.is_file():
+            rel = f"{spec.source.path}/{file.relative_to(base).as_posix()}"
+            resources.extend(documents.parse(file.read_text(encoding="utf-8"), rel))
+    return resources
+
+
+def _kept_sections(
+    resources: list[Resource], spec: ReleaseSpec, config: FleetConfig
+) -> list[Resource]:
+    """The resources with their section set (hooks, tests), those the release drops left out."""
+    keep_hooks = config.render.hooks if spec.hooks is None else spec.hooks
+    keep_tests = spec.tests or config.render.tests
+    kept: list[Resource] = []
+    for res in resources:
+        if res.section != "crds":
+            res.section = documents.hook_section(res)
+        if (res.section == "hooks" and not keep_hooks) or (
+            res.section == "tests" and not keep_tests
+        ):
+            continue
+        kept.append(res)
     return kept
 
 
