@@ -3,7 +3,7 @@ deployment.yaml, applied to the rendered objects of all the instance's releases 
 
 from __future__ import annotations
 
-from shared.engine.atlas.planner import InstancePlan, ReleasePlan
+from shared.engine.atlas.plans import InstancePlan, ReleasePlan
 from shared.engine.errors import FleetError
 from shared.engine.manifests import patches
 from shared.engine.manifests.documents import Resource

@@ -22,7 +22,8 @@ from shared.engine.atlas import affected, secrets, unread, validate
 from shared.engine.atlas.discovery import Cluster
 from shared.engine.atlas.files import FILE_SCHEMAS
 from shared.engine.atlas.instance_patches import apply_instance_patches
-from shared.engine.atlas.planner import Planner, ReleasePlan
+from shared.engine.atlas.planner import Planner
+from shared.engine.atlas.plans import ReleasePlan
 from shared.engine.atlas.values import Decrypt, Layer, ValueFiles, default_decrypt
 from shared.engine.config.fleet import FleetConfig
 from shared.engine.errors import FleetError, Problem

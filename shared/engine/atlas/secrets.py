@@ -20,7 +20,8 @@ from typing import Any
 
 from shared.engine import render
 from shared.engine.atlas.instance_patches import apply_instance_patches
-from shared.engine.atlas.planner import Planner, ReleasePlan, helmfile_context
+from shared.engine.atlas.planner import Planner, helmfile_context
+from shared.engine.atlas.plans import ReleasePlan
 from shared.engine.atlas.values import Layer, default_decrypt, environment, with_atlas
 from shared.engine.errors import FleetError
 from shared.engine.helm import gotmpl

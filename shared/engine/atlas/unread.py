@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.engine import render, yamldoc
-from shared.engine.atlas.planner import Planner, ReleasePlan
+from shared.engine.atlas.planner import Planner
+from shared.engine.atlas.plans import ReleasePlan
 from shared.engine.atlas.values import LEVELS, Layer
 from shared.engine.charts.reads import chart_reads
 from shared.engine.errors import FleetError, Problem
