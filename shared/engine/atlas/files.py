@@ -418,7 +418,7 @@ VALUES_SCHEMA: dict[str, Any] = {
     "type": "object",
 }
 
-FILE_SCHEMAS: dict[str, type[BaseModel] | dict[str, Any]] = {
+ATLAS_SCHEMAS: dict[str, type[BaseModel] | dict[str, Any]] = {
     "atlas-deployment": DeploymentFile,
     "atlas-helmfile": HelmfileTemplate,
     "atlas-values": VALUES_SCHEMA,

@@ -20,7 +20,6 @@ from typing import Any
 from shared.engine import render
 from shared.engine.atlas import affected, secrets, unread, validate
 from shared.engine.atlas.discovery import Cluster
-from shared.engine.atlas.files import FILE_SCHEMAS
 from shared.engine.atlas.instance_patches import apply_instance_patches
 from shared.engine.atlas.planner import Planner
 from shared.engine.atlas.plans import ReleasePlan
@@ -33,7 +32,7 @@ from shared.engine.manifests.documents import Resource
 from shared.engine.release import ReleaseSpec
 from shared.engine.tree import Tree
 
-__all__ = ["FILE_SCHEMAS", "AtlasLayout", "Layer"]
+__all__ = ["AtlasLayout", "Layer"]
 
 
 class AtlasLayout:
