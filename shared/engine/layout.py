@@ -127,8 +127,8 @@ LAYOUTS: tuple[LayoutKind, ...] = (
 LAYOUT_NAMES: tuple[str, ...] = tuple(sorted(kind.name for kind in LAYOUTS))
 
 if TYPE_CHECKING:
-    # mypy reads a literal type only when it is spelt out; pydantic validates (and the JSON
-    # Schema lists) the Literal built from the registry below.
+    # mypy reads a literal type only when it is spelt out; at run time pydantic validates
+    # (and the JSON Schema lists) the Literal the registry's names make.
     LayoutName = str
 else:
     LayoutName = Literal[LAYOUT_NAMES]
