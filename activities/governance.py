@@ -37,9 +37,9 @@ from shared.contracts.governance import (
     Verdict,
 )
 from shared.contracts.preview import preview_fingerprints_key
-from shared.engine import fleetconfig
 from shared.engine.atlas.layout import AtlasLayout
-from shared.engine.layout import detect_layout
+from shared.engine.config.fleet import FleetConfig
+from shared.engine.fleet import detect_layout
 from shared.engine.tree import WorkTree
 from shared.github.app import GitHubApp, PullOfCommit
 from shared.review.diff import fingerprint
@@ -99,7 +99,7 @@ class GovernanceActivities:
 
     def _policy(self, request: ReviewPolicyRequest) -> ReviewPolicy:
         tree = WorkTree(Path(request.checkout_path))
-        config = fleetconfig.load(tree)
+        config = FleetConfig.load(tree)
         layout = detect_layout(tree, config)
         owners = []
         if request.new_prefix:

@@ -60,11 +60,11 @@ from shared.contracts.promotion import (
     WindowInfo,
     promotion_workflow_id,
 )
-from shared.engine import fleetconfig
+from shared.engine.config.fleet import FleetConfig
+from shared.engine.config.windows import window_state
 from shared.engine.dimensions.patches import load_patch
 from shared.engine.errors import FleetError
 from shared.engine.tree import GitTree, Tree, changed_files, git
-from shared.engine.windows import window_state
 from shared.github.gitdata import (
     BranchMoved,
     branch_tip,
@@ -476,7 +476,7 @@ def evaluate(tree: Tree, patch_id: str, now: datetime) -> Evaluation:
             )
     window = WindowInfo()
     if status.next_node is not None:
-        settings = fleetconfig.load(tree).rollout
+        settings = FleetConfig.load(tree).rollout
         state = window_state(settings, status.next_node.path, now.astimezone(UTC))
         window = WindowInfo(
             open=state.open,
@@ -486,7 +486,7 @@ def evaluate(tree: Tree, patch_id: str, now: datetime) -> Evaluation:
         )
     return Evaluation(
         revision=revision,
-        rollback=fleetconfig.load(tree).rollout.rollback,
+        rollback=FleetConfig.load(tree).rollout.rollback,
         plan=[infos[n.path] for n in plan],
         active_nodes=covered,
         current_node=current.path if current else None,

@@ -49,16 +49,12 @@ from activities.publish_git import (
 from activities.publish_plaintext import fleet_config, publish_tree
 from activities.publish_s3 import S3Publisher, S3PublishError
 from activities.store import load_render, load_render_meta
-from shared.contracts.activityrefs import (
-    ACT_PUBLISH,
-)
-from shared.contracts.deploy import (
-    PublishRequest,
-    PublishResult,
-)
+from shared.contracts.activityrefs import ACT_PUBLISH
+from shared.contracts.deploy import PublishRequest, PublishResult
+from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
+from shared.engine.config.publish import target_path
 from shared.engine.errors import FleetError
-from shared.engine.fleetconfig import CONFIG_FILE, FleetConfig, target_path
-from shared.engine.kustomization import KUSTOMIZATION, kustomization
+from shared.engine.manifests.kustomization import KUSTOMIZATION, kustomization
 from shared.settings import Settings
 from shared.stores.blob import BlobStore, BlobStoreError
 from shared.stores.gitmirror import GitMirror, TokenProvider

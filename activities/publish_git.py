@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from shared.contracts.deploy import PublishRequest, RepoRef
-from shared.engine.fleetconfig import GitPublishSettings
+from shared.engine.config.publish import GitPublishSettings
 from shared.process import CommandTimedOut, Finished, run
 from shared.stores.gitmirror import TokenProvider, git_env
 

@@ -21,8 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.render import render_checkout
 from shared.contracts.deploy import PublishRequest
-from shared.engine import fleetconfig
-from shared.engine.fleetconfig import FleetConfig
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.publish_secrets import publishable_files, secret_files
 from shared.engine.tree import GitTree
 from shared.stores.gitmirror import GitMirror
@@ -42,7 +41,7 @@ class PublishTree:
 def fleet_config(mirror: GitMirror, request: PublishRequest) -> FleetConfig:
     """`rollwright.yaml` at the deployment's revision (read from the mirror, no checkout)."""
     path = mirror.ensure(request.repo, request.revision)
-    return fleetconfig.load(GitTree(path, request.revision))
+    return FleetConfig.load(GitTree(path, request.revision))
 
 
 def publish_tree(

@@ -47,7 +47,9 @@ from shared.contracts.verify import (
     VerifyRequest,
     VerifyResult,
 )
-from shared.engine import fleetconfig
+from shared.engine.config.durations import duration_seconds
+from shared.engine.config.fleet import FleetConfig
+from shared.engine.config.publish import target_path
 from shared.engine.tree import GitTree
 from shared.process import run
 from shared.stores.gitmirror import GitMirror, GitMirrorError, RevisionNotFound
@@ -62,7 +64,7 @@ _FAILED_PHASES = ("Failed", "Error")
 
 
 def plan_for(
-    config: fleetconfig.FleetConfig, req: VerifyPlanRequest, *, web_url: str = "https://github.com"
+    config: FleetConfig, req: VerifyPlanRequest, *, web_url: str = "https://github.com"
 ) -> VerifyPlan | None:
     """The verify plan of `req.root`, or None when no rule applies to it."""
     rule = config.verify_rule(req.root)
@@ -88,7 +90,7 @@ def plan_for(
             url=url,
             status=rule.http.status,
             retries=rule.http.retries,
-            interval_seconds=fleetconfig.duration_seconds(rule.http.interval),
+            interval_seconds=duration_seconds(rule.http.interval),
         )
     return VerifyPlan(
         root=req.root,
@@ -102,9 +104,7 @@ def plan_for(
     )
 
 
-def _source(
-    config: fleetconfig.FleetConfig, req: VerifyPlanRequest, web_url: str
-) -> PublishedSource | None:
+def _source(config: FleetConfig, req: VerifyPlanRequest, web_url: str) -> PublishedSource | None:
     """The published branch's repository when the App can read it (the fleet repo, or one of
     its owner's): a URL target is pushed with the worker's own credentials, and the
     installation token must not go there, so only its exact commit counts."""
@@ -117,7 +117,7 @@ def _source(
         return None  # refused at publish already
     if target.auth is None:
         return None
-    return PublishedSource(repo=target.auth, path=fleetconfig.target_path(settings.path, req.root))
+    return PublishedSource(repo=target.auth, path=target_path(settings.path, req.root))
 
 
 def _fill(template: str | None, name: str) -> str | None:
@@ -138,7 +138,7 @@ class VerifyPlans:
 
     def _plan(self, req: VerifyPlanRequest) -> VerifyPlanResult:
         path = self.mirror.ensure(req.repo, req.revision)
-        config = fleetconfig.load(GitTree(path, req.revision))
+        config = FleetConfig.load(GitTree(path, req.revision))
         return VerifyPlanResult(plan=plan_for(config, req, web_url=self.web_url))
 
 

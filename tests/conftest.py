@@ -15,7 +15,7 @@ import pytest
 import yaml
 from hypothesis import settings
 
-from shared.engine import charts
+from shared.engine.charts import remote
 from tests.support.chart_repo import ChartRepo
 from tests.support.databases import PostgresDatabases
 from tests.support.oci_registry import OciRegistry
@@ -101,8 +101,8 @@ def _isolated_chart_cache(
 ) -> Path:
     """Every test gets its own remote-chart cache, never the user's ~/.cache/rollwright."""
     cache = tmp_path_factory.mktemp("rollwright-cache")
-    monkeypatch.setenv(charts.CACHE_ENV, str(cache))
-    charts.forget_resolutions()
+    monkeypatch.setenv(remote.CACHE_ENV, str(cache))
+    remote.forget_resolutions()
     return cache
 
 

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from shared.engine import helm
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.dimensions.layout import DimensionsLayout
-from shared.engine.fleetconfig import FleetConfig
+from shared.engine.helm.engine import render_chart
 from shared.engine.tree import WorkTree
 from tests.conftest import write_files
 
@@ -96,7 +96,7 @@ def second_pass(files: Mapping[str, bytes], chart: Path, cluster: dict[str, str]
     for rel, data in files.items():
         (chart / rel).parent.mkdir(parents=True, exist_ok=True)
         (chart / rel).write_bytes(data)
-    rendered = helm.render_chart(
+    rendered = render_chart(
         chart, {"cluster": cluster}, release=cluster["name"], namespace="argocd", source="published"
     )
     return rendered.templates

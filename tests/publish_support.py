@@ -18,7 +18,7 @@ from activities.publish_git import GitPublisher
 from activities.publish_s3 import S3Publisher
 from activities.render import render_checkout
 from shared.contracts.deploy import PublishRequest, PublishResult, RepoRef
-from shared.engine.kustomization import KUSTOMIZATION, kustomization
+from shared.engine.manifests.kustomization import KUSTOMIZATION, kustomization
 from shared.engine.secrets.sops import sops_binary, sops_environment
 from shared.stores.blob import FileBlobStore
 from shared.stores.gitmirror import GitMirror

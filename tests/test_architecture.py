@@ -59,7 +59,7 @@ def test_a_cycle_added_on_purpose_breaks_the_acyclic_contract(tree_copy: Path) -
 
 def test_a_lazy_import_still_counts_as_an_import(tree_copy: Path) -> None:
     append(
-        tree_copy / "shared/engine/helm.py",
+        tree_copy / "shared/engine/helm/engine.py",
         "\n\ndef _late() -> None:\n    from shared.stores import blob  # noqa\n",
     )
     result = lint_imports(tree_copy)

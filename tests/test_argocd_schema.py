@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from shared.cli.main import main
-from shared.engine import argocd
 from shared.engine.errors import FleetErrors
 from shared.engine.fleet import Fleet
+from shared.engine.manifests import argocd
 from shared.engine.tree import WorkTree
 from shared.engine.validate import validate_fleet
 from tests.conftest import EXAMPLES, write_files

@@ -16,9 +16,9 @@ import helm_python
 import pytest
 import yaml
 
-from shared.engine import chart_access
+from shared.engine.charts import access
 from shared.engine.errors import FleetError
-from shared.engine.helm import RepositoryUnreachable
+from shared.engine.helm.engine import RepositoryUnreachable
 from tests.atlas_support import layout, make_fleet, one_app, render
 from tests.conftest import FIXTURES
 from tests.support.chart_repo import ChartRepo
@@ -81,7 +81,7 @@ def stable_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cha
     repo.add(CHARTS / "cache-lite", version="1.3.0")
     with repo:
         repo.index()
-        monkeypatch.setenv(chart_access.MIRRORS_ENV, json.dumps({STABLE: repo.url}))
+        monkeypatch.setenv(access.MIRRORS_ENV, json.dumps({STABLE: repo.url}))
         yield repo
 
 
@@ -191,7 +191,7 @@ def test_file_dependency_version_must_match(tmp_path: Path) -> None:
 def test_unreachable_repository_is_an_infrastructure_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(chart_access.MIRRORS_ENV, json.dumps({STABLE: "http://127.0.0.1:9"}))
+    monkeypatch.setenv(access.MIRRORS_ENV, json.dumps({STABLE: "http://127.0.0.1:9"}))
     base = fleet(tmp_path, release("umbrella"), "umbrella", "sidecar")
     with pytest.raises(FleetError) as caught:
         render(base, ROOT)
@@ -208,13 +208,13 @@ def test_repository_credentials_come_from_the_worker(
     repo.add(CHARTS / "cache-lite")
     with repo:
         repo.index()
-        monkeypatch.setenv(chart_access.MIRRORS_ENV, json.dumps({STABLE: repo.url}))
+        monkeypatch.setenv(access.MIRRORS_ENV, json.dumps({STABLE: repo.url}))
         base = fleet(tmp_path, release("umbrella"), "umbrella", "sidecar")
         with pytest.raises(FleetError) as caught:
             render(base, ROOT)
         assert "401" in str(caught.value)
         monkeypatch.setenv(
-            chart_access.CREDENTIALS_ENV,
+            access.CREDENTIALS_ENV,
             json.dumps({repo.url: {"username": "ci", "password": "s3cret-pass"}}),
         )
         assert "d/r/d/StatefulSet.apps_r-cache.yaml" in render(base, ROOT)
@@ -439,7 +439,7 @@ def test_oci_registry_credentials_come_from_the_worker(
         with pytest.raises(FleetError):
             render(base, ROOT)
         monkeypatch.setenv(
-            chart_access.CREDENTIALS_ENV,
+            access.CREDENTIALS_ENV,
             json.dumps(
                 {f"oci://{registry.host}": {"username": "robot", "password": "oci-token-77"}}
             ),

@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from shared.engine.atlas.layout import AtlasLayout
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
-from shared.engine.fleetconfig import FleetConfig
 from shared.engine.tree import GitTree, WorkTree
 from tests.atlas_support import echo, layout, make_fleet, one_app, render
 from tests.conftest import commit_all, init_repo

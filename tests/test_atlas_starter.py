@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from shared.cli import main as cli
-from shared.engine import chart_access
+from shared.engine.charts import access
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from tests.atlas_support import assert_matches_golden, tree_of
@@ -43,7 +43,7 @@ def mirrors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[st
         argo.index()
         traefik.index()
         mapping = {ARGO: argo.url, TRAEFIK: traefik.url}
-        monkeypatch.setenv(chart_access.MIRRORS_ENV, json.dumps(mapping))
+        monkeypatch.setenv(access.MIRRORS_ENV, json.dumps(mapping))
         yield {"argo": argo, "traefik": traefik}
 
 

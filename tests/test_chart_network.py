@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from shared.engine import chart_access
+from shared.engine.charts import access
 from tests.atlas_support import make_fleet, one_app
 from tests.conftest import FIXTURES
 from tests.support.chart_repo import ChartRepo
@@ -64,7 +64,7 @@ def test_a_custom_ca_bundle_is_honoured(tmp_path: Path) -> None:
     fleet = umbrella_fleet(tmp_path / "fleet")
     with repo:
         repo.index()
-        mirrors = {chart_access.MIRRORS_ENV: json.dumps({STABLE: repo.url})}
+        mirrors = {access.MIRRORS_ENV: json.dumps({STABLE: repo.url})}
         untrusted = render(fleet, tmp_path / "out1", tmp_path / "cache1", **mirrors)
         assert untrusted.returncode != 0
         assert "certificate" in untrusted.stderr and "will be retried" in untrusted.stderr
@@ -110,7 +110,7 @@ def test_a_proxy_is_honoured(tmp_path: Path) -> None:
     server.seen = []
     server.root = directory
     fleet = umbrella_fleet(tmp_path / "fleet")
-    mirrors = {chart_access.MIRRORS_ENV: json.dumps({STABLE: mirror})}
+    mirrors = {access.MIRRORS_ENV: json.dumps({STABLE: mirror})}
     with LoopbackServer(server) as proxy:
         result = render(
             fleet,

@@ -15,7 +15,7 @@ from pathlib import Path
 import helm_python
 import pytest
 
-from shared.engine import charts
+from shared.engine.charts import remote
 from shared.engine.errors import FleetError
 from shared.engine.release import ChartSource
 from tests.conftest import ECHO_CHART
@@ -72,16 +72,16 @@ DIGEST = "sha256:" + "a" * 64
 def test_references_are_normalized(
     source: ChartSource, pull_name: str, version: str | None, pinned: bool
 ) -> None:
-    chart = charts.parse_source(source, ORIGIN)
+    chart = remote.parse_source(source, ORIGIN)
     assert (chart.pull_name, chart.version, chart.pinned) == (pull_name, version, pinned)
 
 
 def test_repository_url_is_normalized_and_aliases_share_a_key() -> None:
-    a = charts.parse_source(
+    a = remote.parse_source(
         ChartSource("remote-chart", ref="one/echo", version="1.0.0", repo_url="http://h/c/"),
         ORIGIN,
     )
-    b = charts.parse_source(
+    b = remote.parse_source(
         ChartSource("remote-chart", ref="two/echo", version="1.0.0", repo_url="http://h/c"),
         ORIGIN,
     )
@@ -107,17 +107,17 @@ def test_repository_url_is_normalized_and_aliases_share_a_key() -> None:
 )
 def test_bad_references_name_the_declaring_file(source: ChartSource, message: str) -> None:
     with pytest.raises(FleetError) as err:
-        charts.fetch(source, ORIGIN)
+        remote.fetch(source, ORIGIN)
     assert err.value.path == ORIGIN
     assert message in str(err.value)
 
 
 def test_cache_dir_defaults_to_the_users_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(charts.CACHE_ENV)
+    monkeypatch.delenv(remote.CACHE_ENV)
     monkeypatch.setenv("HOME", "/home/someone")
-    assert charts.cache_dir() == Path("/home/someone/.cache/rollwright/charts")
-    monkeypatch.setenv(charts.CACHE_ENV, "/var/cache/rw")
-    assert charts.cache_dir() == Path("/var/cache/rw/charts")
+    assert remote.cache_dir() == Path("/home/someone/.cache/rollwright/charts")
+    monkeypatch.setenv(remote.CACHE_ENV, "/var/cache/rw")
+    assert remote.cache_dir() == Path("/var/cache/rw/charts")
 
 
 # --- HTTP chart repository -------------------------------------------------------------------
@@ -126,7 +126,7 @@ def test_cache_dir_defaults_to_the_users_cache(monkeypatch: pytest.MonkeyPatch) 
 def test_exact_version_is_pulled_once_and_stored_by_digest(
     chart_repo: ChartRepo, chart_cache: Path
 ) -> None:
-    path = charts.fetch(http(chart_repo, "0.1.0"), ORIGIN)
+    path = remote.fetch(http(chart_repo, "0.1.0"), ORIGIN)
     data = path.read_bytes()
     assert path == chart_cache / "charts" / "blobs" / "sha256" / (
         hashlib.sha256(data).hexdigest() + ".tgz"
@@ -140,49 +140,49 @@ def test_exact_version_is_pulled_once_and_stored_by_digest(
     assert entries[0]["digest"] == "sha256:" + hashlib.sha256(data).hexdigest()
 
     seen = len(chart_repo.requests)
-    charts.forget_resolutions()
-    assert charts.fetch(http(chart_repo, "0.1.0"), ORIGIN) == path
+    remote.forget_resolutions()
+    assert remote.fetch(http(chart_repo, "0.1.0"), ORIGIN) == path
     # another alias of the same repository is the same chart
-    assert charts.fetch(http(chart_repo, "0.1.0", ref="mirror/echo"), ORIGIN) == path
+    assert remote.fetch(http(chart_repo, "0.1.0", ref="mirror/echo"), ORIGIN) == path
     assert len(chart_repo.requests) == seen, "a pinned version must be served from the cache"
     assert not list((chart_cache / "charts" / "tmp").iterdir())
 
 
 def test_pinned_version_survives_the_repository_going_away(chart_repo: ChartRepo) -> None:
-    path = charts.fetch(http(chart_repo, "0.2.0"), ORIGIN)
+    path = remote.fetch(http(chart_repo, "0.2.0"), ORIGIN)
     chart_repo.stop()
-    assert charts.fetch(http(chart_repo, "0.2.0"), ORIGIN) == path
+    assert remote.fetch(http(chart_repo, "0.2.0"), ORIGIN) == path
 
 
 def test_range_is_resolved_again_when_its_memory_expires(
     chart_repo: ChartRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert chart_version(charts.fetch(http(chart_repo, ">=0.1.0 <1.0.0"), ORIGIN)) == "0.2.0"
-    assert chart_version(charts.fetch(http(chart_repo, None), ORIGIN)) == "0.2.0"
+    assert chart_version(remote.fetch(http(chart_repo, ">=0.1.0 <1.0.0"), ORIGIN)) == "0.2.0"
+    assert chart_version(remote.fetch(http(chart_repo, None), ORIGIN)) == "0.2.0"
 
     chart_repo.add(ECHO_CHART, version="0.3.0")
     chart_repo.index()
     # within the TTL one process keeps its answer (one render sees one version) ...
     seen = len(chart_repo.requests)
-    assert chart_version(charts.fetch(http(chart_repo, ">=0.1.0 <1.0.0"), ORIGIN)) == "0.2.0"
+    assert chart_version(remote.fetch(http(chart_repo, ">=0.1.0 <1.0.0"), ORIGIN)) == "0.2.0"
     assert len(chart_repo.requests) == seen
     # ... and after it, asks the repository again
-    monkeypatch.setenv(charts.RANGE_TTL_ENV, "0")
-    assert chart_version(charts.fetch(http(chart_repo, ">=0.1.0 <1.0.0"), ORIGIN)) == "0.3.0"
-    assert chart_version(charts.fetch(http(chart_repo, None), ORIGIN)) == "0.3.0"
-    assert chart_version(charts.fetch(http(chart_repo, "~0.1"), ORIGIN)) == "0.1.0"
+    monkeypatch.setenv(remote.RANGE_TTL_ENV, "0")
+    assert chart_version(remote.fetch(http(chart_repo, ">=0.1.0 <1.0.0"), ORIGIN)) == "0.3.0"
+    assert chart_version(remote.fetch(http(chart_repo, None), ORIGIN)) == "0.3.0"
+    assert chart_version(remote.fetch(http(chart_repo, "~0.1"), ORIGIN)) == "0.1.0"
 
 
 def test_range_resolution_records_the_exact_version_for_offline_use(
     chart_repo: ChartRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(charts.RANGE_TTL_ENV, "0")
-    resolved = charts.fetch(http(chart_repo, "^0.1"), ORIGIN)
+    monkeypatch.setenv(remote.RANGE_TTL_ENV, "0")
+    resolved = remote.fetch(http(chart_repo, "^0.1"), ORIGIN)
     chart_repo.stop()
-    assert charts.fetch(http(chart_repo, "0.1.0"), ORIGIN) == resolved
+    assert remote.fetch(http(chart_repo, "0.1.0"), ORIGIN) == resolved
     # a range cannot be answered offline: it fails instead of guessing an old answer
     with pytest.raises(FleetError, match="cannot be reached"):
-        charts.fetch(http(chart_repo, "^0.1"), ORIGIN)
+        remote.fetch(http(chart_repo, "^0.1"), ORIGIN)
 
 
 @pytest.mark.parametrize(
@@ -197,7 +197,7 @@ def test_missing_chart_or_version_names_chart_version_and_repository(
     chart_repo: ChartRepo, ref: str, version: str, detail: str
 ) -> None:
     with pytest.raises(FleetError) as err:
-        charts.fetch(http(chart_repo, version, ref=ref), ORIGIN)
+        remote.fetch(http(chart_repo, version, ref=ref), ORIGIN)
     message = str(err.value)
     assert err.value.path == ORIGIN
     assert f"chart {ref!r} version {version!r} from repository {chart_repo.url}" in message
@@ -208,21 +208,21 @@ def test_unreachable_repository_is_a_clear_error(chart_repo: ChartRepo) -> None:
     url = chart_repo.url
     chart_repo.stop()
     with pytest.raises(FleetError) as err:
-        charts.fetch(http(chart_repo, "0.1.0"), ORIGIN)
+        remote.fetch(http(chart_repo, "0.1.0"), ORIGIN)
     message = str(err.value)
     assert f"chart 'stable/echo' version '0.1.0' from repository {url}" in message
     assert "cannot be reached" in message
 
 
 def test_damaged_cache_entries_are_pulled_again(chart_repo: ChartRepo, chart_cache: Path) -> None:
-    path = charts.fetch(http(chart_repo, "0.1.0"), ORIGIN)
+    path = remote.fetch(http(chart_repo, "0.1.0"), ORIGIN)
     for entry in (chart_cache / "charts" / "refs").glob("*.json"):
         entry.write_text("{not json")
-    assert charts.fetch(http(chart_repo, "0.1.0"), ORIGIN) == path
+    assert remote.fetch(http(chart_repo, "0.1.0"), ORIGIN) == path
     assert len(archive_gets(chart_repo)) == 2
 
     path.unlink()
-    assert charts.fetch(http(chart_repo, "0.1.0"), ORIGIN) == path
+    assert remote.fetch(http(chart_repo, "0.1.0"), ORIGIN) == path
     assert path.is_file()
     assert len(archive_gets(chart_repo)) == 3
 
@@ -235,7 +235,7 @@ def test_threads_share_one_download(chart_repo: ChartRepo) -> None:
     def worker() -> None:
         start.wait()
         try:
-            results.append(charts.fetch(http(chart_repo, "0.2.0"), ORIGIN))
+            results.append(remote.fetch(http(chart_repo, "0.2.0"), ORIGIN))
         except BaseException as err:
             errors.append(err)
 
@@ -252,15 +252,15 @@ def test_threads_share_one_download(chart_repo: ChartRepo) -> None:
 
 _FETCH_IN_PROCESS = """
 import sys
-from shared.engine import charts
+from shared.engine.charts import remote
 from shared.engine.release import ChartSource
 source = ChartSource("remote-chart", ref="stable/echo", version=sys.argv[2], repo_url=sys.argv[1])
-print(charts.fetch(source, "x.yaml"))
+print(remote.fetch(source, "x.yaml"))
 """
 
 
 def test_processes_share_one_cache_safely(chart_repo: ChartRepo, chart_cache: Path) -> None:
-    env = {**os.environ, charts.CACHE_ENV: str(chart_cache)}
+    env = {**os.environ, remote.CACHE_ENV: str(chart_cache)}
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _FETCH_IN_PROCESS, chart_repo.url, version],
@@ -283,32 +283,32 @@ def test_processes_share_one_cache_safely(chart_repo: ChartRepo, chart_cache: Pa
     assert not [p for p in (chart_cache / "charts" / "refs").iterdir() if p.suffix != ".json"]
     # and this process reads what they wrote, without the network
     chart_repo.stop()
-    assert charts.fetch(http(chart_repo, "0.1.0"), ORIGIN) == paths[0]
+    assert remote.fetch(http(chart_repo, "0.1.0"), ORIGIN) == paths[0]
 
 
 # --- OCI registry ----------------------------------------------------------------------------
 
 
 def test_oci_exact_version_is_cached(oci_registry: OciRegistry) -> None:
-    path = charts.fetch(oci(oci_registry, "0.1.0"), ORIGIN)
+    path = remote.fetch(oci(oci_registry, "0.1.0"), ORIGIN)
     assert chart_version(path) == "0.1.0"
     seen = len(oci_registry.requests)
     # the same chart written with the tag in the reference is the same cache entry
     tagged = ChartSource(kind="remote-chart", ref=f"oci://{oci_registry.host}/charts/echo:0.1.0")
-    assert charts.fetch(tagged, ORIGIN) == path
-    assert charts.fetch(oci(oci_registry, "0.1.0"), ORIGIN) == path
+    assert remote.fetch(tagged, ORIGIN) == path
+    assert remote.fetch(oci(oci_registry, "0.1.0"), ORIGIN) == path
     assert len(oci_registry.requests) == seen
 
 
 def test_oci_by_digest(oci_registry: OciRegistry) -> None:
-    first = charts.fetch(oci(oci_registry, "0.2.0"), ORIGIN)
+    first = remote.fetch(oci(oci_registry, "0.2.0"), ORIGIN)
     digest = _tag_digest(oci_registry, "charts/echo", "0.2.0")
     by_digest = ChartSource(
         kind="remote-chart", ref=f"oci://{oci_registry.host}/charts/echo@{digest}"
     )
-    assert charts.fetch(by_digest, ORIGIN) == first
+    assert remote.fetch(by_digest, ORIGIN) == first
     seen = len(oci_registry.requests)
-    assert charts.fetch(by_digest, ORIGIN) == first
+    assert remote.fetch(by_digest, ORIGIN) == first
     assert len(oci_registry.requests) == seen
 
 
@@ -323,22 +323,22 @@ def _tag_digest(registry: OciRegistry, repository: str, tag: str) -> str:
 def test_oci_range_and_latest_are_resolved_from_tags(
     oci_registry: OciRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(charts.RANGE_TTL_ENV, "0")
-    assert chart_version(charts.fetch(oci(oci_registry, "~0.1"), ORIGIN)) == "0.1.0"
-    assert chart_version(charts.fetch(oci(oci_registry, None), ORIGIN)) == "0.2.0"
+    monkeypatch.setenv(remote.RANGE_TTL_ENV, "0")
+    assert chart_version(remote.fetch(oci(oci_registry, "~0.1"), ORIGIN)) == "0.1.0"
+    assert chart_version(remote.fetch(oci(oci_registry, None), ORIGIN)) == "0.2.0"
     assert ("GET", "/v2/charts/echo/tags/list") in oci_registry.requests
 
 
 def test_chart_pushed_by_helm_is_pulled_back(oci_registry: OciRegistry, tmp_path: Path) -> None:
     archive = helm_python.package(ECHO_CHART, destination=tmp_path, version="1.4.0")
     helm_python.push(archive, f"oci://{oci_registry.host}/pushed", plain_http=True)
-    path = charts.fetch(oci(oci_registry, "1.4.0", ref="pushed/echo"), ORIGIN)
+    path = remote.fetch(oci(oci_registry, "1.4.0", ref="pushed/echo"), ORIGIN)
     assert path.read_bytes() == Path(archive).read_bytes()
 
 
 def test_oci_missing_version_and_unreachable_registry(oci_registry: OciRegistry) -> None:
     with pytest.raises(FleetError) as err:
-        charts.fetch(oci(oci_registry, "9.9.9"), ORIGIN)
+        remote.fetch(oci(oci_registry, "9.9.9"), ORIGIN)
     message = str(err.value)
     ref = f"oci://{oci_registry.host}/charts/echo"
     assert (
@@ -349,6 +349,6 @@ def test_oci_missing_version_and_unreachable_registry(oci_registry: OciRegistry)
 
     oci_registry.stop()
     with pytest.raises(FleetError) as err:
-        charts.fetch(oci(oci_registry, "0.1.0"), ORIGIN)
+        remote.fetch(oci(oci_registry, "0.1.0"), ORIGIN)
     assert f"chart {ref!r} version '0.1.0'" in str(err.value)
     assert "connection refused" in str(err.value)

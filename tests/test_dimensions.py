@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
-from shared.engine.fleetconfig import FleetConfig
 from shared.engine.tree import GitTree, WorkTree
 from shared.engine.validate import validate_fleet
 from tests.conftest import commit_all, init_repo, write_files

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from shared.cli import main as cli
 from shared.engine.affected import affected_between
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
-from shared.engine.fleetconfig import FleetConfig
 from shared.engine.tree import GitTree, WorkTree
 from tests.conftest import EXAMPLES, commit_all, git, init_repo
 

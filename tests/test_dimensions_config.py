@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.engine.dimensions.config import singular
+from shared.engine.dimensions.sequence import singular
 from shared.engine.tree import WorkTree
 from shared.engine.validate import validate_fleet
 

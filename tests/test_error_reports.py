@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from shared.cli.main import main
-from shared.engine import goerrors
 from shared.engine.errors import FleetError, Problem, by_root
+from shared.engine.helm.errors import reword
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples/atlas-fleet"
 WEB = "templates/web/helmfile.yaml.gotmpl"
@@ -205,7 +205,7 @@ def test_far_names_get_no_guess(fleet: Path, capsys: pytest.CaptureFixture[str])
     ],
 )
 def test_go_template_errors_reworded(message: str, expected: str) -> None:
-    assert goerrors.reword(message, {"Values": {"image": {"tag": "1"}}}) == expected
+    assert reword(message, {"Values": {"image": {"tag": "1"}}}) == expected
 
 
 def test_by_root_names_a_few_roots_and_counts_the_rest() -> None:

@@ -1,4 +1,4 @@
-"""Go templates as helmfile renders them (shared/engine/gotmpl.py), on the real Helm engine:
+"""Go templates as helmfile renders them (shared/engine/helm/gotmpl.py), on the real Helm engine:
 helmfile's functions with helmfile's signatures, its missingkey=error, byte-exact whitespace,
 file functions confined to the repository, `exec` refused, errors naming file and line."""
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from shared.engine import gotmpl
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
+from shared.engine.helm import gotmpl
 from shared.engine.tree import WorkTree
 from tests.atlas_support import echo, make_fleet, one_app
 from tests.conftest import write_files

@@ -14,9 +14,9 @@ from shared.contracts.deploy import Decision
 from shared.contracts.governance import OwnersRequirement, ReviewPolicy, Verdict
 from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
-from shared.engine import fleetconfig
+from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
+from shared.engine.config.parsing import parse_model
 from shared.engine.errors import FleetErrors
-from shared.engine.fleetconfig import CONFIG_FILE, FleetConfig, parse_model
 from shared.engine.tree import WorkTree
 from shared.github.app import GitHubApp
 from shared.review.governance import decide, policy_for, teams_named
@@ -84,7 +84,7 @@ def test_rollwright_yaml_with_a_review_section_loads(tmp_path: Path) -> None:
         "review:\n  admins: [root-admin]\n  rules:\n    - roots: ['prod/*']\n"
         "      review: always\n      approvers: [alice, '@acme/sre']\n"
     )
-    loaded = fleetconfig.load(WorkTree(tmp_path))
+    loaded = FleetConfig.load(WorkTree(tmp_path))
     assert loaded.review.rules[0].approvers == ["alice", "@acme/sre"]
     assert loaded.review.admins == ["root-admin"]
 

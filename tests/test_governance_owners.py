@@ -18,7 +18,7 @@ from activities.render import render_checkout
 from activities.store import save_render
 from shared.contracts.deploy import RepoRef
 from shared.contracts.governance import OwnersRequirement, ReviewPolicy, ReviewPolicyRequest
-from shared.engine.fleetconfig import FleetConfig
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.tree import WorkTree
 from shared.review.owners import owners_for
 from shared.settings import Settings

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from shared.engine import manifests
 from shared.engine.errors import FleetError
-from shared.engine.manifests import DEFAULT_PATTERN, Resource
+from shared.engine.manifests import documents
+from shared.engine.manifests.documents import DEFAULT_PATTERN, Resource
 
 
 def obj(kind: str, name: str, api_version: str = "v1", **meta: Any) -> Resource:
@@ -38,7 +38,7 @@ apiVersion: v1
 kind: Service
 metadata: {name: d}
 """
-    parsed = manifests.parse(text, "chart:templates/x.yaml", "hooks")
+    parsed = documents.parse(text, "chart:templates/x.yaml", "hooks")
     assert [(r.kind, r.name) for r in parsed] == [
         ("ConfigMap", "a"),
         ("Secret", "b"),
@@ -62,14 +62,14 @@ metadata: {name: d}
 )
 def test_parse_rejects_what_is_not_an_object(text: str, message: str) -> None:
     with pytest.raises(FleetError) as err:
-        manifests.parse(text, "chart:templates/x.yaml")
+        documents.parse(text, "chart:templates/x.yaml")
     assert err.value.path == "chart:templates/x.yaml"
     assert message in str(err.value)
 
 
 def test_parse_syntax_error_has_a_line() -> None:
     with pytest.raises(FleetError) as err:
-        manifests.parse("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [\n", "f.yaml")
+        documents.parse("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [\n", "f.yaml")
     assert err.value.path == "f.yaml"
     assert err.value.line == 4
 
@@ -96,7 +96,7 @@ def test_hook_section(annotation: str | None, section: str) -> None:
     res = obj("Job", "j", "batch/v1")
     if annotation is not None:
         res.metadata["annotations"] = {"helm.sh/hook": annotation}
-    assert manifests.hook_section(res) == section
+    assert documents.hook_section(res) == section
 
 
 def test_cluster_scoped_kinds_include_builtins_config_and_cluster_crds() -> None:
@@ -118,49 +118,49 @@ def test_cluster_scoped_kinds_include_builtins_config_and_cluster_crds() -> None
         },
         "src",
     )
-    kinds = manifests.cluster_scoped_kinds([crd, namespaced], frozenset({"Thing"}))
+    kinds = documents.cluster_scoped_kinds([crd, namespaced], frozenset({"Thing"}))
     assert {"Widget", "Thing", "ClusterRole", "Namespace", "StorageClass"} <= kinds
     assert "Gadget" not in kinds
     assert "ConfigMap" not in kinds
 
 
 def test_apply_namespace() -> None:
-    kinds = manifests.cluster_scoped_kinds([], frozenset())
+    kinds = documents.cluster_scoped_kinds([], frozenset())
     lacking = Resource(
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "labels": {}}}, "s"
     )
-    manifests.apply_namespace(lacking, "apps", kinds)
+    documents.apply_namespace(lacking, "apps", kinds)
     assert list(lacking.metadata.items()) == [("name", "a"), ("namespace", "apps"), ("labels", {})]
 
     own = obj("ConfigMap", "b", namespace="mine")
-    manifests.apply_namespace(own, "apps", kinds)
+    documents.apply_namespace(own, "apps", kinds)
     assert own.namespace == "mine"
 
     cluster = obj("ClusterRole", "c", "rbac.authorization.k8s.io/v1", namespace="oops")
-    manifests.apply_namespace(cluster, "apps", kinds)
+    documents.apply_namespace(cluster, "apps", kinds)
     assert "namespace" not in cluster.metadata
 
     no_release_namespace = obj("ConfigMap", "d")
-    manifests.apply_namespace(no_release_namespace, "", kinds)
+    documents.apply_namespace(no_release_namespace, "", kinds)
     assert "namespace" not in no_release_namespace.metadata
 
 
 def test_remove_labels_drops_empty_label_maps() -> None:
     res = obj("ConfigMap", "a", labels={"x": "1", "y": "2"})
-    manifests.remove_labels(res, ["x", "absent"])
+    documents.remove_labels(res, ["x", "absent"])
     assert res.metadata["labels"] == {"y": "2"}
-    manifests.remove_labels(res, ["y"])
+    documents.remove_labels(res, ["y"])
     assert "labels" not in res.metadata
 
 
 def name(res: Resource, pattern: str = DEFAULT_PATTERN, kinds: frozenset[str] = frozenset()) -> str:
-    return manifests.file_name(
+    return documents.file_name(
         res,
         pattern=pattern,
         root="staging/cluster-a",
         deployment="web",
         release="web-api",
-        cluster_kinds=kinds or manifests.cluster_scoped_kinds([], frozenset()),
+        cluster_kinds=kinds or documents.cluster_scoped_kinds([], frozenset()),
     )
 
 
@@ -211,7 +211,7 @@ def test_custom_patterns() -> None:
     ],
 )
 def test_validate_pattern(pattern: str, problem: str | None) -> None:
-    result = manifests.validate_pattern(pattern)
+    result = documents.validate_pattern(pattern)
     if problem is None:
         assert result is None
     else:
@@ -224,5 +224,5 @@ def test_dump_keeps_key_order_and_ends_with_newline() -> None:
         {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "z"}, "data": {"b": "1"}},
         "s",
     )
-    text = manifests.dump(res)
+    text = documents.dump(res)
     assert text == "kind: ConfigMap\napiVersion: v1\nmetadata:\n  name: z\ndata:\n  b: '1'\n"

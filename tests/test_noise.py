@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from shared.engine.config.fleet import FleetConfig
+from shared.engine.config.parsing import parse_model
 from shared.engine.errors import FleetErrors
-from shared.engine.fleetconfig import FleetConfig, parse_model
 from shared.review.diff import RenderFiles, diff_renders
 from shared.review.noise import DEFAULT_RULES, NoiseFilter, NoiseRule
 

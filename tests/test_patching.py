@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from shared.engine.errors import FleetError
-from shared.engine.manifests import Resource
-from shared.engine.postrender import apply_release_patches, strategic_merge
+from shared.engine.manifests.documents import Resource
+from shared.engine.manifests.patches import apply_release_patches, strategic_merge
 
 ORIGIN = "templates/web/helmfile.yaml.gotmpl"
 

@@ -12,10 +12,10 @@ import yaml
 
 from shared.cli.main import main
 from shared.engine import yamldoc
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
-from shared.engine.fleetconfig import FleetConfig
 from shared.engine.tree import GitTree, WorkTree
 from shared.engine.validate import validate_fleet
 from shared.promotion import plan as promotion
@@ -660,7 +660,7 @@ def test_graduation_keeps_comments_and_changes_only_the_lines_it_must(
 def without_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
     """Graduation as it was before shared/promotion/yamledit.py: every values file written in
     full."""
-    monkeypatch.setattr(promotion.yamledit, "edit", lambda *args: None)
+    monkeypatch.setattr(yamledit, "edit", lambda *args: None)
 
 
 def assert_same_meaning(edited: promotion.FileChange, full: promotion.FileChange) -> None:
@@ -720,14 +720,14 @@ def test_graduation_writes_what_a_full_rewrite_means_on_small_fleets(
     commit_all(tmp_path, "fleet")
     before = merged_apps(tmp_path)
     in_place: list[bool] = []
-    edit = promotion.yamledit.edit
+    edit = yamledit.edit
 
     def recorded(*args: Any) -> str | None:
         out = edit(*args)
         in_place.append(out is not None)
         return out
 
-    monkeypatch.setattr(promotion.yamledit, "edit", recorded)
+    monkeypatch.setattr(yamledit, "edit", recorded)
     edited = promotion.plan_graduation(GitTree(tmp_path, "HEAD"), "p")
     assert in_place and all(in_place)  # no file fell back to a full rewrite
     with monkeypatch.context() as patched:

@@ -21,7 +21,7 @@ from activities.publish_git import GitPublisher
 from activities.render import render_checkout
 from shared.contracts.deploy import PublishRequest, RepoRef
 from shared.engine.fleet import Fleet
-from shared.engine.kustomization import KUSTOMIZATION
+from shared.engine.manifests.kustomization import KUSTOMIZATION
 from shared.engine.tree import WorkTree
 from shared.stores.blob import FileBlobStore
 from shared.stores.gitmirror import GitMirror

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.engine import fleetconfig
+from shared.engine.config.fleet import FleetConfig
+from shared.engine.config.publish import target_path
 from shared.engine.errors import FleetError
 from shared.engine.publish_secrets import (
     PlaintextSecretsError,
@@ -117,11 +118,11 @@ def test_publish_settings_errors_name_the_line(
 ) -> None:
     (tmp_path / "rollwright.yaml").write_text("publish:\n" + publish)
     with pytest.raises(FleetError) as info:
-        fleetconfig.load(WorkTree(tmp_path))
+        FleetConfig.load(WorkTree(tmp_path))
     assert str(info.value).startswith(f"rollwright.yaml:{line}: ")
     assert expected in str(info.value)
 
 
 def test_target_path() -> None:
-    assert fleetconfig.target_path("{root}/", "prod/eu") == "prod/eu/"
-    assert fleetconfig.target_path("clusters/{root}/manifests", "a") == "clusters/a/manifests/"
+    assert target_path("{root}/", "prod/eu") == "prod/eu/"
+    assert target_path("clusters/{root}/manifests", "a") == "clusters/a/manifests/"

@@ -14,9 +14,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from shared.engine import helm
+from shared.engine.config.fleet import FleetConfig
+from shared.engine.config.output import OutputSettings, RenderSettings
 from shared.engine.errors import FleetError
-from shared.engine.fleetconfig import FleetConfig, OutputSettings, RenderSettings
+from shared.engine.helm.engine import clear_caches
 from shared.engine.release import ChartSource, ReleaseSpec
 from shared.engine.render import release_files, render_release
 from shared.engine.tree import WorkTree
@@ -122,7 +123,7 @@ def test_remote_chart_from_http_repository_then_from_cache(
     assert list((chart_cache / "charts" / "blobs" / "sha256").glob("*.tgz"))
 
     chart_repo.stop()
-    helm.clear_caches()  # make the second render load the chart from the disk cache again
+    clear_caches()  # make the second render load the chart from the disk cache again
     second = render(spec(source, values={"level": "remote"}), fleet)
     assert second == first
 
@@ -138,7 +139,7 @@ def test_remote_chart_from_oci_registry_then_from_cache(
     assert ("GET", "/v2/charts/echo/manifests/0.2.0") in oci_registry.requests
 
     oci_registry.stop()
-    helm.clear_caches()
+    clear_caches()
     assert render(spec(source, values={"level": "oci"}), fleet) == first
 
 
@@ -563,7 +564,7 @@ def test_render_is_deterministic(fleet: Path) -> None:
         ],
     )
     first = render(release, fleet)
-    helm.clear_caches()
+    clear_caches()
     second = render(release, fleet)
     assert first == second
     assert list(first) == list(second)

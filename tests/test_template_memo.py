@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.engine import gotmpl, template_memo
 from shared.engine.errors import FleetError
+from shared.engine.helm import gotmpl, memo
 
 
 @pytest.fixture(autouse=True)
 def _cold_cache() -> None:
-    template_memo.clear_cache()
+    memo.clear_cache()
 
 
 @pytest.mark.parametrize(
@@ -39,10 +39,10 @@ def _cold_cache() -> None:
 )
 def test_read_paths(text: str, paths: tuple[tuple[str, ...], ...] | None) -> None:
     if paths is None:  # cacheable, chains only checked to be there
-        found = template_memo.read_paths(text)
+        found = memo.read_paths(text)
         assert found is not None and ("a",) in found and ("b",) in found
     else:
-        assert template_memo.read_paths(text) == paths
+        assert memo.read_paths(text) == paths
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_read_paths(text: str, paths: tuple[tuple[str, ...], ...] | None) -> Non
     ],
 )
 def test_templates_that_may_read_more_are_not_cached(text: str) -> None:
-    assert template_memo.read_paths(text) is None
+    assert memo.read_paths(text) is None
 
 
 def test_same_read_values_share_one_render_and_others_do_not(
@@ -82,7 +82,7 @@ def test_same_read_values_share_one_render_and_others_do_not(
 
     monkeypatch.setattr(gotmpl, "render", counting)
     outs = [
-        template_memo.render(
+        memo.render(
             text,
             {"cluster": c, "atlas": {"instance": {"name": name}, "cluster": {"id": c}}},
             source="t",
@@ -99,8 +99,8 @@ def test_errors_are_not_cached() -> None:
     text = '{{ required "need .a" .a }}'
     for _ in range(2):
         with pytest.raises(FleetError, match=r"need \.a"):
-            template_memo.render(text, {"a": None}, source="t.gotmpl", host=None)
-    assert template_memo.render(text, {"a": "x"}, source="t.gotmpl", host=None) == "x"
+            memo.render(text, {"a": None}, source="t.gotmpl", host=None)
+    assert memo.render(text, {"a": "x"}, source="t.gotmpl", host=None) == "x"
 
 
 # Templates mixing chains, `with`/`range` (which move the dot into a read value), missing
@@ -133,9 +133,9 @@ def engine(text: str, context: dict[str, Any]) -> str | type[FleetError]:
         return FleetError
 
 
-def memo(text: str, context: dict[str, Any]) -> str | type[FleetError]:
+def memoised(text: str, context: dict[str, Any]) -> str | type[FleetError]:
     try:
-        return template_memo.render(text, context, source="t", host=None)
+        return memo.render(text, context, source="t", host=None)
     except FleetError:
         return FleetError
 
@@ -144,6 +144,6 @@ def memo(text: str, context: dict[str, Any]) -> str | type[FleetError]:
 @given(st.lists(contexts, min_size=2, max_size=5))
 def test_memo_renders_what_the_engine_renders(batch: list[dict[str, Any]]) -> None:
     for text in TEMPLATES:
-        assert template_memo.read_paths(text) is not None
+        assert memo.read_paths(text) is not None
         for context in batch + batch:
-            assert memo(text, context) == engine(text, context), (text, context)
+            assert memoised(text, context) == engine(text, context), (text, context)

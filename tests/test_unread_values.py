@@ -17,9 +17,9 @@ from activities.joblog import JobLog
 from activities.render import RenderActivities
 from shared.cli.main import main
 from shared.contracts.deploy import CheckoutRequest, DiffRequest, RenderRequest, RepoRef
-from shared.engine import template_reads
 from shared.engine.errors import FleetErrors
 from shared.engine.fleet import Fleet
+from shared.engine.helm.reads import chart_template, values_template
 from shared.engine.suggest import closest
 from shared.engine.tree import WorkTree
 from shared.engine.validate import validate_fleet
@@ -186,7 +186,7 @@ def test_a_chart_that_reads_its_values_whole_reads_every_key(tmp_path: Path) -> 
     ],
 )
 def test_chart_template_reads(text: str, paths: set[tuple[str, ...]], whole: bool) -> None:
-    reads = template_reads.chart_template(text)
+    reads = chart_template(text)
     assert (set(reads.paths), reads.whole) == (paths, whole)
 
 
@@ -200,7 +200,7 @@ def test_chart_template_reads(text: str, paths: set[tuple[str, ...]], whole: boo
     ],
 )
 def test_values_template_reads(text: str, paths: set[tuple[str, ...]], whole: bool) -> None:
-    reads = template_reads.values_template(text)
+    reads = values_template(text)
     assert (set(reads.paths), reads.whole) == (paths, whole)
 
 

@@ -9,8 +9,9 @@ import yaml
 from activities.verify import plan_for
 from shared.contracts.deploy import RepoRef
 from shared.contracts.verify import VerifyPlanRequest
+from shared.engine.config.fleet import FleetConfig
+from shared.engine.config.parsing import parse_model
 from shared.engine.errors import FleetErrors
-from shared.engine.fleetconfig import FleetConfig, parse_model
 
 REPO = RepoRef(owner="acme", name="fleet")
 TEXT = """publish:

@@ -1,4 +1,5 @@
-"""Promotion windows (shared/engine/windows.py) and the `rollout:` section of rollwright.yaml."""
+"""Promotion windows (shared/engine/config/windows.py) and the `rollout:` section of
+rollwright.yaml."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.cli.main import main
-from shared.engine import fleetconfig
+from shared.engine.config.fleet import FleetConfig
+from shared.engine.config.rollout import RolloutSettings
+from shared.engine.config.windows import window_state
 from shared.engine.errors import FleetErrors
-from shared.engine.fleetconfig import RolloutSettings
 from shared.engine.tree import WorkTree
-from shared.engine.windows import window_state
 from tests.conftest import copy_example
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -179,7 +180,7 @@ def test_daily_window_matches_a_brute_force_oracle(
 def load_errors(tmp_path: Path, text: str) -> list[str]:
     (tmp_path / "rollwright.yaml").write_text(text)
     with pytest.raises(FleetErrors) as err:
-        fleetconfig.load(WorkTree(tmp_path))
+        FleetConfig.load(WorkTree(tmp_path))
     return [str(p) for p in err.value.problems]
 
 
@@ -197,7 +198,7 @@ def test_rollout_section_parses(tmp_path: Path) -> None:
         "      timezone: America/New_York\n"
         "      nodes: ['prod*']\n"
     )
-    config = fleetconfig.load(WorkTree(tmp_path)).rollout
+    config = FleetConfig.load(WorkTree(tmp_path)).rollout
     assert config.step == "sector" and config.soak_seconds == 5400
     assert [w.kind for w in config.windows] == ["allow", "deny"]
     assert config.windows[1].nodes == ["prod*"]

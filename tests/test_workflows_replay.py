@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from shared.contracts.governance import REVISION_REVIEW_WORKFLOW
     from shared.contracts.preview import PREVIEW_WORKFLOW
     from shared.contracts.promotion import PROMOTION_WORKFLOW
-    from shared.engine.fleetconfig import FleetConfig
+    from shared.engine.config.fleet import FleetConfig
     from tests.support.deploy_world import (
         REPO,
         World,

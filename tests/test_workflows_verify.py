@@ -21,7 +21,7 @@ from activities.verify import DeliveryVerifier
 from shared.contracts.deploy import TASK_QUEUE
 from shared.contracts.verify import VerifyPlan
 from shared.devstack.argocd import Behaviour, FakeArgoCD
-from shared.engine.fleetconfig import FleetConfig
+from shared.engine.config.fleet import FleetConfig
 from tests.support.deploy_world import WORKFLOWS, World, harness, published_commit, sha, until
 
 ROOT = "staging/cluster-a"

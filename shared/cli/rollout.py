@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.errors import FleetError, FleetErrors
-from shared.engine.fleetconfig import load
 from shared.engine.tree import GitError, WorkTree, git
 
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 1, 2
@@ -139,14 +139,14 @@ def _apply(repo: Path, change: Any, *, commit: bool) -> int:
 
 def cmd_rollout_status(args: argparse.Namespace) -> int:
     # Start-up time: the promotion engine (croniter, ruamel.yaml) loads only for its commands.
-    from shared.engine.windows import window_state  # noqa: PLC0415
+    from shared.engine.config.windows import window_state  # noqa: PLC0415
     from shared.promotion import plan as promotion  # noqa: PLC0415
 
     now = datetime.now(UTC)
     try:
         tree = _tree(args.repo)
         rollouts = promotion.rollout_status(tree, args.patch)
-        settings = load(tree).rollout
+        settings = FleetConfig.load(tree).rollout
     except FleetErrors as err:
         for problem in err.problems:
             print(problem, file=sys.stderr)

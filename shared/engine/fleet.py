@@ -5,27 +5,57 @@
     fleet.render("staging/cluster-a")  # Render: files (redacted), digest, reveal()
 
 Each layout (`shared.engine.atlas.layout`, `shared.engine.dimensions.layout`) implements `Layout`;
-this module picks one and adds what is common: output files, digests, extra affected inputs and
-validation runs.
+this module detects which one a fleet uses (`detect_layout`, by the registry of
+`shared.engine.layout`), builds it and adds what is common: output files, digests, extra affected
+inputs and validation runs.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import importlib
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from shared.engine import fleetconfig, suggest
-from shared.engine.atlas.layout import AtlasLayout
-from shared.engine.dimensions.layout import DimensionsLayout
+from shared.engine import suggest
+from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
 from shared.engine.errors import FleetError, FleetErrors, Problem
-from shared.engine.fleetconfig import FleetConfig
-from shared.engine.layout import Layout, ReleaseInfo, detect_layout
+from shared.engine.layout import LAYOUTS, Layout, LayoutKind, ReleaseInfo
 from shared.engine.render import Render
 from shared.engine.secrets.redact import Redactor
 from shared.engine.tree import Tree
 
 T = TypeVar("T")
+LayoutFactory = Callable[[Tree, FleetConfig], Layout]
+
+
+def detect_layout(tree: Tree, config: FleetConfig) -> str:
+    """The name of the fleet's layout: rollwright.yaml's `layout`, else the first registered
+    layout whose marker the repo has."""
+    if config.layout:
+        return config.layout
+    for kind in LAYOUTS:
+        if kind.marker.found(tree):
+            return kind.name
+    missing = [f"no {kind.marker.describe()} ({kind.name})" for kind in LAYOUTS]
+    listed = ", ".join(missing[:-1]) + " and " + missing[-1] if len(missing) > 1 else missing[0]
+    raise FleetError(
+        f"cannot tell the fleet layout: no rollwright.yaml 'layout', {listed}", path=CONFIG_FILE
+    )
+
+
+def open_layout(tree: Tree, config: FleetConfig) -> Layout:
+    """The fleet's layout, built by the factory its registry entry names."""
+    name = detect_layout(tree, config)
+    kind = next(kind for kind in LAYOUTS if kind.name == name)
+    return layout_factory(kind)(tree, config)
+
+
+def layout_factory(kind: LayoutKind) -> LayoutFactory:
+    """What builds a layout: the class its `factory` names (`module:Class`), imported now."""
+    module, _, name = kind.factory.partition(":")
+    factory: LayoutFactory = getattr(importlib.import_module(module), name)
+    return factory
 
 
 class Fleet:
@@ -36,12 +66,8 @@ class Fleet:
 
     @classmethod
     def open(cls, tree: Tree) -> Fleet:
-        config = fleetconfig.load(tree)
-        kind = detect_layout(tree, config)
-        layout: Layout = (
-            AtlasLayout(tree, config) if kind == "atlas" else DimensionsLayout(tree, config)
-        )
-        return cls(tree, config, layout)
+        config = FleetConfig.load(tree)
+        return cls(tree, config, open_layout(tree, config))
 
     @property
     def layout_name(self) -> str:
@@ -137,7 +163,7 @@ class Fleet:
             for rule in extra:
                 if any(_glob(path, rule.path) for path in changed):
                     out |= {r for r in roots if any(fnmatch.fnmatchcase(r, g) for g in rule.roots)}
-        if fleetconfig.CONFIG_FILE in changed:
+        if CONFIG_FILE in changed:
             out |= set(self.roots())
         return out
 

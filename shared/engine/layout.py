@@ -1,18 +1,20 @@
 """What every fleet layout provides (`Layout`), what it says about a release (`ReleaseInfo`),
-and which layout a fleet repo uses (`detect_layout`).
+and which layouts rollwright knows (`LAYOUTS`): each one's name, the rule that detects it and
+where its `Layout` is built.
 
 The layouts (`shared.engine.atlas`, `shared.engine.dimensions`) implement `Layout`;
-`shared.engine.fleet` picks one and adds what is common to both.
+`shared.engine.fleet` detects and builds one and adds what is common to all. rollwright.yaml's
+`layout` key accepts the names registered here (`LayoutName`). Adding a layout is a folder
+beside `atlas/` and `dimensions/` plus one `LayoutKind` in `LAYOUTS` (docs/architecture.md,
+"Adding a fleet layout").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from shared.engine import fleetconfig
-from shared.engine.errors import FleetError, Problem
-from shared.engine.fleetconfig import FleetConfig
+from shared.engine.errors import Problem
 from shared.engine.tree import Tree
 
 
@@ -27,7 +29,11 @@ class ReleaseInfo:
 
 
 class Layout(Protocol):
-    name: str
+    """A fleet layout as the engine sees it: roots, their releases, values and renders, the
+    roots a change affects, and the fleet's problems. Built from a `Tree` and the fleet's
+    `FleetConfig` by the factory its `LayoutKind` names."""
+
+    name: str  # its `LayoutKind.name`
 
     def roots(self) -> list[str]:
         """Root ids, sorted."""
@@ -76,15 +82,53 @@ class Layout(Protocol):
         ...
 
 
-def detect_layout(tree: Tree, config: FleetConfig) -> str:
-    if config.layout:
-        return config.layout
-    if tree.is_file("config/config.yaml"):
-        return "dimensions"
-    if tree.is_dir("deployments"):
-        return "atlas"
-    raise FleetError(
-        "cannot tell the fleet layout: no rollwright.yaml 'layout', no config/config.yaml "
-        "(dimensions) and no deployments/ directory (atlas)",
-        path=fleetconfig.CONFIG_FILE,
-    )
+@dataclass(frozen=True)
+class Marker:
+    """A path whose presence in a fleet repo tells its layout: a file, or a directory."""
+
+    path: str
+    directory: bool = False
+
+    def found(self, tree: Tree) -> bool:
+        return tree.is_dir(self.path) if self.directory else tree.is_file(self.path)
+
+    def describe(self) -> str:
+        """The path as the "cannot tell the fleet layout" message names it."""
+        return f"{self.path}/ directory" if self.directory else self.path
+
+
+@dataclass(frozen=True)
+class LayoutKind:
+    """One fleet layout: its rollwright.yaml name, how it is detected, what builds it.
+
+    `factory` is `module:Class`, a `Layout` built as `Class(tree, config)`. It is named by
+    import path because every layout reads rollwright.yaml, whose model takes its `layout`
+    names from this registry: importing the layouts here would close that loop.
+    `shared.engine.fleet` imports the factory of the layout it opens."""
+
+    name: str
+    marker: Marker
+    factory: str
+
+
+# Detection order: the first layout whose marker a repo has is its layout.
+LAYOUTS: tuple[LayoutKind, ...] = (
+    LayoutKind(
+        "dimensions",
+        Marker("config/config.yaml"),
+        "shared.engine.dimensions.layout:DimensionsLayout",
+    ),
+    LayoutKind(
+        "atlas",
+        Marker("deployments", directory=True),
+        "shared.engine.atlas.layout:AtlasLayout",
+    ),
+)
+LAYOUT_NAMES: tuple[str, ...] = tuple(sorted(kind.name for kind in LAYOUTS))
+
+if TYPE_CHECKING:
+    # mypy reads a literal type only when it is spelt out; at run time pydantic validates
+    # (and the JSON Schema lists) the Literal the registry's names make.
+    LayoutName = str
+else:
+    LayoutName = Literal[LAYOUT_NAMES]

@@ -42,9 +42,9 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from shared.engine import helm
 from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.fleet import Fleet
+from shared.engine.helm.engine import charts_unchanged
 from shared.engine.render import Render
 from shared.engine.secrets import redact
 from shared.engine.tree import GitError, WorkTree
@@ -237,7 +237,7 @@ class _Worker:
 
     def render_chunk(self, items: list[tuple[int, str]]) -> list[_Done | _Failed]:
         results: list[_Done | _Failed] = []
-        with helm.charts_unchanged():  # a chunk's roots share charts: fingerprint them once
+        with charts_unchanged():  # a chunk's roots share charts: fingerprint them once
             for index, root in items:
                 result = self.render(index, root)
                 results.append(result)

@@ -1,13 +1,13 @@
 """One release, ready to render: where its manifests come from (`ChartSource`) and everything
 the render needs (`ReleaseSpec`). The layouts build these; `shared.engine.render` renders them
-and `shared.engine.charts` fetches remote chart sources."""
+and `shared.engine.charts.remote` fetches remote chart sources."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from shared.engine.postrender import PatchOrigin
+from shared.engine.manifests.patches import PatchOrigin
 
 SourceKind = Literal["chart", "remote-chart", "kustomize", "manifests"]
 

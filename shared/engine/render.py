@@ -17,11 +17,13 @@ from typing import Any
 
 import yaml
 
-from shared.engine import argocd, chart_deps, charts, helm, manifests, yamldoc
-from shared.engine import postrender as patching
+from shared.engine import yamldoc
+from shared.engine.charts import dependencies, remote
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.errors import FleetError, FleetErrors, Problem
-from shared.engine.fleetconfig import FleetConfig
-from shared.engine.manifests import Resource
+from shared.engine.helm.engine import chart_metadata, default_kube_version, render_chart, satisfies
+from shared.engine.manifests import argocd, documents, patches
+from shared.engine.manifests.documents import Resource
 from shared.engine.release import ChartSource, ReleaseSpec
 from shared.engine.secrets.redact import leaf_digests
 from shared.engine.tree import Tree
@@ -141,14 +143,14 @@ def digest_files(files: dict[str, bytes]) -> str:
 
 class ChartResolver:
     """Turns a `ChartSource` into a local chart path. Remote charts are fetched once into a
-    cache keyed by reference and version (see `shared.engine.charts`)."""
+    cache keyed by reference and version (see `shared.engine.charts.remote`)."""
 
     def resolve(
         self, source: ChartSource, tree: Tree, origin: str, line: int | None = None
     ) -> Path:
         """`origin` and `line`: where the release naming the chart was written."""
         if source.kind == "remote-chart":
-            return charts.fetch(source, origin)
+            return remote.fetch(source, origin)
         path = tree.local_path(source.path)
         if not path.exists():
             raise FleetError(f"chart {source.path!r} not found", path=origin, line=line)
@@ -157,10 +159,11 @@ class ChartResolver:
 
 def prepared_chart(spec: ReleaseSpec, tree: Tree, resolver: ChartResolver) -> tuple[Path, Path]:
     """(the chart's own path, the chart to render): the second has its Chart.yaml
-    dependencies built in (`shared.engine.chart_deps`), or is the first when none are missing."""
+    dependencies built in (`shared.engine.charts.dependencies`), or is the first when none
+    are missing."""
     chart_dir = resolver.resolve(spec.source, tree, spec.origin, spec.origin_line)
     local = spec.source.kind == "chart" and chart_dir.is_dir()
-    path = chart_deps.prepare(
+    path = dependencies.prepare(
         chart_dir,
         source=spec.source.describe(),
         origin=spec.origin,
@@ -176,81 +179,23 @@ def render_release(
     spec: ReleaseSpec, tree: Tree, config: FleetConfig, resolver: ChartResolver | None = None
 ) -> list[Resource]:
     """Render one release into post-processed resources (sections set, hooks filtered)."""
-    resolver = resolver or ChartResolver()
-    resources: list[Resource] = []
     scope_only: list[Resource] = []  # CRDs not rendered, consulted for their kinds' scope
     kind = spec.source.kind
     if kind in ("chart", "remote-chart"):
-        chart_dir, path = prepared_chart(spec, tree, resolver)
-        local = kind == "chart" and chart_dir.is_dir()
-        try:
-            check_chart(path, spec)
-            rendered = helm.render_chart(
-                path,
-                spec.values,
-                release=spec.name,
-                namespace=spec.namespace,
-                source=spec.source.describe(),
-                # Always read the chart's crds/: even when they are not written out, their
-                # scope says which custom kinds are cluster-scoped.
-                include_crds=True,
-                kube_version=spec.kube_version,
-                api_versions=spec.api_versions,
-                skip_schema_validation=spec.skip_schema_validation,
-                files_root=chart_dir if local else None,
-            )
-        except FleetError as err:
-            context = f"release {spec.id!r}"
-            if kind == "remote-chart":
-                # Not a file in the repo: point at the file that declared the release.
-                raise FleetError(
-                    f"{context}, chart {spec.source.describe()}: {err.problem.message}",
-                    path=spec.origin,
-                    line=spec.origin_line,
-                ) from None
-            raise err.within(f"{context} (declared in {spec.origin})") from None
-        for name, text in sorted(rendered.crds.items()):
-            crds = manifests.parse(text, f"{spec.source.describe()}:{name}", "crds")
-            if spec.crds and config.render.crds:
-                resources.extend(crds)
-            else:
-                scope_only.extend(crds)
-        for name, text in sorted(rendered.templates.items()):
-            resources.extend(manifests.parse(text, f"{spec.source.describe()}:{name}"))
+        resources, scope_only = _chart_resources(spec, tree, config, resolver or ChartResolver())
     elif kind == "kustomize":
         text = kustomize(tree.local_path(spec.source.path), spec.source.path)
-        resources.extend(manifests.parse(text, spec.source.path))
+        resources = documents.parse(text, spec.source.path)
     else:
-        base = tree.local_path(spec.source.path)
-        if not base.is_dir():
-            raise FleetError(
-                f"manifest directory {spec.source.path!r} not found",
-                path=spec.origin,
-                line=spec.origin_line,
-            )
-        for file in sorted(base.rglob("*")):
-            if file.suffix in (".yaml", ".yml") and file.is_file():
-                rel = f"{spec.source.path}/{file.relative_to(base).as_posix()}"
-                resources.extend(manifests.parse(file.read_text(encoding="utf-8"), rel))
+        resources = _manifest_resources(spec, tree)
 
-    keep_hooks = config.render.hooks if spec.hooks is None else spec.hooks
-    keep_tests = spec.tests or config.render.tests
-    kept: list[Resource] = []
-    for res in resources:
-        if res.section != "crds":
-            res.section = manifests.hook_section(res)
-        if (res.section == "hooks" and not keep_hooks) or (
-            res.section == "tests" and not keep_tests
-        ):
-            continue
-        kept.append(res)
-
-    cluster_kinds = manifests.cluster_scoped_kinds(
+    kept = _kept_sections(resources, spec, config)
+    cluster_kinds = documents.cluster_scoped_kinds(
         kept + scope_only, frozenset(config.render.cluster_scoped_kinds)
     )
     for res in kept:
-        manifests.apply_namespace(res, spec.namespace, cluster_kinds)
-    patching.apply_release_patches(
+        documents.apply_namespace(res, spec.namespace, cluster_kinds)
+    patches.apply_release_patches(
         kept,
         spec.json_patches,
         spec.strategic_merge_patches,
@@ -260,8 +205,89 @@ def render_release(
     )
     if spec.remove_labels:
         for res in kept:
-            manifests.remove_labels(res, spec.remove_labels)
+            documents.remove_labels(res, spec.remove_labels)
     check_argocd(kept, spec, tree)
+    return kept
+
+
+def _chart_resources(
+    spec: ReleaseSpec, tree: Tree, config: FleetConfig, resolver: ChartResolver
+) -> tuple[list[Resource], list[Resource]]:
+    """(the resources a chart renders, the CRDs only consulted for their kinds' scope)."""
+    kind = spec.source.kind
+    chart_dir, path = prepared_chart(spec, tree, resolver)
+    local = kind == "chart" and chart_dir.is_dir()
+    try:
+        check_chart(path, spec)
+        rendered = render_chart(
+            path,
+            spec.values,
+            release=spec.name,
+            namespace=spec.namespace,
+            source=spec.source.describe(),
+            # Always read the chart's crds/: even when they are not written out, their
+            # scope says which custom kinds are cluster-scoped.
+            include_crds=True,
+            kube_version=spec.kube_version,
+            api_versions=spec.api_versions,
+            skip_schema_validation=spec.skip_schema_validation,
+            files_root=chart_dir if local else None,
+        )
+    except FleetError as err:
+        context = f"release {spec.id!r}"
+        if kind == "remote-chart":
+            # Not a file in the repo: point at the file that declared the release.
+            raise FleetError(
+                f"{context}, chart {spec.source.describe()}: {err.problem.message}",
+                path=spec.origin,
+                line=spec.origin_line,
+            ) from None
+        raise err.within(f"{context} (declared in {spec.origin})") from None
+    resources: list[Resource] = []
+    scope_only: list[Resource] = []
+    for name, text in sorted(rendered.crds.items()):
+        crds = documents.parse(text, f"{spec.source.describe()}:{name}", "crds")
+        if spec.crds and config.render.crds:
+            resources.extend(crds)
+        else:
+            scope_only.extend(crds)
+    for name, text in sorted(rendered.templates.items()):
+        resources.extend(documents.parse(text, f"{spec.source.describe()}:{name}"))
+    return resources, scope_only
+
+
+def _manifest_resources(spec: ReleaseSpec, tree: Tree) -> list[Resource]:
+    """The resources of a directory of plain manifests (every .yaml / .yml below it)."""
+    base = tree.local_path(spec.source.path)
+    if not base.is_dir():
+        raise FleetError(
+            f"manifest directory {spec.source.path!r} not found",
+            path=spec.origin,
+            line=spec.origin_line,
+        )
+    resources: list[Resource] = []
+    for file in sorted(base.rglob("*")):
+        if file.suffix in (".yaml", ".yml") and file.is_file():
+            rel = f"{spec.source.path}/{file.relative_to(base).as_posix()}"
+            resources.extend(documents.parse(file.read_text(encoding="utf-8"), rel))
+    return resources
+
+
+def _kept_sections(
+    resources: list[Resource], spec: ReleaseSpec, config: FleetConfig
+) -> list[Resource]:
+    """The resources with their section set (hooks, tests), those the release drops left out."""
+    keep_hooks = config.render.hooks if spec.hooks is None else spec.hooks
+    keep_tests = spec.tests or config.render.tests
+    kept: list[Resource] = []
+    for res in resources:
+        if res.section != "crds":
+            res.section = documents.hook_section(res)
+        if (res.section == "hooks" and not keep_hooks) or (
+            res.section == "tests" and not keep_tests
+        ):
+            continue
+        kept.append(res)
     return kept
 
 
@@ -313,7 +339,7 @@ def check_chart(path: Path, spec: ReleaseSpec) -> None:
     """What `helm template` refuses before rendering: a library chart (it renders nothing)
     and a cluster outside the chart's `kubeVersion` constraint."""
     source = spec.source.describe()
-    meta = helm.chart_metadata(path, source)
+    meta = chart_metadata(path, source)
     if meta.get("type") == "library":
         raise FleetError(
             f"chart {meta.get('name', source)!r} is a library chart: it renders nothing by "
@@ -322,8 +348,8 @@ def check_chart(path: Path, spec: ReleaseSpec) -> None:
         )
     constraint = str(meta.get("kubeVersion") or "").strip()
     if constraint:
-        version = spec.kube_version or helm.default_kube_version()
-        if not helm.satisfies(constraint, version):
+        version = spec.kube_version or default_kube_version()
+        if not satisfies(constraint, version):
             raise FleetError(
                 f"chart requires kubeVersion: {constraint} which is incompatible with "
                 f"Kubernetes {version} (set kubeVersion for this release, its template or "
@@ -335,13 +361,13 @@ def check_chart(path: Path, spec: ReleaseSpec) -> None:
 def release_files(
     spec: ReleaseSpec, resources: list[Resource], config: FleetConfig
 ) -> dict[str, bytes]:
-    cluster_kinds = manifests.cluster_scoped_kinds(
+    cluster_kinds = documents.cluster_scoped_kinds(
         resources, frozenset(config.render.cluster_scoped_kinds)
     )
     files: dict[str, bytes] = {}
     origins: dict[str, str] = {}
     for res in resources:
-        name = manifests.file_name(
+        name = documents.file_name(
             res,
             pattern=config.output.pattern,
             root=spec.root,
@@ -357,7 +383,7 @@ def release_files(
                 line=spec.origin_line,
             )
         origins[name] = res.source
-        files[name] = manifests.dump(res).encode()
+        files[name] = documents.dump(res).encode()
     return files
 
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from shared.engine.atlas import files as atlas_files
-from shared.engine.dimensions import models as dimensions
-from shared.engine.fleetconfig import FleetConfig
+from shared.engine.atlas.files import ATLAS_SCHEMAS
+from shared.engine.config.fleet import FleetConfig
+from shared.engine.dimensions.models import DIMENSIONS_SCHEMAS
 
 SCHEMA_BASE = "https://rollwright.dev/schemas/"
 
@@ -27,8 +27,8 @@ SCHEMA_BASE = "https://rollwright.dev/schemas/"
 def registry() -> dict[str, type[BaseModel] | dict[str, Any]]:
     """File kind → model (or a hand-written schema for free-form files such as values)."""
     kinds: dict[str, type[BaseModel] | dict[str, Any]] = {"rollwright": FleetConfig}
-    kinds.update(atlas_files.FILE_SCHEMAS)
-    kinds.update(dimensions.FILE_SCHEMAS)
+    kinds.update(ATLAS_SCHEMAS)
+    kinds.update(DIMENSIONS_SCHEMAS)
     return kinds
 
 

@@ -511,25 +511,51 @@ def _emit_block(data: dict[Any, Any] | list[Any]) -> str | None:
 
     A scalar's text is reused only where libyaml could not have broken it: it has no space,
     or it ends by column 80 (libyaml breaks only at a space past column 80)."""
-    out: list[str] = []
-    put = out.append
-    seen: set[int] = set()
-    str_texts = _str_texts
-    scalar_types = _SCALAR_TYPES
+    if not data:
+        return "{}\n" if type(data) is dict else "[]\n"
+    block = _Block()
+    ok = block.mapping(data, 0, False) if isinstance(data, dict) else block.sequence(data, 0, False)
+    return "".join(block.out) if ok else None
 
-    def mapping(node: dict[Any, Any], indent: int, inline: bool) -> bool:
-        if id(node) in seen:
+
+def _key_text(key: Any) -> str | None:
+    """A mapping key's text, or None where it is not a simple scalar."""
+    texts = _str_texts.get(key) if type(key) is str else None
+    if texts is None:
+        if type(key) not in _SCALAR_TYPES:
+            return None
+        texts = _scalar(key)
+    return texts[0]
+
+
+def _value_text(value: Any, cls: type) -> str | None:
+    """A scalar value's text (`cls` is its type), or None where it is not a simple scalar."""
+    texts = _str_texts.get(value) if cls is str else None
+    if texts is None:
+        if cls not in _SCALAR_TYPES:
+            return None
+        texts = _scalar(value)
+    return texts[1]
+
+
+class _Block:
+    """The lines `_emit_block` writes. `mapping` and `sequence` write a collection at
+    `indent` (`inline`: its first line goes after a `- ` already written) and answer False
+    where this writer cannot be sure, which abandons the whole text."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.seen: set[int] = set()
+
+    def mapping(self, node: dict[Any, Any], indent: int, inline: bool) -> bool:
+        if id(node) in self.seen:
             return False  # shared: an anchor
-        seen.add(id(node))
+        self.seen.add(id(node))
+        put = self.out.append
         pad = " " * indent
         first = inline
         for k, v in node.items():
-            texts = str_texts.get(k) if type(k) is str else None
-            if texts is None:
-                if type(k) not in scalar_types:
-                    return False
-                texts = _scalar(k)
-            key = texts[0]
+            key = _key_text(k)
             if key is None or len(key) >= 120:
                 return False
             if first:
@@ -543,7 +569,7 @@ def _emit_block(data: dict[Any, Any] | list[Any]) -> str | None:
                     put(": {}\n")
                 else:
                     put(":\n")
-                    if not mapping(v, indent + 2, False):
+                    if not self.mapping(v, indent + 2, False):
                         return False
                 continue
             if cls is list:
@@ -551,15 +577,10 @@ def _emit_block(data: dict[Any, Any] | list[Any]) -> str | None:
                     put(": []\n")
                 else:
                     put(":\n")
-                    if not sequence(v, indent, False):  # not indented inside a map
+                    if not self.sequence(v, indent, False):  # not indented inside a map
                         return False
                 continue
-            texts = str_texts.get(v) if cls is str else None
-            if texts is None:
-                if cls not in scalar_types:
-                    return False
-                texts = _scalar(v)
-            text = texts[1]
+            text = _value_text(v, cls)
             if text is None or (indent + len(key) + 2 + len(text) > _WIDTH and " " in text):
                 return False
             put(": ")
@@ -567,10 +588,11 @@ def _emit_block(data: dict[Any, Any] | list[Any]) -> str | None:
             put("\n")
         return True
 
-    def sequence(node: list[Any], indent: int, inline: bool) -> bool:
-        if id(node) in seen:
+    def sequence(self, node: list[Any], indent: int, inline: bool) -> bool:
+        if id(node) in self.seen:
             return False
-        seen.add(id(node))
+        self.seen.add(id(node))
+        put = self.out.append
         pad = " " * indent
         first = inline
         for item in node:
@@ -583,31 +605,21 @@ def _emit_block(data: dict[Any, Any] | list[Any]) -> str | None:
             if cls is dict:
                 if not item:
                     put("{}\n")
-                elif not mapping(item, indent + 2, True):
+                elif not self.mapping(item, indent + 2, True):
                     return False
                 continue
             if cls is list:
                 if not item:
                     put("[]\n")
-                elif not sequence(item, indent + 2, True):
+                elif not self.sequence(item, indent + 2, True):
                     return False
                 continue
-            texts = str_texts.get(item) if cls is str else None
-            if texts is None:
-                if cls not in scalar_types:
-                    return False
-                texts = _scalar(item)
-            text = texts[1]
+            text = _value_text(item, cls)
             if text is None or (indent + 2 + len(text) > _WIDTH and " " in text):
                 return False
             put(text)
             put("\n")
         return True
-
-    if not data:
-        return "{}\n" if type(data) is dict else "[]\n"
-    ok = mapping(data, 0, False) if isinstance(data, dict) else sequence(data, 0, False)
-    return "".join(out) if ok else None
 
 
 def _represent(data: Any) -> Any:

@@ -19,32 +19,43 @@ The model, in terms of the sequence of config/config.yaml:
   it completes (whose last place it covers), `rollout.soak` for nodes without their own.
 - A patch is ready to **graduate** when every place is covered, i.e. it is active on every
   root of its cluster type (the rule of the layout's graduation validation).
+
+What a step would meet at its roots (dependencies, overlaps, overridden pins) is
+`shared.promotion.checks`, on the fleet as the step would leave it (`shared.promotion.overlay`);
+graduation's edits of values files are `shared.promotion.folding`.
 """
 
 from __future__ import annotations
 
-import copy
 import weakref
 from collections import defaultdict
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from shared.engine import fleetconfig, yamldoc
-from shared.engine.dimensions import patches
+from shared.engine import yamldoc
+from shared.engine.config.durations import duration_seconds
+from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
+from shared.engine.config.rollout import RolloutSettings
+from shared.engine.config.windows import window_state
+from shared.engine.dimensions import models
 from shared.engine.dimensions.layout import DimensionsLayout
-from shared.engine.dimensions.merge import touches_secret
-from shared.engine.dimensions.models import CONFIG_FILE, DEFAULTS_FILES, VALUES_FILE, Section
-from shared.engine.errors import FleetError, Problem
-from shared.engine.fleetconfig import FleetConfig, RolloutSettings, duration_seconds
-from shared.engine.layout import detect_layout
+from shared.engine.dimensions.models import VALUES_FILE, Section
+from shared.engine.errors import FleetError
+from shared.engine.fleet import detect_layout
 from shared.engine.tree import GitTree, Tree, join
-from shared.engine.values import deep_merge, escape_pointer_token, get_pointer, parse_pointer
-from shared.engine.windows import window_state
-from shared.promotion import yamledit
+from shared.engine.values import deep_merge
+from shared.promotion.checks import listed, overlaps, overridden_pins, unmet_dependencies
+from shared.promotion.folding import (
+    app_defaults,
+    application_values,
+    dump_values_file,
+    fold,
+    load_values_file,
+)
+from shared.promotion.overlay import Overlay
 
 Gate = Literal["automated", "manual"]
 TRAILER_PATCH = "Rollwright-Patch"
@@ -169,12 +180,12 @@ class _Fleet:
 
     def __init__(self, tree: Tree) -> None:
         self.tree = tree
-        self.config: FleetConfig = fleetconfig.load(tree)
+        self.config: FleetConfig = FleetConfig.load(tree)
         if detect_layout(tree, self.config) != "dimensions":
             raise FleetError(
                 "promotion needs the dimensions layout (config/config.yaml); this fleet uses "
                 "another layout",
-                path=fleetconfig.CONFIG_FILE,
+                path=CONFIG_FILE,
             )
         self.layout = DimensionsLayout(tree, self.config)
         self.settings: RolloutSettings = self.config.rollout
@@ -200,10 +211,10 @@ class _Fleet:
         depth = sequence.level_depth(step)
         if depth is None:
             names = ", ".join(d.key for d in sequence.dimensions)
-            text = tree.read_text(fleetconfig.CONFIG_FILE)
+            text = tree.read_text(CONFIG_FILE)
             raise FleetError(
-                f"rollout.step {step!r} is not a dimension of {CONFIG_FILE} ({names})",
-                path=fleetconfig.CONFIG_FILE,
+                f"rollout.step {step!r} is not a dimension of {models.CONFIG_FILE} ({names})",
+                path=CONFIG_FILE,
                 line=yamldoc.key_line(text, ("rollout", "step")),
             )
         return depth
@@ -267,7 +278,7 @@ class _Fleet:
         n = self.by_path.get(path.strip("/"))
         if n is None:
             raise PromotionError(
-                f"unknown node {path!r}; nodes of the sequence in {CONFIG_FILE}: "
+                f"unknown node {path!r}; nodes of the sequence in {models.CONFIG_FILE}: "
                 + ", ".join(x.path for x in self.nodes)
             )
         return n
@@ -322,92 +333,6 @@ def _depth(n: _SeqNode) -> int:
     return n.path.count("/") + 1
 
 
-class _Overlay:
-    """A `Tree` with some files written or deleted (what a plan would commit)."""
-
-    def __init__(self, base: Tree, writes: dict[str, bytes], deletes: Iterable[str] = ()) -> None:
-        self.base = base
-        self.writes = {k: v.decode() for k, v in writes.items()}
-        self.deletes = set(deletes)
-
-    def is_file(self, rel: str) -> bool:
-        if rel in self.writes:
-            return True
-        return rel not in self.deletes and self.base.is_file(rel)
-
-    def is_dir(self, rel: str) -> bool:
-        prefix = f"{rel}/"
-        return self.base.is_dir(rel) or any(p.startswith(prefix) for p in self.writes)
-
-    def listdir(self, rel: str) -> list[str]:
-        prefix = f"{rel}/" if rel else ""
-        names = {n for n in self.base.listdir(rel) if join(rel, n) not in self.deletes}
-        names |= {p[len(prefix) :].split("/", 1)[0] for p in self.writes if p.startswith(prefix)}
-        return sorted(names)
-
-    def read_text(self, rel: str) -> str:
-        if rel in self.writes:
-            return self.writes[rel]
-        if rel in self.deletes:
-            raise FileNotFoundError(rel)
-        return self.base.read_text(rel)
-
-    def local_path(self, rel: str) -> Path:
-        raise FleetError(f"{rel}: a planned change is not on disk")
-
-
-# --- dependencies and conflicts ------------------------------------------------------------
-
-
-def _unmet(layout: DimensionsLayout, patch_id: str, roots: list[str]) -> list[str]:
-    """Unmet dependencies of the patch at `roots` of `layout`, grouped by what was found."""
-    grouped: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for root in roots:
-        state = layout.state(root)
-        secret: set[tuple[str | int, ...]] | None = None
-        for outcome in state.outcomes:
-            if outcome.patch.id != patch_id:
-                continue
-            for dep, found in outcome.unmet:
-                if secret is None:
-                    # Leaves derived from a secret, and whatever an encrypted file sets
-                    # (booleans and short numbers included): never quoted.
-                    secret = layout.secret_paths(root, None) | layout.encrypted_paths(root)
-                if touches_secret(secret, dep.pointer):
-                    found = "found a value that comes from an encrypted file (not shown)"
-                grouped[(dep.describe(), found)].append(root)
-    return [
-        f"dependency {what} is not met at {_list(roots)} ({found})"
-        for (what, found), roots in grouped.items()
-    ]
-
-
-def _conflicts(layout: DimensionsLayout, patch_id: str, roots: list[str]) -> list[str]:
-    """Other patches active with this one at `roots` that set the same paths."""
-    grouped: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
-    for root in roots:
-        active = [o.patch for o in layout.state(root).outcomes]
-        mine = next((p for p in active if p.id == patch_id), None)
-        if mine is None:
-            continue
-        for other in active:
-            if other.id == patch_id:
-                continue
-            for pointer in patches.overlap(mine, other):
-                grouped[(other.id, pointer, mine.path, other.path)].append(root)
-    return [
-        f"patch {patch_id!r} ({mine_path}) and patch {other!r} ({other_path}) both set "
-        f"{pointer} at {_list(roots)}"
-        for (other, pointer, mine_path, other_path), roots in grouped.items()
-    ]
-
-
-def _list(items: list[str], shown: int = 3) -> str:
-    items = sorted(items)
-    more = len(items) - shown
-    return ", ".join(items[:shown]) + (f" and {more} more" if more > 0 else "")
-
-
 def _copy_change(fleet: _Fleet, found: _Found, n: _SeqNode) -> dict[str, bytes]:
     source = fleet.source(found)
     name = source.rsplit("/", 1)[-1]
@@ -417,7 +342,7 @@ def _copy_change(fleet: _Fleet, found: _Found, n: _SeqNode) -> dict[str, bytes]:
 
 def _simulate(fleet: _Fleet, found: _Found, n: _SeqNode) -> DimensionsLayout:
     """The layout with the patch copied to `n`."""
-    overlay = _Overlay(fleet.tree, _copy_change(fleet, found, n))
+    overlay = Overlay(fleet.tree, _copy_change(fleet, found, n))
     return DimensionsLayout(overlay, fleet.config)
 
 
@@ -446,7 +371,7 @@ def _status(fleet: _Fleet, found: _Found) -> PatchRollout:
     furthest = max(covered, default=-1)
     skipped = fleet.cover_nodes(i for i in range(furthest) if i not in covered)
     active_roots = [f"{found.ctype}/{'/'.join(fleet.places[i])}" for i in sorted(covered)]
-    conflicts = _conflicts(fleet.layout, found.patch_id, active_roots)
+    conflicts = overlaps(fleet.layout, found.patch_id, active_roots)
     unmet: list[str] = []
     next_step: Node | None = None
     next_shadows: list[str] = []
@@ -454,13 +379,13 @@ def _status(fleet: _Fleet, found: _Found) -> PatchRollout:
         next_step = fleet.step(nxt, covered)
         simulated = _simulate(fleet, found, nxt)
         roots = fleet.roots(found.ctype, nxt)
-        unmet = _unmet(simulated, found.patch_id, roots)
-        conflicts += [c for c in _conflicts(simulated, found.patch_id, roots) if c not in conflicts]
-        next_shadows = _shadows(simulated, found.patch_id, roots)
+        unmet = unmet_dependencies(simulated, found.patch_id, roots)
+        conflicts += [c for c in overlaps(simulated, found.patch_id, roots) if c not in conflicts]
+        next_shadows = overridden_pins(simulated, found.patch_id, roots)
     blocked = [
         Blocked(node, reason)
         for node in order
-        for reason in _unmet(
+        for reason in unmet_dependencies(
             fleet.layout, found.patch_id, fleet.roots(found.ctype, fleet.by_path[node])
         )
     ]
@@ -479,25 +404,10 @@ def _status(fleet: _Fleet, found: _Found) -> PatchRollout:
         description=str(patch.content.get("metadata", {}).get("description") or ""),
         copies=[found.copies[p] for p in order],
         skipped_nodes=skipped,
-        shadowed_pins=_shadows(fleet.layout, found.patch_id, active_roots),
+        shadowed_pins=overridden_pins(fleet.layout, found.patch_id, active_roots),
         next_shadowed_pins=next_shadows,
         blocked=blocked,
     )
-
-
-def _shadows(layout: DimensionsLayout, patch_id: str, roots: list[str]) -> list[str]:
-    """The pins the patch overrides at `roots`, as `validate` warns of them, each after the
-    node of the copy that overrides it."""
-    grouped: dict[tuple[str, str, int | None, str], list[str]] = defaultdict(list)
-    for root in roots:
-        for shadow in layout.shadowed_pins(root):
-            if shadow.patch_id == patch_id:
-                key = (shadow.node, shadow.values_path, shadow.values_line, shadow.message())
-                grouped[key].append(root)
-    return [
-        f"{node}: {Problem(path, line, f'{message} {_list(where)}')}"
-        for (node, path, line, message), where in grouped.items()
-    ]
 
 
 def _current(fleet: _Fleet, found: _Found) -> Node | None:
@@ -539,7 +449,7 @@ def check_dependencies(tree: Tree, patch_id: str, node_path: str) -> list[str]:
     fleet = _fleet(tree)
     found = fleet.patch(patch_id)
     n = fleet.node(node_path)
-    return _unmet(_simulate(fleet, found, n), patch_id, fleet.roots(found.ctype, n))
+    return unmet_dependencies(_simulate(fleet, found, n), patch_id, fleet.roots(found.ctype, n))
 
 
 def plan_promotion(
@@ -578,46 +488,95 @@ def plan_promotion(
             f"patch {patch_id!r} is already active on every root under {target.path}; the "
             f"next node is {nxt.path}"
         )
+    forced = _forced_gap(fleet, patch_id, target, nxt, covered, fresh, force=force)
+    _check_at_target(fleet, found, target)
+    step = fleet.step(target, covered)
+    if now is not None:
+        forced += _forced_window(fleet, target, now, force=force)
+    return FileChange(
+        _copy_change(fleet, found, target),
+        [],
+        _promotion_message(fleet, found, target, step, fresh, forced, actor),
+    )
+
+
+def _forced_gap(
+    fleet: _Fleet,
+    patch_id: str,
+    target: _SeqNode,
+    nxt: _SeqNode,
+    covered: set[int],
+    fresh: set[int],
+    *,
+    force: bool,
+) -> list[str]:
+    """The commit message's "Forced:" line for places the step skips ([] for none); refused
+    unless `force`."""
     gap = [i for i in range(min(fresh)) if i not in covered]
     skipped = fleet.cover_nodes(gap)
-    forced: list[str] = []
-    if skipped:
-        if not force:
-            raise PromotionError(
-                f"promoting {patch_id!r} to {target.path} would skip {', '.join(skipped)}; "
-                f"the next node is {nxt.path} (--force skips, and the commit records it)"
-            )
-        forced.append(f"Forced: skips {', '.join(skipped)}")
-    unmet = _unmet(_simulate(fleet, found, target), patch_id, fleet.roots(found.ctype, target))
+    if not skipped:
+        return []
+    if not force:
+        raise PromotionError(
+            f"promoting {patch_id!r} to {target.path} would skip {', '.join(skipped)}; "
+            f"the next node is {nxt.path} (--force skips, and the commit records it)"
+        )
+    return [f"Forced: skips {', '.join(skipped)}"]
+
+
+def _check_at_target(fleet: _Fleet, found: _Found, target: _SeqNode) -> None:
+    """Refuse a step whose dependencies are unmet, or that makes patches overlap, at a root
+    under `target`."""
+    patch_id = found.patch_id
+    unmet = unmet_dependencies(
+        _simulate(fleet, found, target), patch_id, fleet.roots(found.ctype, target)
+    )
     if unmet:
         raise PromotionError(
             f"dependencies of patch {patch_id!r} are not met under {target.path}: "
             + "; ".join(unmet)
         )
     simulated = _simulate(fleet, found, target)
-    conflicts = _conflicts(simulated, patch_id, fleet.roots(found.ctype, target))
+    conflicts = overlaps(simulated, patch_id, fleet.roots(found.ctype, target))
     if conflicts:
         raise PromotionError(
             f"promoting {patch_id!r} to {target.path} would make patches overlap: "
             + "; ".join(conflicts)
         )
-    step = fleet.step(target, covered)
-    if now is not None:
-        window = window_state(fleet.settings, target.path, now)
-        if not window.open:
-            if not force:
-                raise PromotionError(
-                    f"the promotion window of {target.path} is {window.reason} (--force "
-                    "promotes anyway, and the commit records it)"
-                )
-            forced.append(f"Forced: outside the promotion window ({window.reason})")
+
+
+def _forced_window(fleet: _Fleet, target: _SeqNode, now: datetime, *, force: bool) -> list[str]:
+    """The "Forced:" line for a step outside the node's promotion window ([] when it is open);
+    refused unless `force`."""
+    window = window_state(fleet.settings, target.path, now)
+    if window.open:
+        return []
+    if not force:
+        raise PromotionError(
+            f"the promotion window of {target.path} is {window.reason} (--force "
+            "promotes anyway, and the commit records it)"
+        )
+    return [f"Forced: outside the promotion window ({window.reason})"]
+
+
+def _promotion_message(
+    fleet: _Fleet,
+    found: _Found,
+    target: _SeqNode,
+    step: Node,
+    fresh: set[int],
+    forced: list[str],
+    actor: str | None,
+) -> str:
+    """The commit message of a promotion, with its trailers."""
+    patch_id = found.patch_id
     roots = fleet.roots(found.ctype, target)
     fresh_roots = [f"{found.ctype}/{'/'.join(fleet.places[i])}" for i in sorted(fresh)]
     lines = [
         f"promote {patch_id} to {target.path}",
         "",
         f"Patch {patch_id!r} ({found.ctype}/{found.app}) becomes active on "
-        f"{len(fresh_roots)} more root(s): {_list(fresh_roots, 5)}.",
+        f"{len(fresh_roots)} more root(s): {listed(fresh_roots, 5)}.",
         f"Gate: {step.gate}. Soak before the next step: {duration_text(step.soak_seconds)}.",
         f"Dependencies: met at all {len(roots)} root(s) under {target.path}.",
         *forced,
@@ -629,7 +588,7 @@ def plan_promotion(
         lines.append(f"{TRAILER_FORCED}: {'; '.join(f.removeprefix('Forced: ') for f in forced)}")
     if actor:
         lines.append(f"{TRAILER_BY}: {actor}")
-    return FileChange(_copy_change(fleet, found, target), [], "\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 def duration_text(seconds: int) -> str:
@@ -668,26 +627,26 @@ def plan_graduation(tree: Tree, patch_id: str) -> FileChange:
     patch = fleet.layout.load_patch(fleet.source(found))
     adir = join("config", found.ctype, found.app)
     section = found.section
-    defaults = _defaults(tree, found.ctype, section)
+    defaults = app_defaults(tree, found.ctype, section)
     writes: dict[str, bytes] = {}
     base_rel = join(adir, VALUES_FILE)
-    base_text, base = _load(tree, base_rel)
-    base_values = _app_of(base, section, found.app)
-    under = {found.app: _merge_under(defaults, base_values)}
-    base_app = _fold(base_values, patch, found.app, lower=under, everywhere=True)
-    writes[base_rel] = _dump(base_text, base_rel, base, section, found.app, base_app)
+    base_text, base = load_values_file(tree, base_rel)
+    base_values = application_values(base, section, found.app)
+    under = {found.app: deep_merge(defaults, base_values)}
+    base_app = fold(base_values, patch, found.app, lower=under, everywhere=True)
+    writes[base_rel] = dump_values_file(base_text, base_rel, base, section, found.app, base_app)
     for n in fleet.nodes:
         rel = join(adir, n.path, VALUES_FILE)
         if not tree.is_file(rel):
             continue
-        text, data = _load(tree, rel)
-        app_values = _app_of(data, section, found.app)
-        folded = _fold(app_values, patch, found.app, lower={}, everywhere=False)
+        text, data = load_values_file(tree, rel)
+        app_values = application_values(data, section, found.app)
+        folded = fold(app_values, patch, found.app, lower={}, everywhere=False)
         if folded != app_values:
-            writes[rel] = _dump(text, rel, data, section, found.app, folded)
+            writes[rel] = dump_values_file(text, rel, data, section, found.app, folded)
     deletes = sorted({*found.copies.values(), *([found.staged] if found.staged else [])})
     roots = sorted(f"{found.ctype}/{'/'.join(p)}" for p in fleet.places)
-    after = DimensionsLayout(_Overlay(tree, writes, deletes), fleet.config)
+    after = DimensionsLayout(Overlay(tree, writes, deletes), fleet.config)
     changed = [
         root for root in roots if fleet.layout.state(root).values != after.state(root).values
     ]
@@ -704,7 +663,7 @@ def plan_graduation(tree: Tree, patch_id: str) -> FileChange:
     if changed:
         lines += [
             "",
-            f"Review: the merged values change at {_list(changed, 5)} (the patch was not "
+            f"Review: the merged values change at {listed(changed, 5)} (the patch was not "
             "applied the same way there, e.g. a dependency was unmet or an encrypted file "
             "overrides a path it sets).",
         ]
@@ -712,117 +671,3 @@ def plan_graduation(tree: Tree, patch_id: str) -> FileChange:
         lines += ["", f"Every root of {found.ctype!r} merges to the same values as before."]
     lines += ["", f"{TRAILER_PATCH}: {patch_id}", f"{TRAILER_GRADUATION}: yes"]
     return FileChange(writes, deletes, "\n".join(lines) + "\n")
-
-
-def _defaults(tree: Tree, ctype: str, section: Section) -> dict[str, Any]:
-    rel = join("config", ctype, DEFAULTS_FILES[section])
-    if not tree.is_file(rel):
-        return {}
-    data = yamldoc.loads(tree.read_text(rel), rel) or {}
-    return dict(data.get("defaults") or {})
-
-
-def _load(tree: Tree, rel: str) -> tuple[str | None, Any]:
-    """The file's text (None when there is none) and its data as the render engine reads it."""
-    if not tree.is_file(rel):
-        return None, {}
-    text = tree.read_text(rel)
-    return text, yamldoc.loads(text, rel)
-
-
-def _app_of(data: Any, section: Section, app: str) -> dict[str, Any]:
-    apps = (data.get(section) if isinstance(data, dict) else None) or {}
-    return dict(apps.get(app) or {})
-
-
-def _dump(
-    text: str | None, rel: str, data: Any, section: Section, app: str, values: dict[str, Any]
-) -> bytes:
-    """The file with the application's values set to `values`: edited in place, comments and
-    layout kept (shared/promotion/yamledit.py), or written in full when it cannot be (no file yet,
-    duplicate or merge keys; the file then means exactly the same)."""
-    out = dict(data) if isinstance(data, dict) else {}
-    apps = dict(out.get(section) or {})
-    apps[app] = values
-    out[section] = apps
-    if text is not None:
-        edited = yamledit.edit(text, rel, data, out)
-        if edited is not None:
-            return edited.encode()
-    return yamldoc.dumps(out).encode()
-
-
-def _merge_under(defaults: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
-    return deep_merge(defaults, base)
-
-
-_ABSENT = object()
-
-
-def _fold(
-    values: dict[str, Any],
-    patch: patches.Patch,
-    app: str,
-    *,
-    lower: dict[str, Any],
-    everywhere: bool,
-) -> dict[str, Any]:
-    """`values` (one application's, at one level) with the patch body laid in.
-
-    `everywhere`: set every path the patch sets (the base level). Otherwise only paths this
-    level already overrides (a value on the path, or a non-mapping above it), because those
-    would beat the folded base. `lower` holds what is in force below this level ({app: ...}),
-    for appends.
-    """
-    out = copy.deepcopy(values)
-    body = {app: patch.body.get(app, {})}
-    done: set[str] = set()
-    for pointer in sorted(patch.writes()):
-        tokens = parse_pointer(pointer)
-        if tokens[0] != app or any(pointer.startswith(f"{d}/") for d in done):
-            continue
-        rel = tokens[1:]
-        # Where does this level cut the path (a non-mapping at a prefix)?
-        node: Any = out
-        cut = None
-        for i, token in enumerate(rel[:-1]):
-            node = node.get(token, _ABSENT) if isinstance(node, dict) else _ABSENT
-            if node is _ABSENT:
-                break
-            if not isinstance(node, dict):
-                cut = i + 1
-                break
-        if cut is not None:
-            prefix = _pointer([app, *rel[:cut]])
-            _set(out, rel[:cut], copy.deepcopy(get_pointer(body, prefix)))
-            done.add(prefix)
-            continue
-        here = get_pointer(out, _pointer(rel), _ABSENT)
-        if here is _ABSENT and not everywhere:
-            continue
-        value = get_pointer(body, pointer)
-        if isinstance(value, dict) and not value:
-            if not isinstance(here, dict):
-                _set(out, rel, {})
-            continue
-        if patch.merge_strategy.get(pointer) == "append" and isinstance(value, list):
-            current = here if here is not _ABSENT else get_pointer(lower, pointer, _ABSENT)
-            if isinstance(current, list):
-                value = current + value
-        _set(out, rel, copy.deepcopy(value))
-    return out
-
-
-def _pointer(tokens: list[str]) -> str:
-    return "".join(f"/{escape_pointer_token(t)}" for t in tokens)
-
-
-def _set(tree: dict[str, Any], tokens: list[str], value: Any) -> None:
-    node = tree
-    for token in tokens[:-1]:
-        child = node.get(token)
-        if not isinstance(child, dict):
-            child = {}
-            node[token] = child
-        node = child
-    node[tokens[-1]] = value

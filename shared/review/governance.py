@@ -17,7 +17,7 @@ from shared.contracts.governance import (
     ReviewPolicy,
     Verdict,
 )
-from shared.engine.fleetconfig import FleetConfig
+from shared.engine.config.fleet import FleetConfig
 
 
 def policy_for(

@@ -103,7 +103,7 @@ class NoiseFilter:
 
     @classmethod
     def from_settings(cls, settings: Any) -> NoiseFilter:
-        """From `FleetConfig.preview` (`shared.engine.fleetconfig.PreviewSettings`)."""
+        """From `FleetConfig.preview` (`shared.engine.config.preview.PreviewSettings`)."""
         rules = list(DEFAULT_RULES) if settings.default_noise else []
         for rule in settings.noise:
             kind, pattern = rule.target()

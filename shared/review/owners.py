@@ -24,8 +24,9 @@ from shared.engine import yamldoc
 from shared.engine.atlas.files import TEMPLATES
 from shared.engine.atlas.layout import AtlasLayout
 from shared.engine.atlas.planner import Planner
+from shared.engine.config.fleet import FleetConfig
+from shared.engine.config.parsing import parse_model
 from shared.engine.dimensions.models import OWNERS_FILE, Owners
-from shared.engine.fleetconfig import FleetConfig, parse_model
 from shared.engine.tree import Tree
 
 DEPLOYMENT_FIRST = "{deployment}/"

@@ -134,7 +134,7 @@ from shared.contracts.verify import (
     VerifyPlanResult,
 )
 from shared.devstack.temporal import temporal_binary
-from shared.engine.fleetconfig import FleetConfig
+from shared.engine.config.fleet import FleetConfig
 from shared.review.governance import decide, policy_for
 from tests.support import histories, queries
 from workflows.deployment import DeploymentWorkflow

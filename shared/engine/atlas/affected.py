@@ -79,7 +79,7 @@ def affected_roots(tree: Tree, files: ValueFiles, changed: set[str]) -> set[str]
     return out
 
 
-# helmfile's file functions (shared.engine.gotmpl): a template using them may read any file.
+# helmfile's file functions (shared.engine.helm.gotmpl): a template using them may read any file.
 FILE_FUNCTIONS = re.compile(r"\b(?:readFile|isFile|isDir|readDir|listDir)\b")
 
 

@@ -12,11 +12,13 @@ The models are the single source of truth for `docs/schemas/atlas-*.json` (see
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shared.engine.fleetconfig import Capabilities
+from shared.engine.config.atlas import Capabilities
+from shared.engine.errors import FleetError
 
 DEPLOYMENTS = "deployments"
 TEMPLATES = "templates"
@@ -416,8 +418,41 @@ VALUES_SCHEMA: dict[str, Any] = {
     "type": "object",
 }
 
-FILE_SCHEMAS: dict[str, type[BaseModel] | dict[str, Any]] = {
+ATLAS_SCHEMAS: dict[str, type[BaseModel] | dict[str, Any]] = {
     "atlas-deployment": DeploymentFile,
     "atlas-helmfile": HelmfileTemplate,
     "atlas-values": VALUES_SCHEMA,
 }
+
+
+def resolve_path(
+    base: str,
+    rel: str,
+    *,
+    what: str,
+    inside: str | None = None,
+    line: int | None = None,
+    origin: str = "",
+) -> str:
+    """A path relative to `base` as a repo path: inside the repo, inside `inside` when
+    given, and never under deployments/ for template references (see docs: affected)."""
+    if rel.startswith("/"):
+        raise FleetError(
+            f"{what} {rel!r}: absolute paths are not allowed; use a path relative to {base}",
+            path=origin,
+            line=line,
+        )
+    path = posixpath.normpath(posixpath.join(base, rel))
+    if path == ".." or path.startswith("../"):
+        raise FleetError(f"{what} {rel!r} points outside the repository", path=origin, line=line)
+    if inside is not None:
+        if path != inside and not path.startswith(inside + "/"):
+            raise FleetError(f"{what} {rel!r} must stay inside {inside}/", path=origin, line=line)
+    elif path == DEPLOYMENTS or path.startswith(DEPLOYMENTS + "/"):
+        raise FleetError(
+            f"{what} {rel!r}: templates may not read files under {DEPLOYMENTS}/ (values "
+            "there are layered by the hierarchy)",
+            path=origin,
+            line=line,
+        )
+    return path

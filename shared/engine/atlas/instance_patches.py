@@ -3,10 +3,10 @@ deployment.yaml, applied to the rendered objects of all the instance's releases 
 
 from __future__ import annotations
 
-from shared.engine import postrender
-from shared.engine.atlas.planner import InstancePlan, ReleasePlan
+from shared.engine.atlas.plans import InstancePlan, ReleasePlan
 from shared.engine.errors import FleetError
-from shared.engine.manifests import Resource
+from shared.engine.manifests import patches
+from shared.engine.manifests.documents import Resource
 
 
 def apply_instance_patches(
@@ -29,7 +29,7 @@ def apply_instance_patches(
         for j, entry in enumerate(entries):
             keys = ("apps", inst.index, kind, j)
             ops = entry.get("patch") if isinstance(entry, dict) else None
-            place = postrender.PatchOrigin(
+            place = patches.PatchOrigin(
                 inst.deployment.path,
                 inst.deployment.line(*keys),
                 tuple(inst.deployment.line(*keys, "patch", k) for k in range(len(ops)))
@@ -37,7 +37,7 @@ def apply_instance_patches(
                 else (),
             )
             try:
-                postrender.apply_release_patches(
+                patches.apply_release_patches(
                     objects,
                     [] if strategic else [entry],
                     [entry] if strategic else [],

@@ -17,21 +17,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.engine import helm, render
+from shared.engine import render
 from shared.engine.atlas import affected, secrets, unread, validate
 from shared.engine.atlas.discovery import Cluster
-from shared.engine.atlas.files import FILE_SCHEMAS
 from shared.engine.atlas.instance_patches import apply_instance_patches
-from shared.engine.atlas.planner import Planner, ReleasePlan
+from shared.engine.atlas.planner import Planner
+from shared.engine.atlas.plans import ReleasePlan
 from shared.engine.atlas.values import Decrypt, Layer, ValueFiles, default_decrypt
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.errors import FleetError, Problem
-from shared.engine.fleetconfig import FleetConfig
+from shared.engine.helm.engine import charts_unchanged
 from shared.engine.layout import ReleaseInfo
-from shared.engine.manifests import Resource
+from shared.engine.manifests.documents import Resource
 from shared.engine.release import ReleaseSpec
 from shared.engine.tree import Tree
 
-__all__ = ["FILE_SCHEMAS", "AtlasLayout", "Layer"]
+__all__ = ["AtlasLayout", "Layer"]
 
 
 class AtlasLayout:
@@ -113,12 +114,12 @@ class AtlasLayout:
 
     def render_files(self, root: str) -> dict[str, bytes]:
         """Every output file of `root`, in plaintext."""
-        with helm.charts_unchanged():  # one root's releases share charts: fingerprint once
+        with charts_unchanged():  # one root's releases share charts: fingerprint once
             return self._render(root, redact=False)[0]
 
     def render_redacted(self, root: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
         """(plaintext, redacted) output files of `root`; see shared.engine.atlas.secrets."""
-        with helm.charts_unchanged():
+        with charts_unchanged():
             return self._render(root, redact=True)
 
     def _render(self, root: str, *, redact: bool) -> tuple[dict[str, bytes], dict[str, bytes]]:

@@ -1,24 +1,24 @@
 """Planning an atlas root: the parsed files and resolved releases it is rendered from.
 
-`Planner` builds these per root: a `LoadedDeployment` per deployment.yaml, an `InstancePlan`
-per enabled `apps:` entry (its environment and rendered helmfile) and a `ReleasePlan` per
-template release (name, namespace, labels, chart source, values sources, patches), then the
-release's value layers (`resolve_values`, through `shared.engine.atlas.values`) and its
-`ReleaseSpec` for `shared.engine.render`. Everything read is cached for one revision: the
-layout, secrets, validation and affected-roots modules all plan through one `Planner`.
+`Planner` builds these per root (the plans are `shared.engine.atlas.plans`): a
+`LoadedDeployment` per deployment.yaml, an `InstancePlan` per enabled `apps:` entry (its
+environment and rendered helmfile) and a `ReleasePlan` per template release (name, namespace,
+labels, and what the release reads through `shared.engine.atlas.releases`: chart source, values
+sources, patches), then the release's value layers (`resolve_values`, through
+`shared.engine.atlas.values`) and its `ReleaseSpec` for `shared.engine.render`. Everything read
+is cached for one revision: the layout, secrets, validation and affected-roots modules all plan
+through one `Planner`.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import posixpath
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shared.engine import helm, render, suggest, template_memo, yamldoc
+from shared.engine import render, suggest, yamldoc
 from shared.engine.atlas.discovery import (
     Cluster,
     DeploymentDef,
@@ -40,15 +40,21 @@ from shared.engine.atlas.files import (
     DeploymentFile,
     HelmfileTemplate,
     HelmRelease,
-    SetValue,
     join,
-    label_text,
+    resolve_path,
 )
+from shared.engine.atlas.plans import (
+    Helmfile,
+    InstancePlan,
+    LoadedDeployment,
+    ReleaseParts,
+    ReleasePlan,
+)
+from shared.engine.atlas.releases import ReleaseReader, oci_url
 from shared.engine.atlas.values import (
     Decrypt,
     Layer,
     LevelSource,
-    TemplateValue,
     ValueFiles,
     default_decrypt,
     environment,
@@ -57,112 +63,14 @@ from shared.engine.atlas.values import (
     merge_into,
     with_atlas,
 )
+from shared.engine.config.atlas import Capabilities
+from shared.engine.config.fleet import FleetConfig
+from shared.engine.config.parsing import parse_model
 from shared.engine.errors import FleetError, FleetErrors, Problem
-from shared.engine.fleetconfig import Capabilities, FleetConfig, parse_model
-from shared.engine.postrender import PatchOrigin
-from shared.engine.release import ChartSource, ReleaseSpec, Repository, SourceKind
+from shared.engine.helm import engine, memo
+from shared.engine.release import ChartSource, ReleaseSpec, Repository
 from shared.engine.tree import GitError, Tree
 from shared.engine.values import deep_merge
-
-
-@dataclass(frozen=True)
-class LoadedDeployment:
-    """A parsed deployment.yaml."""
-
-    defn: DeploymentDef
-    path: str
-    text: str
-    model: DeploymentFile
-
-    def line(self, *keys: str | int) -> int | None:
-        return yamldoc.key_line(self.text, keys)
-
-
-@dataclass(frozen=True)
-class Helmfile:
-    """A template's helmfile as rendered for one instance."""
-
-    template: str
-    path: str  # templates/<t>/helmfile.yaml.gotmpl
-    source_text: str
-    text: str  # after Go templating
-    model: HelmfileTemplate
-
-    @property
-    def dir(self) -> str:
-        return posixpath.dirname(self.path)
-
-    def line(self, keys: tuple[str | int, ...], needle: str | None = None) -> int | None:
-        """Line of `keys` in the source file: found by `needle` when templating moved lines."""
-        if needle and self.text != self.source_text:
-            hits = [i + 1 for i, ln in enumerate(self.source_text.splitlines()) if needle in ln]
-            if len(hits) == 1:
-                return hits[0]
-        return yamldoc.key_line(self.text, keys)
-
-
-@dataclass
-class InstancePlan:
-    """One entry of a deployment's `apps:` on one cluster, with its environment."""
-
-    cluster: Cluster
-    deployment: LoadedDeployment
-    index: int
-    instance: AppInstance
-    namespace: str | None  # `apps[].namespace`, else the deployment's `settings.namespace`
-    atlas: dict[str, Any]  # the atlas metadata (docs/formats/atlas.md)
-    levels: list[LevelSource]
-    env: dict[str, Any]
-    env_layers: list[Layer]
-    helmfile: Helmfile
-
-    @property
-    def where(self) -> str:
-        return f"apps[{self.index}]"
-
-
-@dataclass
-class ReleaseParts:
-    """What one release of a rendered helmfile reads: the same for every instance that
-    renders the helmfile to the same text. Shared between plans: read only."""
-
-    source: ChartSource
-    template_values: list[TemplateValue] = field(default_factory=list)
-    template_secrets: list[str] = field(default_factory=list)
-    json_patches: list[dict[str, Any]] = field(default_factory=list)
-    strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)
-    json_patch_origins: list[PatchOrigin] = field(default_factory=list)
-    strategic_patch_origins: list[PatchOrigin] = field(default_factory=list)
-    overrides: list[Layer] = field(default_factory=list)  # `set:` / `setString:`
-
-
-@dataclass
-class ReleasePlan:
-    """One release of one root, everything but its values resolved."""
-
-    id: str
-    name: str
-    namespace: str
-    labels: dict[str, str]
-    source: ChartSource
-    index: int  # position in the helmfile's releases
-    release: HelmRelease
-    instance: InstancePlan
-    template_values: list[TemplateValue] = field(default_factory=list)
-    template_secrets: list[str] = field(default_factory=list)
-    json_patches: list[dict[str, Any]] = field(default_factory=list)
-    strategic_merge_patches: list[dict[str, Any]] = field(default_factory=list)
-    json_patch_origins: list[PatchOrigin] = field(default_factory=list)
-    strategic_patch_origins: list[PatchOrigin] = field(default_factory=list)
-    overrides: list[Layer] = field(default_factory=list)
-
-    @property
-    def deployment(self) -> str:
-        return self.instance.deployment.defn.name
-
-    @property
-    def template(self) -> str:
-        return self.instance.helmfile.template
 
 
 class _LocalCharts(render.ChartResolver):
@@ -195,7 +103,7 @@ class Planner:
         self._clusters: dict[str, Cluster] | None = None
         self._deployments: dict[str, LoadedDeployment] = {}
         self._helmfiles: dict[tuple[str, str], Helmfile] = {}
-        self._parts: dict[tuple[str, str, int], ReleaseParts] = {}
+        self.releases = ReleaseReader(tree, self.files)
         self._environments: dict[tuple[LevelSource, ...], tuple[dict[str, Any], list[Layer]]] = {}
         self._chart_defaults: dict[ChartSource, dict[str, Any]] = {}
         self._last_plans: tuple[str, list[ReleasePlan]] | None = None
@@ -419,7 +327,7 @@ class Planner:
             return self.parse_helmfile(template, path, source, source)
         # Cached by the values the template reads: instances often render it alike.
         host = self.files.host(default_decrypt)
-        text = template_memo.render(source, with_atlas(env, atlas), source=path, host=host)
+        text = memo.render(source, with_atlas(env, atlas), source=path, host=host)
         if host.secret_reads:
             # As in ATLAS, whose app templates are rendered without secrets: what a helmfile
             # derives from one would leave the values that redaction follows.
@@ -516,128 +424,8 @@ class Planner:
         return found or inst.deployment.defn.name
 
     def release_parts(self, hf: Helmfile, i: int) -> ReleaseParts:
-        """What release `i` of a rendered helmfile reads, whichever instance rendered it
-        (kept per helmfile text: most instances render a template to the same text)."""
-        key = (hf.path, hf.text, i)
-        cached = self._parts.get(key)
-        if cached is not None:
-            return cached
-        rel = hf.model.releases[i]
-        parts = ReleaseParts(chart_source(self.tree, hf, i, rel))
-        for j, entry in enumerate(rel.values):
-            keys: tuple[str | int, ...] = ("releases", i, "values", j)
-            if isinstance(entry, dict):
-                source = f"{hf.path}#releases[{i}].values[{j}]"
-                parts.template_values.append(TemplateValue(source, entry))
-            else:
-                where = f"releases[{i}].values[{j}]"
-                path = self._template_file(hf, entry, keys, where, "values file")
-                parts.template_values.append(TemplateValue(path))
-        for j, entry in enumerate(rel.secrets):
-            keys = ("releases", i, "secrets", j)
-            where = f"releases[{i}].secrets[{j}]"
-            parts.template_secrets.append(
-                self._template_file(hf, entry, keys, where, "secrets file")
-            )
-        for entry, place in self._patches(hf, i, "jsonPatches", rel.jsonPatches):
-            parts.json_patches.append(entry)
-            parts.json_patch_origins.append(place)
-        for entry, place in self._patches(
-            hf, i, "strategicMergePatches", rel.strategicMergePatches
-        ):
-            parts.strategic_merge_patches.append(entry)
-            parts.strategic_patch_origins.append(place)
-        for kind in ("set", "setString"):
-            for j, entry in enumerate(getattr(rel, kind)):
-                parts.overrides.append(self._set_layer(hf, i, kind, j, entry))
-        if len(self._parts) > 4096:
-            self._parts.clear()
-        self._parts[key] = parts
-        return parts
-
-    def _template_file(
-        self, hf: Helmfile, entry: str, keys: tuple[str | int, ...], where: str, what: str
-    ) -> str:
-        line = hf.line(keys, entry)
-        path = resolve_path(hf.dir, entry, what=f"{where}: {what}", origin=hf.path, line=line)
-        if not self.files.exists(path):
-            raise FleetError(
-                f"{where}: {what} {entry!r} not found ({path})", path=hf.path, line=line
-            )
-        return path
-
-    def _set_layer(self, hf: Helmfile, i: int, kind: str, j: int, entry: SetValue) -> Layer:
-        """One `set:` / `setString:` entry as helm parses `--set name=value` (or
-        `--set-string`, `--set-file`): a layer over every values level."""
-        where = f"releases[{i}].{kind}[{j}]"
-        line = hf.line(("releases", i, kind, j))
-        given = [key for key in ("value", "values", "file") if getattr(entry, key) is not None]
-        if len(given) != 1:
-            got = ", ".join(given) or "none"
-            raise FleetError(
-                f"{where}: needs exactly one of value, values, file (got {got})",
-                path=hf.path,
-                line=line,
-            )
-        if entry.file is not None:
-            keys = ("releases", i, kind, j, "file")
-            path = self._template_file(hf, entry.file, keys, where, "file")
-            # --set-file takes the file's text as it is: parse the path, then put the text in.
-            data = set_leaf(
-                self._parse_set(hf, where, line, entry.name, "x", True), self.files.text(path)
-            )
-        else:
-            text = (
-                "{" + ",".join(set_text(v) for v in entry.values) + "}"
-                if entry.values is not None
-                else set_text(entry.value)
-            )
-            data = self._parse_set(hf, where, line, entry.name, text, kind == "setString")
-        return Layer(f"{hf.path}#{where}", "set", jsonable(data))
-
-    @staticmethod
-    def _parse_set(
-        hf: Helmfile, where: str, line: int | None, name: str, text: str, string: bool
-    ) -> dict[str, Any]:
-        try:
-            return helm.parse_set(f"{name}={text}", string=string)
-        except FleetError as err:
-            raise FleetError(f"{where}: {err.problem.message}", path=hf.path, line=line) from None
-
-    def _patches(
-        self, hf: Helmfile, i: int, kind: str, entries: list[dict[str, Any] | str]
-    ) -> list[tuple[dict[str, Any], PatchOrigin]]:
-        """The entries, each with where it was written (an inline entry's line in the
-        helmfile, a patch file's item's line in that file) and its operations' lines."""
-        out: list[tuple[dict[str, Any], PatchOrigin]] = []
-        for j, entry in enumerate(entries):
-            if isinstance(entry, dict):
-                keys: tuple[str | int, ...] = ("releases", i, kind, j)
-                # Called at once (not kept): the loop's `keys` is the one meant.
-                out.append((entry, _origin(entry, hf.path, lambda *k: hf.line((*keys, *k)))))  # noqa: B023
-                continue
-            where = f"releases[{i}].{kind}[{j}]"
-            path = self._template_file(hf, entry, ("releases", i, kind, j), where, "patch file")
-            text = self.files.text(path)
-            data = yamldoc.loads(text, path)
-            items = data if isinstance(data, list) else [data]
-            for n, item in enumerate(items):
-                if not isinstance(item, dict):
-                    raise FleetError(
-                        f"a patch file holds a mapping or a list of mappings, found "
-                        f"{yamldoc.type_name(item)}",
-                        path=path,
-                        line=1,
-                    )
-                top: tuple[int, ...] = (n,) if isinstance(data, list) else ()
-
-                def line_of(
-                    *k: str | int, top: tuple[int, ...] = top, text: str = text
-                ) -> int | None:
-                    return yamldoc.key_line(text, (*top, *k))
-
-                out.append((item, _origin(item, path, line_of)))
-        return out
+        """What release `i` of a rendered helmfile reads, whichever instance rendered it."""
+        return self.releases.parts(hf, i)
 
     def chart_defaults(self, plan: ReleasePlan) -> dict[str, Any]:
         source = plan.source
@@ -648,10 +436,10 @@ class Planner:
             origin = plan.instance.helmfile.path
             if source.kind == "remote-chart":
                 path = self.resolver.resolve(source, self.tree, origin)
-                cached = helm.chart_defaults(path, source.describe())
+                cached = engine.chart_defaults(path, source.describe())
             else:
                 try:
-                    cached = helm.chart_defaults(self.tree.local_path(source.path), source.path)
+                    cached = engine.chart_defaults(self.tree.local_path(source.path), source.path)
                 except GitError:
                     # A git revision without a checkout: read the chart's values.yaml in place.
                     values = join(source.path, "values.yaml")
@@ -782,95 +570,6 @@ def release_name(instance: AppInstance, style: str, release: str) -> str:
     return f"{name}-{release}" if style == "prefix" else f"{release}-{name}"
 
 
-def resolve_path(
-    base: str,
-    rel: str,
-    *,
-    what: str,
-    inside: str | None = None,
-    line: int | None = None,
-    origin: str = "",
-) -> str:
-    """A path relative to `base` as a repo path: inside the repo, inside `inside` when
-    given, and never under deployments/ for template references (see docs: affected)."""
-    if rel.startswith("/"):
-        raise FleetError(
-            f"{what} {rel!r}: absolute paths are not allowed; use a path relative to {base}",
-            path=origin,
-            line=line,
-        )
-    path = posixpath.normpath(posixpath.join(base, rel))
-    if path == ".." or path.startswith("../"):
-        raise FleetError(f"{what} {rel!r} points outside the repository", path=origin, line=line)
-    if inside is not None:
-        if path != inside and not path.startswith(inside + "/"):
-            raise FleetError(f"{what} {rel!r} must stay inside {inside}/", path=origin, line=line)
-    elif path == DEPLOYMENTS or path.startswith(DEPLOYMENTS + "/"):
-        raise FleetError(
-            f"{what} {rel!r}: templates may not read files under {DEPLOYMENTS}/ (values "
-            "there are layered by the hierarchy)",
-            path=origin,
-            line=line,
-        )
-    return path
-
-
-def chart_source(tree: Tree, hf: Helmfile, i: int, rel: HelmRelease) -> ChartSource:
-    """Where release `i` of a helmfile comes from: a remote chart, or a local chart,
-    kustomization or manifests directory relative to the template directory."""
-    chart = rel.chart
-    line = hf.line(("releases", i, "chart"), chart)
-    where = f"releases[{i}].chart"
-    if chart.startswith("oci://"):
-        return ChartSource("remote-chart", ref=chart, version=rel.version)
-    repos = {r.name: r for r in hf.model.repositories}
-    first, sep, rest = chart.partition("/")
-    if sep and first in repos and not chart.startswith("."):
-        repo = repos[first]
-        if repo.oci:
-            ref = f"{oci_url(repo.url)}/{rest}"
-            return ChartSource(
-                "remote-chart", ref=ref, version=rel.version, plain_http=repo.plainHttp
-            )
-        return ChartSource("remote-chart", ref=chart, version=rel.version, repo_url=repo.url)
-    path = resolve_path(hf.dir, chart, what=f"{where}: chart", origin=hf.path, line=line)
-    kind = local_kind(tree, path)
-    if kind is not None:
-        return ChartSource(kind, path=path)
-    if sep and not chart.startswith("."):
-        known = ", ".join(sorted(repos)) or "none"
-        raise FleetError(
-            f"{where}: chart {chart!r}: no directory {path} and no repository named "
-            f"{first!r} in repositories: (known: {known})",
-            path=hf.path,
-            line=line,
-        )
-    raise FleetError(
-        f"{where}: chart {chart!r} not found: no directory {path}", path=hf.path, line=line
-    )
-
-
-def local_kind(tree: Tree, path: str) -> SourceKind | None:
-    """What a local chart path holds: a chart, a kustomization or plain manifests."""
-    if tree.is_file(path):
-        return "chart" if path.endswith(".tgz") else None
-    if not tree.is_dir(path):
-        return None
-    names = set(tree.listdir(path))
-    if "Chart.yaml" in names:
-        return "chart"
-    if names & {"kustomization.yaml", "kustomization.yml", "Kustomization"}:
-        return "kustomize"
-    return "manifests"
-
-
-def _origin(entry: dict[str, Any], path: str, line_of: Callable[..., int | None]) -> PatchOrigin:
-    """Where a patch entry is: its line, and for a JSON patch each operation's line."""
-    ops = entry.get("patch")
-    op_lines = tuple(line_of("patch", k) for k in range(len(ops))) if isinstance(ops, list) else ()
-    return PatchOrigin(path, line_of(), op_lines)
-
-
 def patch_shape_problem(entry: dict[str, Any], *, strategic: bool) -> str | None:
     if strategic:
         meta = entry.get("metadata")
@@ -917,28 +616,6 @@ def atlas_metadata(
         "cluster": {"id": cluster.id, "name": cluster.name, "group": cluster.group},
         "labels": labels,
     }
-
-
-def oci_url(url: str) -> str:
-    return "oci://" + url.removeprefix("oci://").rstrip("/")
-
-
-def set_text(value: Any) -> str:
-    """A `set:` value as helmfile passes it to `--set`: its text, with the characters
-    `--set` splits on escaped."""
-    text = label_text(value)
-    for char in ("\\", ",", "{", "}"):
-        text = text.replace(char, "\\" + char)
-    return text
-
-
-def set_leaf(tree: Any, value: str) -> Any:
-    """`tree` (one `--set` path) with its single leaf replaced by `value`."""
-    if isinstance(tree, dict):
-        return {k: set_leaf(v, value) for k, v in tree.items()}
-    if isinstance(tree, list):
-        return [None if v is None else set_leaf(v, value) for v in tree]
-    return value
 
 
 def helmfile_context(inst: AppInstance, env: dict[str, Any]) -> dict[str, Any]:

@@ -18,12 +18,14 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from shared.engine import gotmpl, render
+from shared.engine import render
 from shared.engine.atlas.instance_patches import apply_instance_patches
-from shared.engine.atlas.planner import Planner, ReleasePlan, helmfile_context
+from shared.engine.atlas.planner import Planner, helmfile_context
+from shared.engine.atlas.plans import ReleasePlan
 from shared.engine.atlas.values import Layer, default_decrypt, environment, with_atlas
 from shared.engine.errors import FleetError
-from shared.engine.manifests import Resource
+from shared.engine.helm import gotmpl
+from shared.engine.manifests.documents import Resource
 from shared.engine.release import ReleaseSpec
 from shared.engine.secrets import origin
 from shared.engine.secrets.redact import Path, Redactor, redact_tree

@@ -1,8 +1,8 @@
 """Values keys the fleet sets that nothing reads: typos such as `imgae:` for `image:`.
 
 A key is *unread* when no release it reaches reads it: not the release's chart templates
-(with its subcharts, `shared.engine.chart_reads`), not the Go templates its values pass
-through (app templates and values templates, `shared.engine.template_reads`). A key in
+(with its subcharts, `shared.engine.charts.reads`), not the Go templates its values pass
+through (app templates and values templates, `shared.engine.helm.reads`). A key in
 `global.values.yaml` that one chart reads is read; one that no release of any cluster reads
 is reported once, at its file and line, with the roots it reaches and the closest key the
 templates do read ("did you mean").
@@ -20,13 +20,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.engine import helm, render, yamldoc
-from shared.engine.atlas.planner import Planner, ReleasePlan
+from shared.engine import render, yamldoc
+from shared.engine.atlas.planner import Planner
+from shared.engine.atlas.plans import ReleasePlan
 from shared.engine.atlas.values import LEVELS, Layer
-from shared.engine.chart_reads import chart_reads
+from shared.engine.charts.reads import chart_reads
 from shared.engine.errors import FleetError, Problem
+from shared.engine.helm.engine import charts_unchanged
+from shared.engine.helm.reads import Path, Reads, chart_template, merge, values_template
 from shared.engine.suggest import closest
-from shared.engine.template_reads import Path, Reads, chart_template, merge, values_template
 
 # The levels whose keys the fleet writes: not the chart's defaults, not the metadata
 # rollwright sets.
@@ -64,7 +66,7 @@ def unread_keys(planner: Planner, *, strict: bool) -> list[Unread]:
         try:
             plans = planner.plans(root)
             for plan in plans:
-                with planner.naming(plan), helm.charts_unchanged():
+                with planner.naming(plan), charts_unchanged():
                     layers, values = planner.resolve_values(plan)
                     reads = _release_reads(planner, root, plan, layers, values, memo)
                 chart = next((ly.data for ly in layers if ly.level == "chart"), None)

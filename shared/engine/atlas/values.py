@@ -40,9 +40,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.engine import gotmpl, yamldoc
+from shared.engine import yamldoc
 from shared.engine.atlas.files import VALUE_SUFFIXES, join
 from shared.engine.errors import FleetError
+from shared.engine.helm import gotmpl
 from shared.engine.secrets import sops
 from shared.engine.tree import Tree
 from shared.engine.values import deep_merge

@@ -3,18 +3,19 @@
 The models (`models.py`) name the fields a values file, a defaults file or a patch may set and
 check the ones rollwright reads itself; what lies below (`source`, `syncPolicy`, a generator,
 the template's spec, ...) is Argo CD's, and is checked here against Argo CD's API
-(`shared.engine.argocd`): `targetRevison` under `source` is an unknown key with its line and
-the closest name, not a field Argo CD silently drops. `PLACES` says where each field lands in
-the rendered object (the chart's templates/ write them there).
+(`shared.engine.manifests.argocd`): `targetRevison` under `source` is an unknown key with its
+line and the closest name, not a field Argo CD silently drops. `PLACES` says where each field
+lands in the rendered object (the chart's templates/ write them there).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from shared.engine import argocd, yamldoc
+from shared.engine import yamldoc
 from shared.engine.dimensions.models import Section
 from shared.engine.errors import Problem
+from shared.engine.manifests import argocd
 
 _METADATA = {
     "namespace": ("metadata", "namespace"),

@@ -19,15 +19,18 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from shared.engine import argocd, goerrors, helm, yamldoc
-from shared.engine.dimensions.config import Place
+from shared.engine import yamldoc
 from shared.engine.dimensions.models import (
     DEFAULTS_FILES,
     VALUES_FILE,
     ClusterTypeSpec,
     Component,
 )
+from shared.engine.dimensions.sequence import Place
 from shared.engine.errors import FleetError
+from shared.engine.helm.engine import render_template
+from shared.engine.helm.errors import reword
+from shared.engine.manifests import argocd
 from shared.engine.tree import join
 
 CHART_VERSION = "0.1.0"
@@ -64,7 +67,7 @@ def chart_files(spec: ClusterTypeSpec, place: Place, values: dict[str, Any]) -> 
         _check(comp, fields)
         name, key = TEMPLATES[comp.section]
         try:
-            text = helm.render_template(
+            text = render_template(
                 template(name), {**values, "rollwright": {key: comp.name}}, source=comp.dir
             )
         except FleetError as err:
@@ -122,5 +125,5 @@ def _template_reason(message: str) -> str:
     marker = "template: gotpl:"
     if marker in message:
         tail = message.split(marker, 1)[1]
-        return goerrors.reword(re.sub(r"^\d+(:\d+)?: ", "", tail.strip()))
+        return reword(re.sub(r"^\d+(:\d+)?: ", "", tail.strip()))
     return message

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from shared.engine import yamldoc
+from shared.engine.config.parsing import parse_model
 from shared.engine.dimensions import argofields, patches
-from shared.engine.dimensions.config import require_mapping
 from shared.engine.dimensions.models import (
     DEFAULTS_FILES,
     DEFAULTS_MODELS,
@@ -27,8 +27,8 @@ from shared.engine.dimensions.models import (
     Section,
     ValuesFile,
 )
+from shared.engine.dimensions.sequence import require_mapping
 from shared.engine.errors import FleetError, FleetErrors, Problem
-from shared.engine.fleetconfig import parse_model
 from shared.engine.secrets import origin, sops
 from shared.engine.tree import Tree, join
 from shared.engine.values import merge_all, parse_pointer

@@ -4,7 +4,7 @@ engine sees.
 A root is `<type>/<n1>/…/<nk>`, one name per dimension of config/config.yaml; it renders into a
 Helm chart of Argo CD Applications and ApplicationSets. The contract is
 docs/formats/dimensions.md. The modules of this package, in import order: `models` (the file
-formats), `patches` (patch mechanics), `config` (dimensions, sequence, cluster types), `files`
+formats), `patches` (patch mechanics), `sequence` (dimensions, sequence, cluster types), `files`
 (reading each file kind), `merge` (a root's values), `shadows` (pins patches override),
 `validate` (classified, scoped problems) and `chart` (the output); this module puts them
 together.
@@ -15,17 +15,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from shared.engine.dimensions import config as fleet_config
-from shared.engine.dimensions import patches
+from shared.engine.config.fleet import FleetConfig
+from shared.engine.dimensions import patches, sequence
 from shared.engine.dimensions.chart import chart_files
-from shared.engine.dimensions.config import Node
 from shared.engine.dimensions.files import FleetFiles, is_yaml
 from shared.engine.dimensions.merge import Merger, RootState, narrow
 from shared.engine.dimensions.models import CONFIG_FILE, PATCHES_DIR
+from shared.engine.dimensions.sequence import Node
 from shared.engine.dimensions.shadows import Shadow, shadowed_pins
 from shared.engine.dimensions.validate import Validator
 from shared.engine.errors import FleetError, Problem
-from shared.engine.fleetconfig import FleetConfig
 from shared.engine.layout import ReleaseInfo
 from shared.engine.secrets import origin
 from shared.engine.secrets.redact import Redactor, redact_tree
@@ -44,7 +43,7 @@ class DimensionsLayout:
         if not tree.is_file(CONFIG_FILE):
             raise FleetError("missing: the dimensions layout needs it", path=CONFIG_FILE)
         self.config_text, data = self.files.mapping(CONFIG_FILE)
-        self.spec, self.sequence = fleet_config.parse(data, self.config_text)
+        self.spec, self.sequence = sequence.parse(data, self.config_text)
         self.types = {t.name: t for t in self.spec.cluster_types}
         self.places = self.sequence.places
         self.merger = Merger(self.files, self.sequence, self.types)

@@ -16,7 +16,6 @@ from typing import Any
 
 from shared.engine import suggest, yamldoc
 from shared.engine.dimensions import patches
-from shared.engine.dimensions.config import Place, Sequence
 from shared.engine.dimensions.files import FleetFiles
 from shared.engine.dimensions.models import (
     CONFIG_FILE,
@@ -24,6 +23,7 @@ from shared.engine.dimensions.models import (
     ClusterTypeSpec,
     Component,
 )
+from shared.engine.dimensions.sequence import Place, Sequence
 from shared.engine.errors import FleetError
 from shared.engine.secrets import origin
 from shared.engine.secrets.redact import Redactor

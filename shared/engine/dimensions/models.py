@@ -358,7 +358,7 @@ PATCH_MODELS: dict[Section, type[BaseModel]] = {
     "applicationsets": ApplicationSetPatchFile,
 }
 
-FILE_SCHEMAS: dict[str, type[BaseModel] | dict[str, Any]] = {
+DIMENSIONS_SCHEMAS: dict[str, type[BaseModel] | dict[str, Any]] = {
     "dimensions-config": DimensionsConfig,
     "dimensions-application-defaults": ApplicationDefaults,
     "dimensions-applicationset-defaults": ApplicationSetDefaults,

@@ -33,8 +33,8 @@ import semver
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shared.engine import yamldoc
+from shared.engine.config.parsing import parse_model
 from shared.engine.errors import FleetError
-from shared.engine.fleetconfig import parse_model
 from shared.engine.values import (
     MergeStrategy,
     deep_merge,

@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 
 from shared.engine import yamldoc
+from shared.engine.config.parsing import parse_model
 from shared.engine.dimensions import patches
 from shared.engine.dimensions.files import is_yaml
 from shared.engine.dimensions.merge import Merger, patch_node, touches_secret
@@ -37,7 +38,6 @@ from shared.engine.dimensions.models import (
 )
 from shared.engine.dimensions.shadows import shadowed_pins
 from shared.engine.errors import FleetError, FleetErrors, Problem
-from shared.engine.fleetconfig import parse_model
 from shared.engine.tree import join
 from shared.engine.values import parse_pointer
 

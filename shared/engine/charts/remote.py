@@ -39,8 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.engine import chart_access, helm, yamldoc
+from shared.engine import yamldoc
+from shared.engine.charts import access
 from shared.engine.errors import FleetError
+from shared.engine.helm.engine import pull_chart
 from shared.engine.release import ChartSource
 
 CACHE_ENV = "ROLLWRIGHT_CACHE_DIR"
@@ -226,15 +228,15 @@ def _pull(root: Path, chart: RemoteChart, origin: str) -> tuple[Path, str]:
     tmp_root.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="pull-", dir=tmp_root))
     try:
-        # Mirrors and credentials are the worker's (chart_access); the cache keys stay the
+        # Mirrors and credentials are the worker's (`access`); the cache keys stay the
         # canonical URLs.
         if chart.repo_url:
-            where = chart_access.route(chart.repo_url)
+            where = access.route(chart.repo_url)
             name, repo_url = chart.pull_name, where.url
         else:
-            where = chart_access.route(chart.pull_name)
+            where = access.route(chart.pull_name)
             name, repo_url = where.url, None
-        archive = helm.pull_chart(
+        archive = pull_chart(
             name,
             version=chart.version,
             repo_url=repo_url,

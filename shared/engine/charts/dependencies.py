@@ -12,7 +12,7 @@ the fleet repository:
   chart repository, `oci://…`, `@name` / `alias:name` (a `repositories:` entry of the
   release's helmfile, as helmfile registers them with helm) or `file://<path>` (a chart
   directory of the repository, packaged as it is). Remote archives go through
-  `shared.engine.charts`, so they are cached by digest and reached through the worker's
+  `shared.engine.charts.remote`, so they are cached by digest and reached through the worker's
   mirrors and credentials;
 - the chart is then rendered from an archive of its files with the fetched dependencies in
   `charts/` (built once per content, cached by digest). Aliases, conditions, tags and
@@ -32,8 +32,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from shared.engine import charts, helm, yamldoc
+from shared.engine import yamldoc
+from shared.engine.charts import remote
 from shared.engine.errors import FleetError
+from shared.engine.helm.engine import (
+    archive_members,
+    chart_archive,
+    chart_metadata,
+    fingerprint,
+    loaded_dependencies,
+    satisfies,
+    tar_gz,
+)
 from shared.engine.release import ChartSource, Repository
 from shared.engine.tree import Tree
 
@@ -58,18 +68,18 @@ def prepare(
     whose missing dependencies are refused); `refuse` is why missing dependencies may not be
     fetched (`skipDeps`, a nested chart).
     """
-    meta = helm.chart_metadata(path, source)
+    meta = chart_metadata(path, source)
     wanted = [d for d in meta.get("dependencies") or [] if isinstance(d, dict)]
     if not wanted:
         return path
-    present = helm.loaded_dependencies(path, source)
+    present = loaded_dependencies(path, source)
     locked = _lock_versions(path) if repo_path is not None else {}
     missing: list[tuple[dict[str, Any], str | None]] = []
     for dep in wanted:
         name = str(dep.get("name") or "")
         constraint = str(dep.get("version") or "").strip()
         pin = locked.get((name, str(dep.get("repository") or "")))
-        if locked and (pin is None or (constraint and not helm.satisfies(constraint, pin))):
+        if locked and (pin is None or (constraint and not satisfies(constraint, pin))):
             raise FleetError(
                 f"chart {source!r}: Chart.lock is out of sync with Chart.yaml for dependency "
                 f"{name!r} (helm dependency build refuses it too): run helm dependency update",
@@ -100,7 +110,7 @@ def prepare(
             )
             wrapped.retryable = err.retryable
             raise wrapped from err
-        version = str(helm.chart_metadata(archive, source).get("version", "0"))
+        version = str(chart_metadata(archive, source).get("version", "0"))
         fetched[f"charts/{name}-{version}.tgz"] = archive.read_bytes()
         replaced.add(name)
     return _build(path, fetched, replaced, source)
@@ -112,7 +122,7 @@ def _matches(have: dict[str, Any], name: str, pin: str | None, constraint: str) 
     version = str(have.get("version") or "")
     if pin is not None:
         return version.lstrip("v") == pin.lstrip("v")
-    return not constraint or helm.satisfies(constraint, version)
+    return not constraint or satisfies(constraint, version)
 
 
 def _lock_versions(path: Path) -> dict[tuple[str, str], str]:
@@ -168,7 +178,7 @@ def _fetch(
         source = ChartSource(
             "remote-chart", ref=f"dep/{name}", version=version, repo_url=repository
         )
-    return charts.fetch(source, origin)
+    return remote.fetch(source, origin)
 
 
 def _local(repository: str, constraint: str, chart_dir: Path, repo_path: str, tree: Tree) -> Path:
@@ -181,9 +191,9 @@ def _local(repository: str, constraint: str, chart_dir: Path, repo_path: str, tr
     local = tree.local_path(rel)
     if not (local / "Chart.yaml").is_file():
         raise FleetError(f"{repository}: no chart at {rel}")
-    meta = helm.chart_metadata(local, rel)
+    meta = chart_metadata(local, rel)
     version = str(meta.get("version") or "")
-    if constraint and not helm.satisfies(constraint, version):
+    if constraint and not satisfies(constraint, version):
         raise FleetError(f"{rel} is version {version}, which does not meet {constraint!r}")
     # Its own dependencies must be there: `helm dependency build` does not fetch them.
     nested = prepare(
@@ -196,14 +206,14 @@ def _local(repository: str, constraint: str, chart_dir: Path, repo_path: str, tr
         refuse="a file:// dependency's own dependencies must be in its charts/ "
         "(helm dependency build does not fetch them)",
     )
-    return _store(helm.chart_archive(nested, rel))
+    return _store(chart_archive(nested, rel))
 
 
 def _build(path: Path, fetched: dict[str, bytes], replaced: set[str], source: str) -> Path:
     """An archive of the chart with `fetched` in charts/ instead of stale copies of the
     `replaced` dependencies (what `helm dependency build` leaves in charts/)."""
     key = (
-        helm.fingerprint(path),
+        fingerprint(path),
         tuple(sorted(hashlib.sha256(d).hexdigest() for d in fetched.values())),
     )
     with _lock:
@@ -212,23 +222,23 @@ def _build(path: Path, fetched: dict[str, bytes], replaced: set[str], source: st
         return found
     stale = {
         str(d.get("name")): d
-        for d in helm.loaded_dependencies(path, source)
+        for d in loaded_dependencies(path, source)
         if str(d.get("name")) in replaced
     }
     members: list[tuple[str, bytes]] = []
     base = ""
     # The chart as Helm packages it (.helmignore applied), without the stale copies.
-    for name, data in helm.archive_members(helm.chart_archive(path, source)):
+    for name, data in archive_members(chart_archive(path, source)):
         parts = name.split("/")
         base = parts[0]
         if len(parts) >= 3 and parts[1] == "charts" and _stale(parts[2], stale):
             continue
         members.append((name, data))
     members += [(f"{base}/{name}", data) for name, data in sorted(fetched.items())]
-    built = _store(helm.tar_gz(members))
+    built = _store(tar_gz(members))
     leftovers = {
         f"{d.get('name')}-{d.get('version')}.tgz"
-        for d in helm.loaded_dependencies(built, source)
+        for d in loaded_dependencies(built, source)
         if str(d.get("name")) in replaced
     } - {name.removeprefix("charts/") for name in fetched}
     doubled = sorted(leftovers)
@@ -251,7 +261,7 @@ def _stale(entry: str, stale: dict[str, dict[str, Any]]) -> bool:
 def _store(data: bytes) -> Path:
     """Put a built archive in the chart cache under its digest."""
     digest = hashlib.sha256(data).hexdigest()
-    target = charts.cache_dir() / "built" / f"{digest}.tgz"
+    target = remote.cache_dir() / "built" / f"{digest}.tgz"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

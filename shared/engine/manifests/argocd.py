@@ -4,7 +4,8 @@
 `v1alpha1ApplicationSet` reach in Argo CD's REST API description (`assets/swagger.json` of
 argoproj/argo-cd, Apache-2.0), cut to those and nothing else. Regenerate it with
 
-    python -m shared.engine.argocd path/to/swagger.json shared/engine/argocd_api.json
+    python -m shared.engine.manifests.argocd path/to/swagger.json \
+        shared/engine/manifests/argocd_api.json
 
 (tests/test_argocd_schema.py checks it against the copy the project keeps as reference).
 
@@ -51,7 +52,7 @@ class Mismatch:
 
 @cache
 def definitions() -> dict[str, Any]:
-    text = (resources.files("shared.engine") / SCHEMA_FILE).read_text(encoding="utf-8")
+    text = (resources.files("shared.engine.manifests") / SCHEMA_FILE).read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
 
@@ -182,7 +183,9 @@ def render_schema(swagger_path: Path) -> str:
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m shared.engine.argocd SWAGGER.json OUT.json", file=sys.stderr)
+        print(
+            "usage: python -m shared.engine.manifests.argocd SWAGGER.json OUT.json", file=sys.stderr
+        )
         return 2
     Path(argv[1]).write_text(render_schema(Path(argv[0])), encoding="utf-8")
     return 0

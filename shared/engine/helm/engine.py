@@ -31,8 +31,8 @@ from urllib.parse import urlsplit
 import helm_python as _helm
 from helm_python import _native
 
-from shared.engine import goerrors
 from shared.engine.errors import FleetError
+from shared.engine.helm.errors import reword
 
 log = logging.getLogger("rollwright.helm")
 
@@ -389,8 +389,8 @@ def _chart_error(
     message: str, path: Path, source: str, values: dict[str, Any] | None = None
 ) -> FleetError:
     """A render error; for a chart directory in the repo it points at the template's line.
-    Go template errors are reworded (shared.engine.goerrors)."""
-    text = f"rendering chart: {goerrors.reword(_clean(message), {'Values': values or {}})}"
+    Go template errors are reworded (shared.engine.helm.errors)."""
+    text = f"rendering chart: {reword(_clean(message), {'Values': values or {}})}"
     match = _CHART_POSITION.search(message)
     if match and path.is_dir() and (path / match.group("file")).is_file():
         return FleetError(text, path=f"{source}/{match.group('file')}", line=int(match["line"]))
@@ -462,7 +462,7 @@ _POSITION = re.compile(re.escape(_TEMPLATE_NAME) + r":(\d+)(?::(\d+))?")
 
 
 # What the user's file did not write: the wrapper chart's names, and the named templates a
-# rewritten helmfile function runs (shared.engine.gotmpl), down to the message they fail with.
+# rewritten helmfile function runs (shared.engine.helm.gotmpl), down to the message they fail with.
 _NOISE = (
     (re.compile(r' executing "rollwright/templates/t"'), ""),
     (re.compile(r'<include "rollwright\.(\w+)"[^>]*>'), r"<\1>"),
@@ -483,8 +483,8 @@ def _template_error(message: str, source: str, context: dict[str, Any] | None = 
     text = text.replace("template: rollwright/templates/t", f"template {source}")
     for pattern, replacement in _NOISE:
         text = pattern.sub(replacement, text)
-    # The position is the problem's own `path:line:`; the words are goerrors'.
-    reworded = goerrors.reword(text, context)
+    # The position is the problem's own `path:line:`; the words are `reword`'s.
+    reworded = reword(text, context)
     if reworded == text:
         return FleetError(f"template error: {text}", path=source, line=line)
     return FleetError(reworded, path=source, line=line)

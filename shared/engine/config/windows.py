@@ -9,11 +9,12 @@
           duration: 14d                             # year-end freeze
           nodes: ["prod*"]
 
-Each occurrence of a rule's schedule (`shared.engine.schedule`) opens a window `[start, start +
-duration)`. Schedules are read in the rule's time zone (wall-clock time, so 09:00 stays 09:00 across
-DST changes); a start that falls into a DST gap moves forward by the gap, an ambiguous one takes its
-first instant; durations are elapsed time. Deny beats allow; a node without allow rules is open
-whenever no deny window is in force. The syntax is documented in docs/promotion.md.
+Each occurrence of a rule's schedule (`shared.engine.config.schedule`) opens a window
+`[start, start + duration)`. Schedules are read in the rule's time zone (wall-clock time, so 09:00
+stays 09:00 across DST changes); a start that falls into a DST gap moves forward by the gap, an
+ambiguous one takes its first instant; durations are elapsed time. Deny beats allow; a node
+without allow rules is open whenever no deny window is in force. The syntax is documented in
+docs/promotion.md.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from shared.engine.fleetconfig import PromotionWindow, RolloutSettings, duration_seconds
-from shared.engine.schedule import Schedule, parse_schedule
+from shared.engine.config.durations import duration_seconds
+from shared.engine.config.rollout import PromotionWindow, RolloutSettings
+from shared.engine.config.schedule import Schedule, parse_schedule
 
 # Occurrences examined per rule and look-ahead: an every-minute cron over a year would be
 # 500,000 starts; a denser rule is only known (and answered for) as far as its first 5,000.

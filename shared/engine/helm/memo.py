@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from shared.engine import gotmpl
+from shared.engine.helm import gotmpl
 
 # Pure functions (Go text/template builtins and Sprig) a cached template may call. Left out
 # on purpose: anything reading the clock, randomness, the environment, files, the cluster

@@ -2,7 +2,7 @@
 
 ATLAS is "pure helmfile": its users' `.gotmpl` files (app templates, hierarchy values, values
 lists) run with helmfile's function set and options. Rollwright renders them with Helm's own
-engine (`shared.engine.helm`), which has sprig and Helm's functions but not helmfile's, so
+engine (`shared.engine.helm.engine`), which has sprig and Helm's functions but not helmfile's, so
 each action is rewritten before it runs:
 
 - helmfile functions Helm's engine lacks, or has with another meaning, become calls of named
@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from shared.engine import helm, yamldoc
+from shared.engine import yamldoc
 from shared.engine.errors import FleetError
+from shared.engine.helm.engine import render_template
 from shared.engine.tree import Tree
 
 # The tokens of an action: everything Go's template lexer knows inside `{{ }}`.
@@ -318,7 +319,7 @@ def rewrite(text: str, *, source: str = "") -> str:
 
 def action_end(text: str, pos: int) -> int:
     """Index of the `}}` closing the action starting at `pos` (strings may hold `}}`);
-    shared with `template_reads`, which walks the same actions."""
+    shared with `helm.reads`, which walks the same actions."""
     while pos < len(text):
         char = text[pos]
         if text.startswith("}}", pos):
@@ -452,13 +453,13 @@ def render(text: str, context: dict[str, Any], *, source: str, host: Host | None
     """Render `text` as helmfile would, with `context` as `.` and `.Values`."""
     rewritten = rewrite(text, source=source)
     if rewritten == text:
-        out = helm.render_template(text, context, source=source, strict=True)
+        out = render_template(text, context, source=source, strict=True)
     else:
         answers: dict[str, Any] = {}
         for _ in range(MAX_CALLOUTS):
             files = ((_ANSWERS, json.dumps(answers, sort_keys=True).encode()),) if answers else ()
             try:
-                out = helm.render_template(
+                out = render_template(
                     rewritten, context, source=source, helpers=HELPERS, files=files, strict=True
                 )
                 break

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from shared.engine import helm
-from shared.engine.template_reads import Reads, chart_template, merge
+from shared.engine.helm.engine import archive_members, chart_archive, fingerprint
+from shared.engine.helm.reads import Reads, chart_template, merge
 
 _cache: dict[str, Reads] = {}
 _lock = threading.Lock()
@@ -27,11 +27,11 @@ _LIMIT = 1024
 
 def chart_reads(path: Path, source: str) -> Reads:
     """What the chart at `path` (a directory or an archive) reads of its values."""
-    key = helm.fingerprint(path)
+    key = fingerprint(path)
     with _lock:
         found = _cache.get(key)
     if found is None:
-        found = archive_reads(helm.archive_members(helm.chart_archive(path, source)))
+        found = archive_reads(archive_members(chart_archive(path, source)))
         with _lock:
             if len(_cache) >= _LIMIT:
                 _cache.clear()
@@ -87,7 +87,7 @@ def _subcharts(files: dict[str, bytes]) -> dict[str, tuple[Reads, dict[str, Any]
             sub, _, inner = rest.partition("/")
             dirs.setdefault(sub, {})[inner] = data
         elif rest.endswith(".tgz"):
-            members = helm.archive_members(data)
+            members = archive_members(data)
             if members:
                 top = members[0][0].split("/", 1)[0] + "/"
                 inner_files = {n[len(top) :]: d for n, d in members if n.startswith(top)}

@@ -27,7 +27,7 @@ import jsonpatch
 
 from shared.engine import suggest
 from shared.engine.errors import FleetError
-from shared.engine.manifests import Resource
+from shared.engine.manifests.documents import Resource
 
 # Merge keys of lists Kubernetes merges item by item (patchMergeKey in the API types).
 MERGE_KEYS: dict[str, str] = {
@@ -128,95 +128,114 @@ def apply_release_patches(
     an error names its file and line, down to the failing operation; without them, `origin`.
     """
     for index, entry in enumerate(json_patches):
-        where = f"jsonPatches[{index}]"
         place = json_origins[index] if index < len(json_origins) else PatchOrigin(origin)
-        if not isinstance(entry, dict) or not isinstance(entry.get("target"), dict):
-            raise FleetError(
-                f"{where}: needs a 'target' mapping and a 'patch' list",
-                path=place.path,
-                line=place.line,
-            )
-        ops = entry.get("patch")
-        if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
-            raise FleetError(
-                f"{where}: 'patch' must be a list of operations", path=place.path, line=place.line
-            )
-        matchers = _target_matchers(entry["target"], where, place.path, place.line)
-        hits = [r for r in resources if _matches(r, matchers)]
-        if not hits:
-            raise FleetError(
-                f"{where}: no rendered object matches target {_describe(entry['target'])}"
-                + _target_hint(entry["target"], resources),
-                path=place.path,
-                line=place.line,
-            )
-        for res in hits:
-            patched: Any = res.doc
-            # One operation at a time (the same result as the whole list) to say which failed.
-            for k, op in enumerate(ops):
-                try:
-                    patched = jsonpatch.apply_patch(patched, [op])
-                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as err:
-                    op_line = place.op_lines[k] if k < len(place.op_lines) else place.line
-                    raise FleetError(
-                        f"{where}: patch[{k}] ({op.get('op')} {op.get('path')}): applying to "
-                        f"{res.kind} {res.name!r}: {_reason(err)}",
-                        path=place.path,
-                        line=op_line,
-                    ) from None
-            if not isinstance(patched, dict):
-                raise FleetError(
-                    f"{where}: applying to {res.kind} {res.name!r} left no Kubernetes object",
-                    path=place.path,
-                    line=place.line,
-                )
-            res.doc = patched
+        _apply_json_patch(resources, entry, f"jsonPatches[{index}]", place)
     for index, patch in enumerate(strategic_merge_patches):
-        where = f"strategicMergePatches[{index}]"
         place = strategic_origins[index] if index < len(strategic_origins) else PatchOrigin(origin)
-        if (
-            not isinstance(patch, dict)
-            or not patch.get("kind")
-            or not isinstance(patch.get("metadata"), dict)
-            or not patch["metadata"].get("name")
-        ):
+        _apply_strategic_merge_patch(resources, patch, f"strategicMergePatches[{index}]", place)
+
+
+def _apply_json_patch(
+    resources: list[Resource], entry: Any, where: str, place: PatchOrigin
+) -> None:
+    """One `jsonPatches` entry on every object its target matches."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("target"), dict):
+        raise FleetError(
+            f"{where}: needs a 'target' mapping and a 'patch' list",
+            path=place.path,
+            line=place.line,
+        )
+    ops = entry.get("patch")
+    if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
+        raise FleetError(
+            f"{where}: 'patch' must be a list of operations", path=place.path, line=place.line
+        )
+    matchers = _target_matchers(entry["target"], where, place.path, place.line)
+    hits = [r for r in resources if _matches(r, matchers)]
+    if not hits:
+        raise FleetError(
+            f"{where}: no rendered object matches target {_describe(entry['target'])}"
+            + _target_hint(entry["target"], resources),
+            path=place.path,
+            line=place.line,
+        )
+    for res in hits:
+        res.doc = _json_patched(res, ops, where, place)
+
+
+def _json_patched(
+    res: Resource, ops: list[dict[str, Any]], where: str, place: PatchOrigin
+) -> dict[str, Any]:
+    patched: Any = res.doc
+    # One operation at a time (the same result as the whole list) to say which failed.
+    for k, op in enumerate(ops):
+        try:
+            patched = jsonpatch.apply_patch(patched, [op])
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as err:
+            op_line = place.op_lines[k] if k < len(place.op_lines) else place.line
             raise FleetError(
-                f"{where}: needs apiVersion, kind and metadata.name",
+                f"{where}: patch[{k}] ({op.get('op')} {op.get('path')}): applying to "
+                f"{res.kind} {res.name!r}: {_reason(err)}",
                 path=place.path,
-                line=place.line,
-            )
-        meta = patch["metadata"]
-        target = {
-            "kind": re.escape(str(patch["kind"])),
-            "name": re.escape(str(meta["name"])),
-        }
-        if meta.get("namespace"):
-            target["namespace"] = re.escape(str(meta["namespace"]))
-        matchers = _target_matchers(target, where, place.path, place.line)
-        api_version = str(patch.get("apiVersion") or "")
-        hits = [
-            r
-            for r in resources
-            if _matches(r, matchers) and (not api_version or r.api_version == api_version)
-        ]
-        if not hits:
-            raise FleetError(
-                f"{where}: no rendered object is {api_version + ' ' if api_version else ''}"
-                f"{patch['kind']} {meta['name']!r}"
-                + (f" in namespace {meta['namespace']!r}" if meta.get("namespace") else "")
-                + _target_hint({"kind": patch["kind"], "name": meta["name"]}, resources),
-                path=place.path,
-                line=place.line,
-            )
-        for res in hits:
-            try:
-                merged = strategic_merge(res.doc, patch)
-            except ValueError as err:
-                raise FleetError(f"{where}: {err}", path=place.path, line=place.line) from None
-            if merged is None:
-                resources.remove(res)
-            else:
-                res.doc = merged
+                line=op_line,
+            ) from None
+    if not isinstance(patched, dict):
+        raise FleetError(
+            f"{where}: applying to {res.kind} {res.name!r} left no Kubernetes object",
+            path=place.path,
+            line=place.line,
+        )
+    return patched
+
+
+def _apply_strategic_merge_patch(
+    resources: list[Resource], patch: Any, where: str, place: PatchOrigin
+) -> None:
+    """One `strategicMergePatches` entry on the object it names; `$patch: delete` at its top
+    level removes the object from `resources`."""
+    if (
+        not isinstance(patch, dict)
+        or not patch.get("kind")
+        or not isinstance(patch.get("metadata"), dict)
+        or not patch["metadata"].get("name")
+    ):
+        raise FleetError(
+            f"{where}: needs apiVersion, kind and metadata.name",
+            path=place.path,
+            line=place.line,
+        )
+    meta = patch["metadata"]
+    target = {
+        "kind": re.escape(str(patch["kind"])),
+        "name": re.escape(str(meta["name"])),
+    }
+    if meta.get("namespace"):
+        target["namespace"] = re.escape(str(meta["namespace"]))
+    matchers = _target_matchers(target, where, place.path, place.line)
+    api_version = str(patch.get("apiVersion") or "")
+    hits = [
+        r
+        for r in resources
+        if _matches(r, matchers) and (not api_version or r.api_version == api_version)
+    ]
+    if not hits:
+        raise FleetError(
+            f"{where}: no rendered object is {api_version + ' ' if api_version else ''}"
+            f"{patch['kind']} {meta['name']!r}"
+            + (f" in namespace {meta['namespace']!r}" if meta.get("namespace") else "")
+            + _target_hint({"kind": patch["kind"], "name": meta["name"]}, resources),
+            path=place.path,
+            line=place.line,
+        )
+    for res in hits:
+        try:
+            merged = strategic_merge(res.doc, patch)
+        except ValueError as err:
+            raise FleetError(f"{where}: {err}", path=place.path, line=place.line) from None
+        if merged is None:
+            resources.remove(res)
+        else:
+            res.doc = merged
 
 
 def _reason(err: Exception) -> str:

@@ -1,6 +1,6 @@
 """Schedules of promotion windows: a cron expression or an `RRULE:` line → the local
-wall-clock starts it has in a range. `shared.engine.windows` turns them into windows;
-`shared.engine.fleetconfig` checks the expressions when rollwright.yaml is read."""
+wall-clock starts it has in a range. `shared.engine.config.windows` turns them into windows;
+`shared.engine.config.rollout` checks the expressions when rollwright.yaml is read."""
 
 from __future__ import annotations
 

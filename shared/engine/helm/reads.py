@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from shared.engine import gotmpl
 from shared.engine.errors import FleetError
+from shared.engine.helm import gotmpl
 
 Path = tuple[str, ...]
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.engine import yamldoc
+from shared.engine.config.parsing import parse_model
 from shared.engine.dimensions.models import (
     CONFIG_FILE,
     DEFAULT_DIMENSIONS,
@@ -35,7 +36,6 @@ from shared.engine.dimensions.models import (
     Promotion,
 )
 from shared.engine.errors import FleetError, FleetErrors, Problem
-from shared.engine.fleetconfig import parse_model
 
 Place = tuple[str, ...]
 

@@ -1,0 +1,74 @@
+"""`rollwright.yaml` at the root of a fleet repo, whole: layout choice and every section.
+
+Every key is optional; without the file the layout is detected (`config/config.yaml` →
+dimensions, `deployments/` → atlas). Unknown keys are errors, so typos do not pass silently."""
+
+from __future__ import annotations
+
+import fnmatch
+
+from pydantic import Field, model_validator
+
+from shared.engine import yamldoc
+from shared.engine.config.affected import AffectedSettings
+from shared.engine.config.atlas import AtlasSettings
+from shared.engine.config.output import OutputSettings, RenderSettings
+from shared.engine.config.parsing import StrictModel, parse_model
+from shared.engine.config.preview import PreviewSettings
+from shared.engine.config.publish import PublishSettings
+from shared.engine.config.review import ReviewSettings
+from shared.engine.config.rollout import RolloutSettings
+from shared.engine.config.verify import VerifyRule
+from shared.engine.layout import LayoutName
+from shared.engine.tree import Tree
+
+CONFIG_FILE = "rollwright.yaml"
+
+
+class FleetConfig(StrictModel):
+    """The whole `rollwright.yaml`."""
+
+    layout: LayoutName | None = Field(
+        default=None, description="Fleet layout; detected when absent."
+    )
+    strict: bool = Field(
+        default=False,
+        description="Values keys the fleet sets that no template reads (typos such as "
+        "`imgae:`) are errors: the renders of the roots they reach refuse, as for every "
+        "content problem. Default: warnings (`rollwright validate`, check runs).",
+    )
+    output: OutputSettings = Field(default_factory=OutputSettings)
+    render: RenderSettings = Field(default_factory=RenderSettings)
+    atlas: AtlasSettings = Field(default_factory=AtlasSettings)
+    affected: AffectedSettings = Field(default_factory=AffectedSettings)
+    publish: PublishSettings = Field(default_factory=PublishSettings)
+    preview: PreviewSettings = Field(default_factory=PreviewSettings)
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
+    review: ReviewSettings = Field(default_factory=ReviewSettings)
+    verify: list[VerifyRule] = Field(
+        default_factory=list,
+        description="Delivery verification after publish (docs/verification.md): the first "
+        "rule whose `roots` match a root applies; no match, no verification.",
+    )
+
+    @model_validator(mode="after")
+    def _verify_needs_git(self) -> FleetConfig:
+        # Argo CD syncs git: without a published commit there is nothing to be Synced at.
+        if self.publish.target != "git" and any(rule.argocd for rule in self.verify):
+            raise ValueError("verify rules with argocd need publish.target git")
+        return self
+
+    def verify_rule(self, root: str) -> VerifyRule | None:
+        """The verify rule of a root: the first whose `roots` globs match it."""
+        return next(
+            (r for r in self.verify if any(fnmatch.fnmatchcase(root, g) for g in r.roots)), None
+        )
+
+    @classmethod
+    def load(cls, tree: Tree) -> FleetConfig:
+        """The fleet's `rollwright.yaml`, or every default without the file."""
+        if not tree.is_file(CONFIG_FILE):
+            return cls()
+        text = tree.read_text(CONFIG_FILE)
+        data = yamldoc.loads(text, CONFIG_FILE) or {}
+        return parse_model(cls, data, text=text, source=CONFIG_FILE)
