@@ -225,6 +225,17 @@ class _Duplicate(Exception):
     """A mapping repeats a key: no slots for this text."""
 
 
+def _load_without_slots(text: str, *, retry_fast: bool) -> list[Any]:
+    """The documents when the slotted fast load gave up: the fast loader again without slots
+    after a duplicate key (`retry_fast`), else, or when that gives up too, PyYAML's own."""
+    if retry_fast:
+        try:
+            return _fast_load_all(text)
+        except _Fallback:
+            pass
+    return list(yaml.load_all(text, Loader=_Loader))
+
+
 @dataclass(frozen=True)
 class _Slot:
     """A scalar alone at the end of its line: `prefix` (indentation, key or dash) then the
@@ -358,12 +369,9 @@ class Similar:
         try:
             try:
                 docs = _fast_load_all(text, slots if plain_breaks else None)
-            except _Duplicate:
+            except (_Duplicate, _Fallback) as first:
                 plain_breaks = False
-                docs = _fast_load_all(text)
-            except _Fallback:
-                plain_breaks = False
-                docs = list(yaml.load_all(text, Loader=_Loader))
+                docs = _load_without_slots(text, retry_fast=isinstance(first, _Duplicate))
         except yaml.YAMLError as err:
             raise syntax_error(err, source) from None
         except _VALUE_ERRORS as err:
