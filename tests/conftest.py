@@ -2,76 +2,31 @@
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import helm_python
 import pytest
-import yaml
 from hypothesis import settings
 
 from shared.engine import charts
+from shared.engine.secrets import sops
+from tests.support.age import AgeKey, generate_key
 from tests.support.chart_repo import ChartRepo
 from tests.support.databases import PostgresDatabases
+from tests.support.gitrepo import init_repo
 from tests.support.oci_registry import OciRegistry
+from tests.support.paths import ECHO_CHART
 from tests.support.postgres import postgres_server
 from tests.support.seaweed import S3Server, seaweed_server
+from tests.support.secrets import KEY_VARIABLES
 
 # CI runs the property tests on a fixed sequence of examples, so a red CI always reproduces;
 # local runs stay random and keep finding new cases.
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
-
-FIXTURES = Path(__file__).parent / "fixtures"
-EXAMPLES = Path(__file__).parent.parent / "examples"
-ECHO_CHART = FIXTURES / "charts" / "echo"
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-def init_repo(path: Path) -> Path:
-    """A real git repo with a deterministic identity, on branch main."""
-    path.mkdir(parents=True, exist_ok=True)
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "test@rollwright.invalid")
-    git(path, "config", "user.name", "rollwright tests")
-    git(path, "config", "commit.gpgsign", "false")
-    return path
-
-
-def commit_all(repo: Path, message: str = "change") -> str:
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "--allow-empty", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
-
-
-def write_files(base: Path, files: dict[str, Any]) -> None:
-    """Write `files` (path → str, or a dict/list dumped as YAML) under `base`."""
-    for rel, content in files.items():
-        path = base / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not isinstance(content, str):
-            content = yaml.safe_dump(content, sort_keys=False)
-        path.write_text(content)
-
-
-def echo_values(files: dict[str, bytes], suffix: str = "") -> dict[str, Any]:
-    """The .Values the echo chart saw, from the one (or the `suffix`-matching) ConfigMap."""
-    hits = [p for p in files if p.endswith(".yaml") and "ConfigMap_" in p and p.endswith(suffix)]
-    assert hits, f"no echo ConfigMap among {sorted(files)}"
-    assert len(hits) == 1, f"several echo ConfigMaps match {suffix!r}: {hits}"
-    doc = yaml.safe_load(files[hits[0]])
-    return json.loads(doc["data"]["values.json"])  # type: ignore[no-any-return]
 
 
 @pytest.fixture
@@ -85,11 +40,6 @@ def repo_factory(tmp_path: Path) -> Callable[[str], Path]:
 @pytest.fixture
 def echo_chart() -> Path:
     return ECHO_CHART
-
-
-def copy_example(name: str, dest: Path) -> Path:
-    shutil.copytree(EXAMPLES / name, dest)
-    return dest
 
 
 # --- remote charts: a Helm HTTP repository and an OCI registry on 127.0.0.1 -----------------
@@ -190,3 +140,21 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def empty_sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database with no tables at all, on SQLite and on PostgreSQL."""
     yield from _sql_url(request, tmp_path, migrated=False)
+
+
+# --- SOPS: a throwaway age key --------------------------------------------------------------
+
+
+@pytest.fixture
+def age_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AgeKey:
+    """A throwaway age key, the only one sops can use; the decryption cache starts cold."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    for name in KEY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    key = generate_key(tmp_path / "keys")
+    monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(key.key_file))
+    sops.clear_cache()
+    return key

@@ -48,9 +48,10 @@ from shared.stores.blob import FileBlobStore, latest_key
 from shared.stores.gitmirror import GitMirror
 from shared.stores.sql.deployments import DeploymentStore
 from shared.stores.sql.engine import Database
-from tests.atlas_support import make_fleet, one_app
-from tests.conftest import commit_all, git, init_repo, write_files
 from tests.support.age import AgeKey, encrypt_yaml, generate_key
+from tests.support.atlas import make_fleet, one_app
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, git, init_repo
 
 ROOTS = ["g/c1", "g/c2", "solo"]
 

@@ -45,8 +45,9 @@ from shared.settings import Settings
 from shared.stores.sql.audit import AuditStore
 from shared.stores.sql.deployments import DeploymentStore
 from shared.stores.sql.engine import Database
-from tests.atlas_support import make_fleet, one_app
-from tests.conftest import commit_all, init_repo, write_files
+from tests.support.atlas import make_fleet, one_app
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, init_repo
 from worker.main import run_worker
 
 T = TypeVar("T")

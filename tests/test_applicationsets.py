@@ -16,10 +16,9 @@ from shared.cli import main as cli
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from shared.engine.validate import validate_fleet
-from tests.dimensions_support import second_pass
-from tests.golden_support import assert_golden
-from tests.secrets_support import age_key  # noqa: F401
 from tests.support.age import AgeKey, encrypt_yaml
+from tests.support.dimensions import second_pass
+from tests.support.golden import assert_golden
 
 FLEET = Path(__file__).parent / "fixtures" / "fleets" / "bootstrap-fleet"
 GOLDEN_ROOTS = ["infra-cluster/production/europe-west1", "infra-cluster/staging/us-east1"]
@@ -202,7 +201,7 @@ def test_applicationset_listed_twice(tmp_path: Path) -> None:
     )
 
 
-def test_encrypted_values_of_an_applicationset(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
+def test_encrypted_values_of_an_applicationset(tmp_path: Path, age_key: AgeKey) -> None:
     fleet = copy_fleet(tmp_path)
     token = "s3cret-bootstrap-token"
     secret = {

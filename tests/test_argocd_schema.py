@@ -15,7 +15,8 @@ from shared.engine.errors import FleetErrors
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from shared.engine.validate import validate_fleet
-from tests.conftest import EXAMPLES, write_files
+from tests.support.files import write_files
+from tests.support.paths import EXAMPLES
 from tests.support.vendored import ARGOCD_SWAGGER
 
 DIMENSIONS = EXAMPLES / "dimensions-fleet"

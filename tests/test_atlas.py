@@ -14,8 +14,8 @@ import yaml
 
 from shared.engine.errors import FleetError
 from shared.engine.secrets import sops
-from tests.atlas_support import echo, layout, make_fleet, one_app
 from tests.support.age import AgeKey, encrypt_yaml, generate_key
+from tests.support.atlas import echo, layout, make_fleet, one_app
 
 # --- discovery -------------------------------------------------------------------------------
 

@@ -21,8 +21,10 @@ from shared.engine.affected import affected_between
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.atlas_support import ECHO_HELMFILE
-from tests.conftest import ECHO_CHART, commit_all, git, init_repo, write_files
+from tests.support.atlas import ECHO_HELMFILE
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.paths import ECHO_CHART
 
 ROOTS = ["g1/c1", "g1/c2", "g2/c3", "solo"]
 

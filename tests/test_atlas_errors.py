@@ -12,7 +12,7 @@ from shared.cli import main as cli
 from shared.engine.errors import FleetError
 from shared.engine.tree import WorkTree
 from shared.engine.validate import validate_fleet
-from tests.atlas_support import layout, make_fleet, one_app, render
+from tests.support.atlas import layout, make_fleet, one_app, render
 
 DEP = "deployments/g/c/apps/d"
 

@@ -14,8 +14,10 @@ import yaml
 from shared.cli import main as cli
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.atlas_support import assert_matches_golden, tree_of
-from tests.conftest import EXAMPLES, copy_example
+from tests.support.atlas import assert_matches_golden
+from tests.support.files import copy_example
+from tests.support.golden import tree_of
+from tests.support.paths import EXAMPLES
 
 EXAMPLE = EXAMPLES / "atlas-fleet"
 GOLDEN = Path(__file__).parent / "golden" / "atlas-fleet"

@@ -19,10 +19,10 @@ import yaml
 from shared.engine import chart_access
 from shared.engine.errors import FleetError
 from shared.engine.helm import RepositoryUnreachable
-from tests.atlas_support import layout, make_fleet, one_app, render
-from tests.conftest import FIXTURES
+from tests.support.atlas import layout, make_fleet, one_app, render
 from tests.support.chart_repo import ChartRepo
 from tests.support.oci_registry import OciRegistry
+from tests.support.paths import FIXTURES
 
 CHARTS = FIXTURES / "charts"
 ROOT = "g/c"

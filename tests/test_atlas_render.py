@@ -12,9 +12,9 @@ from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.fleetconfig import FleetConfig
 from shared.engine.tree import GitTree, WorkTree
-from tests.atlas_support import echo, layout, make_fleet, one_app, render
-from tests.conftest import commit_all, init_repo
+from tests.support.atlas import echo, layout, make_fleet, one_app, render
 from tests.support.chart_repo import ChartRepo
+from tests.support.gitrepo import commit_all, init_repo
 from tests.support.oci_registry import OciRegistry
 
 DEP = "deployments/g/c/apps/d"

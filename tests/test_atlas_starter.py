@@ -21,9 +21,10 @@ from shared.cli import main as cli
 from shared.engine import chart_access
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.atlas_support import assert_matches_golden, tree_of
-from tests.conftest import FIXTURES
+from tests.support.atlas import assert_matches_golden
 from tests.support.chart_repo import ChartRepo
+from tests.support.golden import tree_of
+from tests.support.paths import FIXTURES
 
 FLEET = FIXTURES / "atlas-starter"
 CHARTS = FIXTURES / "starter-charts"

@@ -17,10 +17,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from shared.engine import chart_access
-from tests.atlas_support import make_fleet, one_app
-from tests.conftest import FIXTURES
+from tests.support.atlas import make_fleet, one_app
 from tests.support.chart_repo import ChartRepo
 from tests.support.loopback import LoopbackServer
+from tests.support.paths import FIXTURES
 from tests.support.tls import make_ca_and_server
 
 CHARTS = FIXTURES / "charts"

@@ -18,9 +18,9 @@ import pytest
 from shared.engine import charts
 from shared.engine.errors import FleetError
 from shared.engine.release import ChartSource
-from tests.conftest import ECHO_CHART
 from tests.support.chart_repo import ChartRepo
 from tests.support.oci_registry import OciRegistry
+from tests.support.paths import ECHO_CHART
 
 ORIGIN = "templates/shop/helmfile.yaml.gotmpl"
 REPO_ROOT = Path(__file__).parent.parent

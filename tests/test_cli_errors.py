@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from shared.cli.main import main
-from tests.conftest import commit_all, init_repo, write_files
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, init_repo
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from shared.cli.main import main
-from tests.conftest import write_files
-from tests.preview_support import CONFIGMAP, web_repo
+from tests.support.files import write_files
+from tests.support.preview import CONFIGMAP, web_repo
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

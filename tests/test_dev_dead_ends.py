@@ -23,7 +23,8 @@ from shared.github.app import CheckRunOutput, GitHubApp
 from shared.settings import Settings
 from shared.stores.sql.deployments import DeploymentStore
 from shared.stores.sql.engine import Database
-from tests.conftest import commit_all, git, init_repo, write_files
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, git, init_repo
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 from tests.test_job_pages import QueueRecorder
 

@@ -32,7 +32,7 @@ from shared.devstack.processes import ChildExited, Supervisor
 from shared.devstack.stack import DevStack, StackError, StackOptions
 from shared.github.app import CheckRunOutput, GitHubApp, verify_webhook_signature
 from shared.settings import Settings
-from tests.conftest import EXAMPLES
+from tests.support.paths import EXAMPLES
 from tests.support.stack import inherited_env
 
 

@@ -16,8 +16,7 @@ from shared.engine.fleet import Fleet
 from shared.engine.fleetconfig import FleetConfig
 from shared.engine.tree import GitTree, WorkTree
 from shared.engine.validate import validate_fleet
-from tests.conftest import commit_all, init_repo, write_files
-from tests.dimensions_support import (
+from tests.support.dimensions import (
     ROOTS,
     app_values,
     base_files,
@@ -25,6 +24,8 @@ from tests.dimensions_support import (
     patch_doc,
     second_pass,
 )
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, init_repo
 
 
 def app(layout: DimensionsLayout, root: str, name: str = "a") -> dict[str, Any]:

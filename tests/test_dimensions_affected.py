@@ -22,7 +22,8 @@ from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.fleetconfig import FleetConfig
 from shared.engine.tree import GitTree, WorkTree
-from tests.conftest import EXAMPLES, commit_all, git, init_repo
+from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.paths import EXAMPLES
 
 TYPES = {
     "management-cluster": ["hypershift-operator", "prometheus", "cert-manager"],

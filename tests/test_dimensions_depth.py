@@ -47,9 +47,10 @@ from shared.promotion.plan import (
     rollout_status,
     roots_under,
 )
-from tests.conftest import EXAMPLES, commit_all, git, init_repo
 from tests.support import promotion_world
 from tests.support.deploy_world import until
+from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.paths import EXAMPLES
 
 FLEETS = Path(__file__).parent / "fixtures" / "fleets"
 EDGE, BOOTSTRAP, ZONES = FLEETS / "edge-fleet", FLEETS / "bootstrap-fleet", FLEETS / "zones-fleet"

@@ -11,8 +11,8 @@ import yaml
 from shared.cli import main as cli
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.conftest import EXAMPLES
-from tests.golden_support import assert_golden
+from tests.support.golden import assert_golden
+from tests.support.paths import EXAMPLES
 
 EXAMPLE = EXAMPLES / "dimensions-fleet"
 GOLDEN_ROOTS = [

@@ -32,7 +32,7 @@ from shared.devstack.emulator.model import CheckRunRecord
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack
 from shared.stores.blob import FileBlobStore, latest_key
-from tests.conftest import EXAMPLES
+from tests.support.paths import EXAMPLES
 from tests.support.stack import approve_waiting, serving_fleet, wait_on
 
 pytestmark = pytest.mark.timeout(240)

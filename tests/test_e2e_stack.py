@@ -35,7 +35,7 @@ from shared.devstack.stack import DevStack
 from shared.stores.blob import FileBlobStore, latest_key
 from shared.stores.sql.deployments import DeploymentStore
 from shared.stores.sql.engine import Database
-from tests.conftest import EXAMPLES
+from tests.support.paths import EXAMPLES
 from tests.support.stack import serving_fleet, wait_on
 
 pytestmark = pytest.mark.timeout(240)

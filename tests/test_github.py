@@ -34,7 +34,8 @@ from shared.github.app import (
     verify_webhook_signature,
     webhook_signature,
 )
-from tests.conftest import commit_all, git, init_repo, write_files
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, git, init_repo
 from tests.support.vendored import GITHUB_ENDPOINTS, GITHUB_WEBHOOKS
 
 APP_ID = 4242

@@ -10,7 +10,8 @@ import pytest
 
 from shared.contracts.deploy import RepoRef
 from shared.stores.gitmirror import GitMirror, GitMirrorError, RevisionNotFound
-from tests.conftest import commit_all, git, init_repo, write_files
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, git, init_repo
 
 
 @pytest.fixture

@@ -14,10 +14,9 @@ from shared.engine import gotmpl
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.atlas_support import echo, make_fleet, one_app
-from tests.conftest import write_files
-from tests.secrets_support import age_key  # noqa: F401
 from tests.support.age import AgeKey, encrypt_yaml
+from tests.support.atlas import echo, make_fleet, one_app
+from tests.support.files import write_files
 
 CONTEXT: dict[str, Any] = {
     "ageSecretKey": "AGE-SECRET-KEY-1",
@@ -168,7 +167,7 @@ def test_a_fleet_uses_helmfile_functions_in_every_kind_of_template(tmp_path: Pat
 
 def test_fetch_secret_value_reads_sops_files_and_stays_redacted(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
 ) -> None:
     dep = "deployments/g/c/apps/d"
     base = make_fleet(
@@ -196,7 +195,7 @@ def test_fetch_secret_value_reads_sops_files_and_stays_redacted(
 
 def test_fetch_secret_value_in_an_app_template_is_refused(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
 ) -> None:
     base = make_fleet(
         tmp_path,

@@ -42,7 +42,7 @@ from shared.stores.sql.audit import AuditStore
 from shared.stores.sql.deployments import DeploymentStore
 from shared.stores.sql.engine import Database
 from shared.stores.sql.jobs import JobStore
-from tests.conftest import commit_all, init_repo
+from tests.support.gitrepo import commit_all, init_repo
 from tests.support.loopback import LoopbackServer
 from tests.support.machine import MACHINE_SECRET
 from tests.support.serving import serving

@@ -18,7 +18,7 @@ from shared.engine.fleet import Fleet
 from shared.engine.secrets.redact import keyed_markers
 from shared.engine.tree import WorkTree
 from tests.bench import fleetgen
-from tests.conftest import EXAMPLES
+from tests.support.paths import EXAMPLES
 
 BIN = Path(sys.executable).parent
 

@@ -15,9 +15,12 @@ from shared.engine.tree import GitError
 from shared.review.markdown import report_markdown
 from shared.review.preview import build_preview
 from shared.review.report import PreviewReport, report_json, report_unified, repro_command
-from tests.atlas_support import make_fleet, one_app
-from tests.conftest import EXAMPLES, commit_all, git, init_repo, write_files
-from tests.preview_support import (
+from tests.support.age import AgeKey, encrypt_yaml
+from tests.support.atlas import make_fleet, one_app
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.paths import EXAMPLES
+from tests.support.preview import (
     CONFIGMAP,
     DEPLOYMENT,
     WEBHOOK,
@@ -26,8 +29,7 @@ from tests.preview_support import (
     web_fleet_files,
     web_repo,
 )
-from tests.secrets_support import age_key, app_chart_files, assert_hidden  # noqa: F401
-from tests.support.age import AgeKey, encrypt_yaml
+from tests.support.secrets import app_chart_files, assert_hidden
 
 
 def preview(
@@ -289,7 +291,7 @@ SECRET_NEW = "new-Pa55w0rd-4kLm"
 
 def test_a_rotated_sops_secret_shows_as_a_changed_hash_and_never_in_plaintext(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
 ) -> None:
     repo = init_repo(tmp_path / "fleet")
     make_fleet(
@@ -337,7 +339,7 @@ def test_a_rotated_sops_secret_shows_as_a_changed_hash_and_never_in_plaintext(
 
 def test_plaintext_never_reaches_error_messages(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
 ) -> None:
     repo = init_repo(tmp_path / "fleet")
     boom = "templates/boom"

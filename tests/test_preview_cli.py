@@ -15,11 +15,12 @@ import pytest
 
 from shared.cli.main import main
 from shared.review.report import WORKING_TREE, repro_command
-from tests.atlas_support import make_fleet, one_app
-from tests.conftest import commit_all, git, init_repo, write_files
-from tests.preview_support import CONFIGMAP, DEPLOYMENT, commit, web_repo
-from tests.secrets_support import age_key, app_chart_files, assert_hidden  # noqa: F401
 from tests.support.age import AgeKey, encrypt_yaml
+from tests.support.atlas import make_fleet, one_app
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.preview import CONFIGMAP, DEPLOYMENT, commit, web_repo
+from tests.support.secrets import app_chart_files, assert_hidden
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -220,7 +221,7 @@ def test_check_render_error_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_check_compares_redacted_renders(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
 ) -> None:
     repo = init_repo(tmp_path / "fleet")
     secret = "ch3ck-S3cret-value"

@@ -53,9 +53,9 @@ from shared.devstack.emulator.server import GitHubEmulator
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore
 from shared.stores.gitmirror import GitMirror
-from tests.conftest import git
-from tests.preview_support import commit, web_repo
+from tests.support.gitrepo import git
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
+from tests.support.preview import commit, web_repo
 from tests.support.vendored import GITHUB_WEBHOOKS
 
 APP_ID = 4242

@@ -20,10 +20,10 @@ from shared.engine.tree import GitTree, WorkTree
 from shared.engine.validate import validate_fleet
 from shared.promotion import plan as promotion
 from shared.promotion import yamledit
-from tests.conftest import commit_all, copy_example, git, init_repo, write_files
-from tests.dimensions_support import ROOTS, base_files, patch_doc
-from tests.secrets_support import age_key  # noqa: F401
 from tests.support.age import AgeKey, encrypt_yaml
+from tests.support.dimensions import ROOTS, base_files, patch_doc
+from tests.support.files import copy_example, write_files
+from tests.support.gitrepo import commit_all, git, init_repo
 
 PID = "hypershift-v4.18-rollout"
 APP_DIR = "config/management-cluster/hypershift-operator"
@@ -748,7 +748,7 @@ def test_graduation_writes_what_a_full_rewrite_means_on_small_fleets(
 def test_graduation_never_touches_an_encrypted_values_file(
     repo: Path,
     capsys: pytest.CaptureFixture[str],
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
 ) -> None:
     # Prod's encrypted level pins the image tag the patch sets; no plain prod file does.
     sops_rel = f"{APP_DIR}/prod/values.sops.yaml"

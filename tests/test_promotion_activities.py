@@ -45,7 +45,8 @@ from shared.github.gitdata import BranchMoved, branch_tip, commit_files
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore, latest_key
 from shared.stores.gitmirror import GitMirror
-from tests.conftest import EXAMPLES, commit_all, git, init_repo
+from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.paths import EXAMPLES
 
 APP_ID = 4242
 INSTALLATION = 77

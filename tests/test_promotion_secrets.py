@@ -14,9 +14,9 @@ from shared.cli.main import main
 from shared.engine.tree import GitTree, WorkTree
 from shared.engine.validate import validate_fleet
 from shared.promotion import plan as promotion
-from tests.conftest import commit_all, copy_example, init_repo, write_files
-from tests.secrets_support import age_key  # noqa: F401
 from tests.support.age import AgeKey, encrypt_yaml
+from tests.support.files import copy_example, write_files
+from tests.support.gitrepo import commit_all, init_repo
 
 PID = "hypershift-v4.18-rollout"
 PROM = "config/management-cluster/prometheus"
@@ -58,7 +58,7 @@ def shown_texts(repo: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
 
 def test_unmet_dependency_on_an_encrypted_string_is_not_shown(
     repo: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     encrypt_stage(repo, age_key, "cert-manager", {"source": {"targetRevision": SECRET_REVISION}})
@@ -72,7 +72,7 @@ def test_unmet_dependency_on_an_encrypted_string_is_not_shown(
 
 def test_unmet_dependency_on_an_encrypted_non_version_is_not_shown(
     repo: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     encrypt_stage(repo, age_key, "cert-manager", {"source": {"targetRevision": SECRET_WORD}})
@@ -83,7 +83,7 @@ def test_unmet_dependency_on_an_encrypted_non_version_is_not_shown(
 
 def test_unmet_dependency_on_an_encrypted_boolean_is_not_shown(
     repo: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     encrypt_stage(repo, age_key, "prometheus", {"syncPolicy": {"automated": {"selfHeal": False}}})
@@ -95,7 +95,7 @@ def test_unmet_dependency_on_an_encrypted_boolean_is_not_shown(
 
 def test_validation_hides_an_encrypted_boolean_of_an_active_patch(
     repo: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
 ) -> None:
     # The patch is active under integration; its selfHeal dependency reads the encrypted file.
     text = encrypt_yaml(

@@ -25,7 +25,8 @@ from shared.engine.kustomization import KUSTOMIZATION
 from shared.engine.tree import WorkTree
 from shared.stores.blob import FileBlobStore
 from shared.stores.gitmirror import GitMirror
-from tests.conftest import commit_all, copy_example, git
+from tests.support.files import copy_example
+from tests.support.gitrepo import commit_all, git
 
 SYSTEM_KUBECTL = shutil.which("kubectl", path="/usr/bin:/usr/local/bin")
 

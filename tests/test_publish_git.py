@@ -14,8 +14,9 @@ from temporalio.exceptions import ApplicationError
 from activities.publish_git import TRAILER, GitOutcome, GitPublisher, GitPublishError, GitTarget
 from activities.publish_plaintext import ERR_RENDER_MISMATCH
 from shared.contracts.deploy import ERR_FLEET
-from tests.conftest import git
-from tests.publish_support import (
+from tests.support.age import AgeKey, generate_key
+from tests.support.gitrepo import git
+from tests.support.publish import (
     HTML_URL,
     PublishWorld,
     branch_files,
@@ -27,8 +28,7 @@ from tests.publish_support import (
     secret_fleet_files,
     sops_decrypt,
 )
-from tests.secrets_support import age_key, assert_hidden  # noqa: F401
-from tests.support.age import AgeKey, generate_key
+from tests.support.secrets import assert_hidden
 
 GIT = {"target": "git"}
 PASSWORD = "hunter2-is-not-a-good-password"
@@ -211,7 +211,7 @@ def test_an_unreachable_target_is_retried_and_the_job_log_says_why(tmp_path: Pat
 # --- secrets -----------------------------------------------------------------------------------
 
 
-def test_plaintext_secrets_are_refused(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
+def test_plaintext_secrets_are_refused(tmp_path: Path, age_key: AgeKey) -> None:
     world = publish_world(tmp_path, secret_fleet_files(GIT, age_key, PASSWORD))
     with pytest.raises(ApplicationError) as info:
         world.publish(world.request("g/c1", "dep-1"))
@@ -238,7 +238,7 @@ def sops_rules(cluster: AgeKey, fleet: AgeKey) -> str:
     )
 
 
-def test_sops_round_trip(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
+def test_sops_round_trip(tmp_path: Path, age_key: AgeKey) -> None:
     """Published files decrypt, with the cluster's key, back to the real render."""
     cluster = generate_key(tmp_path / "cluster-key")
     publish = {"target": "git", "secrets": "sops"}
@@ -268,7 +268,7 @@ def test_sops_round_trip(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
     assert all(str(v).startswith("ENC[") for v in secret["stringData"].values())
 
 
-def test_sops_without_a_matching_rule_says_so(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
+def test_sops_without_a_matching_rule_says_so(tmp_path: Path, age_key: AgeKey) -> None:
     rules = f"creation_rules:\n  - path_regex: ^other/\n    age: {age_key.recipient}\n"
     publish = {"target": "git", "secrets": "sops"}
     world = publish_world(tmp_path, secret_fleet_files(publish, age_key, PASSWORD, rules))

@@ -26,16 +26,16 @@ from activities.publish_s3 import (
 )
 from shared.contracts.deploy import ERR_FLEET
 from shared.engine.render import Render, kubectl_binary
-from tests.publish_support import (
+from tests.support.age import AgeKey
+from tests.support.publish import (
     PublishWorld,
     documents,
     fleet_files,
     publish_world,
     secret_fleet_files,
 )
-from tests.secrets_support import age_key, assert_hidden  # noqa: F401
-from tests.support.age import AgeKey
 from tests.support.seaweed import S3Server
+from tests.support.secrets import assert_hidden
 
 PASSWORD = "hunter2-is-not-a-good-password"
 
@@ -225,7 +225,7 @@ def test_secrets_policy_applies_to_s3(
     tmp_path: Path,
     s3_server: S3Server,
     bucket: str,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
 ) -> None:
     settings = {"target": "s3", "s3": {"bucket": bucket, "prefix": "fleet/{root}"}}
     world = publish_world(

@@ -17,9 +17,9 @@ from shared.engine.publish_secrets import (
 )
 from shared.engine.render import Render
 from shared.engine.tree import WorkTree
-from tests.publish_support import documents, sops_decrypt
-from tests.secrets_support import age_key, assert_hidden  # noqa: F401
 from tests.support.age import AgeKey
+from tests.support.publish import documents, sops_decrypt
+from tests.support.secrets import assert_hidden
 
 SECRET = "s3cr3t-value-of-some-length"
 CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  url: {}\n"
@@ -60,7 +60,7 @@ def test_encrypted_regex_per_document() -> None:
     assert SECRET not in encrypted_regex([{SECRET: {"a": "b"}}], [{"REDACTED": {"a": "b"}}])
 
 
-def test_sops_encrypts_and_round_trips(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
+def test_sops_encrypts_and_round_trips(tmp_path: Path, age_key: AgeKey) -> None:
     render = render_with(CONFIGMAP.format(SECRET).encode(), CONFIGMAP.format("REDACTED").encode())
     out = publishable_files(
         render,
@@ -76,7 +76,7 @@ def test_sops_encrypts_and_round_trips(tmp_path: Path, age_key: AgeKey) -> None:
 
 def test_a_secret_sops_cannot_hide_fails_instead_of_leaking(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
 ) -> None:
     """sops encrypts values, never keys: a secret used as a mapping key is refused."""
     plain = f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  {SECRET}: x\n"

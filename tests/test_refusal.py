@@ -38,9 +38,9 @@ from shared.engine.validate import validate_fleet
 from shared.review.preview import build_preview, export_revision
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore
-from tests.atlas_support import make_fleet, one_app
-from tests.conftest import commit_all, git, init_repo
+from tests.support.atlas import make_fleet, one_app
 from tests.support.deploy_world import REPO, World, harness, until
+from tests.support.gitrepo import commit_all, git, init_repo
 
 ZONES = Path(__file__).parent / "fixtures" / "fleets" / "zones-fleet"
 HS = "config/management-cluster/hypershift"

@@ -12,7 +12,7 @@ from shared.engine.atlas import secrets as atlas_secrets
 from shared.engine.errors import FleetError
 from shared.engine.manifests import Resource
 from shared.engine.secrets import origin
-from tests.conftest import ECHO_CHART, EXAMPLES
+from tests.support.paths import ECHO_CHART, EXAMPLES
 
 
 def render_value(chart: Path) -> str:

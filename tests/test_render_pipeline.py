@@ -20,9 +20,10 @@ from shared.engine.fleetconfig import FleetConfig, OutputSettings, RenderSetting
 from shared.engine.release import ChartSource, ReleaseSpec
 from shared.engine.render import release_files, render_release
 from shared.engine.tree import WorkTree
-from tests.conftest import ECHO_CHART, FIXTURES, echo_values, write_files
 from tests.support.chart_repo import ChartRepo
+from tests.support.files import echo_values, write_files
 from tests.support.oci_registry import OciRegistry
+from tests.support.paths import ECHO_CHART, FIXTURES
 
 KITCHEN = FIXTURES / "charts" / "kitchen"
 ORIGIN = "deployments/cluster-a/apps/shop/deployment.yaml"

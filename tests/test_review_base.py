@@ -39,8 +39,9 @@ from shared.stores.gitmirror import GitMirror
 from shared.stores.sql.deployments import DeploymentStore
 from shared.stores.sql.engine import Database
 from shared.stores.sql.jobs import JobStore
-from tests.atlas_support import make_fleet, one_app
-from tests.conftest import commit_all, git, init_repo, write_files
+from tests.support.atlas import make_fleet, one_app
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, git, init_repo
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 from tests.test_job_pages import QueueRecorder
 

@@ -19,10 +19,10 @@ from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.secrets.redact import redact_string, redact_value, secret_hash
 from shared.engine.tree import WorkTree
-from tests.atlas_support import make_fleet, one_app
-from tests.conftest import echo_values
-from tests.secrets_support import TYPED, TYPED_STRINGS, age_key, app_chart_files, assert_hidden  # noqa: F401
 from tests.support.age import AgeKey, encrypt_yaml
+from tests.support.atlas import make_fleet, one_app
+from tests.support.files import echo_values
+from tests.support.secrets import TYPED, TYPED_STRINGS, app_chart_files, assert_hidden
 
 ROOT = "g/c"
 DEP = "deployments/g/c/apps/d"
@@ -53,7 +53,7 @@ def fleet_with(level: str, key: AgeKey, base: Path, content: dict[str, Any]) -> 
 
 
 @pytest.mark.parametrize("level", list(LEVEL_FILES))
-def test_every_type_at_every_level(tmp_path: Path, age_key: AgeKey, level: str) -> None:  # noqa: F811
+def test_every_type_at_every_level(tmp_path: Path, age_key: AgeKey, level: str) -> None:
     fleet = fleet_with(level, age_key, tmp_path, TYPED)
     plain = fleet.values(ROOT, reveal=True)
     for key, value in TYPED.items():
@@ -76,7 +76,7 @@ def test_every_type_at_every_level(tmp_path: Path, age_key: AgeKey, level: str) 
 
 def test_precedence_secrets_after_values_instance_over_template_hierarchy_over_both(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
 ) -> None:
     recipients = [age_key.recipient]
     files: dict[str, Any] = {
@@ -147,7 +147,7 @@ def docs(render_files: dict[str, bytes], kind: str) -> dict[str, Any]:
     return doc
 
 
-def test_derived_values_are_redacted_by_origin(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
+def test_derived_values_are_redacted_by_origin(tmp_path: Path, age_key: AgeKey) -> None:
     gotmpl = 'dsn: "host=db.internal password={{ .Values.password }} sslmode=require"\n'
     fleet = app_fleet(
         tmp_path,
@@ -187,7 +187,7 @@ def test_derived_values_are_redacted_by_origin(tmp_path: Path, age_key: AgeKey) 
     assert docs(plain, "Secret")["stringData"] == {"password": PASSWORD}
 
 
-def test_helmfile_rendered_from_a_secret_environment(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
+def test_helmfile_rendered_from_a_secret_environment(tmp_path: Path, age_key: AgeKey) -> None:
     helmfile = (
         "releases:\n  - name: echo\n    chart: ./chart\n"
         '    values: [{fromHelmfile: "key={{ .Values.apiKey }}"}]\n'
@@ -206,7 +206,7 @@ def test_helmfile_rendered_from_a_secret_environment(tmp_path: Path, age_key: Ag
     assert echo_values(render.reveal())["fromHelmfile"] == "key=hf-api-key-9137"
 
 
-def test_weak_secrets_are_redacted_by_origin_only(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
+def test_weak_secrets_are_redacted_by_origin_only(tmp_path: Path, age_key: AgeKey) -> None:
     chart = {
         "templates/weak/chart/Chart.yaml": "apiVersion: v2\nname: weak\nversion: 0.1.0\n",
         "templates/weak/chart/templates/cm.yaml": """apiVersion: v1
@@ -242,7 +242,7 @@ data:
     }
 
 
-def test_secret_objects_are_hashed_and_rotation_shows(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
+def test_secret_objects_are_hashed_and_rotation_shows(tmp_path: Path, age_key: AgeKey) -> None:
     fleet = app_fleet(tmp_path / "one", age_key, {"password": PASSWORD})
     first = fleet.render(ROOT)
     rotated_password = "Yw4nRt8cJ2xL-7h"  # same length and shape as PASSWORD
@@ -268,7 +268,7 @@ def test_secret_objects_are_hashed_and_rotation_shows(tmp_path: Path, age_key: A
     assert (again.digest, again.files) == (first.digest, first.files)
 
 
-def test_render_keeps_plaintext_behind_reveal(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
+def test_render_keeps_plaintext_behind_reveal(tmp_path: Path, age_key: AgeKey) -> None:
     render = app_fleet(tmp_path, age_key, {"password": PASSWORD}).render(ROOT)
     assert PASSWORD not in repr(render) and PASSWORD not in str(render)
     assert_hidden(render.files.items(), [PASSWORD])
@@ -284,7 +284,7 @@ def test_render_keeps_plaintext_behind_reveal(tmp_path: Path, age_key: AgeKey) -
 
 def test_structural_difference_falls_back_to_value_redaction(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     chart = {
@@ -325,7 +325,7 @@ data:
     assert_hidden([("log", caplog.text)], ["tok-7f3a9c1e5b"])
 
 
-def test_error_messages_never_carry_secrets(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
+def test_error_messages_never_carry_secrets(tmp_path: Path, age_key: AgeKey) -> None:
     secret = "err-secret-4f9d2b7c"
     fleet = app_fleet(
         tmp_path / "gotmpl",
@@ -361,7 +361,7 @@ def test_error_messages_never_carry_secrets(tmp_path: Path, age_key: AgeKey) -> 
 
 def test_values_json_of_echo_is_redacted_but_reveal_is_exact(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
 ) -> None:
     fleet = fleet_with("cluster", age_key, tmp_path, {"token": "echo-token-55aa"})
     render = fleet.render(ROOT)

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from shared.cli.main import main
-from tests.atlas_support import make_fleet, one_app
-from tests.secrets_support import age_key, app_chart_files  # noqa: F401
 from tests.support.age import AgeKey, encrypt_yaml
+from tests.support.atlas import make_fleet, one_app
+from tests.support.secrets import app_chart_files
 
 ROOT = "g/c"
 PASSWORD = "cli-secret-7Hq2Zp"
@@ -35,7 +35,7 @@ def fleet(base: Path, key: AgeKey) -> Path:
 
 def test_values_are_redacted_by_default(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     repo = fleet(tmp_path, age_key)
@@ -47,7 +47,7 @@ def test_values_are_redacted_by_default(
 @pytest.mark.parametrize("command", ["values", "render"])
 def test_reveal_is_refused_when_stdout_is_not_a_terminal(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
     capsys: pytest.CaptureFixture[str],
     command: str,
 ) -> None:
@@ -62,7 +62,7 @@ def test_reveal_is_refused_when_stdout_is_not_a_terminal(
 
 def test_reveal_force_shows_plaintext(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     repo = fleet(tmp_path, age_key)
@@ -72,7 +72,7 @@ def test_reveal_force_shows_plaintext(
 
 def test_render_writes_redacted_files_unless_revealed(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
 ) -> None:
     repo = fleet(tmp_path, age_key)
     shown, plain = tmp_path / "shown", tmp_path / "plain"
@@ -87,7 +87,7 @@ def test_render_writes_redacted_files_unless_revealed(
     )
 
 
-def test_reveal_on_a_terminal(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
+def test_reveal_on_a_terminal(tmp_path: Path, age_key: AgeKey) -> None:
     """A real pseudo-terminal as stdout: plain `--reveal` is allowed there."""
     repo = fleet(tmp_path, age_key)
     leader, follower = pty.openpty()

@@ -14,10 +14,10 @@ from shared.engine.fleet import Fleet
 from shared.engine.secrets.redact import redact_value
 from shared.engine.tree import WorkTree
 from shared.engine.validate import validate_fleet
-from tests.conftest import write_files
-from tests.dimensions_support import app_values, base_files, patch_doc
-from tests.secrets_support import TYPED, TYPED_STRINGS, age_key, assert_hidden  # noqa: F401
 from tests.support.age import AgeKey, encrypt_yaml
+from tests.support.dimensions import app_values, base_files, patch_doc
+from tests.support.files import write_files
+from tests.support.secrets import TYPED, TYPED_STRINGS, assert_hidden
 
 ROOT = "mc/e1/s1/r1"
 LEVELS = {"base": "", "environment": "e1/", "sector": "e1/s1/", "region": "e1/s1/r1/"}
@@ -47,7 +47,7 @@ def application(files: dict[str, bytes], app: str = "a") -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("level", list(LEVELS))
-def test_every_type_at_every_level(tmp_path: Path, age_key: AgeKey, level: str) -> None:  # noqa: F811
+def test_every_type_at_every_level(tmp_path: Path, age_key: AgeKey, level: str) -> None:
     files = base_files()
     files[f"config/mc/a/{LEVELS[level]}values.sops.yaml"] = encrypted(vo(TYPED), age_key)
     fleet = fleet_of(tmp_path, files)
@@ -76,7 +76,7 @@ def test_every_type_at_every_level(tmp_path: Path, age_key: AgeKey, level: str) 
         assert other.files == other.reveal()
 
 
-def test_precedence_plain_files_deeper_levels_and_patches(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
+def test_precedence_plain_files_deeper_levels_and_patches(tmp_path: Path, age_key: AgeKey) -> None:
     files = base_files()
     files["config/mc/a/e1/values.sops.yaml"] = encrypted(
         vo({"password": "env-secret-pw", "token": "env-secret-token", "kept": "env-secret-kept"}),
@@ -124,7 +124,7 @@ def test_precedence_plain_files_deeper_levels_and_patches(tmp_path: Path, age_ke
 
 def test_values_derived_in_the_application_template_are_redacted(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
 ) -> None:
     files = base_files()
     password = "Zq7pWx3mK9vB-2f"
@@ -150,7 +150,7 @@ def test_values_derived_in_the_application_template_are_redacted(
     assert shown["dsn"].startswith("postgres://app:{{ .Values.applications")
 
 
-def test_unmet_dependency_on_a_secret_does_not_print_it(tmp_path: Path, age_key: AgeKey) -> None:  # noqa: F811
+def test_unmet_dependency_on_a_secret_does_not_print_it(tmp_path: Path, age_key: AgeKey) -> None:
     files = base_files()
     files["config/mc/a/e1/values.sops.yaml"] = encrypted(vo({"tier": "db"}), age_key)
     doc = patch_doc(

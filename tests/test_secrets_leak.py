@@ -18,11 +18,11 @@ from shared.cli.main import main
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.atlas_support import make_fleet
-from tests.conftest import write_files
-from tests.dimensions_support import app_values, base_files, patch_doc
-from tests.secrets_support import age_key, app_chart_files, assert_hidden  # noqa: F401
 from tests.support.age import AgeKey, encrypt_yaml
+from tests.support.atlas import make_fleet
+from tests.support.dimensions import app_values, base_files, patch_doc
+from tests.support.files import write_files
+from tests.support.secrets import app_chart_files, assert_hidden
 
 
 def random_secret() -> str:
@@ -95,7 +95,7 @@ def add_error(emitted: Emitted, name: str, err: BaseException) -> None:
 
 def test_atlas_fleet_leaks_nothing(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -219,7 +219,7 @@ data:
 
 def test_dimensions_fleet_leaks_nothing(
     tmp_path: Path,
-    age_key: AgeKey,  # noqa: F811
+    age_key: AgeKey,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:

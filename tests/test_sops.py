@@ -11,8 +11,8 @@ import pytest
 from shared.engine.secrets import sops
 from shared.engine.secrets.sops import SopsError, decrypt_values, is_sops_file
 from shared.engine.tree import GitTree, WorkTree
-from tests.conftest import commit_all, init_repo
 from tests.support.age import AgeKey, encrypt_yaml, generate_key, write_encrypted
+from tests.support.gitrepo import commit_all, init_repo
 
 PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\n"

@@ -26,7 +26,9 @@ from shared.engine.validate import validate_fleet
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore
 from shared.stores.gitmirror import GitMirror
-from tests.conftest import EXAMPLES, FIXTURES, commit_all, init_repo, write_files
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, init_repo
+from tests.support.paths import EXAMPLES, FIXTURES
 
 ATLAS = EXAMPLES / "atlas-fleet"
 

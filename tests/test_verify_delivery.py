@@ -21,7 +21,8 @@ from shared.contracts.verify import (
 )
 from shared.devstack.argocd import FakeArgoCD
 from shared.stores.gitmirror import GitMirror
-from tests.conftest import commit_all, git, init_repo, write_files
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, git, init_repo
 
 TOKEN, TOKEN_ENV = "t0ken-for-argocd", "TEST_ARGOCD_TOKEN"
 

@@ -17,7 +17,7 @@ from shared.engine.errors import FleetErrors
 from shared.engine.fleetconfig import RolloutSettings
 from shared.engine.tree import WorkTree
 from shared.engine.windows import window_state
-from tests.conftest import copy_example
+from tests.support.files import copy_example
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

@@ -7,7 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
-GOLDEN = Path(__file__).parent / "golden"
+from tests.support.paths import GOLDEN
+
 UPDATE = os.environ.get("ROLLWRIGHT_UPDATE_GOLDEN") == "1"
 
 

@@ -10,7 +10,9 @@ from typing import Any
 from shared.engine.atlas.layout import AtlasLayout
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.conftest import ECHO_CHART, echo_values, write_files
+from tests.support.files import echo_values, write_files
+from tests.support.golden import tree_of
+from tests.support.paths import ECHO_CHART
 
 ECHO_HELMFILE = """releases:
   - name: echo
@@ -49,15 +51,6 @@ def echo(base: Path, root: str, suffix: str = "") -> dict[str, Any]:
 def one_app(template: str = "echo", **instance: Any) -> dict[str, Any]:
     """A deployment.yaml with one instance."""
     return {"apps": [{"template": template, **instance}]}
-
-
-def tree_of(directory: Path) -> dict[str, bytes]:
-    """Every file below `directory`: relative POSIX path → bytes."""
-    return {
-        p.relative_to(directory).as_posix(): p.read_bytes()
-        for p in sorted(directory.rglob("*"))
-        if p.is_file()
-    }
 
 
 def assert_matches_golden(out: Path, golden: Path) -> None:

@@ -22,10 +22,11 @@ from shared.engine.kustomization import KUSTOMIZATION, kustomization
 from shared.engine.secrets.sops import sops_binary, sops_environment
 from shared.stores.blob import FileBlobStore
 from shared.stores.gitmirror import GitMirror
-from tests.atlas_support import make_fleet, one_app
-from tests.conftest import commit_all, git, init_repo, write_files
-from tests.secrets_support import app_chart_files
 from tests.support.age import AgeKey, encrypt_yaml
+from tests.support.atlas import make_fleet, one_app
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.secrets import app_chart_files
 
 ROOTS = ("g/c1", "g/c2")
 HTML_URL = "https://github.example/acme/fleet"

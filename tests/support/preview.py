@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.atlas_support import make_fleet, one_app
-from tests.conftest import commit_all, git, init_repo, write_files
+from tests.support.atlas import make_fleet, one_app
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all, git, init_repo
 
 # A chart whose labels, annotations and webhook carry the default noise fields, and which
 # fails on purpose when `.Values.broken` is set.

@@ -1,19 +1,15 @@
-"""Shared pieces of the secrets tests: an isolated throwaway age key and a chart that puts a
-secret everywhere a chart can (ConfigMap, env var, annotations, a Secret)."""
+"""Shared pieces of the secrets tests: the variables that name an age key (the `age_key`
+fixture of tests/conftest.py clears them), and a chart that puts a secret everywhere a chart
+can (ConfigMap, env var, annotations, a Secret)."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from shared.engine.secrets import sops
 from shared.engine.secrets.origin import perturb_string
-from tests.support.age import AgeKey, generate_key
 
 KEY_VARIABLES = (
     "SOPS_AGE_KEY_FILE",
@@ -21,21 +17,6 @@ KEY_VARIABLES = (
     "SOPS_AGE_KEY_CMD",
     "SOPS_AGE_SSH_PRIVATE_KEY_FILE",
 )
-
-
-@pytest.fixture
-def age_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AgeKey:
-    """A throwaway age key, the only one sops can use; the decryption cache starts cold."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    for name in KEY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    key = generate_key(tmp_path / "keys")
-    monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(key.key_file))
-    sops.clear_cache()
-    return key
 
 
 # A chart that uses `.Values.password` in every way the issue names, plus a weak word and

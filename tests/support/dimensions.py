@@ -11,7 +11,7 @@ from shared.engine import helm
 from shared.engine.dimensions.layout import DimensionsLayout
 from shared.engine.fleetconfig import FleetConfig
 from shared.engine.tree import WorkTree
-from tests.conftest import write_files
+from tests.support.files import write_files
 
 CONFIG: dict[str, Any] = {
     "dimensions": ["environments", "sectors", "regions"],
