@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
-REPO = TESTS.parent
+REPO_ROOT = TESTS.parent
 FIXTURES = TESTS / "fixtures"
 GOLDEN = TESTS / "golden"
-EXAMPLES = REPO / "examples"
+EXAMPLES = REPO_ROOT / "examples"
 ECHO_CHART = FIXTURES / "charts" / "echo"
