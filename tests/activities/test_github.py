@@ -14,7 +14,6 @@ from temporalio.testing import ActivityEnvironment
 from activities.github import GitHubAccess, GitHubActivities
 from shared.contracts import checkrun
 from shared.contracts.deploy import CheckRunRef, CheckRunRequest, RepoRef
-from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.settings import Settings
 
@@ -22,11 +21,6 @@ APP_ID = 4242
 INSTALLATION = 77
 SHA = "c0ffee" + "0" * 34
 REPO = RepoRef(owner="acme", name="fleet", installation_id=INSTALLATION)
-
-
-@pytest.fixture(scope="module")
-def app_key() -> str:
-    return new_app_key()
 
 
 @pytest.fixture

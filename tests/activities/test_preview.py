@@ -37,7 +37,6 @@ from shared.contracts.preview import (
     preview_latest_key,
     preview_prefix,
 )
-from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore
@@ -50,11 +49,6 @@ INSTALLATION = 77
 
 
 # --------------------------------------------------------------------------- revisions
-
-
-@pytest.fixture(scope="module")
-def app_key() -> str:
-    return new_app_key()
 
 
 @pytest.fixture

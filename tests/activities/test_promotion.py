@@ -37,7 +37,6 @@ from shared.contracts.promotion import (
     RollbackRequest,
     TouchedRequest,
 )
-from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.engine.tree import GitTree
 from shared.github.app import GitHubRequestError
@@ -88,11 +87,6 @@ class Receiver:
 
     def pushes(self) -> list[dict[str, Any]]:
         return [p for event, p in self.received if event == "push"]
-
-
-@pytest.fixture(scope="module")
-def app_key() -> str:
-    return new_app_key()
 
 
 class World:

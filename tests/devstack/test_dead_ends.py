@@ -17,7 +17,6 @@ from fastapi.testclient import TestClient
 from gateway.app import create_app
 from gateway.dispatcher import Dispatcher
 from shared.contracts.deploy import DeploymentRecord
-from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.github.app import CheckRunOutput, GitHubApp
 from shared.settings import Settings
@@ -30,11 +29,6 @@ from tests.support.pages import QueueRecorder
 
 APP_ID = 5151
 INSTALLATION = 31
-
-
-@pytest.fixture(scope="module")
-def app_key() -> str:
-    return new_app_key()
 
 
 @pytest.fixture

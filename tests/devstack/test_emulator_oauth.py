@@ -13,18 +13,12 @@ import httpx
 import jwt
 import pytest
 
-from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
 
 INSTALLATION = 31
 CLIENT_ID = "Iv1.testclient"
 SECRET = "s3cret-of-the-app"
 CALLBACK = "http://127.0.0.1:1/auth/callback?next=%2Fjobs"
-
-
-@pytest.fixture(scope="module")
-def app_key() -> str:
-    return new_app_key()
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """Fixtures of the gateway's tests: one Temporal dev server with the recording workflows per
-module, and the GitHub emulator with a receiver for the webhooks it sends."""
+module, the GitHub emulator with a receiver for the webhooks it sends, and the pages' world
+(the gateway app over SQLite and a file blob store)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from shared.devstack import credentials
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.ports import free_port
 from tests.support.loopback import LoopbackServer
-from tests.support.pages import Hooks
+from tests.support.pages import Hooks, World
 from tests.support.recording import Temporal
 
 
@@ -46,3 +47,11 @@ def emulator(tmp_path: Path) -> Iterator[tuple[GitHubEmulator, list[tuple[str, d
             yield emu, Hooks.received
         finally:
             emu.stop()
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    w = World(tmp_path)
+    with w.client:
+        yield w
+    w.close()

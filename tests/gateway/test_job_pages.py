@@ -31,14 +31,6 @@ from tests.support.serving import serving
 QUEUE_URL = f"{UI}/namespaces/default/workflows/deploy%3Aacme%2Ffleet%3Aprod%2Feu-1"
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    w = World(tmp_path)
-    with w.client:
-        yield w
-    w.close()
-
-
 def awaiting(world: World) -> None:
     world.record("rendering", T0, check_run_id=7)
     world.jobs.write(DEP, "render started", root=ROOT)

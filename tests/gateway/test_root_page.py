@@ -75,14 +75,6 @@ def locked_world(world: World, *, unlocked: bool = False) -> None:
     world.blobs.put(latest_key(REPO, ROOT), latest.model_dump_json().encode())
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    w = World(tmp_path)
-    with w.client:
-        yield w
-    w.close()
-
-
 def test_lock_banner_live_marker_queue_and_outcomes(world: World) -> None:
     locked_world(world)
     html = world.client.get(f"/roots/{ROOT}", params={"repo": REPO}).text

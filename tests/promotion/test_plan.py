@@ -22,7 +22,7 @@ from shared.promotion import plan as promotion
 from shared.promotion import yamledit
 from tests.support.age import AgeKey, encrypt_yaml
 from tests.support.dimensions import ROOTS, base_files, patch_doc
-from tests.support.files import copy_example, write_files
+from tests.support.files import write_files
 from tests.support.gitrepo import commit_all, git, init_repo
 
 PID = "hypershift-v4.18-rollout"
@@ -49,14 +49,6 @@ SEQUENCE = [
     "prod/prod-sector-1/us-east1",
     "prod/prod-sector-1/europe-east1",
 ]
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    path = copy_example("dimensions-fleet", tmp_path / "fleet")
-    init_repo(path)
-    commit_all(path, "fleet")
-    return path
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -15,8 +15,8 @@ from shared.engine.tree import GitTree, WorkTree
 from shared.engine.validate import validate_fleet
 from shared.promotion import plan as promotion
 from tests.support.age import AgeKey, encrypt_yaml
-from tests.support.files import copy_example, write_files
-from tests.support.gitrepo import commit_all, init_repo
+from tests.support.files import write_files
+from tests.support.gitrepo import commit_all
 
 PID = "hypershift-v4.18-rollout"
 PROM = "config/management-cluster/prometheus"
@@ -24,14 +24,6 @@ PROM = "config/management-cluster/prometheus"
 # prometheus selfHeal turned off; both are dependencies of the example's patch.
 SECRET_REVISION = "v1.12.0-s3cr3t-build"
 SECRET_WORD = "hunter2-not-a-version"
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    path = copy_example("dimensions-fleet", tmp_path / "fleet")
-    init_repo(path)
-    commit_all(path, "fleet")
-    return path
 
 
 def encrypt_stage(repo: Path, key: AgeKey, app: str, fields: dict[str, object]) -> None:
