@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from pydantic import SecretStr
 from temporalio import activity, workflow
 from temporalio.client import Client
@@ -49,6 +50,8 @@ from tests.support.atlas import make_fleet, one_app
 from tests.support.files import write_files
 from tests.support.gitrepo import commit_all, init_repo
 from worker.main import run_worker
+
+pytestmark = pytest.mark.slow  # on Temporal's dev server
 
 T = TypeVar("T")
 

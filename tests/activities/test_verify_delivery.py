@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.verify import DeliveryVerifier
@@ -73,6 +74,7 @@ def test_a_later_commit_of_another_root_still_holds_the_render(tmp_path: Path) -
         fake.stop()
 
 
+@pytest.mark.slow
 def test_a_later_commit_that_changed_the_root_does_not_count(tmp_path: Path) -> None:
     repo, fake = fleet(tmp_path)
     try:

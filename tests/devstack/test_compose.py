@@ -304,6 +304,7 @@ def test_setup_script_names_every_search_attribute() -> None:
     assert tuple(listed.group(1).split()) == SEARCH_ATTRIBUTES
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_setup_script_against_a_real_temporal(tmp_path: Path) -> None:
     """deploy/temporal/setup.sh creates the namespace and registers the attributes as Keyword,
@@ -399,6 +400,7 @@ def test_postgres_init_script_and_sql_store(
         database.close()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_compose_blob_store_on_a_real_seaweedfs(
     compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch

@@ -35,6 +35,8 @@ from shared.settings import Settings
 from tests.support.paths import EXAMPLES, REPO_ROOT
 from tests.support.stack import inherited_env
 
+pytestmark = pytest.mark.slow  # the embedded stack on Temporal's dev server
+
 
 def _alive(pid: int) -> bool:
     try:

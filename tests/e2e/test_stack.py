@@ -38,7 +38,7 @@ from shared.stores.sql.engine import Database
 from tests.support.paths import EXAMPLES
 from tests.support.stack import serving_fleet, wait_on
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 OWNER, NAME = "acme", "atlas-fleet"
 REPO = f"{OWNER}/{NAME}"

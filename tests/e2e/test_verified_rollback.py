@@ -28,7 +28,7 @@ from shared.stores.blob import FileBlobStore, latest_key
 from tests.support.paths import EXAMPLES
 from tests.support.stack import approve_waiting, serving_fleet, wait_on
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 OWNER, NAME = "acme", "dimensions-fleet"
 REPO = f"{OWNER}/{NAME}"

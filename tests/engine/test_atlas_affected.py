@@ -291,6 +291,7 @@ def digests(repo: Path, revision: str, workdir: Path) -> dict[str, str]:
 _base_digests: dict[str, str] = {}
 
 
+@pytest.mark.slow
 @settings(
     max_examples=40,
     deadline=None,

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -154,6 +155,7 @@ def digests(repo: Path, revision: str) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow
 def test_affected_roots_cover_every_changed_render() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="rollwright-affected-"))
     try:

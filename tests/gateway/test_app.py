@@ -77,6 +77,8 @@ from tests.support.webhooks import (
     unique_repo,
 )
 
+pytestmark = pytest.mark.slow  # on Temporal's dev server
+
 T = TypeVar("T")
 
 # --------------------------------------------------------------------------- recording workflows

@@ -157,6 +157,7 @@ def test_text_is_escaped(world: World) -> None:
     assert list(rows(page)) == ["&lt;b&gt;x&lt;/b&gt;"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed (Debian chromium)")
 def test_the_fleet_page_in_a_browser(tmp_path: Path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="Python playwright is missing")

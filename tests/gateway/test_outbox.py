@@ -49,6 +49,8 @@ from tests.support.recording import (
 )
 from tests.support.webhooks import action_payload, post, push_payload, rerequested_run, sha
 
+pytestmark = pytest.mark.slow  # on Temporal's dev server, cut off and restored
+
 T = TypeVar("T")
 FAST = OutboxOptions(poll=0.05, backoff=0.05, backoff_max=0.3, stop_timeout=5)
 

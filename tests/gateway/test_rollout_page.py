@@ -107,6 +107,7 @@ async def test_the_rollout_page_shows_the_pipeline_the_halt_and_what_can_be_done
     assert missing.status_code == 404 and "No such rollout" in missing.text
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed (Debian chromium)")
 @scenario
 async def test_the_rollout_page_in_a_browser(tmp_path: Path) -> None:

@@ -134,6 +134,7 @@ def served(tmp_path: Path) -> Iterator[tuple[World, str]]:
         world.close()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed (Debian chromium)")
 def test_lock_banner_in_a_browser(served: tuple[World, str]) -> None:

@@ -183,6 +183,7 @@ BLOCKS = st.recursive(
 CHUNKS = st.lists(st.lists(BLOCKS, max_size=4).map("".join), max_size=10)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(chunks=CHUNKS, limit=st.integers(min_value=60, max_value=3000))
 def test_fit_text_properties(chunks: list[str], limit: int) -> None:

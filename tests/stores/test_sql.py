@@ -194,6 +194,7 @@ Database(sys.argv[1]).close()
 """
 
 
+@pytest.mark.slow
 def test_concurrent_migrators_migrate_once(empty_sql_url: str) -> None:
     """A gateway and workers starting together on a new database: one migrates, the others
     wait for it (advisory lock on PostgreSQL, BEGIN IMMEDIATE on SQLite), none fails."""

@@ -12,6 +12,7 @@ from collections.abc import Callable, Coroutine
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from shared.contracts.activityrefs import (
@@ -775,6 +776,7 @@ async def _deployment_of(h: Harness, revision: str) -> str:
     return found
 
 
+@pytest.mark.slow
 @scenario
 async def test_a_lost_worker_is_replaced_and_the_deployment_goes_on() -> None:
     """The worker that took the deployment is gone before its checkout: once nobody has
@@ -800,6 +802,7 @@ async def test_a_lost_worker_is_replaced_and_the_deployment_goes_on() -> None:
         assert result.state == "published"
 
 
+@pytest.mark.slow
 @scenario
 async def test_a_busy_worker_is_waited_for_not_replaced() -> None:
     """Nobody took the deployment's task for the start limit, but its worker still polls its
@@ -836,6 +839,7 @@ async def test_a_checkout_swept_by_a_restarted_worker_is_made_again() -> None:
         assert (await h.review(deployment_id, "approve")).state == "published"
 
 
+@pytest.mark.slow
 @scenario
 async def test_after_three_lost_workers_the_deployment_fails_visibly() -> None:
     world = World(

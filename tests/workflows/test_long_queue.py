@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
@@ -29,6 +30,8 @@ from tests.support.deploy_world import (
 from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
 from workflows.rootqueue.workflow import QUEUED_BATCH, RootQueueWorkflow
+
+pytestmark = pytest.mark.slow  # on Temporal's dev server in real time
 
 ROOT = "prod/eu-west"
 L, M = sha("1"), sha("m")

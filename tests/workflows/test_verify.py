@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
@@ -161,6 +162,7 @@ async def test_a_failed_sync_makes_the_deployment_unhealthy() -> None:
         assert "SyncError" in summary  # the Application's conditions
 
 
+@pytest.mark.slow
 @scenario
 async def test_an_application_that_never_syncs_times_out_as_unhealthy() -> None:
     with argocd("healthy", "never_sync") as fake:
@@ -214,6 +216,7 @@ def http_check(statuses: list[int]) -> Iterator[tuple[str, list[str]]]:
         server.server_close()
 
 
+@pytest.mark.slow
 @scenario
 async def test_the_http_check_runs_after_argo_cd_with_retries() -> None:
     with argocd("healthy") as fake, http_check([503, 200]) as (url, seen):
@@ -272,6 +275,7 @@ class RecordingVerifier(DeliveryVerifier):
         return deadline
 
 
+@pytest.mark.slow
 @scenario
 async def test_a_worker_lost_during_verification_is_replaced_and_the_deadline_kept() -> None:
     with argocd("never_sync") as fake:
