@@ -1,7 +1,7 @@
 """No dead ends in the dev stack: the GitHub emulator serves commit pages (the job page's
 revision link) and check-run pages with their Markdown rendered and GitHub's *Details* link;
 the gateway's `/` lists the roots instead of a JSON 404. (Superseded check runs keep their
-diff and point at the job page: tests/test_activities_github.py.)"""
+diff and point at the job page: tests/activities/test_github.py.)"""
 
 from __future__ import annotations
 

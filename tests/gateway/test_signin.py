@@ -1,7 +1,7 @@
 """Signed-in pages: the gateway served by uvicorn, the GitHub emulator's OAuth flow
 and permission API over real HTTP, SQLite filled as the workflows fill it, and httpx clients
 that keep their cookies as a browser does. The browser itself signs in in
-test_job_page_browser.py."""
+tests/e2e/test_job_page_browser.py."""
 
 from __future__ import annotations
 

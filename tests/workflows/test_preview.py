@@ -2,7 +2,7 @@
 
 The doubles keep every call; the build double can be held "rendering" (heartbeating, like the
 real one) until the workflow cancels it, so the tests see a newer head or a close really reach
-the running activity. The real activities, gateway and GitHub are in test_preview_e2e.py.
+the running activity. The real activities, gateway and GitHub are in tests/e2e/test_preview.py.
 """
 
 from __future__ import annotations

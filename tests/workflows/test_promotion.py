@@ -2,8 +2,8 @@
 
 Each test starts its own test server with a fake fleet behind the activities
 (tests/support/promotion_world.py): days at a manual gate, soak times and closed windows pass
-instantly. The real activities (git, GitHub, visibility) are tested in test_promotion_*.py and
-end to end in test_e2e_promotion.py.
+instantly. The real activities (git, GitHub, visibility) are tested in
+tests/activities/test_promotion.py and end to end in tests/e2e/test_promotion.py.
 """
 
 from __future__ import annotations
