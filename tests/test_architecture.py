@@ -3,7 +3,8 @@
 `make lint` runs import-linter on the tree; here the same contracts run on a copy of the tree
 with a cycle or a forbidden import added on purpose, and must break. Lazy imports must say why.
 The tests keep their own map: no module of tests/ imports a test module or a conftest (what
-tests share is in tests/support), and every folder of test modules is a package.
+tests share is in tests/support), and every folder of test modules is a package holding test
+modules, conftest.py and __init__.py only.
 """
 
 from __future__ import annotations
@@ -230,3 +231,16 @@ def test_every_folder_of_test_modules_is_a_package() -> None:
     assert TESTS in folders
     missing = [folder for folder in folders if not (folder / "__init__.py").exists()]
     assert sorted(str(folder.relative_to(REPO)) for folder in missing) == []
+
+
+def test_folders_of_test_modules_hold_tests_and_fixtures_only() -> None:
+    """Helpers are in tests/support/: beside test modules stand only conftest.py and
+    __init__.py."""
+    folders = {path.parent for path in TESTS.rglob("test_*.py")}
+    others = [
+        path
+        for folder in folders
+        for path in folder.glob("*.py")
+        if not path.name.startswith("test_") and path.name not in ("conftest.py", "__init__.py")
+    ]
+    assert sorted(str(path.relative_to(REPO)) for path in others) == []
