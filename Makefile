@@ -36,15 +36,15 @@ schemas: $(STAMP)
 # Record the workflow histories the suite replays (docs/workflow-versions.md): only when a
 # release drops patches, never to make a failing replay pass.
 HISTORY_SCENARIOS = \
-	tests/test_workflows_replay.py \
-	tests/test_workflows_promotion.py::test_continue_as_new_keeps_the_rollout_and_replays \
-	tests/test_workflows_promotion.py::test_rollback_auto_reverts_the_promotion_and_the_node_verifies_again \
-	tests/test_workflows_governance.py::test_the_revision_summary_continues_as_new_and_keeps_its_roots \
-	tests/test_preview_workflow.py::test_continues_as_new_after_many_heads_and_keeps_its_state
+	tests/workflows/test_replay.py \
+	tests/workflows/test_promotion.py::test_continue_as_new_keeps_the_rollout_and_replays \
+	tests/workflows/test_promotion.py::test_rollback_auto_reverts_the_promotion_and_the_node_verifies_again \
+	tests/workflows/test_governance.py::test_the_revision_summary_continues_as_new_and_keeps_its_roots \
+	tests/workflows/test_preview.py::test_continues_as_new_after_many_heads_and_keeps_its_state
 histories: $(STAMP)
-	rm -rf tests/histories
+	rm -rf tests/histories/*/
 	ROLLWRIGHT_RECORD_HISTORIES=1 $(PY) -m pytest -q $(HISTORY_SCENARIOS) \
-		--deselect tests/test_workflows_replay.py::test_every_recorded_history_replays_on_the_registered_workflows
+		--deselect tests/workflows/test_replay.py::test_every_recorded_history_replays_on_the_registered_workflows
 
 bench: $(STAMP)
 	$(PY) -m tests.bench.run --write docs/benchmarks.md

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Debian packages the tests start by themselves: PostgreSQL (SQL store tests), Chromium
-# (job page browser tests) and kubectl (tests/test_publish_consumable.py builds published roots
-# with it, the way a cluster's Argo CD or Flux would, independently of the engine's own kubectl
-# from PyPI). Installed when missing and we are root with apt-get; otherwise the tests that
+# (job page browser tests) and kubectl (tests/activities/test_publish_consumable.py builds
+# published roots with it, the way a cluster's Argo CD or Flux would, independently of the
+# engine's own kubectl from PyPI). Installed when missing and we are root with apt-get; otherwise the tests that
 # need them skip and say why. Nothing here adds an apt source: kubectl comes from whatever
 # source the machine already has (Kubernetes' or Google Cloud's apt repository; Debian's own
 # archive does not carry it).

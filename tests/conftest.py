@@ -1,26 +1,24 @@
-"""Shared fixtures: real git repositories and the echo chart."""
+"""Fixtures the tests of several folders use: the remote-chart cache every test gets of its
+own, S3 and SQL servers for the session, SQL databases, a throwaway age key and a GitHub App
+key. A folder's own fixtures are in its conftest.py; plain helpers are in tests/support/."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import helm_python
 import pytest
-import yaml
 from hypothesis import settings
 
+from shared.devstack.credentials import new_app_key
 from shared.engine.charts import remote
-from tests.support.chart_repo import ChartRepo
-from tests.support.databases import PostgresDatabases
-from tests.support.oci_registry import OciRegistry
+from shared.engine.secrets import sops
+from tests.support.age import AgeKey, generate_key
+from tests.support.databases import PostgresDatabases, database_url
 from tests.support.postgres import postgres_server
 from tests.support.seaweed import S3Server, seaweed_server
+from tests.support.secrets import KEY_VARIABLES
 
 # CI runs the property tests on a fixed sequence of examples, so a red CI always reproduces;
 # local runs stay random and keep finding new cases.
@@ -28,71 +26,8 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-FIXTURES = Path(__file__).parent / "fixtures"
-EXAMPLES = Path(__file__).parent.parent / "examples"
-ECHO_CHART = FIXTURES / "charts" / "echo"
 
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-def init_repo(path: Path) -> Path:
-    """A real git repo with a deterministic identity, on branch main."""
-    path.mkdir(parents=True, exist_ok=True)
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "test@rollwright.invalid")
-    git(path, "config", "user.name", "rollwright tests")
-    git(path, "config", "commit.gpgsign", "false")
-    return path
-
-
-def commit_all(repo: Path, message: str = "change") -> str:
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "--allow-empty", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
-
-
-def write_files(base: Path, files: dict[str, Any]) -> None:
-    """Write `files` (path → str, or a dict/list dumped as YAML) under `base`."""
-    for rel, content in files.items():
-        path = base / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not isinstance(content, str):
-            content = yaml.safe_dump(content, sort_keys=False)
-        path.write_text(content)
-
-
-def echo_values(files: dict[str, bytes], suffix: str = "") -> dict[str, Any]:
-    """The .Values the echo chart saw, from the one (or the `suffix`-matching) ConfigMap."""
-    hits = [p for p in files if p.endswith(".yaml") and "ConfigMap_" in p and p.endswith(suffix)]
-    assert hits, f"no echo ConfigMap among {sorted(files)}"
-    assert len(hits) == 1, f"several echo ConfigMaps match {suffix!r}: {hits}"
-    doc = yaml.safe_load(files[hits[0]])
-    return json.loads(doc["data"]["values.json"])  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def repo_factory(tmp_path: Path) -> Callable[[str], Path]:
-    def make(name: str = "fleet") -> Path:
-        return init_repo(tmp_path / name)
-
-    return make
-
-
-@pytest.fixture
-def echo_chart() -> Path:
-    return ECHO_CHART
-
-
-def copy_example(name: str, dest: Path) -> Path:
-    shutil.copytree(EXAMPLES / name, dest)
-    return dest
-
-
-# --- remote charts: a Helm HTTP repository and an OCI registry on 127.0.0.1 -----------------
+# --- remote charts: every test its own cache --------------------------------------------------
 
 
 @pytest.fixture(autouse=True)
@@ -104,43 +39,6 @@ def _isolated_chart_cache(
     monkeypatch.setenv(remote.CACHE_ENV, str(cache))
     remote.forget_resolutions()
     return cache
-
-
-@pytest.fixture
-def chart_cache(_isolated_chart_cache: Path) -> Path:
-    """The directory `ROLLWRIGHT_CACHE_DIR` points at for this test."""
-    return _isolated_chart_cache
-
-
-@pytest.fixture(scope="session")
-def echo_archives(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The echo chart packaged by Helm at versions 0.1.0 and 0.2.0 (version → archive)."""
-    out = tmp_path_factory.mktemp("echo-archives")
-    return {
-        version: Path(helm_python.package(ECHO_CHART, destination=out, version=version))
-        for version in ("0.1.0", "0.2.0")
-    }
-
-
-@pytest.fixture
-def chart_repo(tmp_path: Path, echo_archives: dict[str, Path]) -> Iterator[ChartRepo]:
-    """A running Helm HTTP chart repository holding echo 0.1.0 and 0.2.0."""
-    repo = ChartRepo(tmp_path / "chart-repo")
-    for archive in echo_archives.values():
-        repo.add_archive(archive)
-    repo.index()
-    with repo:
-        yield repo
-
-
-@pytest.fixture
-def oci_registry(echo_archives: dict[str, Path]) -> Iterator[OciRegistry]:
-    """A running OCI registry holding echo 0.1.0 and 0.2.0 at oci://HOST/charts/echo."""
-    registry = OciRegistry()
-    for archive in echo_archives.values():
-        registry.add_chart(archive)
-    with registry:
-        yield registry
 
 
 # --- S3: one SeaweedFS server for the session, started by the first test that asks ---------
@@ -167,26 +65,32 @@ def pg_databases() -> Iterator[PostgresDatabases]:
             databases.close()
 
 
-def _sql_url(request: pytest.FixtureRequest, tmp_path: Path, *, migrated: bool) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'rollwright.db'}"
-        return
-    databases: PostgresDatabases = request.getfixturevalue("pg_databases")
-    url = databases.new(migrated=migrated)
-    try:
-        yield url
-    finally:
-        databases.drop(url)
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database of this test's own, on SQLite and on PostgreSQL (SQLite files are migrated
     when the first `Database` opens them, PostgreSQL ones are copies of a migrated template)."""
-    yield from _sql_url(request, tmp_path, migrated=True)
+    yield from database_url(request, tmp_path, migrated=True)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database with no tables at all, on SQLite and on PostgreSQL."""
-    yield from _sql_url(request, tmp_path, migrated=False)
+# --- keys: a throwaway age key for SOPS, a GitHub App's private key ---------------------------
+
+
+@pytest.fixture
+def age_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AgeKey:
+    """A throwaway age key, the only one sops can use; the decryption cache starts cold."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    for name in KEY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    key = generate_key(tmp_path / "keys")
+    monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(key.key_file))
+    sops.clear_cache()
+    return key
+
+
+@pytest.fixture(scope="module")
+def app_key() -> str:
+    """A GitHub App's private key (PEM), one per module."""
+    return new_app_key()

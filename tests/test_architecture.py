@@ -2,10 +2,14 @@
 
 `make lint` runs import-linter on the tree; here the same contracts run on a copy of the tree
 with a cycle or a forbidden import added on purpose, and must break. Lazy imports must say why.
+The tests keep their own map: no module of tests/ imports a test module or a conftest (what
+tests share is in tests/support), and every folder of test modules is a package holding test
+modules, conftest.py and __init__.py only.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
@@ -133,3 +137,110 @@ def test_every_lazy_import_says_why() -> None:
                 if not re.search(r"start-up time", context, re.IGNORECASE):
                     unexplained.append(f"{path.relative_to(REPO)}:{i + 1}")
     assert unexplained == []
+
+
+# --- the tests' own map (docs/architecture.md, "Tests") ----------------------------------------
+
+TESTS = REPO / "tests"
+# where the lines of the examples below stand (relative imports start from its folder)
+EXAMPLE_TEST = TESTS / "gateway" / "test_example.py"
+
+
+def imported_modules(source: str, path: Path) -> list[str]:
+    """The dotted name of every module the imports of `source` (the file at `path`) name: the
+    module of `import m` and `from m import x`, and `m.x` where m is a package (`from tests.gateway
+    import test_app` imports a module too, `from tests.support.pages import World` does not)."""
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                folder = path.parents[node.level - 1].relative_to(REPO)
+                base = ".".join([*folder.parts, *(node.module or "").split(".")]).strip(".")
+            else:
+                base = node.module or ""
+            names.append(base)
+            if (REPO / base.replace(".", "/")).is_dir():
+                names += [f"{base}.{alias.name}" for alias in node.names]
+    return names
+
+
+def is_a_test_module(module: str) -> bool:
+    """A test module (`test_*`) of tests/, or any conftest."""
+    parts = module.split(".")
+    return "conftest" in parts or (parts[0] == "tests" and parts[-1].startswith("test_"))
+
+
+def imports_of_test_modules(source: str, path: Path) -> list[str]:
+    return [m for m in imported_modules(source, path) if is_a_test_module(m)]
+
+
+def test_no_module_of_the_tests_imports_a_test_module_or_a_conftest() -> None:
+    """Test modules and conftests are pytest's to import; what tests share is in tests/support."""
+    offences = [
+        f"{path.relative_to(REPO)}: {module}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for module in imports_of_test_modules(path.read_text(), path)
+    ]
+    assert offences == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "from tests.test_job_pages import QueueRecorder",
+        "from tests.gateway.test_app import post",
+        "import tests.engine.test_atlas",
+        "from tests.engine import test_atlas",
+        "from tests.conftest import git",
+        "from tests.gateway.conftest import emulator",
+        "from tests.gateway import conftest",
+        "from .test_job_pages import World",
+        "from . import test_job_pages",
+        "from .conftest import world",
+        "from .. import conftest",
+        "from ..engine.test_atlas import echo",
+        "def f():\n    from tests.review.test_markdown import assert_valid",
+    ],
+)
+def test_the_test_import_check_catches(line: str) -> None:
+    assert imports_of_test_modules(line, EXAMPLE_TEST)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "from tests.support.pages import QueueRecorder, World",
+        "from tests.support import histories",
+        "from tests.bench import fleetgen",
+        "import pytest",
+        "from shared.engine import templates",
+        "from tests.support.deploy_world import test_server_path",
+        "from ..support.pages import World",
+    ],
+)
+def test_the_test_import_check_lets_support_imports_pass(line: str) -> None:
+    assert imports_of_test_modules(line, EXAMPLE_TEST) == []
+
+
+def test_every_folder_of_test_modules_is_a_package() -> None:
+    """With an `__init__.py` in each folder pytest imports `tests/gateway/test_app.py` as
+    `tests.gateway.test_app`, so two folders may hold modules of the same name."""
+    folders = {path.parent for path in TESTS.rglob("test_*.py")}
+    assert TESTS in folders
+    missing = [folder for folder in folders if not (folder / "__init__.py").exists()]
+    assert sorted(str(folder.relative_to(REPO)) for folder in missing) == []
+
+
+def test_folders_of_test_modules_hold_tests_and_fixtures_only() -> None:
+    """Helpers are in tests/support/: beside test modules stand only conftest.py and
+    __init__.py."""
+    folders = {path.parent for path in TESTS.rglob("test_*.py")}
+    others = [
+        path
+        for folder in folders
+        for path in folder.glob("*.py")
+        if not path.name.startswith("test_") and path.name not in ("conftest.py", "__init__.py")
+    ]
+    assert sorted(str(path.relative_to(REPO)) for path in others) == []

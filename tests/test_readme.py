@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import commit_all, git, init_repo
+from tests.support.gitrepo import commit_all, git, init_repo
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"

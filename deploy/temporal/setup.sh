@@ -11,7 +11,8 @@ set -eu
 ADDRESS="${TEMPORAL_ADDRESS:-temporal:7233}"
 NAMESPACE="${NAMESPACE:-default}"
 RETENTION="${RETENTION:-30d}"
-# Keep in sync with shared/contracts/deploy.py SEARCH_ATTRIBUTES (tests/test_compose.py checks it).
+# Keep in sync with shared/contracts/deploy.py SEARCH_ATTRIBUTES (tests/devstack/test_compose.py
+# checks it).
 ATTRIBUTES="RollwrightRepo RollwrightRoot RollwrightRevision RollwrightTrigger RollwrightState"
 
 attempt=0

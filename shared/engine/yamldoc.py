@@ -21,7 +21,7 @@ PyYAML's; they only replace the generic layers for plain trees:
   libyaml once (see `_emit_block`); where that writer cannot be sure (anchors, multi-line
   or wrapping scalars, other types) the exact nodes `SafeRepresenter` builds go to
   libyaml's emitter, and types it does not know to plain PyYAML.
-tests/test_yamldoc.py checks all of them against plain PyYAML, byte for byte and on
+tests/engine/test_yamldoc.py checks all of them against plain PyYAML, byte for byte and on
 generated and mutated documents.
 """
 
@@ -351,7 +351,7 @@ class Similar:
     with the places of its one-line scalars; a text that differs from it only in such
     values (each one word that cannot change the structure, or quoted without escapes) is
     built from the kept documents with those values replaced, resolved exactly as PyYAML
-    resolves them. Anything else is parsed in full. tests/test_yamldoc.py compares the two
+    resolves them. Anything else is parsed in full. tests/engine/test_yamldoc.py compares the two
     on many mutated documents."""
 
     def __init__(self, max_keys: int = 4096) -> None:

@@ -13,7 +13,7 @@ from shared.engine.errors import FleetError, FleetErrors
 from shared.engine.fleet import Fleet, detect_layout, layout_factory
 from shared.engine.layout import LAYOUT_NAMES, LAYOUTS
 from shared.engine.tree import WorkTree
-from tests.conftest import EXAMPLES
+from tests.support.paths import EXAMPLES
 
 
 def test_every_entry_names_a_layout_class_of_its_name() -> None:

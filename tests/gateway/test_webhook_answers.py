@@ -20,7 +20,7 @@ from gateway.dispatcher import Dispatcher
 from gateway.metrics import GatewayMetrics
 from shared.settings import Settings
 from shared.stores.sql.engine import Database
-from tests.test_job_pages import QueueRecorder
+from tests.support.pages import QueueRecorder
 
 SECRET = "webhook-secret"
 LIMIT = 4096

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool
@@ -54,3 +57,20 @@ class PostgresDatabases:
     def _execute(self, statement: str) -> None:
         with self._admin.connect() as connection:
             connection.exec_driver_sql(statement)
+
+
+def database_url(
+    request: pytest.FixtureRequest, tmp_path: Path, *, migrated: bool
+) -> Iterator[str]:
+    """A database of the test's own, for a fixture parametrized with "sqlite" and
+    "postgresql": a SQLite file, or a PostgreSQL database (a copy of the migrated template, or
+    an empty one), dropped when the test ends."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'rollwright.db'}"
+        return
+    databases: PostgresDatabases = request.getfixturevalue("pg_databases")
+    url = databases.new(migrated=migrated)
+    try:
+        yield url
+    finally:
+        databases.drop(url)

@@ -1,5 +1,5 @@
 """Recorded workflow histories (tests/histories/): written by scenario tests when asked to,
-replayed by tests/test_workflows_replay.py against the workflows the worker registers.
+replayed by tests/workflows/test_replay.py against the workflows the worker registers.
 
 `make histories` runs the recording scenarios with ROLLWRIGHT_RECORD_HISTORIES=1, which makes
 `keep` write each history as `tests/histories/<workflow type>/<scenario>-<n>.json` (the JSON

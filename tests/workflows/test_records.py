@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from shared.contracts.deploy import LatestDeployment, ReviewSignal
-from tests.workflows.builders import REPO, ROOT, deployment_input, diff
+from tests.support.deployment_inputs import REPO, ROOT, deployment_input, diff
 from workflows.deployment.records import Progress, audit_record
 
 START = datetime(2025, 1, 1, tzinfo=UTC)

@@ -15,7 +15,7 @@ from shared.contracts.governance import (
     ReviewPolicy,
     Verdict,
 )
-from tests.workflows.builders import REPO, REVISION, ROOT, deployment_input, diff
+from tests.support.deployment_inputs import REPO, REVISION, ROOT, deployment_input, diff
 from workflows.deployment.review import SHOWN_REFUSALS, ReviewGate, not_our_check_run
 
 OWNERS = OwnersRequirement(

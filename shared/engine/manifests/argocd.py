@@ -7,7 +7,7 @@ argoproj/argo-cd, Apache-2.0), cut to those and nothing else. Regenerate it with
     python -m shared.engine.manifests.argocd path/to/swagger.json \
         shared/engine/manifests/argocd_api.json
 
-(tests/test_argocd_schema.py checks it against the copy the project keeps as reference).
+(tests/engine/test_argocd_schema.py checks it against the copy the project keeps as reference).
 
 `check(obj, kind)` finds every field Argo CD does not know (with the closest known name) and
 every value of the wrong type, as `Mismatch(path, message)`. The API description is the gRPC

@@ -1,0 +1,2 @@
+"""Fixtures of the command-line tests: none of their own. They use `age_key` from
+tests/conftest.py; a fixture one module needs stays in that module."""

@@ -1,0 +1,393 @@
+"""End to end on the embedded stack: the real Temporal dev server, the worker and gateway
+processes (`python -m worker`, `python -m gateway`), a real git fleet repository, and the GitHub
+emulator over HTTP (the worker writes check runs with PyGithub; this test reads them back with
+PyGithub too). Every webhook is signed and goes through the gateway's `/events`.
+
+Three stories, one root each, on one stack:
+- merge → check run asks for review with the diff → Approve → published (blob store + SQL);
+- merge → Reject → cancelled, nothing persisted as latest;
+- manual deploy (POST /api/deploy) → published, queue locked → a merge waits with
+  `action_required` and an Unlock button → Unlock → it renders, is approved and published;
+- a group-wide change → the revision's `rollwright` summary with Approve all → a reader's click
+  is refused by both roots (the emulator's permission API) and audited → a writer's approves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from github import Auth, Github
+
+from shared.contracts.deploy import QUERY_STATE, RootQueueState, deploy_workflow_id
+from shared.devstack import fleetrepo
+from shared.devstack.emulator.model import CheckRunRecord
+from shared.devstack.emulator.server import GitHubEmulator
+from shared.devstack.stack import DevStack
+from shared.stores.blob import FileBlobStore, latest_key
+from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.engine import Database
+from tests.support.paths import EXAMPLES
+from tests.support.stack import serving_fleet, wait_on
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+OWNER, NAME = "acme", "atlas-fleet"
+REPO = f"{OWNER}/{NAME}"
+STEP_TIMEOUT = 60.0
+T = TypeVar("T")
+
+
+class World:
+    """The running stack, the fleet repository and helpers to drive and observe them."""
+
+    def __init__(self, stack: DevStack, repo_dir: Path) -> None:
+        self.stack = stack
+        self.repo_dir = repo_dir
+        assert stack.emulator is not None
+        self.emulator: GitHubEmulator = stack.emulator
+        self.github = Github(
+            base_url=self.emulator.url, auth=Auth.Token(self.emulator.issue_token(1))
+        )
+        self.gh_repo = self.github.get_repo(REPO)
+        self.blobs = FileBlobStore(stack.data_dir / "blobs")
+
+    # --- driving
+
+    def merge(self, root_dir: str, key: str, value: str) -> tuple[str, str]:
+        """Commit a values change in one cluster and send the signed push; (before, after)."""
+        before = fleetrepo.head(self.repo_dir)
+        after = fleetrepo.set_value(
+            self.repo_dir,
+            f"deployments/{root_dir}/cluster.values.yaml",
+            key,
+            value,
+            f"{root_dir}: {key}={value}",
+        )
+        delivery = self.emulator.send_push(OWNER, NAME, before, after)
+        assert delivery.status == 202, delivery.response
+        return before, after
+
+    def click(self, run: CheckRunRecord, identifier: str, who: str) -> None:
+        delivery = self.emulator.click_action(run.id, identifier, who)
+        assert 200 <= delivery.status < 300, delivery.response
+
+    def api_deploy(
+        self, root: str, revision: str, requested_by: str | None = None
+    ) -> dict[str, Any]:
+        fields = {"repo": REPO, "root": root, "revision": revision}
+        body = json.dumps(fields | ({"requested_by": requested_by} if requested_by else {}))
+        body = body.encode()
+        request = urllib.request.Request(
+            f"{self.stack.urls.gateway}/api/deploy",
+            data=body,
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {self.stack.api_token}",
+            },
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 202
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
+
+    # --- observing
+
+    def gateway_get(self, path: str) -> str:
+        """A page or its JSON, read as a machine (the bearer token): signing in is the
+        browser tests' part."""
+        request = urllib.request.Request(
+            f"{self.stack.urls.gateway}{path}",
+            headers={"Authorization": f"Bearer {self.stack.api_token}"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return str(answer.read().decode())
+
+    def wait_for(self, what: str, probe: Callable[[], T | None]) -> T:
+        return wait_on(self.stack, what, probe, timeout=STEP_TIMEOUT, poll=0.2)
+
+    def runs(self, root: str) -> list[CheckRunRecord]:
+        return [r for r in self.emulator.check_runs(OWNER, NAME) if r.name == f"rollwright/{root}"]
+
+    def run_for(self, root: str, head: str, conclusion: str) -> CheckRunRecord:
+        def probe() -> CheckRunRecord | None:
+            found = [
+                r
+                for r in self.runs(root)
+                if r.state["head_sha"] == head and r.conclusion == conclusion
+            ]
+            return found[-1] if found else None
+
+        return self.wait_for(f"{conclusion} check run for {root}@{head[:12]}", probe)
+
+    def deployment_run(self, deployment_id: str, conclusions: set[str]) -> CheckRunRecord:
+        """The newest check run of a deployment once it has one of `conclusions`."""
+
+        def probe() -> CheckRunRecord | None:
+            runs = [
+                r
+                for r in self.emulator.check_runs(OWNER, NAME)
+                if r.state.get("external_id") == deployment_id
+            ]
+            return runs[-1] if runs and runs[-1].conclusion in conclusions else None
+
+        return self.wait_for(f"deployment {deployment_id} {conclusions}", probe)
+
+    def latest(self, root: str) -> dict[str, Any] | None:
+        data = self.blobs.get(latest_key(REPO, root))
+        return None if data is None else dict(json.loads(data))
+
+    def sql_state(self, deployment_id: str) -> str | None:
+        database = Database(f"sqlite:///{self.stack.data_dir / 'rollwright.db'}")
+        try:
+            row = DeploymentStore(database).get(deployment_id)
+            return None if row is None else row.state
+        finally:
+            database.close()
+
+    def deploy_state(self, root: str) -> RootQueueState:
+        async def query() -> RootQueueState:
+            client = await self.stack.async_client()
+            handle = client.get_workflow_handle(deploy_workflow_id(REPO, root))
+            state: RootQueueState = await handle.query(QUERY_STATE, result_type=RootQueueState)
+            return state
+
+        return asyncio.run(query())
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    base = tmp_path_factory.mktemp("e2e")
+    with serving_fleet(base, EXAMPLES / "atlas-fleet", OWNER, NAME) as (stack, repo_dir):
+        world = World(stack, repo_dir)
+        yield world
+        world.github.close()
+
+
+def test_signed_push_to_published_deployment(world: World) -> None:
+    root = "staging/cluster-a"
+    _, head = world.merge(root, "env.REGION", "eu-central-1")
+
+    review = world.run_for(root, head, "action_required")
+    # read back over HTTP with PyGithub, as GitHub's UI would show it
+    shown = world.gh_repo.get_check_run(review.id)
+    assert shown.status == "completed" and shown.conclusion == "action_required"
+    assert shown.head_sha == head
+    text = shown.output.text or ""
+    assert "REGION: eu-central-1" in text, text[:2000]
+    assert "added" in (shown.output.title or "")
+    assert [a["identifier"] for a in review.actions] == ["approve", "reject"]
+    deployment_id = shown.external_id
+    assert deployment_id
+
+    world.click(review, "approve", "alice")
+    final = world.deployment_run(deployment_id, {"success", "failure", "cancelled", "neutral"})
+    assert final.conclusion == "success", final.output
+    assert world.gh_repo.get_check_run(final.id).conclusion == "success"
+
+    latest = world.wait_for("latest.json", lambda: world.latest(root))
+    assert latest["revision"] == head and latest["state"] == "published"
+    assert latest["deployment_id"] == deployment_id
+    assert "alice" in str(latest["approved_by"])
+    # every state change is recorded: wait for the final one
+    assert world.wait_for("SQL row", lambda: _in_state(world, deployment_id, "published"))
+    # only the affected root was deployed
+    assert world.runs("staging/cluster-b") == [] and world.runs("prod/eu-1") == []
+
+
+def test_rejected_deployment_is_not_persisted(world: World) -> None:
+    root = "staging/cluster-b"
+    _, head = world.merge(root, "env.REGION", "us-east-2")
+    review = world.run_for(root, head, "action_required")
+    deployment_id = str(review.state["external_id"])
+
+    world.click(review, "reject", "bob")
+    final = world.deployment_run(deployment_id, {"success", "failure", "cancelled", "neutral"})
+    assert final.conclusion == "cancelled"
+    assert "bob" in (final.output.get("title") or "") + (final.output.get("summary") or "")
+    assert world.wait_for("SQL row", lambda: _in_state(world, deployment_id, "rejected"))
+    assert world.latest(root) is None  # a rejected first deployment leaves no latest.json
+
+
+def _in_state(world: World, deployment_id: str, wanted: str) -> bool | None:
+    return True if world.sql_state(deployment_id) == wanted else None
+
+
+def test_manual_deploy_locks_until_unlock(world: World) -> None:
+    root = "prod/eu-1"
+    base = fleetrepo.head(world.repo_dir)
+
+    # a manual deploy (the rollback path) always asks for confirmation, then locks the queue
+    accepted = world.api_deploy(root, base)
+    assert accepted["workflow_id"] == deploy_workflow_id(REPO, root)
+    manual = world.run_for(root, base, "action_required")
+    world.click(manual, "approve", "carol")
+    manual_id = str(manual.state["external_id"])
+    assert world.deployment_run(manual_id, {"success", "failure"}).conclusion == "success"
+    world.wait_for("manual latest.json", lambda: world.latest(root))
+    locked = world.wait_for(
+        "the lock", lambda: s if (s := world.deploy_state(root)).lock.locked else None
+    )
+    assert locked.lock.by_deployment == manual_id
+
+    # a merge to that root now waits, saying why, with an Unlock button and nothing else
+    _, head = world.merge(root, "env.REGION", "eu-north-1")
+    waiting = world.run_for(root, head, "action_required")
+    assert [a["identifier"] for a in waiting.actions] == ["unlock"]
+    assert "locked" in (waiting.output.get("title") or "").lower()
+    assert world.latest(root)["revision"] == base  # type: ignore[index]
+    merge_id = str(waiting.state["external_id"])
+
+    world.click(waiting, "unlock", "dave")
+    review = world.wait_for(
+        "the merge's review after Unlock",
+        lambda: _with_button(world, merge_id, "approve"),
+    )
+    assert "REGION: eu-north-1" in (review.output.get("text") or "")
+    assert world.deploy_state(root).lock.locked is False
+    world.click(review, "approve", "dave")
+    final = world.deployment_run(merge_id, {"success", "failure", "cancelled"})
+    assert final.conclusion == "success", final.output
+    latest = world.wait_for(
+        "merged latest.json",
+        lambda: lt if (lt := world.latest(root)) and lt["revision"] == head else None,
+    )
+    assert latest["state"] == "published" and latest["trigger"] == "merge"
+
+
+def test_a_queued_manual_deployment_shows_as_manual(world: World) -> None:
+    """A rollback (`rollwright deploy`, POST /api/deploy) waiting behind a running merge:
+    its job page and /api/jobs say manual and who asked, from the row the queue recorded."""
+    root = "staging/cluster-b"
+    base = fleetrepo.head(world.repo_dir)
+    _, head = world.merge(root, "env.REGION", "eu-south-1")
+    running = world.run_for(root, head, "action_required")
+
+    accepted = world.api_deploy(root, base, requested_by="erin")
+    queued_id = str(accepted["deployment_id"])
+
+    def queued_job() -> dict[str, Any] | None:
+        try:
+            job: dict[str, Any] = json.loads(world.gateway_get(f"/api/jobs/{queued_id}"))
+        except urllib.error.HTTPError:
+            return None
+        return job if job.get("requested_by") else None
+
+    job = world.wait_for("the queued deployment's row", queued_job)
+    assert (job["state"], job["trigger"], job["requested_by"]) == ("queued", "manual", "erin")
+    assert (job["root"], job["revision"]) == (root, base)
+    assert [e["state"] for e in job["timeline"]] == ["queued"]
+    assert job["check_run_id"] is not None, "the queued check run is linked"
+    page = world.gateway_get(f"/jobs/{queued_id}")
+    assert "<dt>Trigger</dt><dd>manual</dd>" in page
+    assert "<dt>Requested by</dt><dd>erin</dd>" in page
+    listed = json.loads(world.gateway_get(f"/api/roots/{root}"))["deployments"]
+    assert {(d["deployment_id"], d["state"], d["trigger"]) for d in listed} >= {
+        (queued_id, "queued", "manual")
+    }
+
+    # the merge gives way; the manual deployment then runs, its history starting in the queue
+    world.click(running, "reject", "erin")
+    review = world.wait_for(
+        "the manual deployment's review", lambda: _with_button(world, queued_id, "approve")
+    )
+    world.click(review, "reject", "erin")
+    assert world.wait_for("the rejection", lambda: _in_state(world, queued_id, "rejected"))
+    job = json.loads(world.gateway_get(f"/api/jobs/{queued_id}"))
+    assert [e["state"] for e in job["timeline"]][:2] == ["queued", "rendering"]
+    assert job["timeline"][-1]["state"] == "rejected"
+
+
+def _with_button(world: World, deployment_id: str, identifier: str) -> CheckRunRecord | None:
+    runs = [
+        r
+        for r in world.emulator.check_runs(OWNER, NAME)
+        if r.state.get("external_id") == deployment_id
+    ]
+    if runs and identifier in [a["identifier"] for a in runs[-1].actions]:
+        return runs[-1]
+    return None
+
+
+def test_bad_signature_is_refused_and_starts_nothing(world: World) -> None:
+    before = fleetrepo.head(world.repo_dir)
+    after = fleetrepo.set_value(
+        world.repo_dir, "deployments/standalone/cluster.values.yaml", "env.X", "1", "unsigned"
+    )
+    payload = world.emulator.push_payload(OWNER, NAME, before, after)
+    delivery = world.emulator.send_webhook("push", payload, secret="not-the-secret")
+    assert delivery.status == 401
+    time.sleep(1.0)
+    assert world.runs("standalone") == []
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(
+            urllib.request.Request(
+                f"{world.stack.urls.gateway}/api/deploy",
+                data=b"{}",
+                headers={"Authorization": "Bearer wrong", "Content-Type": "application/json"},
+                method="POST",
+            ),
+            timeout=10,
+        )
+    assert err.value.code == 401
+
+
+def test_approve_all_approves_what_the_clicker_may_and_audits_the_rest(world: World) -> None:
+    """A group-wide change puts both staging clusters at the review gate: the revision's
+    `rollwright` check run lists them with Approve all. A reader's click changes nothing (each
+    deployment asks the emulator's permission API, refuses and records it); a writer's click
+    approves both."""
+    world.emulator.set_permission(OWNER, NAME, "rita", "read")
+    before = fleetrepo.head(world.repo_dir)
+    head = fleetrepo.set_value(
+        world.repo_dir, "deployments/staging/group.values.yaml", "env.LOG_LEVEL", "info", "quiet"
+    )
+    assert world.emulator.send_push(OWNER, NAME, before, head).status == 202
+    roots = ("staging/cluster-a", "staging/cluster-b")
+
+    def summary(title: str) -> CheckRunRecord | None:
+        runs = [
+            r
+            for r in world.emulator.check_runs(OWNER, NAME)
+            if r.name == "rollwright" and r.state["head_sha"] == head
+        ]
+        return runs[-1] if runs and runs[-1].output.get("title") == title else None
+
+    waiting = world.wait_for("the summary of two", lambda: summary("2 of 2 roots awaiting review"))
+    assert [a["identifier"] for a in waiting.actions] == ["approve_all"]
+    assert all(f"| `{root}` |" in waiting.output["summary"] for root in roots)
+
+    world.click(waiting, "approve_all", "rita")
+
+    def refusals() -> list[dict[str, Any]] | None:
+        page = json.loads(world.gateway_get("/api/audit?actor=rita&counted=false"))
+        events: list[dict[str, Any]] = page["events"]
+        return events if len(events) == 2 else None
+
+    refused = world.wait_for("two refusals", refusals)
+    assert {e["root"] for e in refused} == set(roots)
+    assert all("@rita has read access" in e["reason"] for e in refused)
+    assert summary("2 of 2 roots awaiting review") is not None
+
+    world.click(waiting, "approve_all", "alice")
+    done = world.wait_for("the summary done", lambda: summary("2 roots: none awaiting review"))
+    assert done.conclusion == "success" and done.actions == []
+    for root in roots:
+        latest = world.wait_for(
+            f"{root} published", functools.partial(_published, world, root, head)
+        )
+        assert latest["approved_by"] == "@alice"
+
+
+def _published(world: World, root: str, revision: str) -> dict[str, Any] | None:
+    latest = world.latest(root)
+    return latest if latest and latest["revision"] == revision else None

@@ -1,0 +1,153 @@
+"""The rollout page `/rollouts/<owner>/<repo>/<patch-id>`: a running
+PromotionWorkflow on Temporal's time-skipping server (the fleet doubles of
+tests/support/promotion_world.py), asked by the gateway's real dispatcher through its `rollout`
+query, rendered server-side; read as HTML and in headless chromium with a screenshot."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import re
+from collections.abc import AsyncIterator, Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from gateway.app import create_app
+from gateway.dispatcher import TemporalDispatcher
+from shared.contracts.deploy import TASK_QUEUE
+from shared.contracts.promotion import NodeInfo, RootDeployment
+from shared.devstack.ports import free_port
+from shared.settings import Settings
+from shared.stores.sql.engine import Database
+from tests.support.deploy_world import until
+from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
+from tests.support.paths import TESTS
+from tests.support.promotion_world import PATCH, REPO, Fleet, Rollout, rollout
+
+INT, STAGE, PROD = "integration", "stage", "prod/prod-canary"
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def scenario(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    @functools.wraps(fn)
+    def test(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(asyncio.wait_for(fn(*args, **kwargs), 90))
+
+    return test
+
+
+def halted_at_stage() -> Fleet:
+    fleet = Fleet(
+        plan=[NodeInfo(path=INT), NodeInfo(path=STAGE), NodeInfo(path=PROD)],
+        roots={INT: ["mc/int/us"], STAGE: ["mc/stage/us"], PROD: ["mc/prod/us"]},
+    )
+    fleet.start_at(1)
+    fleet.latest["mc/int/us"] = RootDeployment(
+        root="mc/int/us",
+        revision=fleet.tip,
+        deployment_id="dep-int",
+        state="verified",
+        contains_patch=True,
+    )
+    fleet.outcomes["mc/stage/us"] = "unhealthy"
+    return fleet
+
+
+@contextlib.asynccontextmanager
+async def gateway(tmp: Path, r: Rollout, public: str) -> AsyncIterator[Any]:
+    settings = Settings(data_dir=tmp / "state", public_url=public, api_token=MACHINE_SECRET)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    database = Database(settings.database)
+    app = create_app(
+        settings, dispatcher=TemporalDispatcher(r.client, TASK_QUEUE), database=database
+    )
+    try:
+        async with app.router.lifespan_context(app):
+            yield app
+    finally:
+        database.close()
+
+
+def halted(fleet: Fleet) -> bool:
+    return bool(fleet.check_runs) and "Halted" in fleet.last_run().title
+
+
+@scenario
+async def test_the_rollout_page_shows_the_pipeline_the_halt_and_what_can_be_done(
+    tmp_path: Path,
+) -> None:
+    fleet = halted_at_stage()
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(lambda: halted(fleet), "the halt")
+        async with gateway(tmp_path, r, "http://rollwright.test") as app:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://t", headers=MACHINE_HEADERS
+            ) as http:
+                page = await http.get(f"/rollouts/{REPO.full_name}/{PATCH}")
+                missing = await http.get(f"/rollouts/{REPO.full_name}/no-such-patch")
+    assert page.status_code == 200, page.text
+    html = page.text
+    pipeline = re.findall(r'<li class="node (\w+)"><strong>([^<]+)</strong>', html)
+    assert pipeline == [("passed", INT), ("halted", STAGE), ("pending", PROD)]
+    assert f"Halted at {STAGE}" in html and "unhealthy at mc/stage/us" in html
+    # the reason's Markdown code spans become <code>, the rest stays escaped text
+    assert "<code>mc/stage/us</code>: deployment of <code>" in html and "`" not in html
+    actions = re.findall(r"<li><strong>([^<]+)</strong> on the check run", html)
+    assert actions == ["Resume", "Roll back"]
+    assert f"rollwright/promote: {PATCH}" in html
+    assert 'href="http://rollwright.test/jobs/' in html  # the stage deployment's job page
+    assert missing.status_code == 404 and "No such rollout" in missing.text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed (Debian chromium)")
+@scenario
+async def test_the_rollout_page_in_a_browser(tmp_path: Path) -> None:
+    async_api = pytest.importorskip("playwright.async_api", reason="Python playwright is missing")
+    shots = Path(os.environ.get("ROLLWRIGHT_TEST_ARTIFACTS") or TESTS / "artifacts")
+    shots = shots / "rollout-page"
+    shots.mkdir(parents=True, exist_ok=True)
+    fleet = halted_at_stage()
+    port = free_port("127.0.0.1")
+    base = f"http://127.0.0.1:{port}"
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(lambda: halted(fleet), "the halt")
+        async with gateway(tmp_path, r, base) as app:
+            config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error")
+            server = uvicorn.Server(config)
+            served = asyncio.create_task(server.serve())  # this loop: the Temporal client's
+            try:
+                await until(lambda: server.started, "uvicorn")
+                async with async_api.async_playwright() as playwright:
+                    browser = await playwright.chromium.launch(
+                        executable_path=str(CHROMIUM), args=["--headless=new", "--no-sandbox"]
+                    )
+                    try:
+                        page = await browser.new_page(
+                            viewport={"width": 1200, "height": 700},
+                            java_script_enabled=False,
+                            extra_http_headers=MACHINE_HEADERS,
+                        )
+                        await page.goto(f"{base}/rollouts/{REPO.full_name}/{PATCH}")
+                        nodes = page.locator("#pipeline li")
+                        await async_api.expect(nodes).to_have_count(3)
+                        await async_api.expect(nodes.nth(1)).to_contain_text("halted")
+                        await async_api.expect(page.locator("#actions")).to_contain_text(
+                            "Roll back"
+                        )
+                        await page.screenshot(path=str(shots / "1-halted.png"), full_page=True)
+                    finally:
+                        await browser.close()
+            finally:
+                server.should_exit = True
+                await served
+    assert (shots / "1-halted.png").stat().st_size > 0

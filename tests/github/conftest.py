@@ -1,0 +1,2 @@
+"""Fixtures of the GitHub client tests: none of their own (test_app.py makes its own App
+keys); a fixture one module needs stays in that module."""
