@@ -352,6 +352,10 @@ class Host:
     env: Mapping[str, str] = field(default_factory=dict)
     decrypt: Decrypt | None = None
     secret_reads: int = 0  # how many answers came from SOPS files (callers redact them)
+    # The directory relative paths start from (helmfile's: the state file's own), and the
+    # top-level directories templates may not read (ATLAS layers deployments/ by hierarchy).
+    base: str = ""
+    reserved: tuple[str, ...] = ("deployments",)
 
     def answer(self, name: str, arg: Any, source: str) -> Any:
         if name in ("env", "requiredEnv"):
@@ -403,10 +407,10 @@ class Host:
                 "`.Values.atlas.cwd` (the repository root)",
                 path=source,
             )
-        path = posixpath.normpath(text)
+        path = posixpath.normpath(posixpath.join(self.base, text) if self.base else text)
         if path == ".." or path.startswith("../"):
             raise FleetError(f"{name} {text!r} points outside the repository", path=source)
-        if path == "deployments" or path.startswith("deployments/"):
+        if any(path == top or path.startswith(top + "/") for top in self.reserved):
             raise FleetError(
                 f"{name} {text!r}: templates may not read files under deployments/ (values "
                 "there are layered by the hierarchy)",
@@ -449,18 +453,21 @@ class Host:
         return value
 
 
-def render(text: str, context: dict[str, Any], *, source: str, host: Host | None) -> str:
-    """Render `text` as helmfile would, with `context` as `.` and `.Values`."""
+def render(
+    text: str, context: dict[str, Any], *, source: str, host: Host | None, strict: bool = True
+) -> str:
+    """Render `text` as helmfile would, with `context` as `.` and `.Values`; `strict` is
+    helmfile's `missingkey=error` (its first pass over a state file renders without it)."""
     rewritten = rewrite(text, source=source)
     if rewritten == text:
-        out = render_template(text, context, source=source, strict=True)
+        out = render_template(text, context, source=source, strict=strict)
     else:
         answers: dict[str, Any] = {}
         for _ in range(MAX_CALLOUTS):
             files = ((_ANSWERS, json.dumps(answers, sort_keys=True).encode()),) if answers else ()
             try:
                 out = render_template(
-                    rewritten, context, source=source, helpers=HELPERS, files=files, strict=True
+                    rewritten, context, source=source, helpers=HELPERS, files=files, strict=strict
                 )
                 break
             except FleetError as err:
