@@ -2,7 +2,7 @@
 and which layouts rollwright knows (`LAYOUTS`): each one's name, the rule that detects it and
 where its `Layout` is built.
 
-The layouts (`shared.engine.atlas`, `shared.engine.dimensions`) implement `Layout`;
+The layouts (`shared.engine.atlas`, `shared.engine.dimensions`, `shared.engine.helmfile`) implement `Layout`;
 `shared.engine.fleet` detects and builds one and adds what is common to all. rollwright.yaml's
 `layout` key accepts the names registered here (`LayoutName`). Adding a layout is a folder
 beside `atlas/` and `dimensions/` plus one `LayoutKind` in `LAYOUTS` (docs/architecture.md,
@@ -84,17 +84,27 @@ class Layout(Protocol):
 
 @dataclass(frozen=True)
 class Marker:
-    """A path whose presence in a fleet repo tells its layout: a file, or a directory."""
+    """A path whose presence in a fleet repo tells its layout: a file, or a directory; `also`
+    names other paths that tell it as well (a trailing `/` marks a directory)."""
 
     path: str
     directory: bool = False
+    also: tuple[str, ...] = ()
 
     def found(self, tree: Tree) -> bool:
-        return tree.is_dir(self.path) if self.directory else tree.is_file(self.path)
+        if tree.is_dir(self.path) if self.directory else tree.is_file(self.path):
+            return True
+        return any(
+            tree.is_dir(p.rstrip("/")) if p.endswith("/") else tree.is_file(p) for p in self.also
+        )
 
     def describe(self) -> str:
         """The path as the "cannot tell the fleet layout" message names it."""
-        return f"{self.path}/ directory" if self.directory else self.path
+        first = f"{self.path}/ directory" if self.directory else self.path
+        if not self.also:
+            return first
+        others = [f"{p} directory" if p.endswith("/") else p for p in self.also]
+        return ", ".join([first, *others[:-1]]) + f" or {others[-1]}"
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,12 @@ LAYOUTS: tuple[LayoutKind, ...] = (
         "atlas",
         Marker("deployments", directory=True),
         "shared.engine.atlas.layout:AtlasLayout",
+    ),
+    # After atlas: an atlas repo may keep a helmfile.yaml at its root too.
+    LayoutKind(
+        "helmfile",
+        Marker("helmfile.yaml", also=("helmfile.yaml.gotmpl", "helmfile.d/")),
+        "shared.engine.helmfile.layout:HelmfileLayout",
     ),
 )
 LAYOUT_NAMES: tuple[str, ...] = tuple(sorted(kind.name for kind in LAYOUTS))
