@@ -2,7 +2,8 @@
 and which layouts rollwright knows (`LAYOUTS`): each one's name, the rule that detects it and
 where its `Layout` is built.
 
-The layouts (`shared.engine.atlas`, `shared.engine.dimensions`, `shared.engine.helmfile`) implement `Layout`;
+The layouts (`shared.engine.atlas`, `shared.engine.dimensions`, `shared.engine.helmfile`)
+implement `Layout`;
 `shared.engine.fleet` detects and builds one and adds what is common to all. rollwright.yaml's
 `layout` key accepts the names registered here (`LayoutName`). Adding a layout is a folder
 beside `atlas/` and `dimensions/` plus one `LayoutKind` in `LAYOUTS` (docs/architecture.md,

@@ -120,7 +120,9 @@ def _remote(release: Release, repositories: list[Repository]) -> ChartSource:
         )
     url = known[repo].url
     if url.startswith("oci://"):
-        return ChartSource("remote-chart", ref=f"{url}/{chart.split('/', 1)[1]}", version=release.version)
+        return ChartSource(
+            "remote-chart", ref=f"{url}/{chart.split('/', 1)[1]}", version=release.version
+        )
     return ChartSource("remote-chart", ref=chart, version=release.version, repo_url=url)
 
 
@@ -150,7 +152,9 @@ def _chart(path: Path, source: str, release: Release, how: Render) -> dict[str, 
     name = str(meta.get("name") or posixpath.basename(source))
     constraint = str(meta.get("kubeVersion") or "").strip()
     if constraint and not satisfies(constraint, how.kube_version):
-        line = yamldoc.file_key_line(path / "Chart.yaml", ("kubeVersion",)) if path.is_dir() else None
+        line = (
+            yamldoc.file_key_line(path / "Chart.yaml", ("kubeVersion",)) if path.is_dir() else None
+        )
         raise FleetError(
             f"chart requires kubeVersion: {constraint} which is incompatible with Kubernetes "
             f"{how.kube_version} (release {release.name!r}; a kubeversion or "

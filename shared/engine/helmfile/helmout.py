@@ -21,14 +21,43 @@ _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # releaseutil.SplitManifests: Go's \s is [\t\n\f\r ].
 _SEPARATOR = re.compile(r"(?:^|[\t\n\f\r ]*\n)---[\t\n\f\r ]*")
 _GO_SPACE = "\t\n\f\r "
-INSTALL_ORDER = (
-    "Namespace NetworkPolicy ResourceQuota LimitRange PodSecurityPolicy PodDisruptionBudget "
-    "ServiceAccount Secret SecretList ConfigMap StorageClass PersistentVolume "
-    "PersistentVolumeClaim CustomResourceDefinition ClusterRole ClusterRoleList "
-    "ClusterRoleBinding ClusterRoleBindingList Role RoleList RoleBinding RoleBindingList "
-    "Service DaemonSet Pod ReplicationController ReplicaSet Deployment HorizontalPodAutoscaler "
-    "StatefulSet Job CronJob IngressClass Ingress APIService"
-).split()
+INSTALL_ORDER = [
+    "Namespace",
+    "NetworkPolicy",
+    "ResourceQuota",
+    "LimitRange",
+    "PodSecurityPolicy",
+    "PodDisruptionBudget",
+    "ServiceAccount",
+    "Secret",
+    "SecretList",
+    "ConfigMap",
+    "StorageClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleList",
+    "ClusterRoleBinding",
+    "ClusterRoleBindingList",
+    "Role",
+    "RoleList",
+    "RoleBinding",
+    "RoleBindingList",
+    "Service",
+    "DaemonSet",
+    "Pod",
+    "ReplicationController",
+    "ReplicaSet",
+    "Deployment",
+    "HorizontalPodAutoscaler",
+    "StatefulSet",
+    "Job",
+    "CronJob",
+    "IngressClass",
+    "Ingress",
+    "APIService",
+]
 _RANK = {kind: i for i, kind in enumerate(INSTALL_ORDER)}
 HOOK_ANNOTATION = "helm.sh/hook"
 
@@ -104,9 +133,7 @@ def sorted_manifests(templates: dict[str, str]) -> tuple[list[Manifest], list[Ma
     return sorted(generic, key=_sort_key), sorted(hooks, key=_sort_key)
 
 
-def output_files(
-    templates: dict[str, str], crds: dict[str, str], flags: Flags
-) -> dict[str, str]:
+def output_files(templates: dict[str, str], crds: dict[str, str], flags: Flags) -> dict[str, str]:
     """Path (below the release's output dir) → text, as `helm template --output-dir` writes
     them with `--include-crds`, `--no-hooks` and `--skip-tests` set from `flags`."""
     files: dict[str, str] = {}

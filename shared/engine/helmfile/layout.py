@@ -11,6 +11,7 @@ names it. Render files are the bytes kube-renderer writes there (docs/formats/he
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from shared.engine import suggest
 from shared.engine.config.fleet import FleetConfig
 from shared.engine.errors import FleetError, Problem
-from shared.engine.helmfile import chartify, options, pipeline
+from shared.engine.helmfile import chartify, helmout, options, pipeline
 from shared.engine.helmfile.options import OptionError, Options
 from shared.engine.helmfile.states import Loader, Release, State
 from shared.engine.layout import ReleaseInfo
@@ -170,7 +171,7 @@ class HelmfileLayout:
         release = planned.release
         where = pipeline.Where(release.name, release.state, release.line)
         how = chartify.Render(
-            chartify.helmout.Flags(planned.options.crds, planned.options.hooks, planned.options.tests),
+            helmout.Flags(planned.options.crds, planned.options.hooks, planned.options.tests),
             self._kube_version(release.name),
         )
         files = chartify.output_files(release, self.tree, how, planned.state.repositories)
@@ -244,7 +245,9 @@ def _options(release: Release, state: State) -> Options:
         merged = deep_merge(state.values, release.values)
         return options.parse(options.section(merged))
     except OptionError as err:
-        raise FleetError(f"release {release.name!r}: {err}", path=release.state, line=release.line) from None
+        raise FleetError(
+            f"release {release.name!r}: {err}", path=release.state, line=release.line
+        ) from None
 
 
 def _check_needs(plan: Plan) -> None:
@@ -294,7 +297,7 @@ def _place(plan: Plan) -> None:
     for planned in plan.releases.values():
         plan.roots.setdefault(planned.root, []).append(planned.release.name)
     ids = sorted(plan.roots)
-    for a, b in zip(ids, ids[1:], strict=False):
+    for a, b in itertools.pairwise(ids):
         if b.startswith(a + "/"):
             raise FleetError(
                 f"output directory {b!r} lies inside {a!r}: roots may not nest (releases "

@@ -68,8 +68,9 @@ def release_stream(files: dict[str, str], options: Options, where: Where) -> str
     text = repair(_yq(where, "rendered stream", merged))
     if options.postrender is not None:
         text = postrender(text, options.postrender, where)
-    for label in options.remove_labels:
-        text = _yq(where, "rendered stream", lambda label=label: _remove_label(text, label))
+    if options.remove_labels:
+        labels = options.remove_labels
+        text = _yq(where, "rendered stream", lambda: _remove_labels(text, labels))
     return text
 
 
@@ -107,12 +108,15 @@ def postrender(stream: str, data: str, where: Where) -> str:
     return kustomize(files, where.path)[""]
 
 
-def _remove_label(text: str, label: str) -> str:
-    docs = yqdoc.read(text)
-    for doc in docs:
-        yqdoc.delete(doc.node, ("metadata", "labels", label))
-        yqdoc.delete(doc.node, ("spec", "template", "metadata", "labels", label))
-    return yqdoc.print_documents(docs)
+def _remove_labels(text: str, labels: tuple[str, ...]) -> str:
+    """One yq in-place pass per label, as kube-renderer runs them."""
+    for label in labels:
+        docs = yqdoc.read(text)
+        for doc in docs:
+            yqdoc.delete(doc.node, ("metadata", "labels", label))
+            yqdoc.delete(doc.node, ("spec", "template", "metadata", "labels", label))
+        text = yqdoc.print_documents(docs)
+    return text
 
 
 # --- generators ------------------------------------------------------------------------------
@@ -127,9 +131,12 @@ def generate(stream: str, options: Options, where: Where) -> dict[str, str]:
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\n"
             "resources:\n- resources.yaml\n"
         )
-        files = {"resources.yaml": stream, "kustomization.yaml": kustomization}
-        return kustomize(files, where.path, split=True)
-    return _yq(where, "rendered stream", lambda: _split_generate(stream, options, where))
+        inputs = {"resources.yaml": stream, "kustomization.yaml": kustomization}
+        return kustomize(inputs, where.path, split=True)
+    files: dict[str, str] = _yq(
+        where, "rendered stream", lambda: _split_generate(stream, options, where)
+    )
+    return files
 
 
 def _split_generate(stream: str, options: Options, where: Where) -> dict[str, str]:
@@ -186,9 +193,7 @@ def _inside(path: str, where: Where, doc: yqdoc.Document) -> str:
     name = what.get("metadata", {}).get("name") if isinstance(what, dict) else None
     named = f"{what.get('kind')} {name!r}" if isinstance(what, dict) else "a document"
     if not path.strip():
-        hint = (
-            " (it has no `# Kuberenderer: <path>` comment)" if "\n" not in path else ""
-        )
+        hint = " (it has no `# Kuberenderer: <path>` comment)" if "\n" not in path else ""
         raise where.error(f"{named} gets no file name from its generator{hint}")
     clean = posixpath.normpath(path.lstrip("/"))
     if clean in (".", "") or clean == ".." or clean.startswith("../") or path.endswith("/"):

@@ -104,10 +104,10 @@ class Loader:
     def _walk(self, path: str, overrides: dict[str, Any], seen: list[str]) -> list[State]:
         if path in seen:
             raise FleetError(f"helmfiles loop back to {path}", path=seen[-1])
-        loaded = self._load(path, overrides, seen + [path])
+        loaded = self._load(path, overrides, [*seen, path])
         out: list[State] = []
         for sub_path, sub_values in loaded.subs:
-            out.extend(self._walk(sub_path, sub_values, seen + [path]))
+            out.extend(self._walk(sub_path, sub_values, [*seen, path]))
         out.append(loaded.state)
         return out
 
@@ -162,7 +162,11 @@ class Loader:
     ) -> dict[str, Any]:
         envs = doc.get("environments") or {}
         if not isinstance(envs, dict):
-            raise FleetError("environments must be a mapping", path=path, line=self._line(path, ("environments",), offset))
+            raise FleetError(
+                "environments must be a mapping",
+                path=path,
+                line=self._line(path, ("environments",), offset),
+            )
         spec = envs.get(ENVIRONMENT) or {}
         if not isinstance(spec, dict):
             raise FleetError(f"environments.{ENVIRONMENT} must be a mapping", path=path)
@@ -192,7 +196,9 @@ class Loader:
                 )
         return values
 
-    def values_file(self, base: str, rel: str, referrer: str, ctx: dict[str, Any]) -> dict[str, Any]:
+    def values_file(
+        self, base: str, rel: str, referrer: str, ctx: dict[str, Any]
+    ) -> dict[str, Any]:
         """A values file (relative to `base`); `.gotmpl` files are rendered with `ctx`."""
         path = self._path(base, rel, referrer, None)
         text = self._text(path, referrer)
@@ -266,7 +272,9 @@ class Loader:
             result.subs.extend((match, values) for match in matches)
         releases = doc.get("releases") or []
         if not isinstance(releases, list):
-            raise FleetError("releases must be a list", path=path, line=self._line(path, ("releases",), offset))
+            raise FleetError(
+                "releases must be a list", path=path, line=self._line(path, ("releases",), offset)
+            )
         for index, raw in enumerate(releases):
             line = self._line(path, ("releases", index), offset)
             result.state.releases.append(self._release(raw, path, base, env, line))
@@ -277,7 +285,9 @@ class Loader:
         if isinstance(entry, str):
             return self._path(base, entry, path, line), {}
         if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-            raise FleetError("helmfiles entries are paths or maps with a path", path=path, line=line)
+            raise FleetError(
+                "helmfiles entries are paths or maps with a path", path=path, line=line
+            )
         unknown = sorted(set(entry) - {"path", "values"})
         if unknown:
             raise FleetError(
@@ -296,7 +306,9 @@ class Loader:
 
     def _glob(self, pattern: str, referrer: str, line: int | None) -> list[str]:
         if "**" in pattern:
-            raise FleetError(f"helmfiles {pattern!r}: ** is not a helmfile glob", path=referrer, line=line)
+            raise FleetError(
+                f"helmfiles {pattern!r}: ** is not a helmfile glob", path=referrer, line=line
+            )
         found = [""]
         for segment in pattern.split("/"):
             nxt: list[str] = []
@@ -337,7 +349,9 @@ class Loader:
             raise FleetError(f"release {name!r} needs a chart", path=path, line=line)
         namespace = str(raw.get("namespace") or "")
         labels = {str(k): str(v) for k, v in (raw.get("labels") or {}).items()}
-        ctx = context(env, release={"Name": name, "Namespace": namespace, "Labels": labels, "Chart": chart})
+        ctx = context(
+            env, release={"Name": name, "Namespace": namespace, "Labels": labels, "Chart": chart}
+        )
         values: dict[str, Any] = {}
         for entry in raw.get("values") or []:
             if isinstance(entry, dict):
@@ -345,12 +359,16 @@ class Loader:
             elif isinstance(entry, str):
                 values = deep_merge(values, self.values_file(base, entry, path, ctx))
             else:
-                raise FleetError(f"release {name!r}: values entries are maps or file paths", path=path, line=line)
+                raise FleetError(
+                    f"release {name!r}: values entries are maps or file paths", path=path, line=line
+                )
         for entry in raw.get("set") or []:
             values = deep_merge(values, _set_entry(entry, name, path, line))
         installed = raw.get("installed", True)
         if not isinstance(installed, bool):
-            raise FleetError(f"release {name!r}: installed must be true or false", path=path, line=line)
+            raise FleetError(
+                f"release {name!r}: installed must be true or false", path=path, line=line
+            )
         transformers = raw.get("transformers") or []
         if not isinstance(transformers, list) or not all(isinstance(t, dict) for t in transformers):
             raise FleetError(
@@ -409,14 +427,18 @@ def context(env: dict[str, Any], release: dict[str, Any] | None = None) -> dict[
     return ctx
 
 
-def _list_of_paths(doc: dict[str, Any], key: str, path: str, offset: int) -> list[tuple[str, int | None]]:
+def _list_of_paths(
+    doc: dict[str, Any], key: str, path: str, offset: int
+) -> list[tuple[str, int | None]]:
     items = doc.get(key) or []
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
         raise FleetError(f"{key} must be a list of file paths", path=path)
     return [(item, None) for item in items]
 
 
-def _helmfile_entries(doc: dict[str, Any], path: str, loader: Loader, offset: int) -> list[tuple[Any, int | None]]:
+def _helmfile_entries(
+    doc: dict[str, Any], path: str, loader: Loader, offset: int
+) -> list[tuple[Any, int | None]]:
     items = doc.get("helmfiles") or []
     if not isinstance(items, list):
         raise FleetError("helmfiles must be a list", path=path)
@@ -433,9 +455,19 @@ def _set_entry(entry: Any, release: str, path: str, line: int | None) -> dict[st
             line=line,
         )
     value = entry.get("value")
-    text = "true" if value is True else "false" if value is False else "" if value is None else str(value)
+    text = (
+        "true"
+        if value is True
+        else "false"
+        if value is False
+        else ""
+        if value is None
+        else str(value)
+    )
     escaped = text.replace("\\", "\\\\").replace(",", "\\,")
     try:
         return parse_set(f"{entry['name']}={escaped}", string=False)
     except FleetError as err:
-        raise FleetError(f"release {release!r}: set: {err.problem.message}", path=path, line=line) from None
+        raise FleetError(
+            f"release {release!r}: set: {err.problem.message}", path=path, line=line
+        ) from None

@@ -418,7 +418,8 @@ def _flow(node: Node) -> str:
         return _scalar(node.value, _style(node, flow=True, key=False))
     if isinstance(node, Mapping):
         inner = ", ".join(
-            _scalar(k.value, _style(k, flow=True, key=True)) + ": " + _flow(v) for k, v in node.pairs
+            _scalar(k.value, _style(k, flow=True, key=True)) + ": " + _flow(v)
+            for k, v in node.pairs
         )
         return "{" + inner + "}"
     return "[" + ", ".join(_flow(v) for v in node.items) + "]"
@@ -446,7 +447,7 @@ def _printable(char: str) -> bool:
     )
 
 
-def _analyze(value: str) -> _Analysis:  # noqa: C901 - a port of yaml_emitter_analyze_scalar
+def _analyze(value: str) -> _Analysis:
     if not value:
         return _Analysis(False, False, True, True, False)
     block_ind = flow_ind = value.startswith(("---", "..."))

@@ -128,7 +128,9 @@ class _Parser:
 
 
 def _unquote(text: str) -> str:
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), text[1:-1])
+    return re.sub(
+        r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), text[1:-1]
+    )
 
 
 def _key(text: str) -> str:
@@ -168,7 +170,7 @@ def evaluate(expression: str, doc: yqdoc.Document) -> str:
     return str(value)
 
 
-def _eval(node: _Node, value: Any, ctx: _Context) -> list[Any]:  # noqa: C901, PLR0911
+def _eval(node: _Node, value: Any, ctx: _Context) -> list[Any]:
     if node.kind == "identity":
         return [value]
     if node.kind == "string":

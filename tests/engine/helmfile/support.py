@@ -36,5 +36,7 @@ def rendered_tree(repo: Path) -> dict[str, bytes]:
 def expected_tree(case: str) -> dict[str, bytes]:
     base = CASES / case / "expected"
     return {
-        p.relative_to(base).as_posix(): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()
+        p.relative_to(base).as_posix(): p.read_bytes()
+        for p in sorted(base.rglob("*"))
+        if p.is_file()
     }
