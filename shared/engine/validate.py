@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.engine.config.fleet import CONFIG_FILE
 from shared.engine.errors import FleetError, FleetErrors, Problem, by_root
-from shared.engine.fleet import Fleet
+from shared.engine.fleet import Fleet, no_roots_message
 from shared.engine.tree import Tree
 
 
@@ -40,6 +41,8 @@ def check_fleet(tree: Tree, *, render: bool = True) -> Validation:
         roots: list[str] | None = fleet.roots()
     except FleetError:
         roots = None  # validate() reported why (duplicate cluster names, ...)
+    if roots == [] and not problems:
+        problems.add(Problem(CONFIG_FILE, None, no_roots_message(fleet.layout_name)))
     if render and roots is not None and not any(not p.hygiene for p in problems):
         # Rendering a fleet with content problems would repeat them once per root.
         failures: list[tuple[str, FleetError]] = []

@@ -11,6 +11,7 @@ import pytest
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
+from shared.engine.validate import validate_fleet
 from tests.engine.helmfile.support import FIXTURES, build, rendered_tree
 
 
@@ -121,3 +122,23 @@ def test_a_false_condition_skips_the_release(tmp_path: Path) -> None:
     )
     fleet = Fleet.open(WorkTree(_repo(tmp_path, helmfile, PLAIN)))
     assert fleet.roots() == ["a"]
+
+
+def test_a_fleet_without_roots_fails_rather_than_render_nothing(tmp_path: Path) -> None:
+    """`layout: atlas` on a helmfile repository finds no cluster: an error, not 0 roots."""
+    repo = _repo(tmp_path, "releases:\n  - name: a\n    chart: ./source/plain-a\n", PLAIN)
+    (repo / "rollwright.yaml").write_text("layout: atlas\n")
+    fleet = Fleet.open(WorkTree(repo))
+    with pytest.raises(FleetError) as err:
+        fleet.require_roots()
+    assert str(err.value).startswith(
+        "rollwright.yaml: the atlas layout finds no root in this repository (it looks for "
+        "deployments/ directory)"
+    )
+    problems = [str(p) for p in validate_fleet(WorkTree(repo))]
+    assert problems == [str(err.value)]
+
+
+def test_a_helmfile_repository_is_detected(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, "releases:\n  - name: a\n    chart: ./source/plain-a\n", PLAIN)
+    assert Fleet.open(WorkTree(repo)).layout_name == "helmfile"
