@@ -81,6 +81,7 @@ class HelmfileLayout:
     def _make_plan(self) -> Plan:
         plan = Plan()
         states = self.states()
+        _refuse_bootstrap(states[-1])
         for state in states:
             for release in state.releases:
                 if not _enabled(release, state):
@@ -215,6 +216,21 @@ class HelmfileLayout:
 
     def refusals(self, root: str) -> list[Problem]:
         return []
+
+
+def _refuse_bootstrap(top: State) -> None:
+    """kube-renderer's `bootstrap_template` (a gomplate template over every release) is not
+    rendered yet: a fleet that sets it is refused rather than rendered without it."""
+    try:
+        template = options.section(top.values).get("bootstrap_template")
+    except OptionError as err:
+        raise FleetError(str(err), path=top.path) from None
+    if template:
+        raise FleetError(
+            f"{options.KEY}.bootstrap_template is not supported by the helmfile layout yet: "
+            "its bootstrap files would be missing from the render",
+            path=top.path,
+        )
 
 
 def _enabled(release: Release, state: State) -> bool:
