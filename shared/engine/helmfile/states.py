@@ -165,14 +165,14 @@ class Loader:
             raise FleetError(
                 "environments must be a mapping",
                 path=path,
-                line=self._line(path, ("environments",), offset),
+                line=self.line_of(path, ("environments",), offset),
             )
         spec = envs.get(ENVIRONMENT) or {}
         if not isinstance(spec, dict):
             raise FleetError(f"environments.{ENVIRONMENT} must be a mapping", path=path)
         unknown = sorted(set(spec) - {"values", "missingFileHandler"})
         if unknown:
-            line = self._line(path, ("environments", ENVIRONMENT, unknown[0]), offset)
+            line = self.line_of(path, ("environments", ENVIRONMENT, unknown[0]), offset)
             raise FleetError(
                 f"environments.{ENVIRONMENT}.{unknown[0]} is not supported by the helmfile "
                 "layout (only values)",
@@ -218,7 +218,7 @@ class Loader:
         except ValueError as err:
             raise FleetError(str(err), path=referrer, line=line) from None
 
-    def _line(self, path: str, keys: tuple[str | int, ...], offset: int) -> int | None:
+    def line_of(self, path: str, keys: tuple[str | int, ...], offset: int) -> int | None:
         try:
             return yamldoc.key_line(self.tree.read_text(path), keys)
         except (OSError, UnicodeDecodeError, FleetError):
@@ -241,14 +241,14 @@ class Loader:
                 f"'{unknown[0]}' is not supported by the helmfile layout (it reads "
                 f"{', '.join(sorted(STATE_KEYS))})",
                 path=path,
-                line=self._line(path, (unknown[0],), offset),
+                line=self.line_of(path, (unknown[0],), offset),
             )
         if doc.get("helmDefaults"):
             raise FleetError(
                 "helmDefaults is not supported by the helmfile layout: its flags would change "
                 "what helm renders",
                 path=path,
-                line=self._line(path, ("helmDefaults",), offset),
+                line=self.line_of(path, ("helmDefaults",), offset),
             )
         binary = doc.get("helmBinary")
         if binary not in (None, "", "helm"):
@@ -256,7 +256,7 @@ class Loader:
                 f"helmBinary {binary!r}: {binary}: not found (rollwright renders with its "
                 "embedded Helm; leave helmBinary out or set it to helm)",
                 path=path,
-                line=self._line(path, ("helmBinary",), offset),
+                line=self.line_of(path, ("helmBinary",), offset),
             )
         for entry in doc.get("repositories") or []:
             if not isinstance(entry, dict) or not entry.get("name") or not entry.get("url"):
@@ -273,10 +273,10 @@ class Loader:
         releases = doc.get("releases") or []
         if not isinstance(releases, list):
             raise FleetError(
-                "releases must be a list", path=path, line=self._line(path, ("releases",), offset)
+                "releases must be a list", path=path, line=self.line_of(path, ("releases",), offset)
             )
         for index, raw in enumerate(releases):
-            line = self._line(path, ("releases", index), offset)
+            line = self.line_of(path, ("releases", index), offset)
             result.state.releases.append(self._release(raw, path, base, env, line))
 
     def _sub_values(
@@ -442,7 +442,7 @@ def _helmfile_entries(
     items = doc.get("helmfiles") or []
     if not isinstance(items, list):
         raise FleetError("helmfiles must be a list", path=path)
-    return [(item, loader._line(path, ("helmfiles", i), offset)) for i, item in enumerate(items)]  # noqa: SLF001
+    return [(item, loader.line_of(path, ("helmfiles", i), offset)) for i, item in enumerate(items)]
 
 
 def _set_entry(entry: Any, release: str, path: str, line: int | None) -> dict[str, Any]:
