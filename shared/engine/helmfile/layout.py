@@ -1,8 +1,8 @@
 """The helmfile layout: a kube-renderer repository as rollwright roots.
 
     layout = HelmfileLayout(WorkTree(Path("examples/helmfile-fleet")), FleetConfig())
-    layout.roots()               # ['apps/web', 'base/cache']: kube-renderer's output directories
-    layout.render_files("apps/web")  # {"web.yaml": b"---\\n# Source: ..."}
+    layout.roots()               # ['apps/web', 'platform/cache']: kube-renderer's output directories
+    layout.render_files("apps/web")  # {"web/Deployment.apps_web.yaml": b"# Source: ..."}
 
 A **root** is one output directory of kube-renderer: `<helmfile_dir>/<target_dir or release>`
 of a release, holding that release's files and those of the releases whose `target_release`
