@@ -1,7 +1,7 @@
 """The helmfile layout: a kube-renderer repository as rollwright roots.
 
     layout = HelmfileLayout(WorkTree(Path("examples/helmfile-fleet")), FleetConfig())
-    layout.roots()               # ['apps/web', 'platform/cache']: kube-renderer's output directories
+    layout.roots()                   # ['apps/web', 'platform/cache']: output directories
     layout.render_files("apps/web")  # {"web/Deployment.apps_web.yaml": b"# Source: ..."}
 
 A **root** is one output directory of kube-renderer: `<helmfile_dir>/<target_dir or release>`
