@@ -7,7 +7,8 @@ Modules, in import order: `yqdoc` (YAML documents as yq v4 reads and writes them
 options), `states` (helmfile state files: templating, environments, bases, sub-helmfiles,
 releases), `helmout` (Helm's `--output-dir` files), `chartify` (what a release's chart
 renders: charts, plain manifest directories, kustomizations, transformers), `pipeline`
-(kube-renderer's steps on one release's stream and its file name generators) and `layout`
-(output directories as roots: the `Layout` the engine sees). kube-renderer's bootstrap
-templates are refused for now. The format is docs/formats/helmfile.md.
+(kube-renderer's steps on one release's stream and its file name generators), `gomplate`
+(gomplate templates on Helm's engine), `bootstrap` (kube-renderer's bootstrap files) and
+`layout` (output directories as roots: the `Layout` the engine sees). The format is
+docs/formats/helmfile.md.
 """

@@ -19,7 +19,8 @@ from typing import Any
 from shared.engine import suggest
 from shared.engine.config.fleet import FleetConfig
 from shared.engine.errors import FleetError, Problem
-from shared.engine.helmfile import chartify, helmout, options, pipeline
+from shared.engine.helmfile import bootstrap, chartify, helmout, options, pipeline
+from shared.engine.helmfile.bootstrap import Bootstrap, Placement
 from shared.engine.helmfile.options import OptionError, Options
 from shared.engine.helmfile.states import Loader, Release, State
 from shared.engine.layout import ReleaseInfo
@@ -46,6 +47,7 @@ class Planned:
 class Plan:
     releases: dict[str, Planned] = field(default_factory=dict)
     roots: dict[str, list[str]] = field(default_factory=dict)  # root → release names
+    bootstrap: Bootstrap | None = None  # its root has no release
 
 
 class HelmfileLayout:
@@ -81,7 +83,6 @@ class HelmfileLayout:
     def _make_plan(self) -> Plan:
         plan = Plan()
         states = self.states()
-        _refuse_bootstrap(states[-1])
         for state in states:
             for release in state.releases:
                 if not _enabled(release, state):
@@ -103,12 +104,14 @@ class HelmfileLayout:
                     )
                 plan.releases[release.name] = Planned(release, state, _options(release, state))
         _check_needs(plan)
-        _place(plan)
         if not plan.releases:
             raise FleetError(
                 "the helmfile renders no release (every release is disabled or there is none)",
                 path=self.top_level(),
             )
+        _place(plan)
+        _add_bootstrap(plan, states)
+        _check_nesting(plan)
         return plan
 
     # --- Layout ------------------------------------------------------------------------------
@@ -134,6 +137,9 @@ class HelmfileLayout:
         ]
 
     def values(self, root: str, release: str | None) -> dict[str, Any]:
+        found = self._bootstrap(root)
+        if found is not None and release is None:
+            return found.context  # what the bootstrap template sees
         planned = self._root(root)
         names = [p.release.name for p in planned]
         if release is None and len(planned) == 1:
@@ -150,7 +156,14 @@ class HelmfileLayout:
     def secret_values(self) -> list[Any]:
         return []
 
+    def _bootstrap(self, root: str) -> Bootstrap | None:
+        found = self.plan().bootstrap
+        return found if found is not None and found.root == root else None
+
     def render_files(self, root: str) -> dict[str, bytes]:
+        found = self._bootstrap(root)
+        if found is not None:
+            return {path: text.encode("utf-8") for path, text in found.files.items()}
         files: dict[str, bytes] = {}
         owners: dict[str, str] = {}
         for planned in self._root(root):
@@ -216,21 +229,6 @@ class HelmfileLayout:
 
     def refusals(self, root: str) -> list[Problem]:
         return []
-
-
-def _refuse_bootstrap(top: State) -> None:
-    """kube-renderer's `bootstrap_template` (a gomplate template over every release) is not
-    rendered yet: a fleet that sets it is refused rather than rendered without it."""
-    try:
-        template = options.section(top.values).get("bootstrap_template")
-    except OptionError as err:
-        raise FleetError(str(err), path=top.path) from None
-    if template:
-        raise FleetError(
-            f"{options.KEY}.bootstrap_template is not supported by the helmfile layout yet: "
-            "its bootstrap files would be missing from the render",
-            path=top.path,
-        )
 
 
 def _enabled(release: Release, state: State) -> bool:
@@ -312,12 +310,46 @@ def _place(plan: Plan) -> None:
         planned.root = owner.root
     for planned in plan.releases.values():
         plan.roots.setdefault(planned.root, []).append(planned.release.name)
-    ids = sorted(plan.roots)
-    for a, b in itertools.pairwise(ids):
+
+
+def _add_bootstrap(plan: Plan, states: list[State]) -> None:
+    """The bootstrap files, when the top-level state sets a template: one more root."""
+    found = bootstrap.render(states, _placements(plan))
+    if found is None:
+        return
+    if found.root in plan.roots:
+        names = ", ".join(plan.roots[found.root])
+        raise FleetError(
+            f"the bootstrap files and the releases {names} both write to {found.root!r}",
+            path=states[-1].path,
+        )
+    plan.bootstrap = found
+    plan.roots[found.root] = []
+
+
+def _placements(plan: Plan) -> list[Placement]:
+    """kube-renderer's ReleasesMap and DirsMap entries, in its order."""
+    out = []
+    for planned in plan.releases.values():
+        name, opts = planned.release.name, planned.options
+        if opts.target_release:
+            out.append(Placement(name, opts.target_release, None))
+        else:
+            where = f"{_helmfile_dir(planned.state)}/{opts.target_dir or name}"
+            out.append(Placement(name, name, where))
+    return out
+
+
+def _check_nesting(plan: Plan) -> None:
+    def who(root: str) -> str:
+        names = plan.roots[root]
+        return f"releases {', '.join(names)}" if names else "the bootstrap files"
+
+    for a, b in itertools.pairwise(sorted(plan.roots)):
         if b.startswith(a + "/"):
             raise FleetError(
-                f"output directory {b!r} lies inside {a!r}: roots may not nest (releases "
-                f"{', '.join(plan.roots[b])} and {', '.join(plan.roots[a])})"
+                f"output directory {b!r} lies inside {a!r}: roots may not nest ({who(b)} and "
+                f"{who(a)})"
             )
 
 

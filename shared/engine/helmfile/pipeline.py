@@ -29,7 +29,6 @@ from shared.engine.helmfile import yqdoc, yqexpr
 from shared.engine.helmfile.chartify import kustomize
 from shared.engine.helmfile.options import HELM_PLACEHOLDER, Options
 
-_KUBERENDERER = re.compile(r"^.*^Kuberenderer: (?P<path>.*?)$.*$", re.S | re.M)
 _GROUP_BEFORE_SLASH = re.compile(r"(.*)/.*")
 _API_GROUP = re.compile(r"^(?:(.*)/)?(?:v.*)\Z")
 
@@ -182,9 +181,15 @@ def _pattern_path(doc: yqdoc.Document, options: Options) -> str:
     if options.pattern:
         return yqexpr.evaluate(options.pattern, doc)
     if options.generator == "comment":
-        found = _KUBERENDERER.search(yqdoc.head_comment(doc))
-        return found.group("path") if found else ""
+        return labelled(yqdoc.head_comment(doc), "Kuberenderer")
     return default_path(yqdoc.data(doc.node))
+
+
+def labelled(comment: str, label: str) -> str:
+    """yq's `capture("(?sm)^.*^<label>: (?P<path>.*?$).*$") | .path` on a head comment:
+    the rest of the last line that starts with `<label>: ` ("" when none does)."""
+    found = re.search(rf"^.*^{re.escape(label)}: (?P<path>.*?)$.*$", comment, re.S | re.M)
+    return found.group("path") if found else ""
 
 
 def _inside(path: str, where: Where, doc: yqdoc.Document) -> str:

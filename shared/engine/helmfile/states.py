@@ -61,6 +61,7 @@ class Release:
     namespace: str
     labels: dict[str, str]
     values: dict[str, Any]  # its `values` and `set`, merged in helm's order
+    listed: dict[str, Any]  # its `values` alone, merged (what `helmfile build` embeds)
     installed: bool
     condition: str
     needs: list[str]
@@ -362,6 +363,7 @@ class Loader:
                 raise FleetError(
                     f"release {name!r}: values entries are maps or file paths", path=path, line=line
                 )
+        listed = values
         for entry in raw.get("set") or []:
             values = deep_merge(values, _set_entry(entry, name, path, line))
         installed = raw.get("installed", True)
@@ -384,6 +386,7 @@ class Loader:
             namespace=namespace,
             labels=labels,
             values=values,
+            listed=listed,
             installed=installed,
             condition=str(raw.get("condition") or ""),
             needs=needs,

@@ -142,12 +142,3 @@ def test_a_fleet_without_roots_fails_rather_than_render_nothing(tmp_path: Path) 
 def test_a_helmfile_repository_is_detected(tmp_path: Path) -> None:
     repo = _repo(tmp_path, "releases:\n  - name: a\n    chart: ./source/plain-a\n", PLAIN)
     assert Fleet.open(WorkTree(repo)).layout_name == "helmfile"
-
-
-def test_a_bootstrap_template_is_refused_not_dropped(tmp_path: Path) -> None:
-    helmfile = (
-        "environments:\n  default:\n    values:\n      - .kube-renderer:\n"
-        "          bootstrap_template: '# Bootstrap: x/y.yaml'\n"
-        "releases:\n  - name: a\n    chart: ./source/plain-a\n"
-    )
-    assert "bootstrap_template is not supported" in _error(_repo(tmp_path, helmfile, PLAIN))
