@@ -19,7 +19,7 @@ from typing import Any
 from shared.engine import suggest
 from shared.engine.config.fleet import FleetConfig
 from shared.engine.errors import FleetError, Problem
-from shared.engine.helmfile import bootstrap, chartify, helmout, options, pipeline
+from shared.engine.helmfile import bootstrap, chartify, helmout, inputs, options, pipeline
 from shared.engine.helmfile.bootstrap import Bootstrap, Placement
 from shared.engine.helmfile.options import OptionError, Options
 from shared.engine.helmfile.states import Loader, Release, State
@@ -48,6 +48,7 @@ class Plan:
     releases: dict[str, Planned] = field(default_factory=dict)
     roots: dict[str, list[str]] = field(default_factory=dict)  # root → release names
     bootstrap: Bootstrap | None = None  # its root has no release
+    states: list[State] = field(default_factory=list)
 
 
 class HelmfileLayout:
@@ -81,8 +82,8 @@ class HelmfileLayout:
         return Loader(self.tree).states(self.top_level())
 
     def _make_plan(self) -> Plan:
-        plan = Plan()
         states = self.states()
+        plan = Plan(states=states)
         for state in states:
             for release in state.releases:
                 if not _enabled(release, state):
@@ -208,8 +209,19 @@ class HelmfileLayout:
         return plain, hash_secret_objects(plain)
 
     def affected(self, changed: set[str]) -> set[str]:
-        # Any file may be read by a template (readFile, values files, charts): every root.
-        return set(self.roots()) if changed else set()
+        """The roots that read one of `changed` (shared.engine.helmfile.inputs)."""
+        if not changed:
+            return set()
+        return {root for root in self.roots() if self.inputs(root).touched(changed)}
+
+    def inputs(self, root: str) -> inputs.Inputs:
+        plan = self.plan()
+        if self._bootstrap(root) is not None:
+            return inputs.bootstrap_inputs(plan.states)
+        found = inputs.Inputs(frozenset())
+        for planned in self._root(root):
+            found |= inputs.release_inputs(self.tree, planned.release, planned.state)
+        return found
 
     def validate(self) -> list[Problem]:
         problems: list[Problem] = []

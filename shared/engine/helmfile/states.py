@@ -19,7 +19,10 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from shared.engine import yamldoc
@@ -80,6 +83,9 @@ class State:
     releases: list[Release] = field(default_factory=list)
     repositories: list[Repository] = field(default_factory=list)
     helm_binary: str = ""
+    # Every path loading it read, listed or looked for (its file, bases, values files, files
+    # its templates read), its parents' included: what it depends on.
+    inputs: set[str] = field(default_factory=set)
 
 
 def _dir(path: str) -> str:
@@ -93,22 +99,70 @@ def _join(base: str, rel: str) -> str:
     return "" if joined == "." else joined
 
 
+class Recorder:
+    """A `Tree` that notes every path read, listed or looked for into each open record."""
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+        self.records: list[set[str]] = []
+
+    def _note(self, rel: str) -> None:
+        for record in self.records:
+            record.add(rel)
+
+    def is_file(self, rel: str) -> bool:
+        self._note(rel)
+        return self.tree.is_file(rel)
+
+    def is_dir(self, rel: str) -> bool:
+        self._note(rel)
+        return self.tree.is_dir(rel)
+
+    def listdir(self, rel: str) -> list[str]:
+        self._note(rel)
+        return self.tree.listdir(rel)
+
+    def read_text(self, rel: str) -> str:
+        self._note(rel)
+        return self.tree.read_text(rel)
+
+    @contextmanager
+    def apart(self) -> Iterator[None]:
+        """Reads kept out of the open records while it lasts."""
+        kept, self.records = self.records, []
+        try:
+            yield
+        finally:
+            self.records = kept
+
+    def local_path(self, rel: str) -> Path:
+        return self.tree.local_path(rel)
+
+
 class Loader:
     """Reads the state files of one tree; `states(path)` walks them from the top."""
 
     def __init__(self, tree: Tree) -> None:
-        self.tree = tree
+        self.tree = Recorder(tree)
 
     def states(self, path: str) -> list[State]:
-        return self._walk(path, {}, [])
+        return self._walk(path, {}, [], set())
 
-    def _walk(self, path: str, overrides: dict[str, Any], seen: list[str]) -> list[State]:
+    def _walk(
+        self, path: str, overrides: dict[str, Any], seen: list[str], inherited: set[str]
+    ) -> list[State]:
         if path in seen:
             raise FleetError(f"helmfiles loop back to {path}", path=seen[-1])
-        loaded = self._load(path, overrides, [*seen, path])
+        record: set[str] = set()
+        self.tree.records.append(record)
+        try:
+            loaded = self._load(path, overrides, [*seen, path])
+        finally:
+            self.tree.records.pop()
+        loaded.state.inputs = record | inherited
         out: list[State] = []
         for sub_path, sub_values in loaded.subs:
-            out.extend(self._walk(sub_path, sub_values, [*seen, path]))
+            out.extend(self._walk(sub_path, sub_values, [*seen, path], loaded.state.inputs))
         out.append(loaded.state)
         return out
 
@@ -269,7 +323,10 @@ class Loader:
         for index, (sub, line) in enumerate(_helmfile_entries(doc, path, self, offset)):
             del index
             pattern, values = self._sub_values(sub, base, path, line, env)
-            matches = self._glob(pattern, path, line)
+            # What a glob finds depends on the files it lists, but no state's content does:
+            # a file it finds, or no longer finds, is an input of the states read from it.
+            with self.tree.apart():
+                matches = self._glob(pattern, path, line)
             result.subs.extend((match, values) for match in matches)
         releases = doc.get("releases") or []
         if not isinstance(releases, list):
