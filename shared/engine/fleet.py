@@ -181,6 +181,10 @@ class Fleet:
             self.check_root(root)
         return self._guarded(lambda: self.layout.unread_values(root))
 
+    def render_warnings(self, root: str) -> list[Problem]:
+        """Warnings the last render of `root` found (a release that renders no object)."""
+        return self._guarded(lambda: self.layout.render_warnings(root))
+
     def validate(self) -> list[Problem]:
         problems = self._guarded(self.layout.validate)
         secrets = self.layout.secret_values()

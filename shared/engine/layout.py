@@ -76,6 +76,12 @@ class Layout(Protocol):
         all): warnings, or content problems under rollwright.yaml `strict`."""
         ...
 
+    def render_warnings(self, root: str) -> list[Problem]:
+        """Warnings (hygiene problems) the last render of `root` found: a release that
+        renders no object, which can be intended (a chart whose templates a value switches
+        off) but is never silent; [] before `root` was rendered."""
+        ...
+
     def refusals(self, root: str) -> list[Problem]:
         """The content problems that touch `root`: its render and values refuse with them
         rather than drop, ignore or change what the fleet asked for

@@ -46,11 +46,17 @@ def check_fleet(tree: Tree, *, render: bool = True) -> Validation:
     if render and roots is not None and not any(not p.hygiene for p in problems):
         # Rendering a fleet with content problems would repeat them once per root.
         failures: list[tuple[str, FleetError]] = []
+        warnings: list[tuple[str, FleetError]] = []
         for root in roots:
             try:
                 fleet.render(root)
             except FleetError as err:
                 failures.append((root, err))
-        problems.update(by_root(failures))  # a shared file's mistake once, with its roots
+                continue
+            found = fleet.render_warnings(root)
+            if found:
+                warnings.append((root, FleetErrors(found)))
+        # A shared file's mistake (or a template's empty release) once, with its roots.
+        problems.update(by_root(failures) + by_root(warnings))
     ordered = sorted(problems, key=lambda p: (p.path, p.line or 0, p.message))
     return Validation(ordered, len(roots) if roots is not None else None)

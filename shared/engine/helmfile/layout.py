@@ -239,6 +239,9 @@ class HelmfileLayout:
     def unread_values(self, root: str | None) -> list[Problem]:
         return []
 
+    def render_warnings(self, root: str) -> list[Problem]:
+        return []  # a release that renders no object is an error here (kube-renderer parity)
+
     def refusals(self, root: str) -> list[Problem]:
         return []
 
