@@ -13,14 +13,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,47 +27,19 @@ import helm_python
 from shared.engine.affected import affected_between
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.bench import fleetgen, fleetwide, jobpage, longqueue, preview, publish, service
-from tests.bench.common import git, machine, peak_rss_kib, process_tree, write_section
+from tests.bench import (
+    fleetgen,
+    fleetwide,
+    helmfile,
+    jobpage,
+    longqueue,
+    preview,
+    publish,
+    service,
+)
+from tests.bench.common import BIN, RenderRun, git, machine, run_render, write_section
 
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-
-
-@dataclass
-class RenderRun:
-    seconds: float  # wall clock of the whole command
-    peak_rss_mib: float
-    user: float  # CPU seconds of the command and its workers
-    system: float
-
-
-def run_render(fleet_dir: Path, out: Path, jobs: int) -> RenderRun:
-    """`rollwright render --jobs N`: wall seconds (process start, discovery and writing the
-    files included), CPU seconds, and the peak RSS of its processes in MiB: the sum of each
-    process's own peak (parent, workers, multiprocessing's helper), sampled every 50 ms.
-    With one process this is what getrusage reports; the sum is the honest figure for
-    several."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cmd = [str(BIN / "rollwright"), "render", "--repo", str(fleet_dir), "--out", str(out)]
-    start = time.perf_counter()
-    proc = subprocess.Popen([*cmd, "--jobs", str(jobs)], stdin=subprocess.DEVNULL)
-    peaks: dict[int, int] = {}
-    while proc.poll() is None:
-        for pid in process_tree(proc.pid):
-            peaks[pid] = max(peaks.get(pid, 0), peak_rss_kib(pid))
-        time.sleep(0.05)
-    elapsed = time.perf_counter() - start
-    if proc.returncode:
-        raise subprocess.CalledProcessError(proc.returncode, cmd)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    largest = after.ru_maxrss if after.ru_maxrss > before.ru_maxrss else 0
-    return RenderRun(
-        seconds=elapsed,
-        peak_rss_mib=max(sum(peaks.values()), largest) / 1024,
-        user=after.ru_utime - before.ru_utime,
-        system=after.ru_stime - before.ru_stime,
-    )
 
 
 def same_tree(a: Path, b: Path) -> bool:
@@ -282,6 +252,7 @@ SECTIONS: dict[str, Any] = {
     "preview": preview,
     "fleetwide": fleetwide,
     "longqueue": longqueue,
+    "helmfile": helmfile,
 }
 RENDER_MARKER = "## Render engine"
 
