@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import yaml
@@ -447,7 +448,10 @@ def _printable(char: str) -> bool:
     )
 
 
+@lru_cache(maxsize=8192)
 def _analyze(value: str) -> _Analysis:
+    """go-yaml's analysis of a scalar (which styles may write it); names, kinds and keys
+    repeat in every document, so each text is analysed once."""
     if not value:
         return _Analysis(False, False, True, True, False)
     block_ind = flow_ind = value.startswith(("---", "..."))
