@@ -1,10 +1,12 @@
 """What a helmfile-layout root reads, so that a change elsewhere affects no root.
 
 A release root reads, for each of its releases (its own and those merged into it):
-- its state: the state file, its bases, their values files, the files its templates read
-  (`readFile`, ...), and the same of every state above it (`State.inputs`, recorded while
-  loading). Not the listing of a `helmfiles:` glob: a state file it adds or drops is read by
-  the roots of that state, on the side of the change where they exist;
+- its own values files (`Release.inputs`: they matter to no other release);
+- its state: the state file, its bases, their environment values files, the files its
+  templates read (`readFile`, ...), and the same of every state above it (`State.inputs`,
+  recorded while loading: a parent's values can change which sub-helmfiles it lists). Not
+  the listing of a `helmfiles:` glob: a state file it adds or drops is read by the roots of
+  that state, on the side of the change where they exist;
 - its chart: the local directory or archive the `chart:` path names (looked for even when it
   is a remote chart: a directory of that name would take its place); a chart or
   kustomization there that reaches outside it (`../`, `file://../`) makes the root read
@@ -12,9 +14,9 @@ A release root reads, for each of its releases (its own and those merged into it
 - the Kubernetes version files `kubeversion-<release>` and `kubeversion`;
 - the top-level file names kube-renderer looks for (`helmfile.yaml`, ...).
 
-The bootstrap root reads every state (its template sees every release's values) and the
-top-level names. rollwright.yaml is the engine's (shared.engine.fleet). A path counts as read
-when it is one of these or lies below one.
+The bootstrap root reads every state and every release's values files (its template sees
+them all) and the top-level names. rollwright.yaml is the engine's (shared.engine.fleet).
+A path counts as read when it is one of these or lies below one.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ def _below(path: str, read: frozenset[str]) -> bool:
 
 def release_inputs(tree: Tree, release: Release, state: State) -> Inputs:
     chart = posixpath.normpath(posixpath.join(release.base, release.chart))
-    paths = {*state.inputs, *TOP_LEVEL, KUBE_VERSION, f"{KUBE_VERSION}-{release.name}"}
+    paths = {*state.inputs, *release.inputs, *TOP_LEVEL, KUBE_VERSION}
+    paths.add(f"{KUBE_VERSION}-{release.name}")
     if chart.startswith("../") or chart == "..":
         return Inputs(frozenset(paths))  # a remote chart's name, not a path of the repository
     paths.add(chart)
@@ -67,6 +70,8 @@ def bootstrap_inputs(states: list[State]) -> Inputs:
     paths: set[str] = set(TOP_LEVEL)
     for state in states:
         paths |= state.inputs
+        for release in state.releases:
+            paths |= release.inputs
     return Inputs(frozenset(paths))
 
 

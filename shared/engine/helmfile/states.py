@@ -65,6 +65,7 @@ class Release:
     labels: dict[str, str]
     values: dict[str, Any]  # its `values` and `set`, merged in helm's order
     listed: dict[str, Any]  # its `values` alone, merged (what `helmfile build` embeds)
+    inputs: set[str]  # the values files it read (and what their templates read)
     installed: bool
     condition: str
     needs: list[str]
@@ -127,11 +128,12 @@ class Recorder:
         return self.tree.read_text(rel)
 
     @contextmanager
-    def apart(self) -> Iterator[None]:
-        """Reads kept out of the open records while it lasts."""
-        kept, self.records = self.records, []
+    def apart(self) -> Iterator[set[str]]:
+        """A record of its own, the open ones left out while it lasts."""
+        record: set[str] = set()
+        kept, self.records = self.records, [record]
         try:
-            yield
+            yield record
         finally:
             self.records = kept
 
@@ -411,15 +413,18 @@ class Loader:
             env, release={"Name": name, "Namespace": namespace, "Labels": labels, "Chart": chart}
         )
         values: dict[str, Any] = {}
-        for entry in raw.get("values") or []:
-            if isinstance(entry, dict):
-                values = deep_merge(values, entry)
-            elif isinstance(entry, str):
-                values = deep_merge(values, self.values_file(base, entry, path, ctx))
-            else:
-                raise FleetError(
-                    f"release {name!r}: values entries are maps or file paths", path=path, line=line
-                )
+        with self.tree.apart() as reads:  # its values files matter to this release alone
+            for entry in raw.get("values") or []:
+                if isinstance(entry, dict):
+                    values = deep_merge(values, entry)
+                elif isinstance(entry, str):
+                    values = deep_merge(values, self.values_file(base, entry, path, ctx))
+                else:
+                    raise FleetError(
+                        f"release {name!r}: values entries are maps or file paths",
+                        path=path,
+                        line=line,
+                    )
         listed = values
         for entry in raw.get("set") or []:
             values = deep_merge(values, _set_entry(entry, name, path, line))
@@ -444,6 +449,7 @@ class Loader:
             labels=labels,
             values=values,
             listed=listed,
+            inputs=reads,
             installed=installed,
             condition=str(raw.get("condition") or ""),
             needs=needs,
