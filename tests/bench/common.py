@@ -12,6 +12,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import helm_python
+
+from shared.engine.fleet import Fleet
+from shared.engine.tree import WorkTree
+
 BIN = Path(sys.executable).parent
 
 
@@ -141,3 +146,24 @@ def run_render(fleet_dir: Path, out: Path, jobs: int) -> RenderRun:
         user=after.ru_utime - before.ru_utime,
         system=after.ru_stime - before.ru_stime,
     )
+
+
+class RawEngine:
+    """helm_python rendering what `rollwright render` renders, nothing else: the same chart
+    with the same final values (`Fleet.values`) for every release of the fleet, in a bare
+    loop on one process. A pass takes seconds, like the render it is compared with."""
+
+    def __init__(self, fleet_dir: Path, chart: Path) -> None:
+        fleet = Fleet.open(WorkTree(fleet_dir))
+        self.jobs = [
+            (info.id.split("/")[-1], info.namespace, fleet.values(root, info.id))
+            for root in fleet.roots()
+            for info in fleet.releases(root)
+        ]
+        self.chart = helm_python.Chart.load(str(chart))
+
+    def rate(self) -> float:
+        start = time.perf_counter()
+        for name, namespace, values in self.jobs:
+            self.chart.render(values, name=name, namespace=namespace)
+        return len(self.jobs) / (time.perf_counter() - start)

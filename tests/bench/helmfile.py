@@ -14,12 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import helm_python
-
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from tests.bench import fleetgen
-from tests.bench.common import RenderRun, run_render, section_header
+from tests.bench.common import RawEngine, RenderRun, run_render, section_header
 
 MARKER = "## helmfile layout"
 STATES = 10
@@ -64,25 +62,6 @@ def generate(base: Path) -> int:
     return STATES * RELEASES_PER_STATE
 
 
-class RawEngine:
-    """helm_python rendering the chart with each release's final values in a bare loop."""
-
-    def __init__(self, fleet_dir: Path) -> None:
-        fleet = Fleet.open(WorkTree(fleet_dir))
-        self.jobs = [
-            (info.id, info.namespace, fleet.values(root, info.id))
-            for root in fleet.roots()
-            for info in fleet.releases(root)
-        ]
-        self.chart = helm_python.Chart.load(str(fleet_dir / "charts/svc"))
-
-    def rate(self) -> float:
-        start = time.perf_counter()
-        for name, namespace, values in self.jobs:
-            self.chart.render(values, name=name, namespace=namespace)
-        return len(self.jobs) / (time.perf_counter() - start)
-
-
 def _affected_ms(fleet_dir: Path) -> tuple[float, int]:
     """In-process `affected` for one edited state file (the fleet planned from scratch)."""
     timings = []
@@ -99,7 +78,7 @@ def measure(work: Path) -> dict[str, Any]:
     fleet_dir = work / "fleet"
     releases = generate(fleet_dir)
     load_before = os.getloadavg()[0]
-    raw = RawEngine(fleet_dir)
+    raw = RawEngine(fleet_dir, fleet_dir / "charts/svc")
     raw_rates = [raw.rate()]
     jobs = os.cpu_count() or 1
     runs = {

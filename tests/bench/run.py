@@ -22,11 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import helm_python
-
 from shared.engine.affected import affected_between
-from shared.engine.fleet import Fleet
-from shared.engine.tree import WorkTree
 from tests.bench import (
     fleetgen,
     fleetwide,
@@ -37,7 +33,15 @@ from tests.bench import (
     publish,
     service,
 )
-from tests.bench.common import BIN, RenderRun, git, machine, run_render, write_section
+from tests.bench.common import (
+    BIN,
+    RawEngine,
+    RenderRun,
+    git,
+    machine,
+    run_render,
+    write_section,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,7 +64,7 @@ def bench_render(work: Path) -> dict[str, Any]:
     fleet_dir = work / "fleet-1000"
     roots = fleetgen.generate(fleet_dir, groups=10, clusters_per_group=100, releases=10)
     jobs = os.cpu_count() or 1
-    raw = RawEngine(fleet_dir)
+    raw = RawEngine(fleet_dir, fleet_dir / "templates/svc/chart")
     # One raw pass before the renders and one after; the faster one counts, so that a busy
     # moment can only lower the ratio, never raise it.
     raw_rates = [raw.rate()]
@@ -86,27 +90,6 @@ def bench_render(work: Path) -> dict[str, Any]:
         "raw_rates": raw_rates,
         "raw_renders": len(raw.jobs),
     }
-
-
-class RawEngine:
-    """helm_python rendering what `rollwright render` renders, nothing else: the same chart
-    with the same final values (`Fleet.values`) for every release of the fleet, in a bare
-    loop on one process. A pass takes seconds, like the render it is compared with."""
-
-    def __init__(self, fleet_dir: Path) -> None:
-        fleet = Fleet.open(WorkTree(fleet_dir))
-        self.jobs = [
-            (info.id.split("/")[-1], info.namespace, fleet.values(root, info.id))
-            for root in fleet.roots()
-            for info in fleet.releases(root)
-        ]
-        self.chart = helm_python.Chart.load(str(fleet_dir / "templates/svc/chart"))
-
-    def rate(self) -> float:
-        start = time.perf_counter()
-        for name, namespace, values in self.jobs:
-            self.chart.render(values, name=name, namespace=namespace)
-        return len(self.jobs) / (time.perf_counter() - start)
 
 
 def bench_changed(work: Path) -> dict[str, float]:

@@ -66,11 +66,10 @@ HELPERS = r"""
 {{- end -}}
 
 {{- define "rollwright.json" -}}
-{{- $parsed := fromJson (index . 0) -}}
-{{- if and (eq (len $parsed) 1) (hasKey $parsed "Error") -}}
-{{- fail (printf "data.JSON: %s" (get $parsed "Error")) -}}
-{{- end -}}
-{{- toJson (dict "v" ($parsed | default dict)) -}}
+{{- $parsed := mustFromJson (index . 0) -}}
+{{- if kindIs "invalid" $parsed -}}{{- $parsed = dict -}}{{- end -}}
+{{- if not (kindIs "map" $parsed) -}}{{- fail "data.JSON: not a JSON object" -}}{{- end -}}
+{{- toJson (dict "v" $parsed) -}}
 {{- end -}}
 """
 
