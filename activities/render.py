@@ -104,9 +104,10 @@ def render_with_warnings(
     share: bool = False,
 ) -> tuple[Render, list[str]]:
     """The root's render and (with `warn`) the fleet's warnings about it: values keys the
-    fleet sets that no template reads, with file and line, which the check run shows above
-    the diff. `key` (repository, commit id) shares the warnings between the deployments of
-    a commit; `share` the opened fleet between the users of a worker checkout."""
+    fleet sets that no template reads and releases of the root that render no object, with
+    file and line, which the check run shows above the diff. `key` (repository, commit id)
+    shares the unread keys between the deployments of a commit; `share` the opened fleet
+    between the users of a worker checkout."""
     fleet, lock = shared_fleet(checkout, share=share)
     with lock:
         if root not in set(fleet.roots()):
@@ -114,8 +115,9 @@ def render_with_warnings(
         render = fleet.render(root)
         if not warn:
             return render, []
+        empty = [str(p) for p in fleet.render_warnings(root)]
         if key is None:
-            return render, [str(p) for p in fleet.unread_values(root)]
+            return render, [str(p) for p in fleet.unread_values(root)] + empty
         with _warnings_lock:
             table = _WARNINGS.get(key)
         if table is None:
@@ -124,7 +126,7 @@ def render_with_warnings(
                 _WARNINGS[key] = table
                 while len(_WARNINGS) > _WARNINGS_KEPT:
                     _WARNINGS.popitem(last=False)
-    return render, table.get(root, [])
+    return render, table.get(root, []) + empty
 
 
 class RenderActivities:

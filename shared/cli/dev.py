@@ -61,8 +61,8 @@ def add_parsers(sub: Any) -> None:
         "--fleet",
         type=Path,
         default=None,
-        help="example fleet to copy, either layout (default: examples/atlas-fleet of this "
-        "checkout; examples/dimensions-fleet works too)",
+        help="example fleet to copy, any layout (default: examples/atlas-fleet of this "
+        "checkout; examples/dimensions-fleet and examples/helmfile-fleet work too)",
     )
     p.add_argument(
         "--keep", action="store_true", help="leave the stack running afterwards, until Ctrl-C"

@@ -51,7 +51,7 @@ def cmd_roots(args: argparse.Namespace) -> int:
             raise FleetError(f"--changed wants BASE..HEAD, got {args.changed!r}")
         roots = affected_between(Path(args.repo), base, head)
     else:
-        roots = _fleet(args).roots()
+        roots = _fleet(args).require_roots()
     if args.format == "json":
         sys.stdout.write(json.dumps(list(roots), indent=2) + "\n")
         return 0
@@ -121,7 +121,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     if _reveal_refused(args):
         return 2
     fleet = _fleet(args)
-    roots = args.root or fleet.roots()
+    roots = args.root or fleet.require_roots()
     known = set(fleet.roots())
     for root in roots:
         if root not in known:

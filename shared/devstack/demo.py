@@ -75,7 +75,10 @@ SCENARIOS = {
         "config/management-cluster/prometheus/integration/int-sector-1/us-central1/values.yaml",
         "applications.prometheus.source.helm.valuesObject.region",
     ),
+    # The web release's own values file: the one root that reads it (shared.engine.helmfile).
+    "helmfile": Scenario("helmfile", "apps/web", "values/web.yaml", "region"),
 }
+EXAMPLES = {layout: f"examples/{layout}-fleet" for layout in SCENARIOS}
 
 
 class DemoRefused(Exception):
@@ -96,9 +99,7 @@ def scenario_for(fleet: Path) -> Scenario:
     if scenario.layout == "dimensions":
         owner = Path(*Path(scenario.changed_file).parts[:3])  # config/<type>/<application>
     if scenario.root not in roots or not (fleet / owner).is_dir():
-        example = (
-            "examples/atlas-fleet" if scenario.layout == "atlas" else "examples/dimensions-fleet"
-        )
+        example = EXAMPLES[scenario.layout]
         raise DemoRefused(
             f"{fleet} is a {scenario.layout} fleet without root {scenario.root} or {owner}/, "
             f"which the demo changes (it sets {scenario.key} in {scenario.changed_file}); "

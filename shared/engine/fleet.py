@@ -76,6 +76,14 @@ class Fleet:
     def roots(self) -> list[str]:
         return self.layout.roots()
 
+    def require_roots(self) -> list[str]:
+        """The roots, or an error when the layout finds none: a fleet that renders nothing
+        is a mistake (a wrong `layout`, a misplaced directory), never an empty success."""
+        roots = self.roots()
+        if not roots:
+            raise FleetError(no_roots_message(self.layout_name), path=CONFIG_FILE)
+        return roots
+
     def check_root(self, root: str) -> None:
         roots = self.roots()
         if root not in set(roots):
@@ -173,6 +181,10 @@ class Fleet:
             self.check_root(root)
         return self._guarded(lambda: self.layout.unread_values(root))
 
+    def render_warnings(self, root: str) -> list[Problem]:
+        """Warnings the last render of `root` found (a release that renders no object)."""
+        return self._guarded(lambda: self.layout.render_warnings(root))
+
     def validate(self) -> list[Problem]:
         problems = self._guarded(self.layout.validate)
         secrets = self.layout.secret_values()
@@ -180,6 +192,15 @@ class Fleet:
             redactor = Redactor(secrets)
             problems = [p.with_message(redactor.redact_text(p.message)) for p in problems]
         return sorted(set(problems))
+
+
+def no_roots_message(layout: str) -> str:
+    kind = next((k for k in LAYOUTS if k.name == layout), None)
+    where = f" (it looks for {kind.marker.describe()})" if kind is not None else ""
+    return (
+        f"the {layout} layout finds no root in this repository{where}: nothing would render; "
+        "check rollwright.yaml's layout and where the fleet's files are"
+    )
 
 
 def _glob(path: str, pattern: str) -> bool:

@@ -2,7 +2,8 @@
 and which layouts rollwright knows (`LAYOUTS`): each one's name, the rule that detects it and
 where its `Layout` is built.
 
-The layouts (`shared.engine.atlas`, `shared.engine.dimensions`) implement `Layout`;
+The layouts (`shared.engine.atlas`, `shared.engine.dimensions`, `shared.engine.helmfile`)
+implement `Layout`;
 `shared.engine.fleet` detects and builds one and adds what is common to all. rollwright.yaml's
 `layout` key accepts the names registered here (`LayoutName`). Adding a layout is a folder
 beside `atlas/` and `dimensions/` plus one `LayoutKind` in `LAYOUTS` (docs/architecture.md,
@@ -75,6 +76,12 @@ class Layout(Protocol):
         all): warnings, or content problems under rollwright.yaml `strict`."""
         ...
 
+    def render_warnings(self, root: str) -> list[Problem]:
+        """Warnings (hygiene problems) the last render of `root` found: a release that
+        renders no object, which can be intended (a chart whose templates a value switches
+        off) but is never silent; [] before `root` was rendered."""
+        ...
+
     def refusals(self, root: str) -> list[Problem]:
         """The content problems that touch `root`: its render and values refuse with them
         rather than drop, ignore or change what the fleet asked for
@@ -84,17 +91,27 @@ class Layout(Protocol):
 
 @dataclass(frozen=True)
 class Marker:
-    """A path whose presence in a fleet repo tells its layout: a file, or a directory."""
+    """A path whose presence in a fleet repo tells its layout: a file, or a directory; `also`
+    names other paths that tell it as well (a trailing `/` marks a directory)."""
 
     path: str
     directory: bool = False
+    also: tuple[str, ...] = ()
 
     def found(self, tree: Tree) -> bool:
-        return tree.is_dir(self.path) if self.directory else tree.is_file(self.path)
+        if tree.is_dir(self.path) if self.directory else tree.is_file(self.path):
+            return True
+        return any(
+            tree.is_dir(p.rstrip("/")) if p.endswith("/") else tree.is_file(p) for p in self.also
+        )
 
     def describe(self) -> str:
         """The path as the "cannot tell the fleet layout" message names it."""
-        return f"{self.path}/ directory" if self.directory else self.path
+        first = f"{self.path}/ directory" if self.directory else self.path
+        if not self.also:
+            return first
+        others = [f"{p} directory" if p.endswith("/") else p for p in self.also]
+        return ", ".join([first, *others[:-1]]) + f" or {others[-1]}"
 
 
 @dataclass(frozen=True)
@@ -122,6 +139,12 @@ LAYOUTS: tuple[LayoutKind, ...] = (
         "atlas",
         Marker("deployments", directory=True),
         "shared.engine.atlas.layout:AtlasLayout",
+    ),
+    # After atlas: an atlas repo may keep a helmfile.yaml at its root too.
+    LayoutKind(
+        "helmfile",
+        Marker("helmfile.yaml", also=("helmfile.yaml.gotmpl", "helmfile.d/")),
+        "shared.engine.helmfile.layout:HelmfileLayout",
     ),
 )
 LAYOUT_NAMES: tuple[str, ...] = tuple(sorted(kind.name for kind in LAYOUTS))

@@ -266,10 +266,22 @@ def _manifest_resources(spec: ReleaseSpec, tree: Tree) -> list[Resource]:
             line=spec.origin_line,
         )
     resources: list[Resource] = []
+    skipped: list[str] = []
     for file in sorted(base.rglob("*")):
         if file.suffix in (".yaml", ".yml") and file.is_file():
             rel = f"{spec.source.path}/{file.relative_to(base).as_posix()}"
             resources.extend(documents.parse(file.read_text(encoding="utf-8"), rel))
+        elif file.is_file():
+            skipped.append(file.relative_to(base).as_posix())
+    if not resources and skipped:
+        # Every file was passed over (`*.gotmpl`, `*.json`...): rendering nothing from a
+        # directory of files is a mistake, not an empty release.
+        raise FleetError(
+            f"manifest directory {spec.source.path!r} has no *.yaml or *.yml manifest (its "
+            f"files {', '.join(skipped[:5])} are not read)",
+            path=spec.origin,
+            line=spec.origin_line,
+        )
     return resources
 
 

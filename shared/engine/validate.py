@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.engine.config.fleet import CONFIG_FILE
 from shared.engine.errors import FleetError, FleetErrors, Problem, by_root
-from shared.engine.fleet import Fleet
+from shared.engine.fleet import Fleet, no_roots_message
 from shared.engine.tree import Tree
 
 
@@ -40,14 +41,22 @@ def check_fleet(tree: Tree, *, render: bool = True) -> Validation:
         roots: list[str] | None = fleet.roots()
     except FleetError:
         roots = None  # validate() reported why (duplicate cluster names, ...)
+    if roots == [] and not problems:
+        problems.add(Problem(CONFIG_FILE, None, no_roots_message(fleet.layout_name)))
     if render and roots is not None and not any(not p.hygiene for p in problems):
         # Rendering a fleet with content problems would repeat them once per root.
         failures: list[tuple[str, FleetError]] = []
+        warnings: list[tuple[str, FleetError]] = []
         for root in roots:
             try:
                 fleet.render(root)
             except FleetError as err:
                 failures.append((root, err))
-        problems.update(by_root(failures))  # a shared file's mistake once, with its roots
+                continue
+            found = fleet.render_warnings(root)
+            if found:
+                warnings.append((root, FleetErrors(found)))
+        # A shared file's mistake (or a template's empty release) once, with its roots.
+        problems.update(by_root(failures) + by_root(warnings))
     ordered = sorted(problems, key=lambda p: (p.path, p.line or 0, p.message))
     return Validation(ordered, len(roots) if roots is not None else None)

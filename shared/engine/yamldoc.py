@@ -693,12 +693,19 @@ def key_line(text: str, keys: tuple[str | int, ...]) -> int | None:
     return _key_line(text, tuple(keys))
 
 
-@lru_cache(maxsize=256)
-def _key_line(text: str, keys: tuple[str | int, ...]) -> int | None:
+@lru_cache(maxsize=32)
+def _composed(text: str) -> yaml.Node | None:
+    """The text's node tree, composed once: a file's lines are asked for key after key (each
+    release of a long helmfile), and composing is the cost."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        return yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError:
         return None
+
+
+@lru_cache(maxsize=256)
+def _key_line(text: str, keys: tuple[str | int, ...]) -> int | None:
+    node = _composed(text)
     if node is None:
         return None
     line: int = node.start_mark.line + 1

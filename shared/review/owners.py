@@ -57,7 +57,9 @@ def owners_for(
         return []
     if layout == "dimensions":
         return _dimensions(tree, root, changed, read)
-    return _atlas(tree, config, root, changed, planner)
+    if layout == "atlas":
+        return _atlas(tree, config, root, changed, planner)
+    return []  # the helmfile layout has no OWNERS files (kube-renderer has no such notion)
 
 
 def _dimensions(

@@ -13,63 +13,37 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import helm_python
-
 from shared.engine.affected import affected_between
-from shared.engine.fleet import Fleet
-from shared.engine.tree import WorkTree
-from tests.bench import fleetgen, fleetwide, jobpage, longqueue, preview, publish, service
-from tests.bench.common import git, machine, peak_rss_kib, process_tree, write_section
+from tests.bench import (
+    fleetgen,
+    fleetwide,
+    helmfile,
+    jobpage,
+    longqueue,
+    preview,
+    publish,
+    service,
+)
+from tests.bench.common import (
+    BIN,
+    RawEngine,
+    RenderRun,
+    git,
+    machine,
+    run_render,
+    write_section,
+)
 
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-
-
-@dataclass
-class RenderRun:
-    seconds: float  # wall clock of the whole command
-    peak_rss_mib: float
-    user: float  # CPU seconds of the command and its workers
-    system: float
-
-
-def run_render(fleet_dir: Path, out: Path, jobs: int) -> RenderRun:
-    """`rollwright render --jobs N`: wall seconds (process start, discovery and writing the
-    files included), CPU seconds, and the peak RSS of its processes in MiB: the sum of each
-    process's own peak (parent, workers, multiprocessing's helper), sampled every 50 ms.
-    With one process this is what getrusage reports; the sum is the honest figure for
-    several."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cmd = [str(BIN / "rollwright"), "render", "--repo", str(fleet_dir), "--out", str(out)]
-    start = time.perf_counter()
-    proc = subprocess.Popen([*cmd, "--jobs", str(jobs)], stdin=subprocess.DEVNULL)
-    peaks: dict[int, int] = {}
-    while proc.poll() is None:
-        for pid in process_tree(proc.pid):
-            peaks[pid] = max(peaks.get(pid, 0), peak_rss_kib(pid))
-        time.sleep(0.05)
-    elapsed = time.perf_counter() - start
-    if proc.returncode:
-        raise subprocess.CalledProcessError(proc.returncode, cmd)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    largest = after.ru_maxrss if after.ru_maxrss > before.ru_maxrss else 0
-    return RenderRun(
-        seconds=elapsed,
-        peak_rss_mib=max(sum(peaks.values()), largest) / 1024,
-        user=after.ru_utime - before.ru_utime,
-        system=after.ru_stime - before.ru_stime,
-    )
 
 
 def same_tree(a: Path, b: Path) -> bool:
@@ -90,7 +64,7 @@ def bench_render(work: Path) -> dict[str, Any]:
     fleet_dir = work / "fleet-1000"
     roots = fleetgen.generate(fleet_dir, groups=10, clusters_per_group=100, releases=10)
     jobs = os.cpu_count() or 1
-    raw = RawEngine(fleet_dir)
+    raw = RawEngine(fleet_dir, fleet_dir / "templates/svc/chart")
     # One raw pass before the renders and one after; the faster one counts, so that a busy
     # moment can only lower the ratio, never raise it.
     raw_rates = [raw.rate()]
@@ -116,27 +90,6 @@ def bench_render(work: Path) -> dict[str, Any]:
         "raw_rates": raw_rates,
         "raw_renders": len(raw.jobs),
     }
-
-
-class RawEngine:
-    """helm_python rendering what `rollwright render` renders, nothing else: the same chart
-    with the same final values (`Fleet.values`) for every release of the fleet, in a bare
-    loop on one process. A pass takes seconds, like the render it is compared with."""
-
-    def __init__(self, fleet_dir: Path) -> None:
-        fleet = Fleet.open(WorkTree(fleet_dir))
-        self.jobs = [
-            (info.id.split("/")[-1], info.namespace, fleet.values(root, info.id))
-            for root in fleet.roots()
-            for info in fleet.releases(root)
-        ]
-        self.chart = helm_python.Chart.load(str(fleet_dir / "templates/svc/chart"))
-
-    def rate(self) -> float:
-        start = time.perf_counter()
-        for name, namespace, values in self.jobs:
-            self.chart.render(values, name=name, namespace=namespace)
-        return len(self.jobs) / (time.perf_counter() - start)
 
 
 def bench_changed(work: Path) -> dict[str, float]:
@@ -282,6 +235,7 @@ SECTIONS: dict[str, Any] = {
     "preview": preview,
     "fleetwide": fleetwide,
     "longqueue": longqueue,
+    "helmfile": helmfile,
 }
 RENDER_MARKER = "## Render engine"
 

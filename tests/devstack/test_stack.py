@@ -495,6 +495,29 @@ def test_rollwright_demo_on_the_dimensions_fleet(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(240)
+def test_rollwright_demo_on_the_helmfile_fleet(tmp_path: Path) -> None:
+    """`--fleet examples/helmfile-fleet` runs the helmfile scenario to the end (the web
+    release's values file changes apps/web alone); a helmfile fleet without that root is
+    refused before anything starts."""
+    ok = _demo("--fleet", str(EXAMPLES / "helmfile-fleet"), "--data-dir", str(tmp_path / "d"))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "every step happened" in ok.stdout
+    assert "values/web.yaml region → eu-central-1" in ok.stdout
+    assert re.search(r"Argo CD apps-web: Synced at [0-9a-f]{12}, Healthy", ok.stdout)
+    assert 'value: "eu-central-1"' in ok.stdout  # in the reviewed diff
+
+    other = tmp_path / "other"
+    shutil.copytree(EXAMPLES / "helmfile-fleet", other)
+    helmfile = other / "helmfile.yaml"
+    helmfile.write_text(helmfile.read_text().replace("target_dir: apps/web", "target_dir: web"))
+    refused = _demo("--fleet", str(other), "--data-dir", str(tmp_path / "r"), timeout=60)
+    assert refused.returncode == 1
+    assert "is a helmfile fleet without root apps/web" in refused.stderr
+    assert "use examples/helmfile-fleet or a copy of it" in refused.stderr
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.timeout(240)
 def test_rollwright_demo_keep_prints_the_links_of_a_running_stack(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "shared.cli", "demo", "--keep", "--data-dir", str(tmp_path / "k")],

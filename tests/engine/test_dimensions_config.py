@@ -98,7 +98,11 @@ def test_any_names_at_any_depth(tmp_path: Path) -> None:
         "cluster_types:\n"
         "  - name: edge\n"
     )
-    assert validate_fleet(WorkTree(tmp_path)) == []
+    # no problem with the names; the type lists no application: a warning, not silence
+    problems = validate_fleet(WorkTree(tmp_path))
+    assert [(p.hygiene, p.message.split(":")[0]) for p in problems] == [
+        (True, "cluster type 'edge' lists no application or ApplicationSet")
+    ]
 
 
 @pytest.mark.parametrize(

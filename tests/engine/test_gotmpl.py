@@ -62,6 +62,9 @@ def run(text: str, host: gotmpl.Host | None = None, context: dict[str, Any] | No
         ('{{ $m := setValueAtPath "a.b.c" 9 .Values }}{{ $m.a.b.c }}\n', "9\n"),
         ('{{ (fromYaml "x: 1\\nz: [a]").z | toJson }}\n', '["a"]\n'),
         ('{{ required "needed" .a.b.c }}\n', "1\n"),
+        # a rewritten call before a closing trim marker keeps the space the marker needs
+        ("a {{- toYaml .a.b -}} z\n", "ac: 1\nz\n"),
+        ('{{- get "a.b.c" . -}}\n', "1"),
         ("trailing\n\n\n", "trailing\n\n\n"),
         ("no newline", "no newline"),
         ("{{- /* get readFile exec */ -}}\nx\n", "x\n"),

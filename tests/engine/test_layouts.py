@@ -39,10 +39,12 @@ def test_rollwright_yaml_accepts_the_registered_names_only() -> None:
 
 
 def test_an_unknown_layout_names_the_registered_ones(tmp_path: Path) -> None:
-    (tmp_path / "rollwright.yaml").write_text("layout: helmfile\n")
+    (tmp_path / "rollwright.yaml").write_text("layout: kustomize\n")
     with pytest.raises(FleetErrors) as err:
         FleetConfig.load(WorkTree(tmp_path))
-    assert str(err.value) == "rollwright.yaml:1: layout: Input should be 'atlas' or 'dimensions'"
+    assert str(err.value) == (
+        "rollwright.yaml:1: layout: Input should be 'atlas', 'dimensions' or 'helmfile'"
+    )
 
 
 def test_detection_takes_the_first_registered_marker(tmp_path: Path) -> None:
@@ -60,5 +62,6 @@ def test_an_undetected_layout_names_every_marker(tmp_path: Path) -> None:
         detect_layout(WorkTree(tmp_path), FleetConfig())
     assert str(err.value) == (
         "rollwright.yaml: cannot tell the fleet layout: no rollwright.yaml 'layout', no "
-        "config/config.yaml (dimensions) and no deployments/ directory (atlas)"
+        "config/config.yaml (dimensions), no deployments/ directory (atlas) and no "
+        "helmfile.yaml, helmfile.yaml.gotmpl or helmfile.d/ directory (helmfile)"
     )

@@ -42,6 +42,7 @@ class AtlasLayout:
         self.planner = Planner(tree, config)
         self._structure: list[Problem] | None = None
         self._unread: list[unread.Unread] | None = None
+        self._empty: dict[str, list[Problem]] = {}  # root → its releases that render nothing
 
     @property
     def tree(self) -> Tree:
@@ -127,6 +128,7 @@ class AtlasLayout:
         files: dict[str, bytes] = {}
         shown: dict[str, bytes] = {}
         owners: dict[str, str] = {}
+        empty: list[Problem] = []
         by_instance: dict[tuple[str, int], list[ReleasePlan]] = {}
         for plan in planner.plans(root):
             key = (plan.instance.deployment.path, plan.instance.index)
@@ -146,6 +148,7 @@ class AtlasLayout:
             # Before the instance patches change the real objects: the perturbed twin.
             twins = secrets.taint_instance(planner, root, sources) if redact else {}
             apply_instance_patches(group[0].instance, [(p, r) for p, _, r in rendered])
+            empty += [_renders_nothing(spec) for _, spec, resources in rendered if not resources]
             for plan, spec, resources in rendered:
                 with planner.naming(plan):
                     out = render.release_files(spec, resources, planner.config)
@@ -162,6 +165,7 @@ class AtlasLayout:
                         out, twins.get(plan.id), plan.id
                     ).items():
                         shown[path if path not in shown else path + "~"] = data
+        self._empty[root] = empty
         return dict(sorted(files.items())), dict(sorted(shown.items()))
 
     # --- affected roots and validation -------------------------------------------------------
@@ -181,6 +185,9 @@ class AtlasLayout:
             self._unread = unread.unread_keys(self.planner, strict=self.config.strict)
         return unread.roots_of(self._unread, root)
 
+    def render_warnings(self, root: str) -> list[Problem]:
+        return list(self._empty.get(root, []))
+
     def refusals(self, root: str) -> list[Problem]:
         """The structure problems that touch `root`; all are content (a file never read, a
         definition that cannot be read), docs/formats/problems.md. Planning and values errors
@@ -192,3 +199,13 @@ class AtlasLayout:
         if not found and self.config.strict:
             found = self.unread_values(root)
         return found
+
+
+def _renders_nothing(spec: ReleaseSpec) -> Problem:
+    return Problem(
+        spec.origin,
+        spec.origin_line,
+        f"release {spec.id!r} renders no object (its chart, values or flags leave every "
+        "template empty)",
+        hygiene=True,
+    )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from shared.engine import yamldoc
 from shared.engine.config.fleet import FleetConfig
 from shared.engine.dimensions import patches, sequence
 from shared.engine.dimensions.chart import chart_files
@@ -187,6 +188,23 @@ class DimensionsLayout:
         models and Argo CD's schema (an unknown key is a content problem), and the chart's
         templates read every field the models allow."""
         return []
+
+    def render_warnings(self, root: str) -> list[Problem]:
+        """A root whose cluster type lists no application or ApplicationSet renders a chart
+        with no object: a warning (every release here renders exactly one object)."""
+        ctype, _ = self.merger.split(root)
+        if self.merger.components(ctype):
+            return []
+        index = [t.name for t in self.spec.cluster_types].index(ctype)
+        return [
+            Problem(
+                CONFIG_FILE,
+                yamldoc.key_line(self.config_text, ("cluster_types", index)),
+                f"cluster type {ctype!r} lists no application or ApplicationSet: its roots "
+                "render a chart with no object",
+                hygiene=True,
+            )
+        ]
 
     def refusals(self, root: str) -> list[Problem]:
         """Content problems that touch `root` (docs/formats/problems.md)."""

@@ -27,7 +27,7 @@ import base64
 import json
 import posixpath
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -219,8 +219,8 @@ def _tokens(body: str) -> list[tuple[str, str]]:
     return out
 
 
-def _pipeline(toks: _Tokens) -> str:
-    """A pipeline up to `)` or the end, its helmfile calls rewritten."""
+def _pipeline(toks: _Tokens, dialect: Dialect) -> str:
+    """A pipeline up to `)` or the end, the calls of `dialect`'s functions rewritten."""
     result: str | None = None
     while True:
         words: list[str] = []  # the command's operands, rewritten
@@ -231,7 +231,7 @@ def _pipeline(toks: _Tokens) -> str:
                 break
             toks.take()
             if kind == "punct" and text == "(":
-                inner = _pipeline(toks)
+                inner = _pipeline(toks, dialect)
                 if toks.take() != ("punct", ")"):
                     raise ValueError("unbalanced parentheses")
                 text = f"({inner})"
@@ -242,9 +242,9 @@ def _pipeline(toks: _Tokens) -> str:
         if not words:
             raise ValueError("empty command in a pipeline")
         head = words[0]
-        if head in REWRITTEN:
+        if head in dialect.names:
             args = words[1:] + ([f"({result})"] if result is not None else [])
-            result = _rewrite_call(head, args)
+            result = dialect.call(head, args)
         else:
             command = " ".join(words)
             result = command if result is None else f"{result} | {command}"
@@ -254,7 +254,7 @@ def _pipeline(toks: _Tokens) -> str:
         return result
 
 
-def _rewrite_action(body: str) -> str:
+def _rewrite_action(body: str, dialect: Dialect) -> str:
     """One action's text (between the delimiters and trim markers), rewritten."""
     toks = _Tokens(_tokens(body))
     prefix = toks.skip_space()
@@ -275,46 +275,89 @@ def _rewrite_action(body: str) -> str:
         toks.pos = start
     if toks.peek()[0] == "end":
         return body
-    rewritten = _pipeline(toks)
+    rewritten = _pipeline(toks, dialect)
     if toks.peek()[0] != "end":
         raise ValueError(f"unexpected {toks.peek()[1]!r}")
-    # Keep the action's line count, so every later line keeps its number.
+    # Keep the action's line count, so every later line keeps its number, and the space a
+    # closing trim marker needs (`x -}}`: `x-}}` is a syntax error).
     new = prefix + rewritten
-    return new + "\n" * max(0, body.count("\n") - new.count("\n"))
+    tail = "\n" * max(0, body.count("\n") - new.count("\n"))
+    if not tail and body[-1:].isspace():
+        tail = " "
+    return new + tail
 
 
 _TRIM_OPEN = re.compile(r"\{\{-\s")
-_IDENT = re.compile(r"(?<![.$\w])(" + "|".join(sorted(REWRITTEN)) + r")\b")
 
 
-def rewrite(text: str, *, source: str = "") -> str:
-    """The template with helmfile's functions turned into what Helm's engine runs."""
-    if not _IDENT.search(text):
-        return text
-    out: list[str] = []
+@dataclass(frozen=True)
+class Dialect:
+    """The functions of a template language that Helm's engine lacks or has with another
+    meaning: `call(name, argument texts)` is the expression that replaces a call of one of
+    `names` (a command's first word; the piped value comes last). helmfile's is `HELMFILE`;
+    kube-renderer's gomplate templates have their own (shared.engine.helmfile.gomplate)."""
+
+    names: frozenset[str]
+    call: Callable[[str, list[str]], str]
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(r"(?<![.$\w])(" + "|".join(sorted(self.names)) + r")\b")
+
+
+HELMFILE = Dialect(frozenset(REWRITTEN), _rewrite_call)
+
+
+@dataclass(frozen=True)
+class Action:
+    """One `{{ … }}` of a template: `text[start:end]` whole, `text[body_start:body_end]`
+    between the delimiters and their trim markers; `line` is where it starts."""
+
+    start: int
+    body_start: int
+    body_end: int
+    end: int
+    line: int
+
+
+def actions(text: str) -> Iterator[Action]:
+    """The actions of a template, in order."""
     pos = 0
     while True:
         start = text.find("{{", pos)
         if start < 0:
-            out.append(text[pos:])
-            return "".join(out)
-        out.append(text[pos:start])
+            return
         open_len = 3 if _TRIM_OPEN.match(text, start) else 2
         end = action_end(text, start + open_len)
         close_len = 3 if text[end - 1] == "-" and text[end - 2].isspace() else 2
         if close_len == 3:
             end -= 1
-        body = text[start + open_len : end]
         line = text.count("\n", 0, start) + 1
-        if body.lstrip().startswith("/*") or not _IDENT.search(body):
-            out.append(text[start : end + close_len])
+        yield Action(start, start + open_len, end, end + close_len, line)
+        pos = end + close_len
+
+
+def rewrite(text: str, *, source: str = "", dialect: Dialect = HELMFILE) -> str:
+    """The template with `dialect`'s functions (helmfile's) turned into what Helm's engine
+    runs."""
+    ident = dialect.pattern
+    if not ident.search(text):
+        return text
+    out: list[str] = []
+    pos = 0
+    for action in actions(text):
+        out.append(text[pos : action.body_start])
+        body = text[action.body_start : action.body_end]
+        if body.lstrip().startswith("/*") or not ident.search(body):
+            out.append(body)
         else:
             try:
-                new = _rewrite_action(body)
+                out.append(_rewrite_action(body, dialect))
             except ValueError as err:
-                raise FleetError(f"template error: {err}", path=source, line=line) from None
-            out.append(text[start : start + open_len] + new + text[end : end + close_len])
-        pos = end + close_len
+                raise FleetError(f"template error: {err}", path=source, line=action.line) from None
+        pos = action.body_end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def action_end(text: str, pos: int) -> int:
@@ -352,6 +395,10 @@ class Host:
     env: Mapping[str, str] = field(default_factory=dict)
     decrypt: Decrypt | None = None
     secret_reads: int = 0  # how many answers came from SOPS files (callers redact them)
+    # The directory relative paths start from (helmfile's: the state file's own), and the
+    # top-level directories templates may not read (ATLAS layers deployments/ by hierarchy).
+    base: str = ""
+    reserved: tuple[str, ...] = ("deployments",)
 
     def answer(self, name: str, arg: Any, source: str) -> Any:
         if name in ("env", "requiredEnv"):
@@ -403,10 +450,10 @@ class Host:
                 "`.Values.atlas.cwd` (the repository root)",
                 path=source,
             )
-        path = posixpath.normpath(text)
+        path = posixpath.normpath(posixpath.join(self.base, text) if self.base else text)
         if path == ".." or path.startswith("../"):
             raise FleetError(f"{name} {text!r} points outside the repository", path=source)
-        if path == "deployments" or path.startswith("deployments/"):
+        if any(path == top or path.startswith(top + "/") for top in self.reserved):
             raise FleetError(
                 f"{name} {text!r}: templates may not read files under deployments/ (values "
                 "there are layered by the hierarchy)",
@@ -449,18 +496,21 @@ class Host:
         return value
 
 
-def render(text: str, context: dict[str, Any], *, source: str, host: Host | None) -> str:
-    """Render `text` as helmfile would, with `context` as `.` and `.Values`."""
+def render(
+    text: str, context: dict[str, Any], *, source: str, host: Host | None, strict: bool = True
+) -> str:
+    """Render `text` as helmfile would, with `context` as `.` and `.Values`; `strict` is
+    helmfile's `missingkey=error` (its first pass over a state file renders without it)."""
     rewritten = rewrite(text, source=source)
     if rewritten == text:
-        out = render_template(text, context, source=source, strict=True)
+        out = render_template(text, context, source=source, strict=strict)
     else:
         answers: dict[str, Any] = {}
         for _ in range(MAX_CALLOUTS):
             files = ((_ANSWERS, json.dumps(answers, sort_keys=True).encode()),) if answers else ()
             try:
                 out = render_template(
-                    rewritten, context, source=source, helpers=HELPERS, files=files, strict=True
+                    rewritten, context, source=source, helpers=HELPERS, files=files, strict=strict
                 )
                 break
             except FleetError as err:

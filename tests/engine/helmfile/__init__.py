@@ -1,0 +1,1 @@
+"""Tests of the helmfile layout (shared/engine/helmfile)."""
