@@ -11,8 +11,8 @@ from activities.render import render_with_warnings
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from shared.engine.validate import check_fleet, validate_fleet
-from tests.atlas_support import make_fleet
-from tests.conftest import EXAMPLES
+from tests.support.atlas import make_fleet
+from tests.support.paths import EXAMPLES
 
 QUIET = {
     "templates/quiet/helmfile.yaml.gotmpl": "releases:\n  - name: quiet\n    chart: ./chart\n",

@@ -14,8 +14,9 @@ from shared.engine.affected import affected_between
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.conftest import EXAMPLES, commit_all, init_repo
-from tests.engine.helmfile.support import build
+from tests.support.gitrepo import commit_all, init_repo
+from tests.support.helmfile import build
+from tests.support.paths import EXAMPLES
 
 EXAMPLE = EXAMPLES / "helmfile-fleet"
 
@@ -54,7 +55,7 @@ def test_the_bootstrap_root_reads_every_state_and_no_chart(tmp_path: Path) -> No
 def test_a_chart_that_reaches_outside_its_directory_reads_everything(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     (repo / "kust").mkdir(parents=True)
-    (repo / "kust" / "kustomization.yaml").write_text("resources: [../shared/cm.yaml]\n")
+    (repo / "kust" / "kustomization.yaml").write_text("resources: [../common/cm.yaml]\n")
     (repo / "plain").mkdir()
     (repo / "plain" / "cm.yaml").write_text(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"

@@ -14,7 +14,7 @@ from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.helmfile import gomplate
 from shared.engine.tree import WorkTree
-from tests.engine.helmfile.support import FIXTURES, build, rendered_tree
+from tests.support.helmfile import FIXTURES, build, rendered_tree
 
 
 def test_the_bootstrap_files_are_one_root_without_releases(tmp_path: Path) -> None:

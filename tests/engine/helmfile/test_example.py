@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shared.cli.main import main
-from tests.conftest import EXAMPLES
+from tests.support.paths import EXAMPLES
 
 FLEET = EXAMPLES / "helmfile-fleet"
 

@@ -12,7 +12,7 @@ from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from shared.engine.validate import validate_fleet
-from tests.engine.helmfile.support import FIXTURES, build, rendered_tree
+from tests.support.helmfile import FIXTURES, build, rendered_tree
 
 
 def _error(repo: Path) -> str:

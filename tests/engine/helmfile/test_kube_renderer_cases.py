@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.helmfile.support import CASES, build, expected_tree, local_charts, rendered_tree
+from tests.support.helmfile import CASES, build, expected_tree, local_charts, rendered_tree
 
 OUTPUT_CASES = sorted(p.name for p in CASES.iterdir() if (p / "expected").is_dir())
 

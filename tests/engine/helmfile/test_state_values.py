@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from shared.engine.errors import FleetError
-from tests.engine.helmfile.support import build, expected_tree, rendered_tree, sources
+from tests.support.helmfile import build, expected_tree, rendered_tree, sources
 
 CASE = "state-values"
 

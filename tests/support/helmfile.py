@@ -10,8 +10,9 @@ from shared.engine.config.fleet import FleetConfig
 from shared.engine.fleet import Fleet
 from shared.engine.helmfile.layout import HelmfileLayout
 from shared.engine.tree import WorkTree
+from tests.support import paths
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "helmfile"
+FIXTURES = paths.FIXTURES / "helmfile"
 CASES = FIXTURES / "cases"
 
 
