@@ -26,6 +26,8 @@ from activities.publish import BlobPublisher, PublishActivities, Publisher, publ
 from activities.render import RenderActivities
 from activities.store import StoreActivities
 from activities.verify import DeliveryVerifier, VerifyPlans
+from shared.contracts.deploy import RepoRef
+from shared.github.urls import clone_url
 from shared.settings import Settings
 from shared.stores.blob import BlobStore
 from shared.stores.blob_url import open_blob_store
@@ -69,7 +71,9 @@ def build_activities(
     if github is None:
         github = GitHubAccess(settings)
         closers.append(github.close)
-    mirror = GitMirror(settings.git_dir, token_for=github.token_for)
+    mirror = GitMirror(
+        settings.git_dir, remote_for=github_remotes(settings), token_for=github.token_for
+    )
     publisher = publisher if publisher is not None else BlobPublisher(blobs, settings.blobs)
 
     jobs = JobLog(blobs)
@@ -111,7 +115,7 @@ def build_activities(
         *_promotion_activities(mirror, blobs, github, client, settings),
         checks.check_run,
         checks.queue_check_runs,
-        VerifyPlans(mirror, targets.web_url).verify_plan,
+        VerifyPlans(mirror).verify_plan,
         DeliveryVerifier(jobs, mirror=mirror).verify_delivery,
         governance.judge_review,
         governance.carry_over,
@@ -127,6 +131,12 @@ def build_activities(
         github=github,
         _closers=closers,
     )
+
+
+def github_remotes(settings: Settings) -> Callable[[RepoRef], str]:
+    """The worker's mirrors clone each repository from the configured GitHub, whatever URL a
+    request or payload names."""
+    return lambda repo: clone_url(settings.github_api_url, repo.owner, repo.name)
 
 
 def _promotion_activities(

@@ -44,7 +44,6 @@ from activities.publish_git import (
     GitPublishError,
     commit_message,
     git_target,
-    github_web_url,
 )
 from activities.publish_plaintext import fleet_config, publish_tree
 from activities.publish_s3 import S3Publisher, S3PublishError
@@ -135,7 +134,6 @@ class PublishTargets:
     blobs: BlobStore
     git: GitPublisher
     s3: S3Publisher | None = None  # None: S3 publishing not configured on this worker
-    web_url: str = "https://github.com"  # GitHub's web/git base, for `owner/name` targets
 
 
 @dataclass(frozen=True)
@@ -232,7 +230,7 @@ class PublishActivities:
         assert self.targets is not None
         settings = config.publish.git
         try:
-            target = git_target(request.repo, settings, web_url=self.targets.web_url)
+            target = git_target(request.repo, settings, remote_for=self.targets.mirror.remote_for)
         except ValueError as err:
             raise FleetError(str(err), path=CONFIG_FILE) from None
         prefix = target_path(settings.path, request.root)
@@ -356,5 +354,4 @@ def publish_targets(
         blobs=blobs,
         git=GitPublisher(settings.git_dir / "publish", token_for=token_for),
         s3=S3Publisher(s3_client_from_settings(settings), reserved=reserved),
-        web_url=github_web_url(settings.github_api_url),
     )

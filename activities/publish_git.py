@@ -39,7 +39,7 @@ from pathlib import Path
 from shared.contracts.deploy import PublishRequest, RepoRef
 from shared.engine.config.publish import GitPublishSettings
 from shared.process import CommandTimedOut, Finished, run
-from shared.stores.gitmirror import TokenProvider, git_env
+from shared.stores.gitmirror import RemoteFor, TokenProvider, git_env
 
 BOT_NAME = "rollwright[bot]"
 BOT_EMAIL = "rollwright[bot]@users.noreply.github.com"
@@ -83,24 +83,15 @@ class GitOutcome:
     attempts: int  # pushes tried (more than 1: the branch moved and the root was re-applied)
 
 
-def github_web_url(api_url: str) -> str:
-    """The web (and git) base URL of a GitHub API URL: api.github.com → github.com,
-    GitHub Enterprise `https://host/api/v3` → `https://host`."""
-    url = api_url.rstrip("/")
-    if url in ("https://api.github.com", "http://api.github.com"):
-        return "https://github.com"
-    return url.removesuffix("/api/v3")
-
-
-def git_target(
-    repo: RepoRef, settings: GitPublishSettings, *, web_url: str = "https://github.com"
-) -> GitTarget:
-    """The target of `publish.git` for fleet repo `repo`."""
+def published_repo(repo: RepoRef, settings: GitPublishSettings) -> RepoRef | None:
+    """The repository `publish.git` pushes to with the App's token: the fleet repo, or another
+    of its owner's; None for a URL target, which is pushed with the worker's own credentials.
+    Raises ValueError for another owner's repository."""
     wanted = settings.repository
     if not wanted:
-        return GitTarget(repo.clone_url, repo.full_name, settings.branch, repo)
+        return repo
     if "://" in wanted or "@" in wanted:
-        return GitTarget(wanted, wanted, settings.branch, None)
+        return None
     owner, _, name = wanted.partition("/")
     if owner.lower() != repo.owner.lower():
         # The installation token of another owner's installation must not be used on a
@@ -109,9 +100,16 @@ def git_target(
             f"publish.git.repository {wanted!r}: only repositories of the fleet's owner "
             f"({repo.owner}) can be published to with the GitHub App; use a URL for others"
         )
-    url = f"{web_url.rstrip('/')}/{owner}/{name}.git"
-    ref = RepoRef(owner=owner, name=name, installation_id=repo.installation_id, clone_url=url)
-    return GitTarget(url, wanted, settings.branch, ref)
+    return RepoRef(owner=owner, name=name, installation_id=repo.installation_id)
+
+
+def git_target(repo: RepoRef, settings: GitPublishSettings, *, remote_for: RemoteFor) -> GitTarget:
+    """The target of `publish.git` for fleet repo `repo`. A repository of the App's is pushed
+    at `remote_for`'s URL (the configured GitHub's), never at a URL a request carried."""
+    ref = published_repo(repo, settings)
+    if ref is None:
+        return GitTarget(settings.repository, settings.repository, settings.branch, None)
+    return GitTarget(remote_for(ref), settings.repository or repo.full_name, settings.branch, ref)
 
 
 def commit_message(request: PublishRequest, version: str) -> str:

@@ -31,7 +31,7 @@ from temporalio import activity
 from activities.errors import fleet_mistakes
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
-from activities.publish_git import git_target
+from activities.publish_git import published_repo
 from shared.contracts.activityrefs import (
     ACT_VERIFY_DELIVERY,
     ACT_VERIFY_PLAN,
@@ -63,9 +63,7 @@ BEAT_SECONDS = 5.0
 _FAILED_PHASES = ("Failed", "Error")
 
 
-def plan_for(
-    config: FleetConfig, req: VerifyPlanRequest, *, web_url: str = "https://github.com"
-) -> VerifyPlan | None:
+def plan_for(config: FleetConfig, req: VerifyPlanRequest) -> VerifyPlan | None:
     """The verify plan of `req.root`, or None when no rule applies to it."""
     rule = config.verify_rule(req.root)
     if rule is None:
@@ -96,7 +94,7 @@ def plan_for(
         root=req.root,
         revision=req.revision,
         commit=req.commit,
-        source=_source(config, req, web_url),
+        source=_source(config, req),
         timeout_seconds=rule.timeout_seconds,
         interval_seconds=rule.interval_seconds,
         argocd=argocd,
@@ -104,7 +102,7 @@ def plan_for(
     )
 
 
-def _source(config: FleetConfig, req: VerifyPlanRequest, web_url: str) -> PublishedSource | None:
+def _source(config: FleetConfig, req: VerifyPlanRequest) -> PublishedSource | None:
     """The published branch's repository when the App can read it (the fleet repo, or one of
     its owner's): a URL target is pushed with the worker's own credentials, and the
     installation token must not go there, so only its exact commit counts."""
@@ -112,12 +110,12 @@ def _source(config: FleetConfig, req: VerifyPlanRequest, web_url: str) -> Publis
         return None
     settings = config.publish.git
     try:
-        target = git_target(req.repo, settings, web_url=web_url)
+        published = published_repo(req.repo, settings)
     except ValueError:
         return None  # refused at publish already
-    if target.auth is None:
+    if published is None:
         return None
-    return PublishedSource(repo=target.auth, path=target_path(settings.path, req.root))
+    return PublishedSource(repo=published, path=target_path(settings.path, req.root))
 
 
 def _fill(template: str | None, name: str) -> str | None:
@@ -127,9 +125,8 @@ def _fill(template: str | None, name: str) -> str | None:
 class VerifyPlans:
     """The `verify_plan` activity: `rollwright.yaml` at the revision, from the git mirror."""
 
-    def __init__(self, mirror: GitMirror, web_url: str = "https://github.com") -> None:
+    def __init__(self, mirror: GitMirror) -> None:
         self.mirror = mirror
-        self.web_url = web_url  # GitHub's web/git base, for `owner/name` publish targets
 
     @activity.defn(name=ACT_VERIFY_PLAN.name)
     async def verify_plan(self, req: VerifyPlanRequest) -> VerifyPlanResult:
@@ -139,7 +136,7 @@ class VerifyPlans:
     def _plan(self, req: VerifyPlanRequest) -> VerifyPlanResult:
         path = self.mirror.ensure(req.repo, req.revision)
         config = FleetConfig.load(GitTree(path, req.revision))
-        return VerifyPlanResult(plan=plan_for(config, req, web_url=self.web_url))
+        return VerifyPlanResult(plan=plan_for(config, req))
 
 
 class _Unreachable(Exception):

@@ -7,10 +7,9 @@ them until someone clicks Unlock.
 
 The gateway never clones, so it cannot check that the root exists or resolve a branch name:
 `revision` must be a full commit sha, and an unknown root fails in the render with a failed
-check run. A DeployWorkflow that is already running keeps the repository it was started with;
-when this call starts one, the repository comes from the body: `installation_id` (optional; the
-worker can look it up from the App) and `clone_url` (default: derived from
-`ROLLWRIGHT_GITHUB_API_URL`, `https://github.com/<owner>/<name>.git` for github.com).
+check run. The body names the repository only: the worker finds the App's installation for it
+through GitHub and clones it from the configured GitHub (`ROLLWRIGHT_GITHUB_API_URL`), never
+from a URL or an installation a caller names (docs/security.md).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from gateway.context import Gateway, GatewayDep
 from gateway.dispatcher import DispatchError
 from shared.contracts.deploy import NewRevision, RepoRef
-from shared.github.urls import web_base
+from shared.github.urls import clone_url, web_base
 
 router = APIRouter(prefix="/api", tags=["api"])
 bearer = HTTPBearer(auto_error=False, description="ROLLWRIGHT_API_TOKEN")
@@ -47,8 +46,6 @@ class DeployRequest(BaseModel):
         description="Full commit sha (SHA-1 or SHA-256); branch names cannot be resolved here.",
     )
     requested_by: str | None = Field(default=None, max_length=255)
-    installation_id: int | None = None
-    clone_url: str | None = None
     default_branch: str = "main"
 
     @field_validator("root")
@@ -106,8 +103,7 @@ async def deploy(body: DeployRequest, gw: GatewayDep) -> DeployAccepted:
     repo = RepoRef(
         owner=owner,
         name=name,
-        installation_id=body.installation_id,
-        clone_url=body.clone_url or f"{web}.git",
+        clone_url=clone_url(gw.settings.github_api_url, owner, name),
         default_branch=body.default_branch,
         html_url=web,
     )

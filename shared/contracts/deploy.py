@@ -123,7 +123,9 @@ class RepoRef(Payload):
     owner: str
     name: str
     installation_id: int | None = None
-    clone_url: str = ""  # https URL (or a local path in tests and the dev stack)
+    # For display and links only: the worker clones from the configured GitHub, never from this
+    # (a caller who could choose it would choose what is rendered and where the token goes).
+    clone_url: str = ""
     default_branch: str = "main"
     html_url: str = ""
 

@@ -29,6 +29,7 @@ from shared.contracts.deploy import TASK_QUEUE
 from shared.devstack import credentials, temporal
 from shared.devstack.argocd import FakeArgoCD
 from shared.devstack.emulator.server import GitHubEmulator
+from shared.devstack.gitremotes import write_gitconfig
 from shared.devstack.ports import LOOPBACK, free_port, free_ports, port_in_use, wait_for_port
 from shared.devstack.processes import Child, Supervisor
 
@@ -239,22 +240,11 @@ class DevStack:
         return f"{self.emulator.url}/{owner}/{name}.git"
 
     def _write_gitconfig(self) -> None:
-        lines = [
-            "# Written by rollwright's embedded stack: the GitHub emulator's clone URLs point at",
-            "# local repositories. Rewritten whenever a repository is added.",
-        ]
-        user_config = Path.home() / ".gitconfig"
-        if user_config.is_file():
-            lines += ["[include]", f"\tpath = {user_config}"]
-        for full_name, git_dir in sorted(self.repositories.items()):
+        urls = {}
+        for full_name, git_dir in self.repositories.items():
             owner, _, name = full_name.partition("/")
-            lines += [
-                f'[url "{_quote(str(git_dir))}"]',
-                f"\tinsteadOf = {self.clone_url(owner, name)}",
-            ]
-        tmp = self._gitconfig.with_suffix(".tmp")
-        tmp.write_text("\n".join(lines) + "\n")
-        tmp.replace(self._gitconfig)
+            urls[self.clone_url(owner, name)] = git_dir
+        write_gitconfig(self._gitconfig, urls)
 
     @property
     def _gitconfig(self) -> Path:
@@ -506,11 +496,6 @@ def _http_ok(url: str) -> bool:
             return bool(200 <= response.status < 300)
     except (urllib.error.URLError, OSError):
         return False
-
-
-def _quote(text: str) -> str:
-    """Escape a git config subsection name (inside double quotes)."""
-    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _display(path: Path) -> str:

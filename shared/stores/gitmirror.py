@@ -16,9 +16,13 @@ fleet-wide change checks the revision out once, not once per root: writing a 1,0
 fleet's files takes about a second), which goes with the last of them. Checkouts are read,
 never written.
 
-Credentials for HTTPS remotes come from a `token_for(repo)` callback (the GitHub App's
-installation token) and reach git through `GIT_CONFIG_*` environment variables as an
-`http.extraheader`: never on the command line, never in the mirror's config, never in errors.
+The remote of a repository comes from `remote_for(repo)`, which the worker builds from its
+settings (the repository on the configured GitHub, `shared.github.urls.clone_url`): never from
+the `clone_url` a request or payload carries, so no caller chooses what the worker clones, and a
+mirror's `origin` changes only with the settings. Credentials for HTTPS remotes come from a
+`token_for(repo)` callback (the GitHub App's installation token) and reach git through
+`GIT_CONFIG_*` environment variables as an `http.extraheader`: never on the command line, never
+in the mirror's config, never in errors; they go only to that remote.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 GIT_TIMEOUT_SECONDS = 30 * 60
 
 TokenProvider = Callable[[RepoRef], "str | None"]
+# Where a repository is cloned from (see the module's docstring).
+RemoteFor = Callable[[RepoRef], str]
 
 
 def git_env(token: str | None) -> dict[str, str]:
@@ -100,10 +106,12 @@ class GitMirror:
         self,
         git_dir: Path,
         *,
+        remote_for: RemoteFor,
         token_for: TokenProvider | None = None,
         timeout: float = GIT_TIMEOUT_SECONDS,
     ) -> None:
         self.git_dir = git_dir.resolve()
+        self.remote_for = remote_for
         self.mirrors_dir = self.git_dir / "mirrors"
         self.checkouts_dir = self.git_dir / "checkouts"
         self.token_for = token_for
@@ -123,7 +131,7 @@ class GitMirror:
 
     def env_for(self, repo: RepoRef | None) -> dict[str, str]:
         token = None
-        if repo is not None and self.token_for and repo.clone_url.startswith("https://"):
+        if repo is not None and self.token_for and self.remote_for(repo).startswith("https://"):
             token = self.token_for(repo)
         return git_env(token)
 
@@ -163,21 +171,20 @@ class GitMirror:
         return mirror
 
     def _fetch_locked(self, repo: RepoRef, mirror: Path) -> None:
-        if not repo.clone_url:
-            raise GitMirrorError(f"{repo.full_name}: no clone URL to fetch from")
+        remote = self.remote_for(repo)
         if not (mirror / "HEAD").is_file():
             # Clone next to the final path, then rename: a crash never leaves half a mirror.
             shutil.rmtree(mirror, ignore_errors=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{mirror.name}.", dir=mirror.parent))
             try:
-                self._git(None, "clone", "--mirror", "--quiet", repo.clone_url, str(tmp), repo=repo)
+                self._git(None, "clone", "--mirror", "--quiet", remote, str(tmp), repo=repo)
                 os.replace(tmp, mirror)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
             return
         current = self._git(mirror, "config", "--get", "remote.origin.url", check=False)
-        if current.out.strip() != repo.clone_url:
-            self._git(mirror, "remote", "set-url", "origin", repo.clone_url)
+        if current.out.strip() != remote:  # only when the settings changed
+            self._git(mirror, "remote", "set-url", "origin", remote)
         self._git(mirror, "fetch", "--prune", "--quiet", "origin", repo=repo)
 
     def has_commit(self, repo: RepoRef, revision: str) -> bool:

@@ -51,7 +51,7 @@ from shared.stores.sql.engine import Database
 from tests.support.age import AgeKey, encrypt_yaml, generate_key
 from tests.support.atlas import make_fleet, one_app
 from tests.support.files import write_files
-from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.gitrepo import commit_all, git, init_repo, local_remote
 
 ROOTS = ["g/c1", "g/c2", "solo"]
 
@@ -120,7 +120,7 @@ def world(tmp_path: Path) -> World:
         data_dir=tmp_path / "state", public_url="http://rollwright.test", worker_id="w1"
     )
     blobs = FileBlobStore(tmp_path / "state" / "blobs")
-    mirror = GitMirror(settings.git_dir)
+    mirror = GitMirror(settings.git_dir, remote_for=local_remote)
     return World(
         repo=repo,
         ref=RepoRef(owner="acme", name="fleet", clone_url=str(repo)),

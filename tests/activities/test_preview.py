@@ -41,7 +41,7 @@ from shared.devstack.emulator.server import GitHubEmulator
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore
 from shared.stores.gitmirror import GitMirror
-from tests.support.gitrepo import git
+from tests.support.gitrepo import git, local_remote
 from tests.support.preview import commit, web_repo
 
 APP_ID = 4242
@@ -71,7 +71,7 @@ def settings(tmp_path: Path, emulator: GitHubEmulator, app_key: str) -> Settings
 @pytest.fixture
 def previews(settings: Settings) -> Iterator[PreviewActivities]:
     access = GitHubAccess(settings)
-    mirror = GitMirror(settings.git_dir)
+    mirror = GitMirror(settings.git_dir, remote_for=local_remote)
     blobs = FileBlobStore(settings.data_dir / "blobs")
     yield PreviewActivities(settings, mirror, blobs, access, merge_attempts=2, merge_wait=0.01)
     access.close()

@@ -44,7 +44,7 @@ from shared.github.gitdata import BranchMoved, branch_tip, commit_files
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore, latest_key
 from shared.stores.gitmirror import GitMirror
-from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.gitrepo import commit_all, git, init_repo, local_remote
 from tests.support.paths import EXAMPLES
 
 APP_ID = 4242
@@ -118,7 +118,7 @@ class World:
             owner="acme", name="fleet", installation_id=INSTALLATION, clone_url=str(self.remote)
         )
         self.access = GitHubAccess(self.settings)
-        self.mirror = GitMirror(tmp / "git")
+        self.mirror = GitMirror(tmp / "git", remote_for=local_remote)
         self.blobs = FileBlobStore(tmp / "blobs")
         self.acts = PromotionActivities(self.mirror, self.blobs, self.access)
 

@@ -26,7 +26,7 @@ from shared.engine.tree import WorkTree
 from shared.stores.blob import FileBlobStore
 from shared.stores.gitmirror import GitMirror
 from tests.support.files import copy_example
-from tests.support.gitrepo import commit_all, git
+from tests.support.gitrepo import commit_all, git, local_remote
 
 SYSTEM_KUBECTL = shutil.which("kubectl", path="/usr/bin:/usr/local/bin")
 
@@ -51,7 +51,7 @@ def test_every_published_atlas_root_builds_with_kustomize_as_rendered(tmp_path: 
     roots = Fleet.open(WorkTree(repo)).roots()
     assert len(roots) >= 2
     state = tmp_path / "worker"
-    mirror = GitMirror(state / "git")
+    mirror = GitMirror(state / "git", remote_for=local_remote)
     blobs = FileBlobStore(state / "blobs")
     targets = PublishTargets(
         mirror=mirror, blobs=blobs, git=GitPublisher(state / "git" / "publish")

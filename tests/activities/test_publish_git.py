@@ -176,7 +176,7 @@ def test_another_repository_of_the_same_owner(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", "--bare", str(catalog)], check=True)
     publish = {"target": "git", "git": {"repository": "acme/catalog", "branch": "main"}}
     publish["git"]["path"] = "clusters/{root}/manifests"
-    world = publish_world(tmp_path, fleet_files(publish), web_url=str(remotes))
+    world = publish_world(tmp_path, fleet_files(publish), remotes=remotes)
     world.publish(world.request("g/c1", "dep-1"))
     assert branch_files(catalog, "main", "clusters/g/c1/manifests/") == world.on_branch("g/c1")
     assert not has_branch(world.repo, "rendered")

@@ -41,6 +41,7 @@ from shared.contracts.deploy import (
 )
 from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
+from shared.devstack.gitremotes import write_gitconfig
 from shared.devstack.temporal import temporal_binary
 from shared.settings import Settings
 from shared.stores.sql.audit import AuditStore
@@ -178,7 +179,7 @@ def test_signal_deploys_starts_each_root_once_and_signals_it(tmp_path: Path) -> 
 # --- the worker, end to end --------------------------------------------------------------------
 
 
-def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
+def test_worker_takes_a_merge_to_published(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fleet = init_repo(tmp_path / "origin")
     make_fleet(
         fleet,
@@ -301,6 +302,11 @@ def test_worker_takes_a_merge_to_published(tmp_path: Path) -> None:
             await worker
 
     async def main() -> None:
+        # The worker clones acme/fleet from the configured GitHub, the emulator, whose
+        # repository is the local one (as the dev stack's worker does).
+        gitconfig = tmp_path / "gitconfig"
+        write_gitconfig(gitconfig, {f"{emulator.url}/acme/fleet.git": fleet})
+        monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
         env = await dev_server()
         try:
             settings = Settings(

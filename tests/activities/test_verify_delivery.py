@@ -23,7 +23,7 @@ from shared.contracts.verify import (
 from shared.devstack.argocd import FakeArgoCD
 from shared.stores.gitmirror import GitMirror
 from tests.support.files import write_files
-from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.gitrepo import commit_all, git, init_repo, local_remote
 
 TOKEN, TOKEN_ENV = "t0ken-for-argocd", "TEST_ARGOCD_TOKEN"
 
@@ -46,7 +46,9 @@ def verify(repo: Path, fake: FakeArgoCD, commit: str, tmp: Path, timeout: int = 
         interval_seconds=1,
         argocd=ArgoCDPlan(server=fake.url, token_env=TOKEN_ENV, applications="prod-a"),
     )
-    verifier = DeliveryVerifier(environ={TOKEN_ENV: TOKEN}, mirror=GitMirror(tmp / "git"))
+    verifier = DeliveryVerifier(
+        environ={TOKEN_ENV: TOKEN}, mirror=GitMirror(tmp / "git", remote_for=local_remote)
+    )
     request = VerifyRequest(repo=ref, deployment_id="dep-1", plan=plan)
     result: VerifyResult = asyncio.run(ActivityEnvironment().run(verifier.verify_delivery, request))
     return result

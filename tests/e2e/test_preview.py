@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sysconfig
 import threading
 import time
@@ -46,6 +47,7 @@ from shared.contracts.queueing import queue_revision
 from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.model import CheckRunRecord, CommentRecord
 from shared.devstack.emulator.server import GitHubEmulator
+from shared.devstack.gitremotes import write_gitconfig
 from shared.engine.secrets import sops
 from shared.github.app import webhook_signature
 from shared.github.limits import COMMENT_LIMIT, OUTPUT_LIMIT
@@ -81,6 +83,13 @@ class Stack:
         self.tmp = tmp
         pem = new_app_key()
         self.emulator = GitHubEmulator(app_id=APP_ID, app_key=pem).start()
+        # The worker clones from the configured GitHub, the emulator: its repositories are
+        # local ones, which git reaches through this config (as the dev stack's worker does).
+        self.repositories: dict[str, Path] = {}
+        self.gitconfig = tmp / "gitconfig"
+        write_gitconfig(self.gitconfig, self.repositories)
+        self.saved_gitconfig = os.environ.get("GIT_CONFIG_GLOBAL")
+        os.environ["GIT_CONFIG_GLOBAL"] = str(self.gitconfig)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -125,6 +134,16 @@ class Stack:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.emulator.stop()
+        if self.saved_gitconfig is None:
+            os.environ.pop("GIT_CONFIG_GLOBAL", None)
+        else:
+            os.environ["GIT_CONFIG_GLOBAL"] = self.saved_gitconfig
+
+    def host(self, name: str, path: Path) -> None:
+        """`OWNER/name` on the emulator, served from the local repository `path`."""
+        self.emulator.seed_repository(OWNER, name, INSTALLATION, "main", git_dir=path)
+        self.repositories[f"{self.emulator.url}/{OWNER}/{name}.git"] = path
+        write_gitconfig(self.gitconfig, self.repositories)
 
     # --- observing -----------------------------------------------------------------------
 
@@ -291,7 +310,7 @@ class Fleet:
 def new_fleet(stack: Stack, extra: dict[str, Any] | None = None) -> Fleet:
     name = f"fleet-{uuid.uuid4().hex[:6]}"
     path = web_repo(stack.tmp / name, extra)
-    stack.emulator.seed_repository(OWNER, name, INSTALLATION, "main", git_dir=path)
+    stack.host(name, path)
     return Fleet(stack, path, name)
 
 

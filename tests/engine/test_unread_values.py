@@ -27,7 +27,7 @@ from shared.settings import Settings
 from shared.stores.blob import FileBlobStore
 from shared.stores.gitmirror import GitMirror
 from tests.support.files import write_files
-from tests.support.gitrepo import commit_all, init_repo
+from tests.support.gitrepo import commit_all, init_repo, local_remote
 from tests.support.paths import EXAMPLES, FIXTURES, REPO_ROOT
 
 ATLAS = EXAMPLES / "atlas-fleet"
@@ -226,7 +226,7 @@ def test_the_check_run_shows_the_warnings(tmp_path: Path) -> None:
     revision = commit_all(repo, "typo")
     settings = Settings(data_dir=tmp_path / "state", public_url="http://rollwright.test")
     blobs = FileBlobStore(tmp_path / "state" / "blobs")
-    git = GitActivities(GitMirror(settings.git_dir), JobLog(blobs))
+    git = GitActivities(GitMirror(settings.git_dir, remote_for=local_remote), JobLog(blobs))
     render = RenderActivities(settings, blobs)
     env = ActivityEnvironment()
     ref = RepoRef(owner="acme", name="fleet", clone_url=str(repo))

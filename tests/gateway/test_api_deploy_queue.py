@@ -56,8 +56,6 @@ async def deploy(client: httpx.AsyncClient, revision: str) -> dict[str, Any]:
         "repo": REPO.full_name,
         "root": ROOT,
         "revision": revision,
-        "installation_id": REPO.installation_id,
-        "clone_url": REPO.clone_url,
         "requested_by": "ops",
     }
     answer = await client.post(

@@ -810,7 +810,7 @@ def deploy_body(**changes: Any) -> dict[str, Any]:
 
 
 def test_api_deploy_queues_a_manual_revision(client: TestClient, temporal: Temporal) -> None:
-    body = deploy_body(installation_id=77, clone_url="https://git.example/acme/fleet.git")
+    body = deploy_body()
     answer = client.post("/api/deploy", json=body, headers=BEARER)
     workflow_id = deploy_workflow_id(body["repo"], "staging/cluster-a")
     assert answer.status_code == 202, answer.text
@@ -829,11 +829,12 @@ def test_api_deploy_queues_a_manual_revision(client: TestClient, temporal: Tempo
     }
     seen = temporal.seen(workflow_id, DeploySeen, lambda s: bool(s.revisions))
     owner, name = body["repo"].split("/")
+    # The installation is found through GitHub and the clone URL is the configured GitHub's.
     assert seen.input.repo == RepoRef(
         owner=owner,
         name=name,
-        installation_id=77,
-        clone_url="https://git.example/acme/fleet.git",
+        installation_id=None,
+        clone_url=f"https://github.com/{body['repo']}.git",
         default_branch="main",
         html_url=f"https://github.com/{body['repo']}",
     )
@@ -848,9 +849,25 @@ def test_api_deploy_queues_a_manual_revision(client: TestClient, temporal: Tempo
     ]
 
 
-def test_api_deploy_defaults_the_clone_url_from_the_api_url(
-    temporal: Temporal, tmp_path: Path
+@pytest.mark.parametrize(
+    "field",
+    [
+        {"clone_url": "file:///srv/evil.git"},
+        {"clone_url": "https://evil.example/acme/fleet.git"},
+        {"installation_id": 99},
+    ],
+    ids=["file-url", "other-host", "installation"],
+)
+def test_api_deploy_refuses_a_repository_location_named_by_the_caller(
+    client: TestClient, field: dict[str, Any]
 ) -> None:
+    # What the worker clones, and whose token it uses, come from GitHub alone.
+    answer = client.post("/api/deploy", json=deploy_body(**field), headers=BEARER)
+    assert answer.status_code == 422, answer.text
+    assert next(iter(field)) in answer.text
+
+
+def test_api_deploy_clones_from_the_configured_github(temporal: Temporal, tmp_path: Path) -> None:
     settings = gateway_settings(
         tmp_path, temporal.address, github_api_url="https://ghe.example/api/v3"
     )

@@ -41,7 +41,7 @@ from shared.stores.sql.engine import Database
 from shared.stores.sql.jobs import JobStore
 from tests.support.atlas import make_fleet, one_app
 from tests.support.files import write_files
-from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.gitrepo import commit_all, git, init_repo, local_remote
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 from tests.support.pages import QueueRecorder
 
@@ -60,7 +60,9 @@ class World:
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.blobs = FileBlobStore(tmp / "state" / "blobs")
         self.database = Database(self.settings.database)
-        self.git = GitActivities(GitMirror(self.settings.git_dir), JobLog(self.blobs))
+        self.git = GitActivities(
+            GitMirror(self.settings.git_dir, remote_for=local_remote), JobLog(self.blobs)
+        )
         self.render = RenderActivities(self.settings, self.blobs)
         self.store = StoreActivities(self.blobs, self.database)
         self.env = ActivityEnvironment()

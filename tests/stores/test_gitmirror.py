@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from activities import github_remotes
 from shared.contracts.deploy import RepoRef
+from shared.settings import Settings
 from shared.stores.gitmirror import GitMirror, GitMirrorError, RevisionNotFound
 from tests.support.files import write_files
-from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.gitrepo import commit_all, git, init_repo, local_remote
 
 
 @pytest.fixture
@@ -29,7 +31,7 @@ def ref(origin: Path) -> RepoRef:
 
 @pytest.fixture
 def mirror(tmp_path: Path) -> GitMirror:
-    return GitMirror(tmp_path / "cache")
+    return GitMirror(tmp_path / "cache", remote_for=local_remote)
 
 
 def commit(repo: Path, text: str) -> str:
@@ -189,7 +191,9 @@ def test_unreachable_remote_is_a_retryable_error(tmp_path: Path, mirror: GitMirr
 
 def test_token_goes_in_the_environment_not_the_command_line(mirror: GitMirror) -> None:
     ref = RepoRef(owner="acme", name="fleet", clone_url="https://github.invalid/acme/fleet.git")
-    with_token = GitMirror(mirror.git_dir, token_for=lambda r: "ghs_secret")
+    with_token = GitMirror(
+        mirror.git_dir, token_for=lambda r: "ghs_secret", remote_for=local_remote
+    )
     env = with_token.env_for(ref)
     headers = [v for k, v in env.items() if k.startswith("GIT_CONFIG_VALUE_")]
     assert len(headers) == 1 and headers[0].startswith("AUTHORIZATION: basic ")
@@ -197,3 +201,37 @@ def test_token_goes_in_the_environment_not_the_command_line(mirror: GitMirror) -
     assert env["GIT_TERMINAL_PROMPT"] == "0"
     local = RepoRef(owner="acme", name="fleet", clone_url="/srv/fleet")
     assert not any(k.startswith("GIT_CONFIG_VALUE_") for k in with_token.env_for(local))
+
+
+def test_the_mirror_clones_its_remote_never_the_url_a_repo_ref_claims(
+    origin: Path, tmp_path: Path
+) -> None:
+    evil = init_repo(tmp_path / "evil")
+    write_files(evil, {"README.md": "not the fleet\n"})
+    evil_head = commit_all(evil, "evil")
+    first = git(origin, "rev-parse", "HEAD")
+    mirror = GitMirror(tmp_path / "cache", remote_for=lambda repo: str(origin))
+    claimed = RepoRef(owner="acme", name="fleet", clone_url=str(evil))
+    path = mirror.ensure(claimed, first)
+    assert git(path, "rev-parse", "refs/heads/main") == first
+    with pytest.raises(RevisionNotFound):
+        mirror.ensure(claimed, evil_head)
+    # A later request naming another URL does not move the mirror's origin either.
+    mirror.fetch(RepoRef(owner="acme", name="fleet", clone_url=f"file://{evil}"))
+    assert git(path, "config", "--get", "remote.origin.url") == str(origin)
+
+
+def test_the_worker_clones_from_the_configured_github_with_its_token_only_there(
+    tmp_path: Path,
+) -> None:
+    settings = Settings(data_dir=tmp_path, github_api_url="https://ghe.example/api/v3")
+    remotes = github_remotes(settings)
+    for claimed in ("file:///srv/evil.git", "https://evil.example/acme/fleet.git", ""):
+        ref = RepoRef(owner="acme", name="fleet", clone_url=claimed)
+        assert remotes(ref) == "https://ghe.example/acme/fleet.git"
+    mirror = GitMirror(tmp_path / "cache", remote_for=remotes, token_for=lambda r: "ghs_secret")
+    ref = RepoRef(owner="acme", name="fleet", clone_url="https://evil.example/acme/fleet.git")
+    env = mirror.env_for(ref)
+    # The token goes with the configured remote; git is never pointed at the claimed host.
+    assert any(k.startswith("GIT_CONFIG_VALUE_") for k in env)
+    assert "evil.example" not in " ".join(env.values())

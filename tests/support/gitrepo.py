@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from shared.contracts.deploy import RepoRef
+
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
@@ -27,3 +29,9 @@ def commit_all(repo: Path, message: str = "change") -> str:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "--allow-empty", "-m", message)
     return git(repo, "rev-parse", "HEAD")
+
+
+def local_remote(repo: RepoRef) -> str:
+    """Where the mirror of a test clones from: the local repository the test's RepoRef names.
+    The worker itself clones from the configured GitHub (`activities.github_remotes`)."""
+    return repo.clone_url

@@ -115,17 +115,26 @@ def publish_world(
     tmp_path: Path,
     files: dict[str, Any],
     *,
-    web_url: str = "https://github.com",
+    remotes: Path | None = None,
     s3: S3Publisher | None = None,
 ) -> PublishWorld:
+    """A fleet repo and a worker that publishes from it. The worker's "GitHub" is local: the
+    fleet repo is `acme/fleet`, any other repository `remotes/<owner>/<name>.git`."""
     repo = init_repo(tmp_path / "fleet")
     make_fleet(repo, files, echo=True)
     commit_all(repo, "fleet")
     state = tmp_path / "worker"
-    mirror = GitMirror(state / "git")
+    hosted = remotes or tmp_path / "remotes"
+
+    def remote_for(ref: RepoRef) -> str:
+        if ref.full_name == "acme/fleet":
+            return str(repo)
+        return str(hosted / ref.owner / f"{ref.name}.git")
+
+    mirror = GitMirror(state / "git", remote_for=remote_for)
     blobs = FileBlobStore(state / "blobs")
     publisher = GitPublisher(state / "git" / "publish")
-    targets = PublishTargets(mirror=mirror, blobs=blobs, git=publisher, s3=s3, web_url=web_url)
+    targets = PublishTargets(mirror=mirror, blobs=blobs, git=publisher, s3=s3)
     activities = PublishActivities(BlobPublisher(blobs), JobLog(blobs), targets=targets)
     ref = RepoRef(owner="acme", name="fleet", clone_url=str(repo), html_url=HTML_URL)
     return PublishWorld(repo, ref, mirror, blobs, publisher, activities, ActivityEnvironment())
