@@ -36,10 +36,10 @@ from shared.contracts.preview import (
     PullRequestHead,
     preview_workflow_id,
 )
-from shared.contracts.promotion import promotion_workflow_id
+from shared.contracts.promotion import promotion_workflow_id, rollout_audit_root
 
-# The audit trail's `root` of a promote / halt / resume click: the rollout it was made on.
-ROLLOUT_SUBJECT = "rollout:"
+# The gateway's audit row of a click a workflow judges: received, not judged yet.
+RECEIVED = "received; the {judge} judges it by the review policy"
 
 
 class _Action(BaseModel):
@@ -50,8 +50,14 @@ class _Action(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     def audit(self, at: datetime) -> AuditRecord | None:
-        """The audit event of a person's click this action carries (None: not a click, or
-        one the workflow audits itself, like Approve / Reject)."""
+        """The audit event of a person's click this action carries, recorded with the
+        delivery (None: not a click, or one the workflow audits alone, like Approve /
+        Reject). It says the click was received; whether it counted is the workflow's row."""
+        return None
+
+    def unheard(self, outcome: str, at: datetime) -> AuditRecord | None:
+        """The audit event of a click whose workflow was not there to judge it (`outcome`
+        of the signal: `not_running`), None for anything else."""
         return None
 
 
@@ -91,21 +97,34 @@ class Unlock(_Action):
     repo: str
     root: str
     signal: UnlockSignal
+    # The repository as the webhook names it: the Unlock signal-with-starts a finished
+    # root's queue (rows stored without it only signal a running one).
+    repo_ref: RepoRef | None = None
 
     @property
     def target(self) -> str:
         return deploy_workflow_id(self.repo, self.root)
 
     def describe(self) -> str:
-        return f"signal {SIGNAL_UNLOCK}"
+        start = "signal-with-start" if self.repo_ref is not None else "signal"
+        return f"{start} {SIGNAL_UNLOCK}"
 
     def audit(self, at: datetime) -> AuditRecord | None:
+        return self._record(None, RECEIVED.format(judge="root's queue"), at)
+
+    def unheard(self, outcome: str, at: datetime) -> AuditRecord | None:
+        if outcome != "not_running":
+            return None
+        return self._record(False, f"the queue of `{self.root}` is not running", at)
+
+    def _record(self, counted: bool | None, reason: str, at: datetime) -> AuditRecord:
         return AuditRecord(
             repo=self.repo,
             root=self.root,
             action="unlock",
             actor=self.signal.by,
-            counted=True,
+            counted=counted,
+            reason=reason,
             at=at,
         )
 
@@ -179,13 +198,22 @@ class PromotionClick(_Action):
         return f"signal {self.action}"
 
     def audit(self, at: datetime) -> AuditRecord | None:
+        return self._record(None, RECEIVED.format(judge="rollout"), at)
+
+    def unheard(self, outcome: str, at: datetime) -> AuditRecord | None:
+        if outcome != "not_running":
+            return None
+        return self._record(False, f"the rollout of `{self.patch_id}` is not running", at)
+
+    def _record(self, counted: bool | None, reason: str, at: datetime) -> AuditRecord:
         # A rollout has no root: the audit trail names it `rollout:<patch-id>` there.
         return AuditRecord(
             repo=self.repo,
-            root=f"{ROLLOUT_SUBJECT}{self.patch_id}",
+            root=rollout_audit_root(self.patch_id),
             action=self.action,
             actor=self.by,
-            counted=True,
+            counted=counted,
+            reason=reason,
             at=at,
         )
 
@@ -204,7 +232,7 @@ async def deliver(action: Action, d: Dispatcher) -> Dispatched:
         case Review():
             return await d.review(action.deployment_id, action.signal)
         case Unlock():
-            return await d.unlock(action.repo, action.root, action.signal)
+            return await d.unlock(action.repo, action.root, action.signal, action.repo_ref)
         case QueueRevision():
             return await d.queue_revision(action.repo_ref, action.root, action.revision)
         case PreviewHead():

@@ -1,6 +1,6 @@
 """Queueing a revision on a root: the one signal-with-start of `DeployWorkflow`, used by the
-gateway (manual deployments and re-runs) and by the dispatch activity (merges); and waiting for
-a dispatch to finish, so one repository's revisions are queued in delivery order."""
+gateway (manual deployments, re-runs and Unlock) and by the dispatch activity (merges); and
+waiting for a dispatch to finish, so one repository's revisions are queued in delivery order."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from shared.contracts.deploy import (
     SA_REPO,
     SA_ROOT,
     SIGNAL_NEW_REVISION,
+    SIGNAL_UNLOCK,
     NewRevision,
     RepoRef,
     RootQueueInput,
+    UnlockSignal,
     deploy_workflow_id,
 )
 
@@ -35,16 +37,49 @@ async def queue_revision(
 ) -> str:
     """Signal `revision` to the root's DeployWorkflow, starting the workflow when it is not
     running; returns the workflow id. Signalling twice is harmless: the workflow drops a
-    revision it already has queued or running. `RollwrightRepo` and `RollwrightRoot` are set
-    from the start, so the Temporal UI finds a root's queue before its first task runs."""
+    revision it already has queued or running."""
+    return await _signal_with_start(
+        client, task_queue, repo, root, SIGNAL_NEW_REVISION, revision, rpc_timeout=rpc_timeout
+    )
+
+
+async def unlock_queue(
+    client: Client,
+    task_queue: str,
+    repo: RepoRef,
+    root: str,
+    unlock: UnlockSignal,
+    *,
+    rpc_timeout: timedelta | None = None,
+) -> str:
+    """Signal an Unlock click to the root's DeployWorkflow, starting the workflow when it is
+    not running (a finished queue rebuilds its lock from latest.json, then judges the click);
+    returns the workflow id."""
+    return await _signal_with_start(
+        client, task_queue, repo, root, SIGNAL_UNLOCK, unlock, rpc_timeout=rpc_timeout
+    )
+
+
+async def _signal_with_start(
+    client: Client,
+    task_queue: str,
+    repo: RepoRef,
+    root: str,
+    signal: str,
+    arg: NewRevision | UnlockSignal,
+    *,
+    rpc_timeout: timedelta | None,
+) -> str:
+    """`RollwrightRepo` and `RollwrightRoot` are set from the start, so the Temporal UI finds
+    a root's queue before its first task runs."""
     workflow_id = deploy_workflow_id(repo.full_name, root)
     await client.start_workflow(
         DEPLOY_WORKFLOW,
         RootQueueInput(repo=repo, root=root),
         id=workflow_id,
         task_queue=task_queue,
-        start_signal=SIGNAL_NEW_REVISION,
-        start_signal_args=[revision],
+        start_signal=signal,
+        start_signal_args=[arg],
         search_attributes=TypedSearchAttributes(
             [
                 SearchAttributePair(SearchAttributeKey.for_keyword(SA_REPO), repo.full_name),
