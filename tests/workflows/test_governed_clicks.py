@@ -99,7 +99,7 @@ async def test_unlock_counts_only_for_the_roots_approvers_with_write_access() ->
         assert not (await h.state(ROOT)).lock.locked
         assert (await h.review(a_id, "approve", "alice")).published
         await deploy.result()  # the idle shutdown
-        keep("governed-unlock", await h.run_chain(deploy.id, deploy.first_execution_run_id or ""))
+        keep("governed-unlock", await h.run_chain(deploy.id, deploy.result_run_id or ""))
 
 
 @scenario
