@@ -10,7 +10,7 @@ defaults, never rename or retype one (rows written by an older gateway are read 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -61,6 +61,31 @@ class _Action(BaseModel):
         return None
 
 
+class _Click(_Action):
+    """An action carrying a person's click that its workflow judges by the review policy
+    (Unlock, a rollout's buttons; docs/governance.md): recorded as received with the
+    delivery, and as not counted when its workflow is not running."""
+
+    judge: ClassVar[str]  # who judges it: "root's queue", "rollout"
+
+    def clicked(self, at: datetime) -> AuditRecord:
+        """The click's audit row, not judged (`counted` None)."""
+        raise NotImplementedError
+
+    def absent(self) -> str:
+        """What is not running when nobody judges it ("the rollout of `x`")."""
+        raise NotImplementedError
+
+    def audit(self, at: datetime) -> AuditRecord | None:
+        return self.clicked(at).model_copy(update={"reason": RECEIVED.format(judge=self.judge)})
+
+    def unheard(self, outcome: str, at: datetime) -> AuditRecord | None:
+        if outcome != "not_running":
+            return None
+        reason = f"{self.absent()} is not running"
+        return self.clicked(at).model_copy(update={"counted": False, "reason": reason})
+
+
 class StartDispatch(_Action):
     kind: Literal["start_dispatch"] = "start_dispatch"
     workflow_id: str
@@ -92,7 +117,7 @@ class Review(_Action):
         return f"signal {SIGNAL_REVIEW} ({self.signal.decision})"
 
 
-class Unlock(_Action):
+class Unlock(_Click):
     kind: Literal["unlock"] = "unlock"
     repo: str
     root: str
@@ -109,24 +134,20 @@ class Unlock(_Action):
         start = "signal-with-start" if self.repo_ref is not None else "signal"
         return f"{start} {SIGNAL_UNLOCK}"
 
-    def audit(self, at: datetime) -> AuditRecord | None:
-        return self._record(None, RECEIVED.format(judge="root's queue"), at)
+    judge: ClassVar[str] = "root's queue"
 
-    def unheard(self, outcome: str, at: datetime) -> AuditRecord | None:
-        if outcome != "not_running":
-            return None
-        return self._record(False, f"the queue of `{self.root}` is not running", at)
-
-    def _record(self, counted: bool | None, reason: str, at: datetime) -> AuditRecord:
+    def clicked(self, at: datetime) -> AuditRecord:
         return AuditRecord(
             repo=self.repo,
             root=self.root,
             action="unlock",
             actor=self.signal.by,
-            counted=counted,
-            reason=reason,
+            counted=None,
             at=at,
         )
+
+    def absent(self) -> str:
+        return f"the queue of `{self.root}`"
 
 
 class QueueRevision(_Action):
@@ -179,8 +200,9 @@ class PreviewClosed(_Action):
         return f"signal {SIGNAL_PR_CLOSED}"
 
 
-class PromotionClick(_Action):
-    """Promote / Halt / Resume on a rollout's check run (`rollwright/promote: <patch>`)."""
+class PromotionClick(_Click):
+    """Promote / Halt / Resume / Roll back on a rollout's check run
+    (`rollwright/promote: <patch>`)."""
 
     kind: Literal["promotion_click"] = "promotion_click"
     repo: str
@@ -197,25 +219,17 @@ class PromotionClick(_Action):
     def describe(self) -> str:
         return f"signal {self.action}"
 
-    def audit(self, at: datetime) -> AuditRecord | None:
-        return self._record(None, RECEIVED.format(judge="rollout"), at)
+    judge: ClassVar[str] = "rollout"
 
-    def unheard(self, outcome: str, at: datetime) -> AuditRecord | None:
-        if outcome != "not_running":
-            return None
-        return self._record(False, f"the rollout of `{self.patch_id}` is not running", at)
-
-    def _record(self, counted: bool | None, reason: str, at: datetime) -> AuditRecord:
+    def clicked(self, at: datetime) -> AuditRecord:
         # A rollout has no root: the audit trail names it `rollout:<patch-id>` there.
+        root = rollout_audit_root(self.patch_id)
         return AuditRecord(
-            repo=self.repo,
-            root=rollout_audit_root(self.patch_id),
-            action=self.action,
-            actor=self.by,
-            counted=counted,
-            reason=reason,
-            at=at,
+            repo=self.repo, root=root, action=self.action, actor=self.by, counted=None, at=at
         )
+
+    def absent(self) -> str:
+        return f"the rollout of `{self.patch_id}`"
 
 
 Action = (

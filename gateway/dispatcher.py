@@ -61,7 +61,7 @@ from shared.contracts.promotion import (
     RolloutView,
     promotion_workflow_id,
 )
-from shared.contracts.queueing import queue_revision, unlock_queue
+from shared.contracts.queueing import queue_revision, signal_queue
 from shared.settings import Settings
 
 log = logging.getLogger("rollwright.gateway")
@@ -198,8 +198,14 @@ class TemporalDispatcher:
         if repo_ref is None:
             return await self._signal(workflow_id, SIGNAL_UNLOCK, unlock)
         async with _calling(f"signal-with-start {DEPLOY_WORKFLOW} {workflow_id} {SIGNAL_UNLOCK}"):
-            await unlock_queue(
-                self.client, self.task_queue, repo_ref, root, unlock, rpc_timeout=self.rpc_timeout
+            await signal_queue(
+                self.client,
+                self.task_queue,
+                repo_ref,
+                root,
+                SIGNAL_UNLOCK,
+                unlock,
+                rpc_timeout=self.rpc_timeout,
             )
         return Dispatched(workflow_id, "signaled")
 

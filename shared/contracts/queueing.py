@@ -17,7 +17,6 @@ from shared.contracts.deploy import (
     SA_REPO,
     SA_ROOT,
     SIGNAL_NEW_REVISION,
-    SIGNAL_UNLOCK,
     NewRevision,
     RepoRef,
     RootQueueInput,
@@ -38,29 +37,12 @@ async def queue_revision(
     """Signal `revision` to the root's DeployWorkflow, starting the workflow when it is not
     running; returns the workflow id. Signalling twice is harmless: the workflow drops a
     revision it already has queued or running."""
-    return await _signal_with_start(
+    return await signal_queue(
         client, task_queue, repo, root, SIGNAL_NEW_REVISION, revision, rpc_timeout=rpc_timeout
     )
 
 
-async def unlock_queue(
-    client: Client,
-    task_queue: str,
-    repo: RepoRef,
-    root: str,
-    unlock: UnlockSignal,
-    *,
-    rpc_timeout: timedelta | None = None,
-) -> str:
-    """Signal an Unlock click to the root's DeployWorkflow, starting the workflow when it is
-    not running (a finished queue rebuilds its lock from latest.json, then judges the click);
-    returns the workflow id."""
-    return await _signal_with_start(
-        client, task_queue, repo, root, SIGNAL_UNLOCK, unlock, rpc_timeout=rpc_timeout
-    )
-
-
-async def _signal_with_start(
+async def signal_queue(
     client: Client,
     task_queue: str,
     repo: RepoRef,
@@ -68,10 +50,12 @@ async def _signal_with_start(
     signal: str,
     arg: NewRevision | UnlockSignal,
     *,
-    rpc_timeout: timedelta | None,
+    rpc_timeout: timedelta | None = None,
 ) -> str:
-    """`RollwrightRepo` and `RollwrightRoot` are set from the start, so the Temporal UI finds
-    a root's queue before its first task runs."""
+    """Send `signal` (`new_revision`, or `unlock`: a finished queue rebuilds its lock from
+    latest.json, then judges the click) to the root's DeployWorkflow, starting the workflow
+    when it is not running; returns the workflow id. `RollwrightRepo` and `RollwrightRoot` are
+    set from the start, so the Temporal UI finds a root's queue before its first task runs."""
     workflow_id = deploy_workflow_id(repo.full_name, root)
     await client.start_workflow(
         DEPLOY_WORKFLOW,

@@ -111,10 +111,8 @@ def decide(
     `@org/slug` names (lowercased) of the policy's teams the actor is an active member of.
     """
     verb = "approve" if decision == "approve" else "reject"
-    if not actor:
-        return Verdict(counts=False, reason=NO_ACTOR)
-    if (refused := _cannot_write(actor, permission, repo, f"{verb} deployments")) is not None:
-        return refused
+    if (refused := _first_rows(actor, permission, repo, f"{verb} deployments")) or not actor:
+        return refused or Verdict(counts=False, reason=NO_ACTOR)
     admin = matches(policy.admins, actor, teams)
     meets = [POLICY_REQUIREMENT] if not policy.approvers else []
     if policy.approvers and matches(policy.approvers, actor, teams):
@@ -163,26 +161,24 @@ def decide_action(
     files and `distinctApprover` are about a diff, and these clicks decide none: each
     deployment they let through still asks for its own review.
     """
-    if not actor:
-        return Verdict(counts=False, reason=NO_ACTOR)
-    if (refused := _cannot_write(actor, permission, repo, ACTION_WORDS[action])) is not None:
-        return refused
+    if (refused := _first_rows(actor, permission, repo, ACTION_WORDS[action])) or not actor:
+        return refused or Verdict(counts=False, reason=NO_ACTOR)
     for root, policy in sorted(policies.items()):
         if matches(policy.admins, actor, teams):
             return Verdict(counts=True, permission=permission)
         if policy.approvers and not matches(policy.approvers, actor, teams):
             rule = f" ({policy.rule})" if policy.rule else ""
-            return Verdict(
-                counts=False,
-                permission=permission,
-                reason=f"@{actor} may not {ACTION_ON_ROOT[action].format(root=root)}{rule}: "
-                f"only {policy.whose(POLICY_REQUIREMENT)}",
-            )
+            what = ACTION_ON_ROOT[action].format(root=root)
+            why = f"@{actor} may not {what}{rule}: only {policy.whose(POLICY_REQUIREMENT)}"
+            return Verdict(counts=False, permission=permission, reason=why)
     return Verdict(counts=True, permission=permission)
 
 
-def _cannot_write(actor: str, permission: str, repo: str, what: str) -> Verdict | None:
-    """Row 2 of every decision table: nobody without write access decides anything."""
+def _first_rows(actor: str | None, permission: str, repo: str, what: str) -> Verdict | None:
+    """Rows 1 and 2 of every decision table: nobody unnamed, nobody without write access
+    (None: neither applies)."""
+    if not actor:
+        return Verdict(counts=False, reason=NO_ACTOR)
     if permission not in WRITE_PERMISSIONS:
         return Verdict(
             counts=False,

@@ -6,11 +6,11 @@ emulator over HTTP answering the collaborator permission and team membership API
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 from temporalio.testing import ActivityEnvironment
 
 from activities.authority import ActionJudge
@@ -18,8 +18,8 @@ from activities.github import GitHubAccess
 from shared.contracts.deploy import RepoRef
 from shared.contracts.governance import ActionRequest, GovernedAction, Verdict
 from shared.devstack.emulator.server import GitHubEmulator
-from shared.settings import Settings
 from shared.stores.gitmirror import GitMirror
+from tests.support.github_app import app_settings
 from tests.support.gitrepo import commit_all, git, init_repo
 from tests.support.paths import EXAMPLES
 
@@ -41,11 +41,7 @@ review:
 class World:
     def __init__(self, tmp: Path, app_key: str) -> None:
         self.work = init_repo(tmp / "work")
-        for source in (EXAMPLES / "dimensions-fleet").rglob("*"):
-            if source.is_file():
-                dest = self.work / source.relative_to(EXAMPLES / "dimensions-fleet")
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(source.read_bytes())
+        shutil.copytree(EXAMPLES / "dimensions-fleet", self.work, dirs_exist_ok=True)
         self.first = self.commit_policy("alice, '@acme/sre'")
         self.remote = tmp / "remote.git"
         git(tmp, "clone", "-q", "--bare", str(self.work), str(self.remote))
@@ -56,14 +52,7 @@ class World:
         self.emulator.set_permission("acme", "fleet", "rita", "read")
         self.emulator.add_team_member("acme", "sre", "sam")
         self.emulator.start()
-        self.access = GitHubAccess(
-            Settings(
-                data_dir=tmp / "data",
-                github_api_url=self.emulator.url,
-                github_app_id=str(APP_ID),
-                github_private_key=SecretStr(app_key),
-            )
-        )
+        self.access = GitHubAccess(app_settings(tmp / "data", self.emulator, APP_ID, app_key))
         self.repo = RepoRef(
             owner="acme", name="fleet", installation_id=INSTALLATION, clone_url=str(self.remote)
         )

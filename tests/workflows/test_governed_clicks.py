@@ -11,12 +11,9 @@ is tested in tests/activities/test_governance_actions.py.
 
 from __future__ import annotations
 
-import asyncio
-import functools
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
-from shared.contracts.deploy import TASK_QUEUE, UnlockSignal
+from shared.contracts.deploy import SIGNAL_UNLOCK, TASK_QUEUE, UnlockSignal
 from shared.contracts.promotion import (
     SIGNAL_HALT,
     SIGNAL_PROMOTE,
@@ -25,23 +22,16 @@ from shared.contracts.promotion import (
     PromoteSignal,
     RootDeployment,
 )
-from shared.contracts.queueing import unlock_queue
+from shared.contracts.queueing import signal_queue
 from tests.support.deploy_world import REPO, Harness, World, harness, latest, sha, until
 from tests.support.histories import keep, run_chain
 from tests.support.promotion_world import PATCH, WORKFLOW_ID, Fleet, rollout
+from tests.support.scenarios import scenario
 
 ROOT = "prod/eu-west"
 A, L = sha("a"), sha("1")
 READER = {"rita": "read"}
 PROD_APPROVERS = {"rules": [{"roots": ["prod/*"], "approvers": ["alice", "@acme/sre"]}]}
-
-
-def scenario(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
-    @functools.wraps(fn)
-    def test(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(asyncio.wait_for(fn(*args, **kwargs), 120))
-
-    return test
 
 
 async def waiting_run(h: Harness, revision: str) -> int:
@@ -56,7 +46,7 @@ async def waiting_run(h: Harness, revision: str) -> int:
 # --- Unlock on a root's queue --------------------------------------------------------------
 
 
-@scenario
+@scenario()
 async def test_unlock_counts_only_for_the_roots_approvers_with_write_access() -> None:
     manual = latest(L, trigger="manual")
     world = World(latest={ROOT: manual}, permissions=READER, review=PROD_APPROVERS)
@@ -102,7 +92,7 @@ async def test_unlock_counts_only_for_the_roots_approvers_with_write_access() ->
         keep("governed-unlock", await h.run_chain(deploy.id, deploy.result_run_id or ""))
 
 
-@scenario
+@scenario()
 async def test_an_unlock_with_nothing_locked_is_recorded_as_not_counted() -> None:
     world = World(latest={ROOT: latest(L)})  # a merge: not locked
     async with harness(world) as h:
@@ -117,7 +107,7 @@ async def test_an_unlock_with_nothing_locked_is_recorded_as_not_counted() -> Non
         assert world.judged == []  # nobody asked GitHub about a click with nothing to do
 
 
-@scenario
+@scenario()
 async def test_an_unlock_of_a_finished_queue_starts_it_and_is_judged() -> None:
     """No queue runs for the root (it went idle): the gateway's signal-with-start begins a
     run that rebuilds the lock from latest.json, then judges the click against it."""
@@ -127,12 +117,12 @@ async def test_an_unlock_of_a_finished_queue_starts_it_and_is_judged() -> None:
         permissions=READER,
     )
     async with harness(world) as h:
-        await unlock_queue(h.client, TASK_QUEUE, REPO, ROOT, UnlockSignal(by="rita"))
+        await signal_queue(h.client, TASK_QUEUE, REPO, ROOT, SIGNAL_UNLOCK, UnlockSignal(by="rita"))
         (refused,) = await until(lambda: world.audits, "the reader's click recorded")
         assert not refused.counted and "@rita has read access" in refused.reason
         assert (await h.state(ROOT)).lock.locked and world.persisted == []
 
-        await unlock_queue(h.client, TASK_QUEUE, REPO, other, UnlockSignal(by="bob"))
+        await signal_queue(h.client, TASK_QUEUE, REPO, other, SIGNAL_UNLOCK, UnlockSignal(by="bob"))
         await until(lambda: world.persisted, "the Unlock written to latest.json")
         assert world.latest[other].unlocked_by == "bob"
         assert world.audits[-1].counted and world.audits[-1].root == other
@@ -168,7 +158,7 @@ def asking(fleet: Fleet, identifier: str) -> Callable[[], bool]:
     )
 
 
-@scenario
+@scenario()
 async def test_promote_counts_only_for_the_approvers_of_the_node_promoted_to() -> None:
     fleet = gated_rollout()
     async with rollout(fleet) as r:
@@ -206,7 +196,7 @@ async def test_promote_counts_only_for_the_approvers_of_the_node_promoted_to() -
         )
 
 
-@scenario
+@scenario()
 async def test_halt_needs_write_access_and_the_current_nodes_approvers() -> None:
     fleet = gated_rollout()
     fleet.review = {"rules": [{"roots": ["int/*"], "approvers": ["carol"]}]}
