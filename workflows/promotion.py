@@ -13,7 +13,10 @@ dependencies, conflicts) and decides one step:
     … until the patch is active on every node: a graduation pull request, and the end.
 
 A failed, rejected or timed-out deployment of a revision containing the patch under the current
-node (or a Halt click) halts the rollout until someone clicks Resume. Conflicting patches or a
+node (or a Halt click) halts the rollout until someone clicks Resume. Every click (Promote,
+Halt, Resume, Roll back) is judged in its signal handler, by the review policy of the node it
+acts on (`judge_action`, docs/governance.md), and recorded; one that does not count changes
+nothing and is listed on the check run. Conflicting patches or a
 broken fleet repo block it until a new revision fixes them. The rollout table (node, state,
 since) is the workflow's current details and the `rollout` query; the check run
 `rollwright/promote: <patch>` on the default branch's tip carries the same table and buttons.

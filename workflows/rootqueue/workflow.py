@@ -4,7 +4,10 @@
 The queue's rules live in `RootQueue` (no Temporal in them); this is the loop around it.
 Before an item runs it is compared with the latest deployed revision: behind → skipped;
 diverged or manual → the review gate always asks. Signals keep being handled while a
-deployment runs (queued check runs, duplicates, Unlock). The history stays bounded: queued
+deployment runs (queued check runs, duplicates, Unlock). An Unlock click is judged by the
+review policy in its signal handler (`judge_action`, docs/governance.md) and opens the lock
+only if it counts; one that does not is listed on the waiting merges' check runs, and both
+are recorded in the audit trail. The history stays bounded: queued
 items' check runs and rows are written in batches and only when they change, continue-as-new
 is checked inside every long loop, and a deployment running when the run continues as new runs
 on (abandoned, not terminated) and reports its end by signal. Idle for 60 minutes (nothing
