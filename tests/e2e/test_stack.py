@@ -250,16 +250,16 @@ def test_manual_deploy_locks_until_unlock(world: World) -> None:
 
     # a reader's Unlock changes nothing: judged by the root's queue (the emulator's permission
     # API), recorded as received and as not counted, listed on the waiting check run
-    world.emulator.set_permission(OWNER, NAME, "rita", "read")
-    world.click(waiting, "unlock", "rita")
-    refused = world.wait_for("the reader's Unlock judged", lambda: _unlock_rows(world, "rita", 2))
+    world.emulator.set_permission(OWNER, NAME, "reed", "read")
+    world.click(waiting, "unlock", "reed")
+    refused = world.wait_for("the reader's Unlock judged", lambda: _unlock_rows(world, "reed", 2))
     assert [e["counted"] for e in refused] == [False, None]  # newest first
-    assert "@rita has read access" in refused[0]["reason"]
+    assert "@reed has read access" in refused[0]["reason"]
     assert refused[0]["deployment_id"] == manual_id  # on the locking deployment's trail
 
     def listing() -> CheckRunRecord | None:
         run = next(r for r in world.runs(root) if r.id == waiting.id)
-        return run if "@rita clicked Unlock" in (run.output.get("summary") or "") else None
+        return run if "@reed clicked Unlock" in (run.output.get("summary") or "") else None
 
     listed = world.wait_for("the refusal on the waiting check run", listing)
     assert [a["identifier"] for a in listed.actions] == ["unlock"]
