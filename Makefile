@@ -40,6 +40,8 @@ HISTORY_SCENARIOS = \
 	tests/workflows/test_promotion.py::test_continue_as_new_keeps_the_rollout_and_replays \
 	tests/workflows/test_promotion.py::test_rollback_auto_reverts_the_promotion_and_the_node_verifies_again \
 	tests/workflows/test_governance.py::test_the_revision_summary_continues_as_new_and_keeps_its_roots \
+	tests/workflows/test_governed_clicks.py::test_unlock_counts_only_for_the_roots_approvers_with_write_access \
+	tests/workflows/test_governed_clicks.py::test_promote_counts_only_for_the_approvers_of_the_node_promoted_to \
 	tests/workflows/test_preview.py::test_continues_as_new_after_many_heads_and_keeps_its_state
 histories: $(STAMP)
 	rm -rf tests/histories/*/

@@ -15,6 +15,7 @@ from typing import Any
 
 from temporalio.client import Client
 
+from activities.authority import ActionJudge
 from activities.dispatch import DispatchActivities, QueueActivities
 from activities.git import GitActivities
 from activities.github import GitHubAccess, GitHubActivities
@@ -119,6 +120,7 @@ def build_activities(
         DeliveryVerifier(jobs, mirror=mirror).verify_delivery,
         governance.judge_review,
         governance.carry_over,
+        ActionJudge(github, mirror).judge_action,
     ]
     return Activities(
         all=shared + pinned,

@@ -164,7 +164,7 @@ class GovernanceActivities:
             teams: set[str] = set()
         else:
             app = self.github.app_for(request.repo)
-            permission, teams = who_is(app, repo, request.policy, actor)
+            permission, teams = who_is(app, repo, actor, request.policy)
         return decide(
             request.policy,
             request.decision,
@@ -221,7 +221,7 @@ class GovernanceActivities:
         policy = request.policy.model_copy(update={"author": pull.author})
         counted, satisfies, refused = [], [], []
         for login in approvers:
-            permission, teams = who_is(app, repo, policy, login)
+            permission, teams = who_is(app, repo, login, policy)
             verdict = decide(
                 policy, "approve", login, repo=repo, permission=permission, teams=teams
             )
@@ -241,12 +241,12 @@ class GovernanceActivities:
         return CarryOver(pr=pull.number, approvers=counted, satisfies=satisfies, reason=reason)
 
 
-def who_is(app: GitHubApp, repo: str, policy: ReviewPolicy, login: str) -> tuple[str, set[str]]:
-    """GitHub's permission of `login` on `repo`, and the policy's teams they are in."""
+def who_is(app: GitHubApp, repo: str, login: str, *policies: ReviewPolicy) -> tuple[str, set[str]]:
+    """GitHub's permission of `login` on `repo`, and the policies' teams they are in."""
     permission = app.collaborator_permission(repo, login)
     teams = {
         f"@{org}/{slug}".lower()
-        for org, slug in teams_named(policy)
+        for org, slug in teams_named(*policies)
         if app.is_team_member(repo, org, slug, login)
     }
     return permission, teams
@@ -285,7 +285,7 @@ def owners_report(
         policy = ReviewPolicy(owners=[req])
         by = []
         for login in approvers:
-            permission, teams = who_is(app, repo, policy, login)
+            permission, teams = who_is(app, repo, login, policy)
             verdict = decide(
                 policy, "approve", login, repo=repo, permission=permission, teams=teams
             )

@@ -10,7 +10,7 @@ defaults, never rename or retype one (rows written by an older gateway are read 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -36,10 +36,10 @@ from shared.contracts.preview import (
     PullRequestHead,
     preview_workflow_id,
 )
-from shared.contracts.promotion import promotion_workflow_id
+from shared.contracts.promotion import promotion_workflow_id, rollout_audit_root
 
-# The audit trail's `root` of a promote / halt / resume click: the rollout it was made on.
-ROLLOUT_SUBJECT = "rollout:"
+# The gateway's audit row of a click a workflow judges: received, not judged yet.
+RECEIVED = "received; the {judge} judges it by the review policy"
 
 
 class _Action(BaseModel):
@@ -50,9 +50,40 @@ class _Action(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     def audit(self, at: datetime) -> AuditRecord | None:
-        """The audit event of a person's click this action carries (None: not a click, or
-        one the workflow audits itself, like Approve / Reject)."""
+        """The audit event of a person's click this action carries, recorded with the
+        delivery (None: not a click, or one the workflow audits alone, like Approve /
+        Reject). It says the click was received; whether it counted is the workflow's row."""
         return None
+
+    def unheard(self, outcome: str, at: datetime) -> AuditRecord | None:
+        """The audit event of a click whose workflow was not there to judge it (`outcome`
+        of the signal: `not_running`), None for anything else."""
+        return None
+
+
+class _Click(_Action):
+    """An action carrying a person's click that its workflow judges by the review policy
+    (Unlock, a rollout's buttons; docs/governance.md): recorded as received with the
+    delivery, and as not counted when its workflow is not running."""
+
+    judge: ClassVar[str]  # who judges it: "root's queue", "rollout"
+
+    def clicked(self, at: datetime) -> AuditRecord:
+        """The click's audit row, not judged (`counted` None)."""
+        raise NotImplementedError
+
+    def absent(self) -> str:
+        """What is not running when nobody judges it ("the rollout of `x`")."""
+        raise NotImplementedError
+
+    def audit(self, at: datetime) -> AuditRecord | None:
+        return self.clicked(at).model_copy(update={"reason": RECEIVED.format(judge=self.judge)})
+
+    def unheard(self, outcome: str, at: datetime) -> AuditRecord | None:
+        if outcome != "not_running":
+            return None
+        reason = f"{self.absent()} is not running"
+        return self.clicked(at).model_copy(update={"counted": False, "reason": reason})
 
 
 class StartDispatch(_Action):
@@ -86,28 +117,37 @@ class Review(_Action):
         return f"signal {SIGNAL_REVIEW} ({self.signal.decision})"
 
 
-class Unlock(_Action):
+class Unlock(_Click):
     kind: Literal["unlock"] = "unlock"
     repo: str
     root: str
     signal: UnlockSignal
+    # The repository as the webhook names it: the Unlock signal-with-starts a finished
+    # root's queue (rows stored without it only signal a running one).
+    repo_ref: RepoRef | None = None
 
     @property
     def target(self) -> str:
         return deploy_workflow_id(self.repo, self.root)
 
     def describe(self) -> str:
-        return f"signal {SIGNAL_UNLOCK}"
+        start = "signal-with-start" if self.repo_ref is not None else "signal"
+        return f"{start} {SIGNAL_UNLOCK}"
 
-    def audit(self, at: datetime) -> AuditRecord | None:
+    judge: ClassVar[str] = "root's queue"
+
+    def clicked(self, at: datetime) -> AuditRecord:
         return AuditRecord(
             repo=self.repo,
             root=self.root,
             action="unlock",
             actor=self.signal.by,
-            counted=True,
+            counted=None,
             at=at,
         )
+
+    def absent(self) -> str:
+        return f"the queue of `{self.root}`"
 
 
 class QueueRevision(_Action):
@@ -160,8 +200,9 @@ class PreviewClosed(_Action):
         return f"signal {SIGNAL_PR_CLOSED}"
 
 
-class PromotionClick(_Action):
-    """Promote / Halt / Resume on a rollout's check run (`rollwright/promote: <patch>`)."""
+class PromotionClick(_Click):
+    """Promote / Halt / Resume / Roll back on a rollout's check run
+    (`rollwright/promote: <patch>`)."""
 
     kind: Literal["promotion_click"] = "promotion_click"
     repo: str
@@ -178,16 +219,17 @@ class PromotionClick(_Action):
     def describe(self) -> str:
         return f"signal {self.action}"
 
-    def audit(self, at: datetime) -> AuditRecord | None:
+    judge: ClassVar[str] = "rollout"
+
+    def clicked(self, at: datetime) -> AuditRecord:
         # A rollout has no root: the audit trail names it `rollout:<patch-id>` there.
+        root = rollout_audit_root(self.patch_id)
         return AuditRecord(
-            repo=self.repo,
-            root=f"{ROLLOUT_SUBJECT}{self.patch_id}",
-            action=self.action,
-            actor=self.by,
-            counted=True,
-            at=at,
+            repo=self.repo, root=root, action=self.action, actor=self.by, counted=None, at=at
         )
+
+    def absent(self) -> str:
+        return f"the rollout of `{self.patch_id}`"
 
 
 Action = (
@@ -204,7 +246,7 @@ async def deliver(action: Action, d: Dispatcher) -> Dispatched:
         case Review():
             return await d.review(action.deployment_id, action.signal)
         case Unlock():
-            return await d.unlock(action.repo, action.root, action.signal)
+            return await d.unlock(action.repo, action.root, action.signal, action.repo_ref)
         case QueueRevision():
             return await d.queue_revision(action.repo_ref, action.root, action.revision)
         case PreviewHead():

@@ -61,7 +61,7 @@ from shared.contracts.promotion import (
     RolloutView,
     promotion_workflow_id,
 )
-from shared.contracts.queueing import queue_revision
+from shared.contracts.queueing import queue_revision, signal_queue
 from shared.settings import Settings
 
 log = logging.getLogger("rollwright.gateway")
@@ -110,8 +110,11 @@ class Dispatcher(Protocol):
         """Signal the DeploymentWorkflow of a deployment (id = deployment id)."""
         ...
 
-    async def unlock(self, repo: str, root: str, unlock: UnlockSignal) -> Dispatched:
-        """Signal the root's DeployWorkflow to unlock its queue."""
+    async def unlock(
+        self, repo: str, root: str, unlock: UnlockSignal, repo_ref: RepoRef | None = None
+    ) -> Dispatched:
+        """Signal an Unlock click to the root's DeployWorkflow, which judges it; with
+        `repo_ref`, signal-with-start (a finished queue starts and rebuilds its lock)."""
         ...
 
     async def queue_revision(self, repo: RepoRef, root: str, revision: NewRevision) -> Dispatched:
@@ -188,8 +191,23 @@ class TemporalDispatcher:
     async def review(self, deployment_id: str, review: ReviewSignal) -> Dispatched:
         return await self._signal(deployment_id, SIGNAL_REVIEW, review)
 
-    async def unlock(self, repo: str, root: str, unlock: UnlockSignal) -> Dispatched:
-        return await self._signal(deploy_workflow_id(repo, root), SIGNAL_UNLOCK, unlock)
+    async def unlock(
+        self, repo: str, root: str, unlock: UnlockSignal, repo_ref: RepoRef | None = None
+    ) -> Dispatched:
+        workflow_id = deploy_workflow_id(repo, root)
+        if repo_ref is None:
+            return await self._signal(workflow_id, SIGNAL_UNLOCK, unlock)
+        async with _calling(f"signal-with-start {DEPLOY_WORKFLOW} {workflow_id} {SIGNAL_UNLOCK}"):
+            await signal_queue(
+                self.client,
+                self.task_queue,
+                repo_ref,
+                root,
+                SIGNAL_UNLOCK,
+                unlock,
+                rpc_timeout=self.rpc_timeout,
+            )
+        return Dispatched(workflow_id, "signaled")
 
     async def queue_revision(self, repo: RepoRef, root: str, revision: NewRevision) -> Dispatched:
         workflow_id = deploy_workflow_id(repo.full_name, root)

@@ -55,15 +55,21 @@ async def audit(
     actor: Annotated[str | None, Query(description="A GitHub login.")] = None,
     action: Annotated[
         str | None,
-        Query(description="approve, reject, unlock, promote, halt or resume."),
+        Query(description="approve, reject, unlock, promote, halt, resume or rollback."),
     ] = None,
-    counted: Annotated[bool | None, Query(description="false: only refused clicks.")] = None,
+    counted: Annotated[
+        bool | None,
+        Query(
+            description="false: only refused clicks; true: only those that counted (a click "
+            "a workflow judges also has a received row, `counted: null`, left out by both)."
+        ),
+    ] = None,
     before: Annotated[int | None, Query(ge=1, description="`next` of the previous page.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> AuditPage:
-    """The audit trail: who approved, rejected, unlocked, promoted, halted or resumed what,
-    from where (check run, page, API, PR review), when, and whether it counted; of the
-    repositories the viewer may read."""
+    """The audit trail: who approved, rejected, unlocked, promoted, halted, resumed or rolled
+    back what, from where (check run, page, API, PR review), when, and whether it counted; of
+    the repositories the viewer may read."""
     if repo:
         shown, _ = await reading.narrow(repo, reader.deployments.repositories)
         repos: list[str] | None = [repo] if shown else []

@@ -49,8 +49,9 @@ class TimelineEvent(BaseModel):
 
 
 class AuditEvent(BaseModel):
-    """One person's action (approve, reject, unlock, promote, halt, resume), where it was
-    made, and whether it counted (`reason`: why not)."""
+    """One person's action (approve, reject, unlock, promote, halt, resume, rollback), where
+    it was made, and whether it counted (`reason`: why not). `counted` is null on the row the
+    gateway writes when it receives a click that a workflow judges (docs/governance.md)."""
 
     id: int
     repo: str
@@ -59,7 +60,7 @@ class AuditEvent(BaseModel):
     action: str
     actor: str | None = None
     source: str
-    counted: bool
+    counted: bool | None
     reason: str = ""
     at: datetime
 

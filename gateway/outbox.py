@@ -250,8 +250,13 @@ class OutboxDrainer:
             dispatched.outcome,
             row.delivery_id,
         )
+        # A click whose workflow is not running was judged by nobody: recorded as not counted.
+        unheard = action.unheard(dispatched.outcome, datetime.now(UTC))
         return OutboxResult(
-            row.id, "done", outcome=f"{dispatched.outcome}: {dispatched.workflow_id}"
+            row.id,
+            "done",
+            outcome=f"{dispatched.outcome}: {dispatched.workflow_id}",
+            audit=unheard,
         )
 
     def _retry(self, row: OutboxClaim, error: str) -> OutboxResult:

@@ -15,11 +15,11 @@ Which events do what (anything else is answered 200 `ignored`):
   `dispatch:<repo>:<after>`.
 - `check_run.requested_action` on a check run named `rollwright/<root>` of this App:
   `approve` / `reject` → `review` signal to the DeploymentWorkflow named by the `external_id`;
-  `unlock` → `unlock` signal to `deploy:<repo>:<root>`.
+  `unlock` → signal-with-start `deploy:<repo>:<root>` with `unlock` (the queue judges it).
 - `check_run.requested_action` on `rollwright/promote: <patch-id>` (a rollout's check run):
   `promote` / `halt` / `resume` / `rollback` → that signal to `promote:<repo>:<patch-id>`,
   with the clicked run's `head_sha` (the workflow tells a stale Promote, Resume or Roll back
-  apart).
+  apart, and judges the click).
 - `check_run.rerequested` (same check runs, default branch) → signal-with-start
   `deploy:<repo>:<root>` with a manual `rerequested` revision of the check run's head sha.
 - `check_suite.rerequested` (this App's suite, default branch) → start a manual
@@ -331,7 +331,12 @@ def _check_run(ev: CheckRunEvent, app_id: str | None) -> Route:
                 ),
             )
         if identifier == "unlock":
-            return Unlock(repo=repo.full_name, root=root, signal=UnlockSignal(by=sender))
+            return Unlock(
+                repo=repo.full_name,
+                root=root,
+                signal=UnlockSignal(by=sender, check_run_id=run.id),
+                repo_ref=repo,
+            )
         return Ignore(f"requested action {identifier!r} is not handled")
     if ev.action == "rerequested":
         branch = run.check_suite.head_branch if run.check_suite else None

@@ -72,6 +72,14 @@ POLICY = Options(timedelta(minutes=5), _PINNED_RETRY, schedule_to_start=_PINNED_
 JUDGE = Options(
     timedelta(minutes=1), RetryPolicy(maximum_interval=timedelta(seconds=20), maximum_attempts=5)
 )
+# Does an Unlock or a rollout click count: the policy from the worker's mirror (a fetch, or a
+# clone on a worker that has none yet), then GitHub's answers. As with JUDGE, a few attempts
+# and the click is refused with the reason.
+JUDGE_CLICK = Options(
+    timedelta(minutes=10),
+    RetryPolicy(maximum_interval=timedelta(seconds=20), maximum_attempts=5),
+    _BEAT,
+)
 CLEANUP = Options(
     timedelta(minutes=2), RetryPolicy(maximum_attempts=3), schedule_to_start=timedelta(minutes=1)
 )

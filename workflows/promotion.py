@@ -13,7 +13,10 @@ dependencies, conflicts) and decides one step:
     … until the patch is active on every node: a graduation pull request, and the end.
 
 A failed, rejected or timed-out deployment of a revision containing the patch under the current
-node (or a Halt click) halts the rollout until someone clicks Resume. Conflicting patches or a
+node (or a Halt click) halts the rollout until someone clicks Resume. Every click (Promote,
+Halt, Resume, Roll back) is judged in its signal handler, by the review policy of the node it
+acts on (`judge_action`, docs/governance.md), and recorded; one that does not count changes
+nothing and is listed on the check run. Conflicting patches or a
 broken fleet repo block it until a new revision fixes them. The rollout table (node, state,
 since) is the workflow's current details and the `rollout` query; the check run
 `rollwright/promote: <patch>` on the default branch's tip carries the same table and buttons.
@@ -42,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         SA_STATE,
         CheckRunAction,
     )
+    from shared.contracts.governance import GovernedAction, Verdict
     from shared.contracts.promotion import (
         PROMOTION_WORKFLOW,
         QUERY_ROLLOUT,
@@ -71,7 +75,8 @@ with workflow.unsafe.imports_passed_through():
         RolloutView,
         RootDeployment,
     )
-    from workflows import calls, rollout, searchattrs
+    from workflows import calls, clicks, refusals, rollout, rolloutclicks, searchattrs
+    from workflows.refusals import refusal, refusals_block
     from workflows.rollout import (
         HALT,
         PROMOTE,
@@ -84,6 +89,9 @@ with workflow.unsafe.imports_passed_through():
     )
 
 MAX_HISTORY_EVENTS = 5_000
+# Clicks on the rollout's check run are judged by the review policy (docs/workflow-versions.md).
+JUDGED_CLICKS = "PromotionWorkflow-judged-clicks"
+Click = PromoteSignal | HaltSignal | ResumeSignal | RollbackSignal
 
 
 @workflow.defn(name=PROMOTION_WORKFLOW)
@@ -116,6 +124,10 @@ class PromotionWorkflow:
         self.resume_offers: dict[str, datetime] = dict(inp.resume_offers)
         self.awaiting_node: str | None = inp.awaiting_node
         self.halt: HaltState | None = inp.halt
+        # What a click that arrives before run() starts is judged with.
+        self.inp = inp
+        self.node = inp.node
+        self.refusals: list[str] = list(inp.refusals)  # clicks that did not count, shown
 
     # --- signals and query -----------------------------------------------------------------
 
@@ -126,51 +138,93 @@ class PromotionWorkflow:
         self.wakeups += 1
 
     @workflow.signal(name=SIGNAL_PROMOTE)
-    def promote(self, signal: PromoteSignal) -> None:
+    async def promote(self, signal: PromoteSignal) -> None:
         # A click approves the node the check run offered; a stale click is ignored.
-        if self.awaiting_node is None or self.halt is not None or self.halt_request is not None:
-            workflow.logger.info("promote ignored: no manual gate is waiting")
-            return
-        if signal.head_sha and self.offers.get(signal.head_sha) != self.awaiting_node:
-            # Clicked on a check run that offered another node (an old tip's, still open in
-            # someone's browser): approving what waits now would skip their review of it.
-            workflow.logger.info("promote ignored: the check run clicked offered another node")
-            return
-        self.approved[self.awaiting_node] = signal.by or "someone"
-        self.wakeups += 1
+        await self._click("promote", signal)
 
     @workflow.signal(name=SIGNAL_HALT)
-    def halt_signal(self, signal: HaltSignal) -> None:
+    async def halt_signal(self, signal: HaltSignal) -> None:
         # From any of the rollout's check runs, however old: halting is always safe.
-        self.halt_request = signal
-        self.wakeups += 1
+        await self._click("halt", signal)
 
     @workflow.signal(name=SIGNAL_RESUME)
-    def resume(self, signal: ResumeSignal) -> None:
+    async def resume(self, signal: ResumeSignal) -> None:
         # A click resumes the halt its check run showed; a stale one is ignored.
-        halt = self.halt
-        if signal.head_sha and (
-            halt is None or self.resume_offers.get(signal.head_sha) != halt.since
-        ):
-            # Clicked on a run that showed an earlier halt (still open in someone's browser),
-            # or none is shown yet: resuming now would skip their look at this one.
-            workflow.logger.info("resume ignored: the check run clicked showed another halt")
-            return
-        self.resume_request = signal
-        self.wakeups += 1
+        await self._click("resume", signal)
 
     @workflow.signal(name=SIGNAL_ROLLBACK)
-    def rollback_click(self, signal: RollbackSignal) -> None:
+    async def rollback_click(self, signal: RollbackSignal) -> None:
         # Only the halt the clicked check run showed, once: the button comes with that halt.
-        halt = self.halt
-        if halt is None or halt.rolled_back or not halt.deployment_ids:
-            workflow.logger.info("roll back ignored: no halt on failed deployments to revert")
+        await self._click("rollback", signal)
+
+    async def _click(self, action: GovernedAction, signal: Click) -> None:
+        """A click on the rollout's check run: before the patch `JUDGED_CLICKS` it applied
+        unless stale; now it is judged by the review policy of the node it acts on
+        (docs/governance.md), recorded either way, and a refusal is shown on the check run."""
+        standing = self._standing()
+        why = rolloutclicks.ignored(action, signal.head_sha, standing, judged=self._judged())
+        if not self._judged():
+            if why is None:
+                self._apply(signal)
+            else:
+                workflow.logger.info("%s ignored: %s", action, why)
             return
-        if signal.head_sha and self.resume_offers.get(signal.head_sha) != halt.since:
-            workflow.logger.info("roll back ignored: the check run clicked showed another halt")
-            return
-        self.rollback_request = signal
+        node = rolloutclicks.node_of(action, standing)
+        verdict = Verdict(counts=False, reason=why or "")
+        if why is None:
+            request = rolloutclicks.judge_request(
+                self.inp.repo,
+                self.inp.patch_id,
+                action,
+                signal.by,
+                node,
+                revision=self.revision,
+                workflow_id=workflow.info().workflow_id,
+            )
+            verdict = await clicks.judge(request)
+            now = self._standing()
+            moved = rolloutclicks.MOVED if rolloutclicks.node_of(action, now) != node else None
+            why = moved or rolloutclicks.ignored(action, signal.head_sha, now, judged=True)
+            if verdict.counts and why is not None:
+                verdict = Verdict(counts=False, permission=verdict.permission, reason=why)
+        if verdict.counts:
+            self._apply(signal)
+        else:
+            line = refusal(action, signal.by, verdict.reason)
+            self.refusals = refusals.keep(self.refusals, line)
+            self.wakeups += 1  # the check run lists it
+        repo, patch = self.inp.repo.full_name, self.inp.patch_id
+        record = rolloutclicks.audit_record(repo, patch, action, signal.by, verdict, workflow.now())
+        await clicks.audit(record)
+
+    def _apply(self, signal: Click) -> None:
+        """A click that counts (the loop takes it on its next pass)."""
+        match signal:
+            case PromoteSignal():
+                assert self.awaiting_node is not None
+                self.approved[self.awaiting_node] = signal.by or "someone"
+            case HaltSignal():
+                self.halt_request = signal
+            case ResumeSignal():
+                self.resume_request = signal
+            case RollbackSignal():
+                self.rollback_request = signal
         self.wakeups += 1
+
+    def _standing(self) -> rolloutclicks.Standing:
+        return rolloutclicks.Standing(
+            awaiting_node=self.awaiting_node,
+            halt=self.halt,
+            halt_requested=self.halt_request is not None,
+            offers=dict(self.offers),
+            resume_offers=dict(self.resume_offers),
+            node=self.node,
+        )
+
+    def _judged(self) -> bool:
+        """Clicks are judged by the review policy (patch `JUDGED_CLICKS`, decided once per
+        run: the first call records it)."""
+        return workflow.patched(JUDGED_CLICKS)
 
     @workflow.signal(name=SIGNAL_PROMOTION_REVISION)
     def new_revision(self, signal: PromotionRevision) -> None:
@@ -202,6 +256,7 @@ class PromotionWorkflow:
     @workflow.run
     async def run(self, inp: PromotionInput) -> RolloutView:
         self.inp = inp
+        self._judged()
         self.revision = inp.revision
         self.rows: list[RolloutRow] = list(inp.rows)
         self.node = inp.node
@@ -627,9 +682,11 @@ class PromotionWorkflow:
 
     async def _flush_check_run(self) -> None:
         want = self.want_check_run
-        if want is None or self.shown == want.key:
+        # A click that did not count is shown at once, whatever else the check run says.
+        key = (want.key, tuple(self.refusals)) if want is not None else None
+        if want is None or self.shown == key:
             return
-        self.shown = want.key
+        self.shown = key
         await self._check_run(want)
 
     async def _check_run(self, want: CheckRunWant) -> None:
@@ -645,6 +702,7 @@ class PromotionWorkflow:
                 want.message,
                 rollout_table(self.rows),
                 rollout.deployments_table(self.deployments),
+                *filter(None, [refusals_block(self.refusals)]),
             ]
         )
         request = rollout.check_run_request(
@@ -721,4 +779,5 @@ class PromotionWorkflow:
             check_run_sha=self.check_run_sha,
             max_history_events=self.inp.max_history_events,
             reported=list(self.reported.values()),
+            refusals=self.refusals,
         )

@@ -39,6 +39,7 @@ from shared.contracts.deploy import (
     SignalDeploysRequest,
 )
 from shared.contracts.governance import (
+    ActionRequest,
     CarryOver,
     CarryOverRequest,
     JudgeRequest,
@@ -149,6 +150,10 @@ ACT_REPORT_REVIEW: ActivityRef[ReportReview, None] = ActivityRef(
 )
 ACT_CARRY_OVER: ActivityRef[CarryOverRequest, CarryOver] = ActivityRef(
     "carry_over", CarryOverRequest, CarryOver
+)
+# Unlock and the rollout buttons: does the click count under the review policy in force.
+ACT_JUDGE_ACTION: ActivityRef[ActionRequest, Verdict] = ActivityRef(
+    "judge_action", ActionRequest, Verdict
 )
 
 # --- delivery verification --------------------------------------------------------------------

@@ -200,6 +200,9 @@ class NewRevision(Payload):
 
 class UnlockSignal(Payload):
     by: str | None = None
+    # The check run clicked (a queued merge's): a click that does not count is shown there at
+    # once, whatever the length of the queue (docs/governance.md).
+    check_run_id: int | None = None
 
 
 class QueueItem(Payload):
@@ -310,6 +313,8 @@ class RootQueueInput(Payload):
     changed: list[str] = Field(default_factory=list)
     unrecorded: list[str] = Field(default_factory=list)
     unlock_unsaved: bool = False
+    # Unlock clicks that did not count, as the waiting check runs list them (the newest).
+    unlock_refusals: list[str] = Field(default_factory=list)
 
 
 class RootQueueState(Payload):
@@ -566,7 +571,8 @@ class AuditRecord(Payload):
     action: str
     actor: str | None = None
     source: AuditSource = "check_run"
-    counted: bool
+    # None: received, not judged yet (the gateway's row of a click a workflow judges).
+    counted: bool | None
     reason: str = ""
     at: datetime
 

@@ -3,7 +3,8 @@ one click — does it count, and which of the deployment's requirements does it 
 
 The workflow only keeps the set of satisfied requirements and asks `outstanding()`; whether a
 click counts is decided by the `judge_review` activity (it asks GitHub who has write access
-and who is in which team, then applies `shared/review/governance.py`'s decision table).
+and who is in which team, then applies `shared/review/governance.py`'s decision table), and
+for Unlock and the rollout buttons by `judge_action` (`ActionRequest`).
 """
 
 from __future__ import annotations
@@ -87,6 +88,27 @@ class JudgeRequest(Payload):
     decision: Decision
     actor: str | None
     satisfied: list[str] = Field(default_factory=list)
+
+
+# The buttons besides Approve / Reject that change what gets deployed: a root's Unlock and a
+# rollout's Promote, Halt, Resume and Roll back. Each is judged by `judge_action`.
+GovernedAction = Literal["unlock", "promote", "halt", "resume", "rollback"]
+
+
+class ActionRequest(Payload):
+    """One click on a governed button, to judge by the review policy in force: the policies of
+    the roots it acts on, read from rollwright.yaml at `revision` (None: the tip of the
+    default branch). Unlock acts on `root`; a rollout's buttons on the roots `node` holds in
+    the rollout of `patch_id` (none: only write access counts)."""
+
+    repo: RepoRef
+    action: GovernedAction
+    actor: str | None
+    root: str | None = None
+    patch_id: str | None = None
+    node: str | None = None
+    revision: str | None = None
+    workflow_id: str = ""  # for the logs: the workflow that asks
 
 
 class Verdict(Payload):

@@ -63,6 +63,11 @@ def promotion_workflow_id(repo: str, patch_id: str) -> str:
     return f"promote:{repo}:{patch_id}"
 
 
+def rollout_audit_root(patch_id: str) -> str:
+    """The audit trail's `root` of a click on a rollout's check run (a rollout has no root)."""
+    return f"rollout:{patch_id}"
+
+
 def promotion_check_run_name(patch_id: str) -> str:
     return f"{CHECK_RUN_PREFIX}{patch_id}"
 
@@ -186,6 +191,8 @@ class PromotionInput(Payload):
     reported: list[DeploymentFinished] = Field(default_factory=list)  # not yet read
     # Continue-as-new once the history has this many events (None: the workflow's default).
     max_history_events: int | None = None
+    # Clicks that did not count, as the check run lists them (the newest).
+    refusals: list[str] = Field(default_factory=list)
 
 
 class RolloutView(Payload):

@@ -1,6 +1,6 @@
 """Queueing a revision on a root: the one signal-with-start of `DeployWorkflow`, used by the
-gateway (manual deployments and re-runs) and by the dispatch activity (merges); and waiting for
-a dispatch to finish, so one repository's revisions are queued in delivery order."""
+gateway (manual deployments, re-runs and Unlock) and by the dispatch activity (merges); and
+waiting for a dispatch to finish, so one repository's revisions are queued in delivery order."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from shared.contracts.deploy import (
     NewRevision,
     RepoRef,
     RootQueueInput,
+    UnlockSignal,
     deploy_workflow_id,
 )
 
@@ -35,16 +36,34 @@ async def queue_revision(
 ) -> str:
     """Signal `revision` to the root's DeployWorkflow, starting the workflow when it is not
     running; returns the workflow id. Signalling twice is harmless: the workflow drops a
-    revision it already has queued or running. `RollwrightRepo` and `RollwrightRoot` are set
-    from the start, so the Temporal UI finds a root's queue before its first task runs."""
+    revision it already has queued or running."""
+    return await signal_queue(
+        client, task_queue, repo, root, SIGNAL_NEW_REVISION, revision, rpc_timeout=rpc_timeout
+    )
+
+
+async def signal_queue(
+    client: Client,
+    task_queue: str,
+    repo: RepoRef,
+    root: str,
+    signal: str,
+    arg: NewRevision | UnlockSignal,
+    *,
+    rpc_timeout: timedelta | None = None,
+) -> str:
+    """Send `signal` (`new_revision`, or `unlock`: a finished queue rebuilds its lock from
+    latest.json, then judges the click) to the root's DeployWorkflow, starting the workflow
+    when it is not running; returns the workflow id. `RollwrightRepo` and `RollwrightRoot` are
+    set from the start, so the Temporal UI finds a root's queue before its first task runs."""
     workflow_id = deploy_workflow_id(repo.full_name, root)
     await client.start_workflow(
         DEPLOY_WORKFLOW,
         RootQueueInput(repo=repo, root=root),
         id=workflow_id,
         task_queue=task_queue,
-        start_signal=SIGNAL_NEW_REVISION,
-        start_signal_args=[revision],
+        start_signal=signal,
+        start_signal_args=[arg],
         search_attributes=TypedSearchAttributes(
             [
                 SearchAttributePair(SearchAttributeKey.for_keyword(SA_REPO), repo.full_name),

@@ -1,23 +1,44 @@
 """Who may approve what (docs/governance.md): a root's review policy from `rollwright.yaml`,
-and the decision table for "does this click count".
+and the decision tables for "does this click count": Approve / Reject on a deployment
+(`decide`), Unlock and the rollout buttons (`decide_action`).
 
-Pure functions: the caller (activities/governance.py) asks GitHub for the clicker's
-permission and team memberships and passes the answers in.
+Pure functions: the callers (activities/governance.py, activities/authority.py) ask GitHub
+for the clicker's permission and team memberships and pass the answers in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from shared.contracts.deploy import Decision
 from shared.contracts.governance import (
     POLICY_REQUIREMENT,
     WRITE_PERMISSIONS,
+    GovernedAction,
     OwnersRequirement,
     ReviewPolicy,
     Verdict,
 )
 from shared.engine.config.fleet import FleetConfig
+
+# What each governed button does, as the refusals say it ("only people with write access
+# may unlock a root's queue").
+ACTION_WORDS: dict[GovernedAction, str] = {
+    "unlock": "unlock a root's queue",
+    "promote": "promote a rollout",
+    "halt": "halt a rollout",
+    "resume": "resume a rollout",
+    "rollback": "roll back a rollout",
+}
+# What a click would do to one root, as a refusal says it ("may not unlock `prod/eu`").
+ACTION_ON_ROOT: dict[GovernedAction, str] = {
+    "unlock": "unlock `{root}`",
+    "promote": "promote the rollout to `{root}`",
+    "halt": "halt the rollout at `{root}`",
+    "resume": "resume the rollout at `{root}`",
+    "rollback": "roll back the rollout at `{root}`",
+}
+NO_ACTOR = "the click does not say who made it"
 
 
 def policy_for(
@@ -46,9 +67,17 @@ def policy_for(
     )
 
 
-def teams_named(policy: ReviewPolicy) -> list[tuple[str, str]]:
-    """Every `@org/team` the policy names, as (org, team slug): the memberships to ask for."""
-    entries = [*policy.approvers, *policy.admins, *(o for r in policy.owners for o in r.owners)]
+def teams_named(*policies: ReviewPolicy) -> list[tuple[str, str]]:
+    """Every `@org/team` the policies name, as (org, team slug): the memberships to ask for."""
+    entries = [
+        entry
+        for policy in policies
+        for entry in [
+            *policy.approvers,
+            *policy.admins,
+            *(o for r in policy.owners for o in r.owners),
+        ]
+    ]
     teams = {tuple(e[1:].split("/", 1)) for e in entries if e.startswith("@") and "/" in e}
     return sorted((org, slug) for org, slug in teams)
 
@@ -82,15 +111,8 @@ def decide(
     `@org/slug` names (lowercased) of the policy's teams the actor is an active member of.
     """
     verb = "approve" if decision == "approve" else "reject"
-    if not actor:
-        return Verdict(counts=False, reason="the click does not say who made it")
-    if permission not in WRITE_PERMISSIONS:
-        return Verdict(
-            counts=False,
-            permission=permission,
-            reason=f"@{actor} has {permission or 'no'} access to {repo}; only people with "
-            f"write access may {verb} deployments",
-        )
+    if (refused := _first_rows(actor, permission, repo, f"{verb} deployments")) or not actor:
+        return refused or Verdict(counts=False, reason=NO_ACTOR)
     admin = matches(policy.admins, actor, teams)
     meets = [POLICY_REQUIREMENT] if not policy.approvers else []
     if policy.approvers and matches(policy.approvers, actor, teams):
@@ -119,3 +141,49 @@ def decide(
             f"{where} wants a distinct approver",
         )
     return Verdict(counts=True, permission=permission, satisfies=meets)
+
+
+def decide_action(
+    action: GovernedAction,
+    actor: str | None,
+    *,
+    repo: str,
+    permission: str,
+    teams: set[str],
+    policies: Mapping[str, ReviewPolicy],
+) -> Verdict:
+    """Does a click on Unlock or a rollout's button count (docs/governance.md, "Unlock and the
+    rollout buttons")? `policies`: the review policy of every root the click acts on (the
+    unlocked root; the roots of the rollout's node), by root id.
+
+    Write access at least, like every decision; then, root by root, an admin or one of the
+    matching rule's approvers (a rule without approvers: anyone with write access). OWNERS
+    files and `distinctApprover` are about a diff, and these clicks decide none: each
+    deployment they let through still asks for its own review.
+    """
+    if (refused := _first_rows(actor, permission, repo, ACTION_WORDS[action])) or not actor:
+        return refused or Verdict(counts=False, reason=NO_ACTOR)
+    for root, policy in sorted(policies.items()):
+        if matches(policy.admins, actor, teams):
+            return Verdict(counts=True, permission=permission)
+        if policy.approvers and not matches(policy.approvers, actor, teams):
+            rule = f" ({policy.rule})" if policy.rule else ""
+            what = ACTION_ON_ROOT[action].format(root=root)
+            why = f"@{actor} may not {what}{rule}: only {policy.whose(POLICY_REQUIREMENT)}"
+            return Verdict(counts=False, permission=permission, reason=why)
+    return Verdict(counts=True, permission=permission)
+
+
+def _first_rows(actor: str | None, permission: str, repo: str, what: str) -> Verdict | None:
+    """Rows 1 and 2 of every decision table: nobody unnamed, nobody without write access
+    (None: neither applies)."""
+    if not actor:
+        return Verdict(counts=False, reason=NO_ACTOR)
+    if permission not in WRITE_PERMISSIONS:
+        return Verdict(
+            counts=False,
+            permission=permission,
+            reason=f"@{actor} has {permission or 'no'} access to {repo}; only people with "
+            f"write access may {what}",
+        )
+    return None

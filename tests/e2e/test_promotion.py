@@ -6,8 +6,9 @@ webhook); DispatchWorkflow starts its PromotionWorkflow, which commits the patch
 through the emulator's git data API (the emulator sends the pushes, as GitHub does); every
 promotion commit deploys the roots under its node; each deployment is approved by clicking
 Approve on its check run (first deployments and non-empty diffs always ask), and its outcome
-reaches the rollout as a signal. Integration is automated; stage is manual: the test clicks
-Promote on the rollout's check run and sees the stage commit and its deployment.
+reaches the rollout as a signal. Integration is automated; stage is manual: a reader's Promote
+is refused (judged by the rollout, audited, listed on its check run), then the test clicks
+Promote as a writer and sees the stage commit and its deployment.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -104,6 +106,17 @@ class World:
         ]
         return runs[-1] if runs else None
 
+    def audit(self, actor: str, count: int) -> list[dict[str, Any]] | None:
+        """`actor`'s clicks in the gateway's audit trail (newest first), once there are
+        `count`."""
+        request = urllib.request.Request(
+            f"{self.stack.urls.gateway}/api/audit?actor={actor}",
+            headers={"Authorization": f"Bearer {self.stack.api_token}"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            events: list[dict[str, Any]] = json.loads(answer.read())["events"]
+        return events if len(events) == count else None
+
     def rollout(self) -> RolloutView:
         async def query() -> RolloutView:
             client = await self.stack.async_client()
@@ -152,6 +165,21 @@ def test_staged_patch_walks_integration_and_waits_for_promote_at_stage(world: Wo
     assert view.next_node == STAGE and view.gate == "manual" and view.phase == "gate"
     assert world.commit_to(STAGE) is None
     assert [c[1].rsplit(" to ", 1)[1] for c in world.promotion_commits()] == INTEGRATION
+
+    # a reader's Promote does not count: the rollout judges it, lists it and stays at the gate
+    world.emulator.set_permission(OWNER, NAME, "rita", "read")
+    assert world.emulator.click_action(gate.id, "promote", "rita").status == 202
+    refused = world.wait_for("the reader's Promote judged", lambda: world.audit("rita", 2))
+    assert [e["counted"] for e in refused] == [False, None]  # newest first
+    assert "@rita has read access" in refused[0]["reason"]
+    assert refused[0]["root"] == f"rollout:{PATCH}"
+
+    def listing() -> CheckRunRecord | None:
+        run = world.rollout_run("promote")
+        return run if run and "@rita clicked Promote" in run.output.get("summary", "") else None
+
+    listed = world.wait_for("the refusal on the rollout's check run", listing)
+    assert listed.conclusion == "action_required" and world.commit_to(STAGE) is None
 
     delivery = world.emulator.click_action(gate.id, "promote", "alice")
     assert delivery.status == 202, delivery.response

@@ -7,7 +7,8 @@ Three stories, one root each, on one stack:
 - merge → check run asks for review with the diff → Approve → published (blob store + SQL);
 - merge → Reject → cancelled, nothing persisted as latest;
 - manual deploy (POST /api/deploy) → published, queue locked → a merge waits with
-  `action_required` and an Unlock button → Unlock → it renders, is approved and published;
+  `action_required` and an Unlock button → a reader's Unlock is refused, audited and listed →
+  a writer's Unlock → it renders, is approved and published;
 - a group-wide change → the revision's `rollwright` summary with Approve all → a reader's click
   is refused by both roots (the emulator's permission API) and audited → a writer's approves.
 """
@@ -247,6 +248,23 @@ def test_manual_deploy_locks_until_unlock(world: World) -> None:
     assert world.latest(root)["revision"] == base  # type: ignore[index]
     merge_id = str(waiting.state["external_id"])
 
+    # a reader's Unlock changes nothing: judged by the root's queue (the emulator's permission
+    # API), recorded as received and as not counted, listed on the waiting check run
+    world.emulator.set_permission(OWNER, NAME, "reed", "read")
+    world.click(waiting, "unlock", "reed")
+    refused = world.wait_for("the reader's Unlock judged", lambda: _unlock_rows(world, "reed", 2))
+    assert [e["counted"] for e in refused] == [False, None]  # newest first
+    assert "@reed has read access" in refused[0]["reason"]
+    assert refused[0]["deployment_id"] == manual_id  # on the locking deployment's trail
+
+    def listing() -> CheckRunRecord | None:
+        run = next(r for r in world.runs(root) if r.id == waiting.id)
+        return run if "@reed clicked Unlock" in (run.output.get("summary") or "") else None
+
+    listed = world.wait_for("the refusal on the waiting check run", listing)
+    assert [a["identifier"] for a in listed.actions] == ["unlock"]
+    assert world.deploy_state(root).lock.locked
+
     world.click(waiting, "unlock", "dave")
     review = world.wait_for(
         "the merge's review after Unlock",
@@ -254,6 +272,7 @@ def test_manual_deploy_locks_until_unlock(world: World) -> None:
     )
     assert "REGION: eu-north-1" in (review.output.get("text") or "")
     assert world.deploy_state(root).lock.locked is False
+    assert [e["counted"] for e in _unlock_rows(world, "dave", 2) or []] == [True, None]
     world.click(review, "approve", "dave")
     final = world.deployment_run(merge_id, {"success", "failure", "cancelled"})
     assert final.conclusion == "success", final.output
@@ -386,6 +405,13 @@ def test_approve_all_approves_what_the_clicker_may_and_audits_the_rest(world: Wo
             f"{root} published", functools.partial(_published, world, root, head)
         )
         assert latest["approved_by"] == "@alice"
+
+
+def _unlock_rows(world: World, actor: str, count: int) -> list[dict[str, Any]] | None:
+    """`actor`'s Unlock clicks in the audit trail (newest first), once there are `count`."""
+    page = json.loads(world.gateway_get(f"/api/audit?actor={actor}&action=unlock"))
+    events: list[dict[str, Any]] = page["events"]
+    return events if len(events) == count else None
 
 
 def _published(world: World, root: str, revision: str) -> dict[str, Any] | None:

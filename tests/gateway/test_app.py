@@ -50,6 +50,7 @@ from shared.contracts.deploy import (
     dispatch_workflow_id,
 )
 from shared.contracts.preview import preview_workflow_id
+from shared.contracts.promotion import promotion_check_run_name
 from shared.devstack.ports import free_port
 from shared.stores.sql.audit import AuditStore
 from shared.stores.sql.engine import Database
@@ -604,9 +605,11 @@ def test_unlock_button_signals_the_roots_deploy_workflow(
     assert answer.status_code == 202, answer.text
     assert answer.json()["workflow_id"] == workflow_id
     seen = temporal.seen(workflow_id, DeploySeen, lambda s: bool(s.unlocks))
-    assert seen.unlocks == [UnlockSignal(by="codebytere")]
+    clicked_run = payload["check_run"]["id"]
+    assert seen.unlocks == [UnlockSignal(by="codebytere", check_run_id=clicked_run)]
     assert seen.revisions == []
-    # The click is in the audit trail once, however often GitHub redelivers it.
+    # The click is in the audit trail once, however often GitHub redelivers it: as received,
+    # not as counted; the root's queue judges it and records whether it counted.
     assert post(client, "check_run", payload, delivery=delivery).status_code == 200
     (event,) = AuditStore(database_of(client)).query(repo=full_name)
     assert (event.root, event.action, event.actor, event.source, event.counted) == (
@@ -614,8 +617,40 @@ def test_unlock_button_signals_the_roots_deploy_workflow(
         "unlock",
         "codebytere",
         "check_run",
-        True,
+        None,
     )
+    assert event.reason.startswith("received")
+    assert AuditStore(database_of(client)).query(repo=full_name, counted=True) == []
+
+
+def test_unlock_of_a_finished_queue_starts_it(client: TestClient, temporal: Temporal) -> None:
+    """Nothing runs for the root: the Unlock signal-with-starts its queue (which rebuilds
+    its lock from latest.json, then judges the click), with the repository of the webhook."""
+    payload, full_name = action_payload("unlock", "prod/eu-west", str(uuid.uuid4()))
+    workflow_id = deploy_workflow_id(full_name, "prod/eu-west")
+    delivery = str(uuid.uuid4())
+    assert post(client, "check_run", payload, delivery=delivery).status_code == 202
+    assert performed(client, delivery).outcome == f"signaled: {workflow_id}"
+    seen = temporal.seen(workflow_id, DeploySeen, lambda s: bool(s.unlocks))
+    assert [u.by for u in seen.unlocks] == ["codebytere"]
+    assert seen.input.repo.full_name == full_name and seen.input.root == "prod/eu-west"
+    assert seen.input.repo.clone_url == payload["repository"]["clone_url"]
+
+
+def test_a_rollout_click_nobody_judges_is_recorded_as_not_counted(client: TestClient) -> None:
+    """Promote on the check run of a rollout that is not running: received, then recorded as
+    not counted (nothing was there to judge it), never as counted."""
+    payload, full_name = action_payload("promote", "ignored", "")
+    payload["check_run"]["name"] = promotion_check_run_name("cert-manager-v1.14")
+    delivery = str(uuid.uuid4())
+    assert post(client, "check_run", payload, delivery=delivery).status_code == 202
+    assert performed(client, delivery).outcome.startswith("not_running: promote:")
+    events = AuditStore(database_of(client)).query(repo=full_name)
+    assert [(e.action, e.counted, e.root) for e in events] == [
+        ("promote", False, "rollout:cert-manager-v1.14"),
+        ("promote", None, "rollout:cert-manager-v1.14"),
+    ]
+    assert events[0].reason == "the rollout of `cert-manager-v1.14` is not running"
 
 
 @pytest.mark.parametrize(

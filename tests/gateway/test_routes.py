@@ -12,7 +12,7 @@ from gateway.actions import ACTION, QueueRevision, Review, StartDispatch, Unlock
 from gateway.metrics import GatewayMetrics, event_label
 from gateway.outbox import OutboxOptions
 from gateway.webhooks import Acknowledge, Ignore, parse_body, route_event
-from shared.contracts.deploy import ReviewSignal, UnlockSignal, deploy_workflow_id
+from shared.contracts.deploy import RepoRef, ReviewSignal, UnlockSignal, deploy_workflow_id
 from shared.github.urls import web_base
 from tests.support.vendored import GITHUB_WEBHOOKS
 
@@ -67,9 +67,28 @@ def test_button_routes() -> None:
         ),
     )
     payload["requested_action"]["identifier"] = "unlock"
-    assert route("check_run", payload) == Unlock(
-        repo="electron/electron", root="prod/eu", signal=UnlockSignal(by="codebytere")
+    unlock = route("check_run", payload)
+    # with the check run clicked (a refusal is shown there) and the repository (a finished
+    # queue is started by the Unlock)
+    assert unlock == Unlock(
+        repo="electron/electron",
+        root="prod/eu",
+        signal=UnlockSignal(by="codebytere", check_run_id=payload["check_run"]["id"]),
+        repo_ref=RepoRef(
+            owner="electron",
+            name="electron",
+            installation_id=payload["installation"]["id"],
+            clone_url=payload["repository"]["clone_url"],
+            default_branch=payload["repository"]["default_branch"],
+            html_url=payload["repository"]["html_url"],
+        ),
     )
+    assert unlock.describe() == "signal-with-start unlock"
+    # a row stored before the repository was part of it only signals a running queue
+    stored = Unlock.model_validate_json(
+        '{"kind": "unlock", "repo": "electron/electron", "root": "prod/eu", "signal": {}}'
+    )
+    assert stored.repo_ref is None and stored.describe() == "signal unlock"
 
 
 def test_actions_survive_the_outbox_and_name_their_repository_and_target() -> None:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from shared.contracts.deploy import Decision
-from shared.contracts.governance import OwnersRequirement, ReviewPolicy, Verdict
+from shared.contracts.governance import GovernedAction, OwnersRequirement, ReviewPolicy, Verdict
 from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
@@ -19,7 +19,13 @@ from shared.engine.config.parsing import parse_model
 from shared.engine.errors import FleetErrors
 from shared.engine.tree import WorkTree
 from shared.github.app import GitHubApp
-from shared.review.governance import decide, policy_for, teams_named
+from shared.review.governance import (
+    ACTION_WORDS,
+    decide,
+    decide_action,
+    policy_for,
+    teams_named,
+)
 
 REPO = "acme/fleet"
 
@@ -161,6 +167,66 @@ def test_owners_and_admins_meet_their_requirements() -> None:
 
 
 # --- GitHub's answers through the App client, against the emulator -----------------------
+
+
+# --- Unlock and the rollout buttons (decide_action) ------------------------------------------
+
+PROD = ReviewPolicy(approvers=["alice", "@acme/sre"], admins=["root-admin"], rule="review.rules[1]")
+OPEN = ReviewPolicy(admins=["root-admin"])  # a rule without approvers, or the defaults
+
+
+def act(
+    action: GovernedAction,
+    actor: str | None,
+    policies: dict[str, ReviewPolicy],
+    permission: str = "write",
+    teams: frozenset[str] = frozenset(),
+) -> Verdict:
+    return decide_action(
+        action, actor, repo=REPO, permission=permission, teams=set(teams), policies=policies
+    )
+
+
+@pytest.mark.parametrize("action", ["unlock", "promote", "halt", "resume", "rollback"])
+def test_governed_buttons_need_a_named_clicker_with_write_access(action: GovernedAction) -> None:
+    assert act(action, None, {"staging/a": OPEN}).reason == "the click does not say who made it"
+    for permission in ("read", "triage", "none"):
+        # admins too: write access comes first, as for Approve
+        refused = act(action, "root-admin", {"prod/eu": PROD}, permission)
+        assert not refused.counts and refused.permission == permission
+        assert f"only people with write access may {ACTION_WORDS[action]}" in refused.reason
+    assert act(action, "bob", {"staging/a": OPEN}).counts
+    assert act(action, "bob", {}).counts  # acting on no root: write access is enough
+
+
+def test_each_root_the_click_acts_on_must_let_the_clicker() -> None:
+    policies = {"staging/a": OPEN, "prod/eu": PROD}
+    refused = act("promote", "bob", policies)
+    assert not refused.counts
+    assert refused.reason == (
+        "@bob may not promote the rollout to `prod/eu` (review.rules[1]): only an approver: "
+        "@alice, @acme/sre, @root-admin"
+    )
+    assert act("promote", "Alice", policies).counts  # logins are case-insensitive
+    assert act("promote", "sam", policies, teams=frozenset({"@acme/sre"})).counts
+    assert act("promote", "root-admin", policies).counts  # admins always, with write access
+    unlock = act("unlock", "bob", {"prod/eu": PROD})
+    assert unlock.reason.startswith("@bob may not unlock `prod/eu` (review.rules[1])")
+    halt = act("halt", "bob", {"prod/eu": PROD})
+    assert halt.reason.startswith("@bob may not halt the rollout at `prod/eu`")
+
+
+def test_owners_and_the_distinct_approver_rule_do_not_judge_these_clicks() -> None:
+    """They are about a diff; an Unlock or a Promote decides none (each deployment it lets
+    through asks for its own review)."""
+    policy = ReviewPolicy(owners=[OWNED], distinct_approver=True, author="carol")
+    assert act("unlock", "carol", {"prod/eu": policy}).counts
+    assert act("promote", "bob", {"prod/eu": policy}).counts
+
+
+def test_teams_named_by_several_policies_are_asked_once() -> None:
+    other = ReviewPolicy(approvers=["@acme/web", "@acme/sre"])
+    assert teams_named(PROD, other, OPEN) == [("acme", "sre"), ("acme", "web")]
 
 
 @pytest.fixture

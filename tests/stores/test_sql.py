@@ -64,10 +64,10 @@ def test_a_new_database_is_migrated_to_the_newest_revision(empty_sql_url: str) -
     engine = _engine(empty_sql_url)
     assert dbschema.current_revision(engine) is None
     Database(empty_sql_url).close()
-    assert dbschema.current_revision(engine) == dbschema.head_revision() == "0004"
+    assert dbschema.current_revision(engine) == dbschema.head_revision() == "0005"
     assert set(inspect(engine).get_table_names()) == TABLES
     # a second store finds it at head and changes nothing
-    assert dbschema.upgrade(engine) == ("0004", "0004")
+    assert dbschema.upgrade(engine) == ("0005", "0005")
     engine.dispose()
 
 
@@ -164,7 +164,7 @@ def test_a_database_made_by_create_all_is_adopted_and_upgraded(
     database = Database(empty_sql_url)
     deployments, deliveries = DeploymentStore(database), DeliveryStore(database)
     try:
-        assert dbschema.current_revision(engine) == "0004"
+        assert dbschema.current_revision(engine) == "0005"
         assert _drift(engine) == []
         # the old rows are kept, and what can be known of their history is filled in
         row = deployments.get("d-old")
@@ -215,7 +215,7 @@ def test_concurrent_migrators_migrate_once(empty_sql_url: str) -> None:
     engine = _engine(empty_sql_url)
     with engine.connect() as connection:
         versions = connection.execute(text("SELECT version_num FROM alembic_version")).all()
-    assert [v[0] for v in versions] == ["0004"]
+    assert [v[0] for v in versions] == ["0005"]
     assert _drift(engine) == []
     engine.dispose()
 
@@ -224,11 +224,11 @@ def test_db_commands(empty_sql_url: str, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["db", "current", "--database", empty_sql_url]) == 0
     assert "revision none" in capsys.readouterr().out
     assert main(["db", "upgrade", "--database", empty_sql_url]) == 0
-    assert "migrated from an empty database to revision 0004" in capsys.readouterr().out
+    assert "migrated from an empty database to revision 0005" in capsys.readouterr().out
     assert main(["db", "upgrade", "--database", empty_sql_url]) == 0
-    assert "already at revision 0004" in capsys.readouterr().out
+    assert "already at revision 0005" in capsys.readouterr().out
     assert main(["db", "current", "--database", empty_sql_url]) == 0
-    assert "revision 0004 (the newest)" in capsys.readouterr().out
+    assert "revision 0005 (the newest)" in capsys.readouterr().out
 
 
 def test_db_commands_say_what_failed(capsys: pytest.CaptureFixture[str]) -> None:
@@ -246,7 +246,7 @@ def test_db_commands_default_to_the_settings(
     monkeypatch.delenv("ROLLWRIGHT_DATABASE_URL", raising=False)
     assert main(["db", "upgrade"]) == 0
     assert str(tmp_path / "rollwright.db") in capsys.readouterr().out
-    assert dbschema.current_revision(_engine(f"sqlite:///{tmp_path / 'rollwright.db'}")) == "0004"
+    assert dbschema.current_revision(_engine(f"sqlite:///{tmp_path / 'rollwright.db'}")) == "0005"
 
 
 # --- deployment history ------------------------------------------------------------------------

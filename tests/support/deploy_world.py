@@ -41,6 +41,7 @@ from shared.contracts.activityrefs import (
     ACT_CLEANUP_CHECKOUT,
     ACT_DEPLOYMENT_STATUS,
     ACT_DIFF_RENDER,
+    ACT_JUDGE_ACTION,
     ACT_JUDGE_REVIEW,
     ACT_LOAD_LATEST,
     ACT_NOTIFY_PROMOTIONS,
@@ -111,6 +112,7 @@ from shared.contracts.deploy import (
 from shared.contracts.governance import (
     REVISION_REVIEW_WORKFLOW,
     SIGNAL_ROOT_REVIEW,
+    ActionRequest,
     CarryOver,
     CarryOverRequest,
     JudgeRequest,
@@ -137,6 +139,7 @@ from shared.devstack.temporal import temporal_binary
 from shared.engine.config.fleet import FleetConfig
 from shared.review.governance import decide, policy_for
 from tests.support import histories, queries
+from tests.support.judging import judge_click
 from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
 from workflows.revision import RevisionReviewWorkflow
@@ -231,6 +234,7 @@ class World:
     permissions: dict[str, str] = field(default_factory=dict)
     teams: dict[str, set[str]] = field(default_factory=dict)
     judge: Callable[..., Any] | None = None
+    judged: list[ActionRequest] = field(default_factory=list)  # Unlock clicks judged
     owners: list[OwnersRequirement] = field(default_factory=list)  # what OWNERS files ask
     policies: list[ReviewPolicyRequest] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
@@ -489,6 +493,15 @@ class World:
         self.verdicts.append(verdict)
         return verdict
 
+    @activity.defn(name=ACT_JUDGE_ACTION.name)
+    async def judge_action(self, req: ActionRequest) -> Verdict:
+        self.judged.append(req)
+        return judge_click(req, [req.root] if req.root else [], self.review, self.access)
+
+    @property
+    def access(self) -> tuple[dict[str, str], dict[str, set[str]]]:
+        return self.permissions, self.teams
+
     @activity.defn(name=ACT_PUBLISH.name)
     async def publish(self, req: PublishRequest) -> PublishResult:
         # Runs on the shared queue: publishers work from the stored render.
@@ -537,6 +550,7 @@ class World:
             self.promotion_signal,
             self.notify_promotions,
             self.judge or self.judge_review,
+            self.judge_action,
             self.report_review,
             self.carry_over,
         ]

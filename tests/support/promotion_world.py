@@ -24,18 +24,22 @@ from temporalio.worker import Worker
 
 from shared.contracts.activityrefs import (
     ACT_CHECK_RUN,
+    ACT_JUDGE_ACTION,
     ACT_PROMOTION_COMMIT,
     ACT_PROMOTION_DEPLOYMENTS,
     ACT_PROMOTION_EVALUATE,
     ACT_PROMOTION_GRADUATE,
     ACT_PROMOTION_ROLLBACK,
+    ACT_RECORD_AUDIT,
 )
 from shared.contracts.deploy import (
     TASK_QUEUE,
+    AuditRecord,
     CheckRunRef,
     CheckRunRequest,
     DeploymentState,
 )
+from shared.contracts.governance import ActionRequest, Verdict
 from shared.contracts.promotion import (
     PROMOTION_WORKFLOW,
     QUERY_ROLLOUT,
@@ -60,6 +64,7 @@ from shared.contracts.promotion import (
 )
 from tests.support import queries
 from tests.support.deploy_world import REPO, register_search_attributes, test_server_path
+from tests.support.judging import judge_click
 from workflows.promotion import PromotionWorkflow
 
 PATCH = "hypershift-v4.18"
@@ -93,6 +98,13 @@ class Fleet:
     check_runs: dict[int, list[CheckRunRequest]] = field(default_factory=dict)
     deployed: list[DeploymentFinished] = field(default_factory=list)
     client: Client | None = None
+    # Governance: rollwright.yaml's `review:` section, GitHub's permission of each login
+    # (anyone else: write) and team members (`@org/slug`); the clicks judged and audited.
+    review: dict[str, Any] = field(default_factory=dict)
+    permissions: dict[str, str] = field(default_factory=dict)
+    teams: dict[str, set[str]] = field(default_factory=dict)
+    judged: list[ActionRequest] = field(default_factory=list)
+    audits: list[AuditRecord] = field(default_factory=list)
 
     def start_at(self, active: int) -> str:
         self.tip = rev(len(self.active) + 1)
@@ -238,6 +250,16 @@ class Fleet:
         self.check_runs[run_id].append(req)
         return CheckRunRef(check_run_id=run_id)
 
+    @activity.defn(name=ACT_JUDGE_ACTION.name)
+    async def judge_action(self, req: ActionRequest) -> Verdict:
+        self.judged.append(req)
+        roots = self.roots.get(req.node, []) if req.node else []
+        return judge_click(req, roots, self.review, (self.permissions, self.teams))
+
+    @activity.defn(name=ACT_RECORD_AUDIT.name)
+    async def record_audit(self, rec: AuditRecord) -> None:
+        self.audits.append(rec)
+
     def activities(self) -> list[Callable[..., Any]]:
         return [
             self.evaluate,
@@ -246,6 +268,8 @@ class Fleet:
             self.graduate,
             self.check_run,
             self.rollback_promotion,
+            self.judge_action,
+            self.record_audit,
         ]
 
 

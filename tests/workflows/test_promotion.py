@@ -685,14 +685,16 @@ async def test_rollback_manual_offers_a_roll_back_button_that_reverts_once() -> 
         halted = fleet.last_run()
         assert [a.identifier for a in halted.actions] == ["resume", "rollback"]
         assert fleet.rollbacks == []  # manual: nothing until someone clicks
-        # a click on a check run that showed another halt is ignored
+        # a click on a check run that showed another halt does not count
         await r.signal(SIGNAL_ROLLBACK, RollbackSignal(by="mallory", head_sha=rev(9)))
         await r.signal(SIGNAL_ROLLBACK, RollbackSignal(by="alice", head_sha=halted.head_sha))
         await until(lambda: fleet.rollbacks, "the revert")
         await until(lambda: "Rolled back" in fleet.last_run().summary, "the halt updated")
         assert [b.node for b in fleet.rollbacks] == [STAGE]
         again = fleet.last_run()
-        assert "Roll back clicked by @alice" in again.summary and "mallory" not in again.summary
+        reason, _, refused = again.summary.partition("**Clicks that did not count**")
+        assert "Roll back clicked by @alice" in reason and "mallory" not in reason
+        assert "@mallory clicked Roll back: the check run clicked showed another halt" in refused
         assert [a.identifier for a in again.actions] == ["resume"]  # offered once
         await r.signal(SIGNAL_ROLLBACK, RollbackSignal(by="alice"))  # nothing left to revert
         view = await r.view()

@@ -82,8 +82,9 @@ async def _busy_scenario() -> list[WorkflowHistory]:
         # Waits read the doubles' records, not queries (see Harness.state).
         # Continue-as-new after C's review, before D: Temporal's time-skipping test server cannot
         # follow the result of a deployment left running by an earlier run of its queue (the
-        # dev-server test of a long queue covers that case, and replays it).
-        deploy = await h.push(ROOT, A, max_history_events=100)  # locked: A waits
+        # dev-server test of a long queue covers that case, and replays it). The limit counts
+        # the judged Unlocks' events too (the patch marker, judge_action and record_audit).
+        deploy = await h.push(ROOT, A, max_history_events=140)  # locked: A waits
         await until(lambda: _asks(world, A, "unlock"), "A blocked by the lock")
         await h.push(ROOT, B, "manual", by="ops")
         manual = await h.awaiting_review(ROOT, B)

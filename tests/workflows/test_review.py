@@ -16,7 +16,8 @@ from shared.contracts.governance import (
     Verdict,
 )
 from tests.support.deployment_inputs import REPO, REVISION, ROOT, deployment_input, diff
-from workflows.deployment.review import SHOWN_REFUSALS, ReviewGate, not_our_check_run
+from workflows.deployment.review import ReviewGate, not_our_check_run
+from workflows.refusals import SHOWN_REFUSALS
 
 OWNERS = OwnersRequirement(
     name="owners:billing", application="billing", path="apps/billing/OWNERS", owners=["bo"]

@@ -25,9 +25,7 @@ from shared.contracts.governance import (
     RootReview,
     Verdict,
 )
-
-# Refused clicks the check run lists (the newest; the audit trail keeps them all).
-SHOWN_REFUSALS = 5
+from workflows.refusals import refusal, refusals_block
 
 
 class ReviewGate:
@@ -79,8 +77,7 @@ class ReviewGate:
 
     def refuse(self, click: ReviewSignal, reason: str) -> None:
         """Show a click that did not count (it changes nothing else)."""
-        who = f"@{click.by}" if click.by else "someone"
-        self.refusals.append(f"{who} clicked {click.decision.capitalize()}: {reason}")
+        self.refusals.append(refusal(click.decision, click.by, reason))
 
     def decides(self, click: ReviewSignal, verdict: Verdict) -> bool:
         """Take a judged click; True when it ends the review: a reject that counts, or the
@@ -161,11 +158,8 @@ class ReviewGate:
         )
         if policy.distinct_approver and policy.author:
             lines.append(f"@{policy.author} started this deployment and cannot approve it.")
-        if self.refusals:
-            lines.append(
-                "**Clicks that did not count** (nothing changed):\n"
-                + "\n".join(f"- {r}" for r in self.refusals[-SHOWN_REFUSALS:])
-            )
+        if (refused := refusals_block(self.refusals)) is not None:
+            lines.append(refused)
         return lines
 
     def root_review(self, state: DeploymentState) -> RootReview:

@@ -3,10 +3,12 @@ waiting for an Unlock, refused, skipped. Plain functions over the queue (no Temp
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from shared.contracts import checkrun
 from shared.contracts.deploy import CheckRunRequest, NewRevision, QueueItem, RepoRef
+from workflows.refusals import refusals_block
 from workflows.rootqueue.queue import RootQueue
 
 WAITING_TITLE = "Waiting: the queue is locked"
@@ -16,11 +18,14 @@ WAITING_MESSAGE = (
 )
 
 
-def queued(repo: RepoRef, root: str, queue: RootQueue, item: QueueItem) -> CheckRunRequest:
-    """A queued item's check run: waiting for an Unlock, or queued with where it stands. Its
-    summary is written when the item joins the queue or changes; the root's page has the
-    live queue (`root_page`)."""
+def queued(
+    repo: RepoRef, root: str, queue: RootQueue, item: QueueItem, refused: Sequence[str] = ()
+) -> CheckRunRequest:
+    """A queued item's check run: waiting for an Unlock (with the Unlock clicks that did not
+    count), or queued with where it stands. Its summary is written when the item joins the
+    queue or changes; the root's page has the live queue (`root_page`)."""
     waiting = queue.waits_for_unlock(item)
+    shown = refusals_block(refused) if waiting else None
     summary = checkrun.queued_summary(queue.items, item)
     request = checkrun.queue_item_request(
         repo,
@@ -30,7 +35,7 @@ def queued(repo: RepoRef, root: str, queue: RootQueue, item: QueueItem) -> Check
         conclusion="action_required" if waiting else None,
         title=WAITING_TITLE if waiting else "Queued",
         queue_markdown=(checkrun.lock_line(queue.lock) + "\n\n" if waiting else "") + summary,
-        message=WAITING_MESSAGE if waiting else "",
+        message="\n\n".join(m for m in (WAITING_MESSAGE, shown) if m) if waiting else "",
         actions=[checkrun.UNLOCK] if waiting else [],
     )
     return request.model_copy(update={"root_page": True})

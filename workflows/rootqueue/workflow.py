@@ -4,7 +4,10 @@
 The queue's rules live in `RootQueue` (no Temporal in them); this is the loop around it.
 Before an item runs it is compared with the latest deployed revision: behind → skipped;
 diverged or manual → the review gate always asks. Signals keep being handled while a
-deployment runs (queued check runs, duplicates, Unlock). The history stays bounded: queued
+deployment runs (queued check runs, duplicates, Unlock). An Unlock click is judged by the
+review policy in its signal handler (`judge_action`, docs/governance.md) and opens the lock
+only if it counts; one that does not is listed on the waiting merges' check runs, and both
+are recorded in the audit trail. The history stays bounded: queued
 items' check runs and rows are written in batches and only when they change, continue-as-new
 is checked inside every long loop, and a deployment running when the run continues as new runs
 on (abandoned, not terminated) and reports its end by signal. Idle for 60 minutes (nothing
@@ -68,10 +71,12 @@ with workflow.unsafe.imports_passed_through():
         UnlockSignal,
         lock_from_latest,
     )
+    from shared.contracts.governance import Verdict
     from shared.contracts.promotion import DeploymentFinished, NotifyPromotionsRequest
-    from workflows import calls, searchattrs
+    from workflows import calls, clicks, refusals, searchattrs
     from workflows.deployment import DeploymentWorkflow
-    from workflows.rootqueue import checkruns
+    from workflows.refusals import refusal
+    from workflows.rootqueue import checkruns, unlocks
     from workflows.rootqueue.queue import MAX_QUEUED, RootQueue
 
 # Only outcomes a rollout acts on are signalled to the PromotionWorkflows.
@@ -81,6 +86,8 @@ MAX_HISTORY_EVENTS = 10_000
 QUEUED_BATCH = 50  # queued check runs or rows per activity
 # A deployment an earlier run started: how often to ask whether it ended without telling.
 DETACHED_CHECK = timedelta(minutes=30)
+# Unlock clicks are judged by the review policy (docs/workflow-versions.md).
+JUDGED_UNLOCK = "DeployWorkflow-judged-unlock"
 
 
 @workflow.defn(name=DEPLOY_WORKFLOW)
@@ -92,6 +99,7 @@ class RootQueueWorkflow:
         self.pending_signals: list[NewRevision] = []
         self.unlock_unsaved = False  # an Unlock not yet written to latest.json
         self.early_unlock: UnlockSignal | None = None  # arrived before latest.json was read
+        self.unlock_refusals: list[str] = []  # Unlock clicks that did not count, shown
         self.started = False
         self.search_state = ""
         self.finished: DeploymentFinished | None = None  # the last item's outcome
@@ -108,22 +116,50 @@ class RootQueueWorkflow:
         self.pending_signals.append(signal)
 
     @workflow.signal(name=SIGNAL_UNLOCK)
-    def unlock(self, signal: UnlockSignal) -> None:
-        if not self.started:
-            # Signal-with-start of a finished root: the lock is rebuilt from latest.json
-            # first, then this Unlock applies to it.
-            self.early_unlock = signal
+    async def unlock(self, signal: UnlockSignal) -> None:
+        if not self._judged():
+            if not self.started:
+                # Signal-with-start of a finished root: the lock is rebuilt from latest.json
+                # first, then this Unlock applies to it.
+                self.early_unlock = signal
+                return
+            self._unlock_now(signal)
             return
+        # Signal-with-start of a finished root: the lock is rebuilt from latest.json first.
+        await workflow.wait_condition(lambda: self.started)
+        lock, root = self.queue.lock, self.inp.root
+        reason = unlocks.nothing_to_unlock(root, lock, self.latest)
+        if reason is None:
+            asking = workflow.info().workflow_id
+            verdict = await clicks.judge(unlocks.judge_request(self.inp.repo, root, signal, asking))
+            if verdict.counts and (moved := unlocks.lock_moved(lock, self.queue.lock)):
+                verdict = Verdict(counts=False, permission=verdict.permission, reason=moved)
+        else:
+            verdict = Verdict(counts=False, reason=reason)
+        if verdict.counts:
+            self._unlock_now(signal)
+        else:
+            line = refusal("unlock", signal.by, verdict.reason)
+            self.unlock_refusals = refusals.keep(self.unlock_refusals, line)
+            for item in unlocks.to_show(self.queue, signal):
+                self.queue.item_changed(item)
+        at = workflow.now()
+        await clicks.audit(unlocks.audit_record(self.inp.repo, root, lock, signal, verdict, at=at))
+
+    def _unlock_now(self, signal: UnlockSignal) -> None:
         if not self.queue.lock.locked or self.latest is None:
             return
         workflow.logger.info("queue unlocked by %s", signal.by or "someone")
         # The lock is a function of latest.json, so the Unlock is recorded there (by the main
         # loop, once no deployment is writing it) and survives an idle restart.
-        self.latest = self.latest.model_copy(
-            update={"unlocked_by": signal.by, "unlocked_at": workflow.now()}
-        )
+        self.latest = unlocks.unlocked(self.latest, signal.by, workflow.now())
         self.queue.follow_lock(lock_from_latest(self.latest))
         self.unlock_unsaved = True
+
+    def _judged(self) -> bool:
+        """Unlock clicks are judged by the review policy (patch `JUDGED_UNLOCK`; before it,
+        every Unlock applied). Decided once per run: the first call records it."""
+        return workflow.patched(JUDGED_UNLOCK)
 
     @workflow.signal(name=SIGNAL_DEPLOYMENT_UPDATE)
     def deployment_update(self, update: DeploymentUpdate) -> None:
@@ -165,6 +201,8 @@ class RootQueueWorkflow:
     @workflow.run
     async def run(self, inp: RootQueueInput) -> None:
         self.inp = inp
+        self._judged()
+        self.unlock_refusals = list(inp.unlock_refusals)
         self.queue = RootQueue.unpack(
             inp.queue_packed,
             inp.lock,
@@ -189,7 +227,7 @@ class RootQueueWorkflow:
             self.queue.lock = lock_from_latest(self.latest)
         self.started = True
         if self.early_unlock is not None:
-            self.unlock(self.early_unlock)
+            self._unlock_now(self.early_unlock)
         self.idle_since = inp.last_activity_at or workflow.now()
         while not await self._round():
             pass
@@ -231,6 +269,8 @@ class RootQueueWorkflow:
                 timeout_summary="idle",
             )
         except TimeoutError:
+            if self._judged():  # an Unlock being judged is finished first
+                await workflow.wait_condition(workflow.all_handlers_finished)
             # Signals that race this completion make the server reject it and replay the
             # task with them, so none is lost.
             return not self._has_work() and not self.queue.items
@@ -292,6 +332,7 @@ class RootQueueWorkflow:
                 changed=list(self.queue.changed),
                 unrecorded=self.queue.unrecorded,
                 unlock_unsaved=self.unlock_unsaved,
+                unlock_refusals=self.unlock_refusals,
             )
         )
 
@@ -664,7 +705,10 @@ class RootQueueWorkflow:
     async def _write_check_runs(self, items: list[QueueItem]) -> None:
         if not items:
             return
-        requests = [checkruns.queued(self.inp.repo, self.inp.root, self.queue, i) for i in items]
+        requests = [
+            checkruns.queued(self.inp.repo, self.inp.root, self.queue, i, self.unlock_refusals)
+            for i in items
+        ]
         try:
             written = await calls.run(
                 ACT_QUEUE_CHECK_RUNS, CheckRunBatch(requests=requests), options=calls.GITHUB_BATCH

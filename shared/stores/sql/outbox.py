@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import Row, bindparam, case, delete, exists, func, or_, select, update
+from sqlalchemy import Row, bindparam, case, delete, exists, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
+from shared.contracts.deploy import AuditRecord
+from shared.stores.sql.audit import audit_values
 from shared.stores.sql.engine import Database
-from shared.stores.sql.tables import OutboxRow, delivery_table, outbox_table, utc
+from shared.stores.sql.tables import AuditRow, OutboxRow, delivery_table, outbox_table, utc
 
 _outbox = outbox_table
 _deliveries = delivery_table
@@ -73,13 +75,15 @@ class OutboxClaim:
 @dataclass(frozen=True)
 class OutboxResult:
     """What became of a claimed row. `done`: performed (`outcome` says how); `retry`: an
-    infrastructure error, try again at `retry_at`; `failed`: it can never be performed."""
+    infrastructure error, try again at `retry_at`; `failed`: it can never be performed.
+    `audit`: an audit event to record with a done row (a click nobody was there to judge)."""
 
     id: int
     state: Literal["done", "retry", "failed"]
     outcome: str = ""
     error: str = ""
     retry_at: datetime | None = None
+    audit: AuditRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -182,8 +186,9 @@ class OutboxStore:
         now: datetime | None = None,
     ) -> None:
         """Write what became of claimed rows (one transaction for the whole batch), copy the
-        outcome onto their deliveries, and give back the leases of `release` (claimed rows
-        that were not attempted). Rows whose lease this owner lost are left alone."""
+        outcome onto their deliveries, record their audit events, and give back the leases of
+        `release` (claimed rows that were not attempted). Rows whose lease this owner lost are
+        left alone, their audit events too (whoever holds them now performs them)."""
         now = now or datetime.now(UTC)
         finished = [r for r in results if r.state in ("done", "failed")]
         retries = [
@@ -195,8 +200,11 @@ class OutboxStore:
         # waits for the GIL behind the event loop, so their number is what costs.
         with self._db.writing() as connection:
             if finished:
-                _mark_finished(connection, owner, finished, now)
+                marked = _mark_finished(connection, owner, finished, now)
                 _copy_outcomes(connection, [r.id for r in finished])
+                audits = [audit_values(r.audit) for r in finished if r.audit and r.id in marked]
+                if audits:
+                    connection.execute(insert(AuditRow), audits)
             if retries:
                 _schedule_retries(connection, owner, retries)
             if release:
@@ -345,13 +353,13 @@ def _claim_of(row: Row[Any]) -> OutboxClaim:
 
 def _mark_finished(
     connection: Connection, owner: str, finished: Sequence[OutboxResult], now: datetime
-) -> None:
-    """Done and failed rows this owner still holds, in one statement."""
+) -> set[int]:
+    """Done and failed rows this owner still holds, in one statement; their ids."""
     outcomes = {
         r.id: (r.outcome if r.state == "done" else f"failed: {r.error}")[:255] for r in finished
     }
     failed = {r.id: r.error for r in finished if r.state == "failed"}
-    connection.execute(
+    marked = connection.scalars(
         update(_outbox)
         .where(
             _outbox.c.id.in_([r.id for r in finished]),
@@ -370,7 +378,9 @@ def _mark_finished(
             lease_owner=None,
             lease_until=None,
         )
+        .returning(_outbox.c.id)
     )
+    return set(marked)
 
 
 def _copy_outcomes(connection: Connection, ids: Sequence[int]) -> None:

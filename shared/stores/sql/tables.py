@@ -90,7 +90,8 @@ class AuditRow(Base):
     action: Mapped[str] = mapped_column(String(32))
     actor: Mapped[str | None] = mapped_column(String(255), nullable=True)
     source: Mapped[str] = mapped_column(String(32))
-    counted: Mapped[bool] = mapped_column(Boolean)
+    # None: received, not judged yet (the gateway's row of a click a workflow judges).
+    counted: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     reason: Mapped[str] = mapped_column(Text, default="")
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
