@@ -14,25 +14,15 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, status
-from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from gateway.access.viewer import ReadingDep
-from gateway.jobviews import (
-    DEPLOYMENT_ID,
-    AuditPage,
-    FleetPage,
-    Job,
-    LogPage,
-    ReaderDep,
-    RepoQuery,
-    RootPage,
-)
+from gateway.jobviews import AuditPage, FleetPage, Job, LogPage, ReaderDep, RootPage
+from gateway.names import DeploymentId, RepoQuery, RootId
 
 router = APIRouter(prefix="/api", tags=["jobs"])
 
-DeploymentId = Annotated[str, PathParam(pattern=DEPLOYMENT_ID)]
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such deployment."}}
 
 
@@ -120,7 +110,7 @@ async def job_diff(deployment_id: DeploymentId, reader: ReaderDep, reading: Read
 
 @router.get("/roots/{root:path}", responses={404: {"description": "No deployments recorded."}})
 async def root(
-    root: str,
+    root: RootId,
     reader: ReaderDep,
     reading: ReadingDep,
     repo: RepoQuery = None,
@@ -128,8 +118,9 @@ async def root(
 ) -> RootPage:
     """A root's deployments, newest first, 25 per page; `repo` narrows to one repository."""
     shown, repo = await reading.narrow(repo or None, lambda: reader.deployments.repositories(root))
-    listing = await run_in_threadpool(reader.root_page, root, repo, page)
-    if not shown or listing.total == 0:
+    # what the viewer may not read is not looked at: it answers as a root with no deployments
+    listing = await run_in_threadpool(reader.root_page, root, repo, page) if shown else None
+    if listing is None or listing.total == 0:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no deployments of root {root}")
     return listing
 
