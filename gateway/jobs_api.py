@@ -23,6 +23,8 @@ from gateway.names import DeploymentId, RepoQuery, RootId
 
 router = APIRouter(prefix="/api", tags=["jobs"])
 
+# An audit row's id is a 64-bit SQL integer: a larger `before` is a 422, never a 500.
+ROW_ID_MAX = 2**63 - 1
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such deployment."}}
 
 
@@ -48,7 +50,9 @@ async def audit(
         Query(description="approve, reject, unlock, promote, halt or resume."),
     ] = None,
     counted: Annotated[bool | None, Query(description="false: only refused clicks.")] = None,
-    before: Annotated[int | None, Query(ge=1, description="`next` of the previous page.")] = None,
+    before: Annotated[
+        int | None, Query(ge=1, le=ROW_ID_MAX, description="`next` of the previous page.")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> AuditPage:
     """The audit trail: who approved, rejected, unlocked, promoted, halted or resumed what,
