@@ -19,7 +19,6 @@ from typing import Any, cast
 
 import pytest
 from fastapi.testclient import TestClient
-from pydantic import SecretStr
 from sqlalchemy import event
 
 from gateway.access.session import Signer
@@ -34,9 +33,9 @@ from shared.stores.sql.deployments import DeploymentStore
 from shared.stores.sql.engine import Database
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 from tests.support.pages import QueueRecorder
+from tests.support.signin import PUBLIC, signin_settings
 
 APP_ID = 52
-PUBLIC = "http://testserver"
 FLEET = "acme/fleet"
 ROOT = "prod/eu"
 MALFORMED = [
@@ -94,18 +93,9 @@ def serving(tmp_path: Path, blob_url: str | None) -> Iterator[Gate]:
     with GitHubEmulator(app_id=APP_ID, app_key=pem) as emulator:
         emulator.seed_repository("acme", "fleet", 7)
         emulator.set_permission("acme", "fleet", "reader", "read")
-        settings = Settings(
-            data_dir=tmp_path / "state",
-            public_url=PUBLIC,
-            blob_url=blob_url,
-            github_api_url=emulator.url,
-            github_app_id=str(APP_ID),
-            github_private_key=SecretStr(pem),
-            github_oauth_client_id=emulator.oauth_client_id,
-            github_oauth_client_secret=SecretStr(emulator.oauth_client_secret),
-            api_token=MACHINE_SECRET,
+        settings = signin_settings(
+            tmp_path, emulator, pem, blob_url=blob_url, api_token=MACHINE_SECRET
         )
-        settings.data_dir.mkdir(parents=True)
         database = Database(settings.database)
         DeploymentStore(database).record(
             DeploymentRecord(

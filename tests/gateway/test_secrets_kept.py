@@ -25,14 +25,13 @@ from gateway.dispatcher import Dispatcher
 from shared.contracts.deploy import DeploymentRecord
 from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
-from shared.settings import Settings
 from shared.stores.sql.deployments import DeploymentStore
 from shared.stores.sql.engine import Database
 from tests.support.pages import DEP, REPO, ROOT, T0, QueueRecorder
+from tests.support.signin import PUBLIC, signin_settings
 from tests.support.webhooks import post
 
 APP_ID = 53
-PUBLIC = "http://testserver"
 SECRETS = {
     "webhook_secret": "hook-secret-kept-3f9a",
     "api_token": "api-token-kept-71c2",
@@ -61,17 +60,9 @@ def test_no_secret_reaches_an_answer_or_a_log(
     with GitHubEmulator(app_id=APP_ID, app_key=new_app_key()) as emulator:
         emulator.seed_repository("acme", "fleet", 7)
         client_secret = emulator.oauth_client_secret
-        settings = Settings(
-            data_dir=tmp_path / "state",
-            public_url=PUBLIC,
-            github_api_url=emulator.url,
-            github_app_id=str(APP_ID),
-            github_private_key=SecretStr(pem),
-            github_oauth_client_id=emulator.oauth_client_id,
-            github_oauth_client_secret=SecretStr(client_secret),
-            **{name: SecretStr(value) for name, value in SECRETS.items()},
+        settings = signin_settings(
+            tmp_path, emulator, pem, **{name: SecretStr(v) for name, v in SECRETS.items()}
         )
-        settings.data_dir.mkdir(parents=True)
         database = Database(settings.database)
         DeploymentStore(database).record(
             DeploymentRecord(

@@ -34,13 +34,20 @@ from shared.settings import Settings
 from shared.stores.sql.engine import Database
 from tests.support.machine import MACHINE_SECRET, MACHINE_TOKEN
 from tests.support.pages import QueueRecorder
+from tests.support.signin import PUBLIC, signin_settings
 from tests.support.webhooks import post
 
 APP_ID = 51
-PUBLIC = "http://testserver"
 WEBHOOK_SECRET = "hook-secret-for-signatures"
 READ_TOKEN = "read-token-for-signatures"
 METRICS_TOKEN = "metrics-token-for-signatures"
+# what the gateway checks besides the session: the webhook's signature and three tokens
+CHECKED = {
+    "webhook_secret": SecretStr(WEBHOOK_SECRET),
+    "api_token": MACHINE_SECRET,
+    "read_token": SecretStr(READ_TOKEN),
+    "metrics_token": SecretStr(METRICS_TOKEN),
+}
 DEPLOY = {"repo": "acme/fleet", "root": "prod/eu", "revision": "a1" * 20}
 
 
@@ -55,20 +62,7 @@ class Gate:
 def gate(tmp_path: Path) -> Iterator[Gate]:
     pem = new_app_key()
     with GitHubEmulator(app_id=APP_ID, app_key=pem) as emulator:
-        settings = Settings(
-            data_dir=tmp_path / "state",
-            public_url=PUBLIC,
-            github_api_url=emulator.url,
-            github_app_id=str(APP_ID),
-            github_private_key=SecretStr(pem),
-            github_oauth_client_id=emulator.oauth_client_id,
-            github_oauth_client_secret=SecretStr(emulator.oauth_client_secret),
-            webhook_secret=SecretStr(WEBHOOK_SECRET),
-            api_token=MACHINE_SECRET,
-            read_token=SecretStr(READ_TOKEN),
-            metrics_token=SecretStr(METRICS_TOKEN),
-        )
-        settings.data_dir.mkdir(parents=True)
+        settings = signin_settings(tmp_path, emulator, pem, **CHECKED)
         database = Database(settings.database)
         dispatcher = cast(Dispatcher, QueueRecorder())
         app = create_app(settings, dispatcher=dispatcher, database=database)
