@@ -14,13 +14,16 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 
 from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 
-from gateway import api, jobs_api, operations, pages, previews, signin, webhooks
+from gateway import api, jobs_api, operations, pages, previews, signin, static, webhooks
 from gateway.access.permissions import PermissionUnknown
 from gateway.access.viewer import Access, SignInRequired
 from gateway.context import Gateway
 from gateway.dispatcher import Dispatcher, TemporalDispatcher
+from gateway.headers import SecurityHeaders
 from gateway.intake import DeliveryIntake
 from gateway.metrics import GatewayMetrics
 from gateway.outbox import OutboxDrainer, OutboxOptions
@@ -54,6 +57,12 @@ def create_app(
     app.state.access = access
     app.add_exception_handler(SignInRequired, _sign_in_required)
     app.add_exception_handler(PermissionUnknown, _permission_unknown)
+    app.add_exception_handler(RequestValidationError, _malformed_request)
+    docs = (app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
+    app.add_middleware(
+        SecurityHeaders, public_url=settings.public_url, docs_paths=[p for p in docs if p]
+    )
+    app.include_router(static.router)
     app.include_router(signin.router)
     app.include_router(webhooks.router)
     app.include_router(api.router)
@@ -115,6 +124,18 @@ async def _sign_in_required(request: Request, exc: Exception) -> Response:
         )
     path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     return RedirectResponse(signin.signin_location(settings.public_url, path), status_code=303)
+
+
+async def _malformed_request(request: Request, exc: Exception) -> Response:
+    """A path that names nothing that could exist (gateway/names.py) is not found, as a name
+    that does not exist is; a malformed query or body stays FastAPI's 422."""
+    assert isinstance(exc, RequestValidationError)
+    if not any(error.get("loc", ("",))[0] == "path" for error in exc.errors()):
+        return await request_validation_exception_handler(request, exc)
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"detail": "Not Found"}, status_code=404)
+    public = request.app.state.access.settings.public_url
+    return pages.error_page(404, "Not found", "This page does not exist.", public)
 
 
 async def _permission_unknown(request: Request, exc: Exception) -> Response:

@@ -14,25 +14,17 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, status
-from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from gateway.access.viewer import ReadingDep
-from gateway.jobviews import (
-    DEPLOYMENT_ID,
-    AuditPage,
-    FleetPage,
-    Job,
-    LogPage,
-    ReaderDep,
-    RepoQuery,
-    RootPage,
-)
+from gateway.jobviews import AuditPage, FleetPage, Job, LogPage, ReaderDep, RootPage
+from gateway.names import DeploymentId, RepoQuery, RootId
 
 router = APIRouter(prefix="/api", tags=["jobs"])
 
-DeploymentId = Annotated[str, PathParam(pattern=DEPLOYMENT_ID)]
+# An audit row's id is a 64-bit SQL integer: a larger `before` is a 422, never a 500.
+ROW_ID_MAX = 2**63 - 1
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such deployment."}}
 
 
@@ -64,7 +56,9 @@ async def audit(
             "a workflow judges also has a received row, `counted: null`, left out by both)."
         ),
     ] = None,
-    before: Annotated[int | None, Query(ge=1, description="`next` of the previous page.")] = None,
+    before: Annotated[
+        int | None, Query(ge=1, le=ROW_ID_MAX, description="`next` of the previous page.")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> AuditPage:
     """The audit trail: who approved, rejected, unlocked, promoted, halted, resumed or rolled
@@ -126,7 +120,7 @@ async def job_diff(deployment_id: DeploymentId, reader: ReaderDep, reading: Read
 
 @router.get("/roots/{root:path}", responses={404: {"description": "No deployments recorded."}})
 async def root(
-    root: str,
+    root: RootId,
     reader: ReaderDep,
     reading: ReadingDep,
     repo: RepoQuery = None,
@@ -134,8 +128,9 @@ async def root(
 ) -> RootPage:
     """A root's deployments, newest first, 25 per page; `repo` narrows to one repository."""
     shown, repo = await reading.narrow(repo or None, lambda: reader.deployments.repositories(root))
-    listing = await run_in_threadpool(reader.root_page, root, repo, page)
-    if not shown or listing.total == 0:
+    # what the viewer may not read is not looked at: it answers as a root with no deployments
+    listing = await run_in_threadpool(reader.root_page, root, repo, page) if shown else None
+    if listing is None or listing.total == 0:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no deployments of root {root}")
     return listing
 

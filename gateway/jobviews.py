@@ -13,10 +13,9 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Request
 from pydantic import BaseModel, Field, ValidationError
 
-from gateway.access.permissions import REPO_PATTERN
 from gateway.context import Gateway
 from shared.contracts.deploy import (
     TERMINAL_STATES,
@@ -36,8 +35,6 @@ from shared.stores.sql.tables import AuditRow
 
 log = logging.getLogger("rollwright.gateway")
 
-# Deployment ids are uuids; anything that is not a plain token cannot name a job.
-DEPLOYMENT_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 ROOTS_PAGE_SIZE = 25
 
 
@@ -611,12 +608,6 @@ def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-# `?repo=OWNER/NAME` of the pages and their JSON: a name GitHub could have, or 422
-RepoQuery = Annotated[
-    str | None, Query(pattern=REPO_PATTERN, description="owner/name", examples=["acme/fleet"])
-]
 
 
 def get_reader(request: Request) -> JobReader:

@@ -24,20 +24,21 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import parse_qs, quote, urlencode, urlsplit
+from urllib.parse import parse_qs, quote, urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request, status
-from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from gateway import devactions
+from gateway.access.origin import from_own_page
 from gateway.access.viewer import Reading, ReadingDep
 from gateway.context import GatewayDep
 from gateway.dispatcher import DispatchError
-from gateway.jobviews import DEPLOYMENT_ID, JobReader, ReaderDep, RepoQuery
+from gateway.jobviews import JobReader, ReaderDep
+from gateway.names import DeploymentId, Owner, PatchId, RepoName, RepoQuery, RootId
 from shared.contracts.promotion import (
     RolloutView,
     promotion_check_run_name,
@@ -54,8 +55,6 @@ CHUNK = 64 * 1024
 SYMBOLS = {"added": "+", "removed": "-", "changed": "~"}
 SIGNS = {"add": "+", "del": "-", "ctx": " ", "note": ""}
 DEV_SENDER = "dev-reviewer"
-
-DeploymentId = Annotated[str, PathParam(pattern=DEPLOYMENT_ID)]
 
 
 def _when(value: datetime | None) -> str:
@@ -79,7 +78,7 @@ def _json(value: Any) -> str:
 
 templates = Environment(
     loader=FileSystemLoader(TEMPLATES),
-    autoescape=select_autoescape(["html", "js"], default=True),
+    autoescape=select_autoescape(["html"], default=True),
     trim_blocks=False,
 )
 templates.filters["when"] = _when
@@ -102,7 +101,7 @@ templates.filters["inline_code"] = _inline_code
 
 def error_page(code: int, title: str, detail: str, public_url: str) -> HTMLResponse:
     html = templates.get_template("error.html").render(
-        title=title, detail=detail, public_url=public_url
+        title=title, detail=detail, public_url=public_url.rstrip("/")
     )
     return HTMLResponse(html, status_code=code)
 
@@ -269,11 +268,7 @@ def _clicked_here(request: Request, reading: Reading, public: str) -> bool:
         return True
     if reading.viewer.kind != "user":
         return False
-    here = urlsplit(public)
-    origin = request.headers.get("origin")
-    if origin is not None:
-        return origin == f"{here.scheme}://{here.netloc}"
-    return request.headers.get("sec-fetch-site") == "same-origin"
+    return from_own_page(request, public)
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -309,9 +304,9 @@ async def fleet_page(
 
 @router.get("/rollouts/{owner}/{name}/{patch_id}", response_class=HTMLResponse)
 async def rollout_page(
-    owner: str,
-    name: str,
-    patch_id: str,
+    owner: Owner,
+    name: RepoName,
+    patch_id: PatchId,
     gateway: GatewayDep,
     reader: ReaderDep,
     reading: ReadingDep,
@@ -384,7 +379,7 @@ async def index_page(reader: ReaderDep, reading: ReadingDep) -> HTMLResponse:
 
 @router.get("/roots/{root:path}", response_class=HTMLResponse)
 async def root_page(
-    root: str,
+    root: RootId,
     reader: ReaderDep,
     reading: ReadingDep,
     repo: RepoQuery = None,
@@ -393,8 +388,9 @@ async def root_page(
     settings = reader.settings
     public = settings.public_url.rstrip("/")
     shown, repo = await reading.narrow(repo or None, lambda: reader.deployments.repositories(root))
-    listing = await run_in_threadpool(reader.root_page, root, repo, page)
-    if not shown or listing.total == 0:
+    # what the viewer may not read is not looked at: it answers as a root with no deployments
+    listing = await run_in_threadpool(reader.root_page, root, repo, page) if shown else None
+    if listing is None or listing.total == 0:
         where = f" in {repo}" if repo else ""
         return error_page(
             404, "No such root", f"No deployments of root {root!r}{where} are recorded.", public

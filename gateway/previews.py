@@ -27,14 +27,12 @@ from pydantic import ValidationError
 
 from gateway.access.viewer import Reading, ReadingDep
 from gateway.context import GatewayDep
+from gateway.names import Owner, RepoName
 from shared.contracts.preview import PreviewPointer, preview_latest_key, preview_prefix
 from shared.review.markdown_html import render_markdown
 from shared.stores.blob import BlobStore
 
-NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 SHA = r"^[0-9a-f]{40}([0-9a-f]{24})?$"
-Owner = Annotated[str, PathParam(pattern=NAME)]
-Repo = Annotated[str, PathParam(pattern=NAME)]
 PullNumber = Annotated[int, PathParam(ge=1)]
 Head = Annotated[str, PathParam(pattern=SHA)]
 RAW_TYPES = {
@@ -48,7 +46,7 @@ router = APIRouter(tags=["previews"])
 
 @router.get("/previews/{owner}/{repo}/{pr}", response_class=HTMLResponse)
 async def latest_preview(
-    owner: Owner, repo: Repo, pr: PullNumber, gw: GatewayDep, reading: ReadingDep
+    owner: Owner, repo: RepoName, pr: PullNumber, gw: GatewayDep, reading: ReadingDep
 ) -> HTMLResponse:
     """The newest reported head of a pull request."""
     await _require_read(reading, owner, repo, pr)
@@ -66,7 +64,7 @@ async def latest_preview(
 
 @router.get("/previews/{owner}/{repo}/{pr}/{head}", response_class=HTMLResponse)
 async def head_preview(
-    owner: Owner, repo: Repo, pr: PullNumber, head: Head, gw: GatewayDep, reading: ReadingDep
+    owner: Owner, repo: RepoName, pr: PullNumber, head: Head, gw: GatewayDep, reading: ReadingDep
 ) -> HTMLResponse:
     """One head's full report."""
     await _require_read(reading, owner, repo, pr)
@@ -76,7 +74,7 @@ async def head_preview(
 @router.get("/previews/{owner}/{repo}/{pr}/{head}/{name}")
 async def raw_report(
     owner: Owner,
-    repo: Repo,
+    repo: RepoName,
     pr: PullNumber,
     head: Head,
     name: str,
@@ -124,16 +122,7 @@ def _layout(owner: str, repo: str, pr: int, head: str, meta: dict[str, Any], bod
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>Preview of {e(owner)}/{e(repo)}#{pr} at {e(head[:12])}</title>
-<style>
-body {{ font: 15px/1.5 system-ui, sans-serif; max-width: 80rem; margin: 2rem auto;
-       padding: 0 1rem; color: #1f2328; }}
-pre {{ background: #f6f8fa; padding: .75rem; overflow-x: auto; font-size: 13px; }}
-code {{ font-family: ui-monospace, monospace; }}
-details {{ margin: .25rem 0 .25rem 1rem; }}
-table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #d1d9e0; padding: .2rem .5rem; }}
-.meta {{ color: #59636e; }}
-.failed {{ color: #d1242f; }}
-</style></head>
+<link rel="stylesheet" href="/static/preview.css"></head>
 <body>
 <h1>Preview of {e(owner)}/{e(repo)}#{pr}</h1>
 <p class="meta">PR {e(side)} against {e(base)}: <span class="{status}">{e(verdict)}</span>

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.access.oauth import GitHubOAuth, SignInError
+from gateway.access.origin import from_own_page
 from gateway.access.session import SignedIn
 from gateway.access.viewer import SESSION_COOKIE, SESSION_PURPOSE, AccessDep, cookie_name
 from gateway.pages import error_page
@@ -146,9 +147,15 @@ async def callback(
     return answer
 
 
-@router.post("/auth/signout")
-async def signout(access: AccessDep) -> RedirectResponse:
+@router.post("/auth/signout", response_model=None)
+async def signout(request: Request, access: AccessDep) -> Response:
+    """Sign out, from the sign-out button of this gateway's pages only (another site, even
+    on another port of this host, cannot sign anyone out)."""
     public = access.settings.public_url.rstrip("/")
+    if not from_own_page(request, public):
+        return error_page(
+            403, "Sign out from the pages", "Use the Sign out button of this gateway.", public
+        )
     answer = RedirectResponse(f"{public}/", status_code=303)
     answer.delete_cookie(
         cookie_name(SESSION_COOKIE, access.settings),

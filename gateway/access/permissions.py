@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -21,6 +20,7 @@ from collections.abc import Callable
 
 from fastapi.concurrency import run_in_threadpool
 
+from gateway.names import REPO
 from shared.github.app import GitHubApp, GitHubRequestError, GitHubRetryableError
 
 log = logging.getLogger("rollwright.gateway.access")
@@ -31,13 +31,6 @@ MAX_ENTRIES = 10_000
 # rather than take every thread of the gateway (and the App's rate limit) with them.
 CONCURRENT_ASKS = 8
 READS = frozenset({"read", "write", "admin"})
-# GitHub's owner and repository names (an owner has no dots; a repository is never . or ..)
-# (no look-ahead: FastAPI's validator is Rust's regex).
-REPO_PATTERN = (
-    r"^[A-Za-z0-9-]{1,39}/(?:[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}"
-    r"|\.[A-Za-z0-9_-][A-Za-z0-9_.-]{0,98}|\.\.[A-Za-z0-9_.-]{1,98})$"
-)
-REPO = re.compile(REPO_PATTERN)
 
 
 class PermissionUnknown(Exception):

@@ -26,6 +26,9 @@ def _unb64(text: str) -> bytes:
 
 class Signer:
     def __init__(self, key: bytes) -> None:
+        # an empty key is no key: anyone could sign a session with it
+        if not key:
+            raise ValueError("a signing key must not be empty")
         self._key = key
 
     def _mac(self, purpose: str, body: str) -> str:
@@ -38,7 +41,8 @@ class Signer:
         return f"{body}.{self._mac(purpose, body)}"
 
     def verify(self, purpose: str, value: str | None) -> dict[str, Any] | None:
-        """The payload of a value signed for `purpose` that has not expired; else None."""
+        """The payload of a value signed for `purpose` that has not expired; else None. The
+        whole MAC is compared: a truncated or empty one is refused."""
         if not value or value.count(".") != 1:
             return None
         body, mac = value.split(".")

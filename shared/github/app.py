@@ -67,8 +67,10 @@ def webhook_signature(secret: str | bytes, body: bytes) -> str:
 
 
 def verify_webhook_signature(secret: str | bytes, body: bytes, header: str | None) -> bool:
-    """Constant-time check of `X-Hub-Signature-256` over the exact bytes received."""
-    if not header:
+    """Constant-time check of `X-Hub-Signature-256` over the exact bytes received: the whole
+    value, never a part of it (a truncated or empty digest is refused). An empty secret is
+    no secret (anyone can sign with it), so nothing verifies against it."""
+    if not secret or not header:
         return False
     return hmac.compare_digest(webhook_signature(secret, body).encode(), header.encode())
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from markdown_it import MarkdownIt
 from markdown_it.renderer import RendererHTML
+from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
@@ -58,9 +59,21 @@ def _html_block(
     return _safe_html(tokens[idx].content)
 
 
+def _align_classes(state: StateCore) -> None:
+    """Aligned table columns as `class="align-right"`, not markdown-it's `style` attribute:
+    the gateway's Content-Security-Policy allows no inline styles (its stylesheet has the
+    classes)."""
+    for token in state.tokens:
+        style = token.attrs.get("style") if token.type in ("th_open", "td_open") else None
+        if isinstance(style, str) and style.startswith("text-align:"):
+            del token.attrs["style"]
+            token.attrSet("class", f"align-{style.removeprefix('text-align:')}")
+
+
 def markdown_renderer() -> MarkdownIt:
     """CommonMark + tables, raw HTML limited to the report's own tags, links validated."""
     md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    md.core.ruler.push("align_classes", _align_classes)
     md.add_render_rule("html_block", _html_block)
     md.add_render_rule("html_inline", _html_block)
     return md

@@ -277,7 +277,7 @@ def test_expired_sessions_and_signing_out(served: Served) -> None:
         assert client.get(f"{served.url}/jobs/{READABLE}").status_code == 303
         client.cookies.clear()
         assert open_signed_in(client, f"{served.url}/jobs/{READABLE}", "reader").status_code == 200
-        out = client.post(f"{served.url}/auth/signout")
+        out = client.post(f"{served.url}/auth/signout", headers={"Origin": served.url})
         assert out.status_code == 303 and SESSION_COOKIE in out.headers["set-cookie"]
         assert client.get(f"{served.url}/jobs/{READABLE}").status_code == 303
 

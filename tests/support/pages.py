@@ -75,7 +75,7 @@ class QueueRecorder:
 
 
 class World:
-    def __init__(self, tmp: Path, **settings: Any) -> None:
+    def __init__(self, tmp: Path, dispatcher: QueueRecorder | None = None, **settings: Any) -> None:
         # the pages are read as a machine would (the bearer token); sign-in has its own tests
         defaults = {
             "public_url": PUBLIC,
@@ -91,7 +91,7 @@ class World:
         self.job_index = JobStore(self.database)
         self.blobs = FileBlobStore(tmp / "state" / "blobs")
         self.jobs = JobLog(self.blobs)
-        self.dispatcher = QueueRecorder()
+        self.dispatcher = dispatcher or QueueRecorder()
         app = create_app(
             self.settings, dispatcher=cast(Dispatcher, self.dispatcher), database=self.database
         )

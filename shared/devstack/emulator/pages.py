@@ -57,6 +57,10 @@ class Pages:
             return 200, Html(_render_check_run_page(run))
 
 
+# render_markdown marks aligned table columns with classes (shared/review/markdown_html.py)
+ALIGNED_COLUMNS = ".align-center{text-align:center}.align-right{text-align:right}"
+
+
 def _render_check_run_page(run: CheckRunRecord) -> str:
     state = run.state
     output = state["output"]
@@ -85,7 +89,8 @@ def _render_check_run_page(run: CheckRunRecord) -> str:
     )
     commit = f"/{run.owner}/{run.repo}/commit/{state['head_sha']}"
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+        f"<style>{ALIGNED_COLUMNS}</style></head>"
         f"<body style='font-family:sans-serif;max-width:70em;margin:2em auto'>"
         f"<h1>{title}</h1>"
         f"<p>check run {run.id} · <b>{html.escape(state['status'])}</b>"

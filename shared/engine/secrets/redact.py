@@ -183,7 +183,11 @@ def is_secret_object(doc: Any) -> bool:
 
 @contextmanager
 def keyed_markers(key: bytes | None) -> Iterator[None]:
-    """Secret markers made inside are `REDACTED:hmac:…` keyed with `key` (None: unkeyed)."""
+    """Secret markers made inside are `REDACTED:hmac:…` keyed with `key` (None: unkeyed).
+    An empty key is refused: its markers would look keyed while anyone could compute them
+    to confirm a guessed value."""
+    if key is not None and not key:
+        raise ValueError("a secret-marker key must not be empty (None: unkeyed markers)")
     token = _MARKER_KEY.set(key)
     try:
         yield
