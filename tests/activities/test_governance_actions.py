@@ -20,7 +20,7 @@ from shared.contracts.governance import ActionRequest, GovernedAction, Verdict
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.stores.gitmirror import GitMirror
 from tests.support.github_app import app_settings
-from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.gitrepo import commit_all, git, init_repo, local_remote
 from tests.support.paths import EXAMPLES
 
 APP_ID, INSTALLATION = 4343, 78
@@ -56,7 +56,7 @@ class World:
         self.repo = RepoRef(
             owner="acme", name="fleet", installation_id=INSTALLATION, clone_url=str(self.remote)
         )
-        self.judge = ActionJudge(self.access, GitMirror(tmp / "git"))
+        self.judge = ActionJudge(self.access, GitMirror(tmp / "git", remote_for=local_remote))
 
     def commit_policy(self, approvers: str, text: str | None = None) -> str:
         (self.work / "rollwright.yaml").write_text(text or POLICY.format(approvers=approvers))
