@@ -14,6 +14,8 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 
 from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 
 from gateway import api, jobs_api, operations, pages, previews, signin, webhooks
@@ -54,6 +56,7 @@ def create_app(
     app.state.access = access
     app.add_exception_handler(SignInRequired, _sign_in_required)
     app.add_exception_handler(PermissionUnknown, _permission_unknown)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
     app.include_router(signin.router)
     app.include_router(webhooks.router)
     app.include_router(api.router)
@@ -126,3 +129,18 @@ async def _permission_unknown(request: Request, exc: Exception) -> Response:
         return JSONResponse({"detail": detail}, status_code=503)
     public = request.app.state.access.settings.public_url
     return pages.error_page(503, "GitHub did not answer", f"{detail}.", public)
+
+
+async def _invalid_request(request: Request, exc: Exception) -> Response:
+    """A page's address that names nothing it could show (a malformed id or revision: 404)
+    or a query it cannot take (400) is a page saying so, never raw JSON; the JSON API and
+    the webhooks keep FastAPI's 422."""
+    assert isinstance(exc, RequestValidationError)
+    path = request.url.path
+    if path.startswith(("/api/", "/events")) or request.method != "GET":
+        return await request_validation_exception_handler(request, exc)
+    public = request.app.state.access.settings.public_url
+    if all(error["loc"][:1] != ("path",) for error in exc.errors()):
+        fields = ", ".join(sorted({str(error["loc"][-1]) for error in exc.errors()}))
+        return pages.error_page(400, "Bad request", f"This page cannot take: {fields}.", public)
+    return pages.error_page(404, "No such page", f"Rollwright has no page at {path}.", public)

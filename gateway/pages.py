@@ -33,7 +33,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 
-from gateway import devactions
+from gateway import devactions, revisionview
+from gateway.access.permissions import NAME_PATTERN, SHA_PATTERN
 from gateway.access.viewer import Reading, ReadingDep
 from gateway.context import GatewayDep
 from gateway.dispatcher import DispatchError
@@ -44,6 +45,7 @@ from shared.contracts.promotion import (
     promotion_workflow_id,
 )
 from shared.review.diffdoc import DiffDocument, split_rows, unified_rows
+from shared.review.markdown_html import render_markdown
 
 log = logging.getLogger("rollwright.gateway.pages")
 
@@ -56,6 +58,9 @@ SIGNS = {"add": "+", "del": "-", "ctx": " ", "note": ""}
 DEV_SENDER = "dev-reviewer"
 
 DeploymentId = Annotated[str, PathParam(pattern=DEPLOYMENT_ID)]
+Owner = Annotated[str, PathParam(pattern=NAME_PATTERN)]
+Name = Annotated[str, PathParam(pattern=NAME_PATTERN)]
+Revision = Annotated[str, PathParam(pattern=SHA_PATTERN)]
 
 
 def _when(value: datetime | None) -> str:
@@ -98,6 +103,16 @@ def _inline_code(text: str) -> Markup:
 
 
 templates.filters["inline_code"] = _inline_code
+
+
+def _markdown(text: str) -> Markup:
+    """Messages rollwright wrote as Markdown for check runs (review requirements, Argo CD's
+    table of a verification), as HTML through the one safe renderer: raw HTML in them is
+    escaped, links are validated."""
+    return Markup(render_markdown(text))
+
+
+templates.filters["markdown"] = _markdown
 
 
 def error_page(code: int, title: str, detail: str, public_url: str) -> HTMLResponse:
@@ -305,6 +320,22 @@ async def fleet_page(
         repo_url=lambda name: _fleet_url(public, name),
         api_url=f"{public}/api/fleet?{urlencode({'repo': fleet.repo or ''})}",
     )
+
+
+@router.get("/revisions/{owner}/{name}/{revision}", response_class=HTMLResponse)
+async def revision_page(
+    owner: Owner, name: Name, revision: Revision, reader: ReaderDep, reading: ReadingDep
+) -> HTMLResponse:
+    """A merged revision: every root deployed at it with its newest deployment there (the
+    `rollwright` summary check run's Details link, where Approve all is)."""
+    public = reader.settings.public_url.rstrip("/")
+    repo = f"{owner}/{name}"
+    if not await reading.may_read(repo):
+        return error_page(
+            404, "No such revision", f"Rollwright has no record of {repo}@{revision}.", public
+        )
+    page = await run_in_threadpool(revisionview.revision_page, reader, repo, revision)
+    return _page("revision.html", reading, public, page=page)
 
 
 @router.get("/rollouts/{owner}/{name}/{patch_id}", response_class=HTMLResponse)

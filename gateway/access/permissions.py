@@ -38,6 +38,9 @@ REPO_PATTERN = (
     r"|\.[A-Za-z0-9_-][A-Za-z0-9_.-]{0,98}|\.\.[A-Za-z0-9_.-]{1,98})$"
 )
 REPO = re.compile(REPO_PATTERN)
+# The owner or name of a repository and a commit as path parameters of the pages
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+SHA_PATTERN = r"^[0-9a-f]{40}([0-9a-f]{24})?$"
 
 
 class PermissionUnknown(Exception):

@@ -122,7 +122,7 @@ def test_side_by_side_pairs_removed_and_added_lines(world: World) -> None:
     )
     assert row and row.group(1) == row.group(2)
     assert 'href="?view=unified#diff"' in html
-    assert world.client.get(f"/jobs/{DEP}?view=sideways").status_code == 422
+    assert world.client.get(f"/jobs/{DEP}?view=sideways").status_code == 400
 
 
 def test_everything_shown_is_escaped(world: World) -> None:

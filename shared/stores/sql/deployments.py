@@ -89,6 +89,22 @@ class DeploymentStore:
         """Deployments of a root in any repository (or in `repo`), newest first."""
         return self._newest_first(repo, root, limit, offset)
 
+    def of_revision(self, repo: str, revision: str, *, limit: int = 2000) -> list[DeploymentRow]:
+        """Every deployment of `revision` in `repo` (a merged revision's page), by root, the
+        newest of a root first."""
+        with self._db.session() as session:
+            query = (
+                select(DeploymentRow)
+                .where(DeploymentRow.repo == repo, DeploymentRow.revision == revision)
+                .order_by(
+                    DeploymentRow.root,
+                    DeploymentRow.created_at.desc(),
+                    DeploymentRow.deployment_id.desc(),
+                )
+                .limit(limit)
+            )
+            return list(session.scalars(query))
+
     def count(self, repo: str | None, root: str | None = None) -> int:
         """How many deployments `in_repo` (or `of_root`) would page through."""
         with self._db.session() as session:
