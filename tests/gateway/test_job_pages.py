@@ -137,11 +137,40 @@ def test_everything_shown_is_escaped(world: World) -> None:
     html = world.client.get(f"/jobs/{DEP}").text
     assert "<script>alert" not in html and "<img src=x" not in html and "<b>mallory" not in html
     assert "&lt;b&gt;mallory&lt;/b&gt;" in html
-    assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in html
+    assert '&lt;img src=x onerror="alert(1)"&gt;' in html  # text, in the outcome's Markdown
     assert "error=&lt;script&gt;alert(2)&lt;/script&gt;" in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # inside the diff
     # only the page's own script tag
     assert html.count("<script>") == 1
+
+
+HOSTILE_MARKDOWN = (
+    "**Approval still needed** from:\n- anyone with write access\n\n"
+    "| Application | Sync |\n|---|---|\n| `web` | Synced |\n\n"
+    "<script>alert(1)</script> <img src=x onerror=alert(2)> [click](javascript:alert(3)) "
+    '<a href="https://evil.example">x</a> <details open><summary onclick="alert(4)">s</summary>'
+)
+
+
+def test_messages_are_markdown_shown_as_safe_html(world: World) -> None:
+    """A deployment's messages are Markdown (written for its check run): the job page (its
+    outcome and timeline) and the root page show them as HTML, through the safe renderer
+    that escapes raw HTML and refuses script links."""
+    world.record("awaiting_review", T0, message=HOSTILE_MARKDOWN)
+    world.record("failed", T0 + timedelta(minutes=1), message=HOSTILE_MARKDOWN)
+    for path in (f"/jobs/{DEP}", f"/roots/{ROOT}"):
+        html = world.client.get(path).text
+        assert "<strong>Approval still needed</strong>" in html, path
+        assert "**Approval" not in html and "| Application |" not in html, path
+        assert "<li>anyone with write access</li>" in html, path
+        assert "<th>Application</th>" in html and "<td><code>web</code></td>" in html, path
+        assert "<script>alert" not in html and "&lt;script&gt;alert(1)" in html, path
+        assert "<img" not in html and 'href="javascript:' not in html, path
+        assert '<a href="https://evil.example"' not in html, path
+        assert "onclick" not in html.replace("&lt;summary onclick", ""), path
+    job = world.client.get(f"/jobs/{DEP}").text
+    assert job.count("<strong>Approval still needed</strong>") == 3  # outcome, two events
+    assert job.count("<script>") == 1  # only the page's own
 
 
 def test_unknown_deployment_is_a_404_page(world: World) -> None:
