@@ -1,9 +1,10 @@
 """`rollwright validate`: every problem in a fleet repo, one `path:line: message` each.
 
 Structural checks come from the layout (schemas, references, names, patches); then each root
-is rendered so template and chart errors surface too. Problems are collected, not raised, so
-one run shows everything that needs fixing. Content problems are errors, hygiene problems
-warnings (`Problem.hygiene`; docs/formats/problems.md).
+is rendered so template and chart errors surface too, and so do renders holding secret values
+that the publishing target would refuse (`publish.secrets: refuse` with git or S3). Problems
+are collected, not raised, so one run shows everything that needs fixing. Content problems
+are errors, hygiene problems warnings (`Problem.hygiene`; docs/formats/problems.md).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 from shared.engine.errors import FleetError, FleetErrors, Problem, by_root
 from shared.engine.fleet import Fleet
+from shared.engine.publish_secrets import publish_refuses, secret_files, unpublishable_roots
 from shared.engine.tree import Tree
 
 
@@ -43,11 +45,18 @@ def check_fleet(tree: Tree, *, render: bool = True) -> Validation:
     if render and roots is not None and not any(not p.hygiene for p in problems):
         # Rendering a fleet with content problems would repeat them once per root.
         failures: list[tuple[str, FleetError]] = []
+        unpublishable: list[str] = []  # renders the publishing target would refuse
         for root in roots:
             try:
-                fleet.render(root)
+                rendered = fleet.render(root)
             except FleetError as err:
                 failures.append((root, err))
+                continue
+            if publish_refuses(fleet.config) and secret_files(rendered):
+                unpublishable.append(root)
         problems.update(by_root(failures))  # a shared file's mistake once, with its roots
+        refused = unpublishable_roots(fleet.tree, fleet.config, unpublishable)
+        if refused is not None:
+            problems.add(refused)
     ordered = sorted(problems, key=lambda p: (p.path, p.line or 0, p.message))
     return Validation(ordered, len(roots) if roots is not None else None)

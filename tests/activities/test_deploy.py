@@ -428,6 +428,32 @@ def test_secret_rotation_is_stored_redacted_and_shows_in_the_diff(
         assert plaintext.decode() not in diff.text
 
 
+def test_a_render_publishing_would_refuse_fails_before_review(
+    world: World, age_key: AgeKey
+) -> None:
+    """Secret values, a git target and `publish.secrets: refuse` (the default): the render
+    fails with rollwright.yaml's line, before a reviewer is asked to approve what publishing
+    would refuse; with `secrets: sops` it renders."""
+    refusing = world.commit(
+        {
+            "rollwright.yaml": {"publish": {"target": "git"}},
+            "deployments/solo/cluster.values.sops.yaml": encrypt_yaml(
+                {"dbPassword": "hunter2-correct-horse"}, [age_key.recipient]
+            ),
+        }
+    )
+    with pytest.raises(ApplicationError) as info:
+        world.render_at(refusing, "solo", "dep-refused")
+    message = fleet_error(info)
+    assert message.startswith('rollwright.yaml:2: root "solo" renders secret values in 1 file(s)')
+    assert "`publish.secrets: sops`" in message and "hunter2" not in message
+    assert JobLog(world.blobs).read("dep-refused")[-2]["message"] == "render failed"
+    # a root without secrets renders as before; so does this one once sops re-encrypts
+    world.render_at(refusing, "g/c2", "dep-plain")
+    allowed = world.commit({"rollwright.yaml": {"publish": {"target": "git", "secrets": "sops"}}})
+    assert world.render_at(allowed, "solo", "dep-sops").file_count
+
+
 # --- latest.json and SQL -----------------------------------------------------------------------
 
 
