@@ -51,6 +51,24 @@ def test_yaml_syntax_error(tmp_path: Path) -> None:
     assert problem.startswith(f"{DEP}/deployment.yaml:3: YAML syntax error")
 
 
+@pytest.mark.parametrize(
+    ("text", "line", "column"),
+    [
+        ("apps:\n\t- template: echo\n", 2, 1),  # a line indented with a tab
+        ("apps:\n  - template: echo\n   \tname: web\n", 3, 4),  # a tab after spaces
+        ("apps:\n  - template: echo\n\t\n", 3, 1),  # a blank line holding a tab
+    ],
+)
+def test_a_yaml_tab_is_named_with_its_column(
+    tmp_path: Path, text: str, line: int, column: int
+) -> None:
+    base = fleet(tmp_path, {f"{DEP}/deployment.yaml": text})
+    assert problems(base) == [
+        f"{DEP}/deployment.yaml:{line}: YAML syntax error: a tab character at column "
+        f"{column}: YAML indents with spaces, never tabs"
+    ]
+
+
 def test_missing_template(tmp_path: Path) -> None:
     text = "apps:\n  - template: echo\n  - template: nope\n"
     base = fleet(tmp_path, {f"{DEP}/deployment.yaml": text})
