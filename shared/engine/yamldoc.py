@@ -139,7 +139,7 @@ def _tab_column(text: str, mark: Any, problem: str) -> int | None:
     lines = text.split("\n")
     if not 0 <= mark.line < len(lines):
         return None
-    row = lines[mark.line]
+    row: str = lines[int(mark.line)]
     at = row[mark.column] if 0 <= mark.column < len(row) else ""
     if at == "\t":
         return int(mark.column) + 1
