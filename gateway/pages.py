@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
@@ -33,7 +33,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 
-from gateway import devactions, revisionview
+from gateway import devactions, revisionview, rolloutview
 from gateway.access.permissions import NAME_PATTERN, SHA_PATTERN
 from gateway.access.viewer import Reading, ReadingDep
 from gateway.context import GatewayDep
@@ -361,11 +361,13 @@ async def rollout_page(
         return error_page(
             404, "No such rollout", f"No rollout of patch {patch_id!r} in {repo} is known.", public
         )
+    nodes = await run_in_threadpool(rolloutview.pipeline, view, reader, datetime.now(UTC))
     return _page(
         "rollout.html",
         reading,
         public,
         view=view,
+        nodes=nodes,
         actions=rollout_actions(view),
         check_run=promotion_check_run_name(patch_id),
         temporal=reader.workflow_url(promotion_workflow_id(repo, patch_id)),
