@@ -20,6 +20,7 @@ from gateway.access.permissions import REPO_PATTERN
 from gateway.context import Gateway
 from shared.contracts.deploy import (
     TERMINAL_STATES,
+    FleetRoots,
     LatestDeployment,
     deploy_workflow_id,
     lock_from_latest,
@@ -28,7 +29,7 @@ from shared.github.urls import web_base
 from shared.review.compared import ReviewContext, context_key
 from shared.review.diffdoc import DiffDocument, document_key
 from shared.settings import Settings
-from shared.stores.blob import BlobStore, job_log_key, latest_key
+from shared.stores.blob import BlobStore, fleet_roots_key, job_log_key, latest_key
 from shared.stores.joblog import parse_log
 from shared.stores.sql.audit import AuditStore
 from shared.stores.sql.deployments import DeploymentStore, FleetRoot
@@ -218,19 +219,22 @@ class RootPage(BaseModel):
 
 
 class FleetRow(BaseModel):
-    """One root on the fleet page."""
+    """One root on the fleet page; a root of the fleet never deployed has state
+    `undeployed` and no deployment's fields."""
 
     root: str
-    revision: str  # of its newest deployment
+    revision: str  # of its newest deployment ("" when never deployed)
     state: str
     deployed_revision: str | None  # the newest that reached the cluster
     health: str  # verified → healthy, unhealthy, verifying, published (not verified), none
     queued: int
     locked: bool
     locked_by: str | None = None  # the deployment holding the lock
-    page: str  # the newest deployment's job page
-    root_page: str
+    page: str | None  # the newest deployment's job page
+    root_page: str | None  # its deployments (None: there are none)
     queue: str | None = None  # the root's DeployWorkflow in the Temporal UI
+    revision_page: str | None = None  # the newest deployment's revision page
+    deployed_revision_page: str | None = None
 
 
 class FleetPage(BaseModel):
@@ -474,6 +478,8 @@ class JobReader:
             if shown and repo
             else []
         )
+        if shown and repo:
+            rows = self._with_undeployed(repo, rows)
         states: dict[str, int] = {}
         for row in rows:
             states[row.state] = states.get(row.state, 0) + 1
@@ -484,6 +490,36 @@ class JobReader:
         return FleetPage(
             repo=repo, repositories=repositories, state=state, states=states, roots=rows
         )
+
+    def _with_undeployed(self, repo: str, rows: list[FleetRow]) -> list[FleetRow]:
+        """The rows, and a row for every root of the fleet's newest dispatched revision
+        without a deployment (`FleetRoots`, noted by the dispatch), by root."""
+        raw = self.blobs.get(fleet_roots_key(repo))
+        if raw is None:
+            return rows
+        try:
+            noted = FleetRoots.model_validate_json(raw)
+        except ValidationError:
+            log.warning("fleet roots unreadable", extra={"repo": repo})
+            return rows
+        known = {row.root for row in rows}
+        undeployed = [
+            FleetRow(
+                root=root,
+                revision="",
+                state="undeployed",
+                deployed_revision=None,
+                health="none",
+                queued=0,
+                locked=False,
+                page=None,
+                root_page=None,
+                queue=self.workflow_url(deploy_workflow_id(repo, root)),
+            )
+            for root in noted.roots
+            if root not in known
+        ]
+        return sorted(rows + undeployed, key=lambda row: row.root)
 
     def _fleet_row(self, repo: str, found: FleetRoot) -> FleetRow:
         latest, delivered = found.latest, found.delivered
@@ -501,6 +537,10 @@ class JobReader:
             root_page=f"{self.settings.public_url.rstrip('/')}/roots/{quote(found.root)}"
             f"?repo={quote(repo, safe='')}",
             queue=self.workflow_url(deploy_workflow_id(repo, found.root)),
+            revision_page=self.settings.revision_url(repo, latest.revision),
+            deployed_revision_page=(
+                self.settings.revision_url(repo, delivered.revision) if delivered else None
+            ),
         )
 
     def _lock(self, repo: str, root: str) -> str | None:

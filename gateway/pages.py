@@ -396,20 +396,24 @@ async def index_page(reader: ReaderDep, reading: ReadingDep) -> HTMLResponse:
     end)."""
     public = reader.settings.public_url.rstrip("/")
     rows = await run_in_threadpool(reader.deployments.roots)
-    repositories = sorted({repo for repo, _, _, _ in rows})
+    repositories = sorted({row.repo for row in rows})
     if not reading.everything:
         repositories = await reading.readable(repositories)
     shown = set(repositories)
+    settings = reader.settings
     roots = [
         {
-            "repo": repo,
-            "root": root,
-            "deployments": count,
-            "last": last,
-            "page": reader.settings.root_url(repo, root),
+            "repo": row.repo,
+            "root": row.root,
+            "deployments": row.deployments,
+            "last": row.last,
+            "state": row.newest.state,
+            "newest": settings.job_url(row.newest.deployment_id),
+            "awaiting_review": row.awaiting_review,
+            "page": settings.root_url(row.repo, row.root),
         }
-        for repo, root, count, last in rows
-        if repo in shown
+        for row in rows
+        if row.repo in shown
     ]
     fleets = {name: _fleet_url(public, name) for name in repositories}
     return _page("index.html", reading, public, roots=roots, fleets=fleets)

@@ -32,6 +32,7 @@ from shared.contracts.deploy import (
     CheckoutResult,
     DeploymentRecord,
     DiffRequest,
+    FleetRoots,
     LatestDeployment,
     LoadLatestRequest,
     PersistLatestRequest,
@@ -44,7 +45,7 @@ from shared.contracts.deploy import (
 from shared.engine.secrets import sops
 from shared.engine.secrets.sops import SopsError
 from shared.settings import Settings
-from shared.stores.blob import FileBlobStore, latest_key
+from shared.stores.blob import FileBlobStore, fleet_roots_key, latest_key
 from shared.stores.gitmirror import GitMirror
 from shared.stores.sql.deployments import DeploymentStore
 from shared.stores.sql.engine import Database
@@ -127,7 +128,7 @@ def world(tmp_path: Path) -> World:
         settings=settings,
         blobs=blobs,
         mirror=mirror,
-        git=GitActivities(mirror, JobLog(blobs)),
+        git=GitActivities(mirror, JobLog(blobs), blobs),
         render=RenderActivities(settings, blobs),
         env=ActivityEnvironment(),
     )
@@ -154,6 +155,9 @@ def test_affected_roots_between_two_pushes(world: World) -> None:
         world.git.affected_roots, AffectedRequest(repo=world.ref, before=after, after=group)
     )
     assert result.roots == ["g/c1", "g/c2"]
+    # every root of the pushed revision is noted for the fleet page, deployed or not
+    noted = FleetRoots.model_validate_json(world.blobs.get(fleet_roots_key("acme/fleet")) or b"")
+    assert (noted.revision, noted.roots) == (group, ROOTS)
 
 
 @pytest.mark.parametrize(
