@@ -44,7 +44,7 @@ from shared.contracts.promotion import (
     promotion_check_run_name,
     promotion_workflow_id,
 )
-from shared.review.diffdoc import DiffDocument, split_rows, unified_rows
+from shared.review.diffdoc import DiffDocument, changed_parts, split_rows, unified_rows
 from shared.review.markdown_html import render_markdown
 
 log = logging.getLogger("rollwright.gateway.pages")
@@ -56,6 +56,7 @@ CHUNK = 64 * 1024
 SYMBOLS = {"added": "+", "removed": "-", "changed": "~"}
 SIGNS = {"add": "+", "del": "-", "ctx": " ", "note": ""}
 DEV_SENDER = "dev-reviewer"
+OPEN_RESOURCES = 5  # a diff of this many resources or fewer opens expanded
 
 DeploymentId = Annotated[str, PathParam(pattern=DEPLOYMENT_ID)]
 Owner = Annotated[str, PathParam(pattern=NAME_PATTERN)]
@@ -103,6 +104,16 @@ def _inline_code(text: str) -> Markup:
 
 
 templates.filters["inline_code"] = _inline_code
+
+
+def marked_parts(parts: list[tuple[str, bool]]) -> Markup:
+    """A side-by-side line with the parts that changed within it marked (escaped)."""
+    return Markup(
+        "".join(
+            f'<span class="chg">{escape(text)}</span>' if changed else str(escape(text))
+            for text, changed in parts
+        )
+    )
 
 
 def _markdown(text: str) -> Markup:
@@ -194,6 +205,9 @@ async def job_page(
         "signs": SIGNS,
         "unified_rows": unified_rows,
         "split_rows": split_rows,
+        "changed_parts": changed_parts,
+        "marked": marked_parts,
+        "open_resources": OPEN_RESOURCES,
         "diff_document": _lazy_document(reader, deployment_id),
         "live": live,
     }

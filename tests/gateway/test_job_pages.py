@@ -21,11 +21,14 @@ from pydantic import SecretStr
 
 from gateway.app import create_app
 from gateway.dispatcher import Dispatcher
+from gateway.pages import marked_parts
 from shared.contracts.deploy import AuditRecord
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.ports import free_port
+from shared.review.diff import diff_renders
+from shared.review.diffdoc import diff_document, document_key
 from tests.support.gitrepo import commit_all, init_repo
-from tests.support.pages import DEP, NEW, OLD, PUBLIC, REPO, ROOT, SHA, T0, UI, World
+from tests.support.pages import DEP, NEW, OLD, PUBLIC, REPO, ROOT, SHA, T0, UI, World, cm
 from tests.support.serving import serving
 
 QUEUE_URL = f"{UI}/namespaces/default/workflows/deploy%3Aacme%2Ffleet%3Aprod%2Feu-1"
@@ -91,12 +94,12 @@ def test_job_page_shows_the_deployment_timeline_log_diff_and_rollback(world: Wor
     assert "render started root=prod/eu-1" in text and "rendered files=2 seconds=0.5" in text
     # the rollback command
     assert f"rollwright deploy {ROOT} --revision {SHA} --repo {REPO} --url {PUBLIC}" in html
-    # the diff: counts and one collapsed section per resource, kind/name from the manifests
+    # the diff: counts and one section per resource, kind/name from the manifests; a diff
+    # of a few resources opens expanded
     assert "3 resource(s): 1 added, 1 removed, 1 changed" in text
-    sections = re.findall(r'<details class="resource" id="r\d+" data-path="([^"]+)">', html)
+    sections = re.findall(r'<details class="resource" id="r\d+" data-path="([^"]+)" open>', html)
     assert sections == sorted(NEW.keys() | OLD.keys())
     assert "ConfigMap web/settings" in text and "ConfigMap web/gone" in text
-    assert '<details class="resource" id="r1" data-path' in html  # closed: no `open`
     # unified by default, with both line numbers and the +/- signs
     assert '<table class="diff unified">' in html and 'class="diff split"' not in html
     assert re.search(
@@ -115,14 +118,31 @@ def test_side_by_side_pairs_removed_and_added_lines(world: World) -> None:
     awaiting(world)
     html = world.client.get(f"/jobs/{DEP}?view=split").text
     assert '<table class="diff split">' in html and 'class="diff unified"' not in html
+    # the pair of lines side by side, with what changed within them marked
     row = re.search(
-        r'<tr><td class="n">(\d+)</td><td class="c del">  region: eu</td>'
-        r'<td class="n">(\d+)</td><td class="c add">  region: us</td></tr>',
+        r'<tr><td class="n">(\d+)</td><td class="c del">  region: <span class="chg">eu</span>'
+        r'</td><td class="n">(\d+)</td><td class="c add">  region: <span class="chg">us</span>'
+        r"</td></tr>",
         html,
     )
     assert row and row.group(1) == row.group(2)
     assert 'href="?view=unified#diff"' in html
     assert world.client.get(f"/jobs/{DEP}?view=sideways").status_code == 400
+
+
+def test_a_diff_of_many_resources_starts_collapsed(world: World) -> None:
+    world.record("awaiting_review", T0)
+    new = {f"web/web/web/ConfigMap_c{i}.yaml": cm(f"c{i}", "web", a=str(i)) for i in range(6)}
+    document = diff_document(diff_renders({}, new), {}, new)
+    world.blobs.put(document_key(DEP), document.to_json())
+    html = world.client.get(f"/jobs/{DEP}").text
+    assert len(re.findall(r'<details class="resource" id="r\d+" data-path="[^"]+">', html)) == 6
+
+
+def test_changed_parts_are_escaped_on_the_page() -> None:
+    assert str(marked_parts([("<b>", True), ("&", False)])) == (
+        '<span class="chg">&lt;b&gt;</span>&amp;'
+    )
 
 
 def test_everything_shown_is_escaped(world: World) -> None:
@@ -392,6 +412,11 @@ def test_dev_mode_buttons_click_the_emulators_check_run(
             f"{PUBLIC}/jobs/{DEP}/actions/reject",
         ]
         assert f'name="check_run_id" value="{run.id}"' in html
+        # the buttons come after the diff, with its summary beside them; the top links there
+        assert html.index('id="diff"') < html.index('id="actions"') < html.index('id="log"')
+        summary = html.split('id="review-summary">', 1)[1].split("</span>", 1)[0]
+        assert summary.startswith("the diff above: 3 resource(s), 1 added, 1 removed, 1 changed")
+        assert html.index('id="review-jump"') < html.index('id="diff"')
         # a merge of the same root waiting behind the locked queue: its Unlock shows here too
         unlock = {"label": "Unlock", "description": "Let merges deploy", "identifier": "unlock"}
         waiting = github.get_repo(REPO).create_check_run(
