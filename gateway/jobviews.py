@@ -40,6 +40,7 @@ log = logging.getLogger("rollwright.gateway")
 # Deployment ids are uuids; anything that is not a plain token cannot name a job.
 DEPLOYMENT_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 ROOTS_PAGE_SIZE = 25
+UNDEPLOYED = "undeployed"  # the fleet page's state of a root without a deployment
 
 
 class TimelineEvent(BaseModel):
@@ -484,7 +485,7 @@ class JobReader:
         for row in rows:
             states[row.state] = states.get(row.state, 0) + 1
         if state == "running":
-            rows = [r for r in rows if r.state not in TERMINAL_STATES]
+            rows = [r for r in rows if r.state not in TERMINAL_STATES | {UNDEPLOYED}]
         elif state:
             rows = [r for r in rows if r.state == state]
         return FleetPage(
@@ -507,7 +508,7 @@ class JobReader:
             FleetRow(
                 root=root,
                 revision="",
-                state="undeployed",
+                state=UNDEPLOYED,
                 deployed_revision=None,
                 health="none",
                 queued=0,

@@ -179,7 +179,8 @@ async def test_the_rollout_page_in_a_browser(tmp_path: Path) -> None:
     async with rollout(fleet) as r:
         await r.start()
         await until(lambda: halted(fleet), "the halt")
-        async with gateway(tmp_path, r, base) as app:
+        deployed = [("mc/int/us", "dep-int", "verified"), ("mc/stage/us", "dep-st", "unhealthy")]
+        async with gateway(tmp_path, r, base, deployed) as app:
             config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error")
             server = uvicorn.Server(config)
             served = asyncio.create_task(server.serve())  # this loop: the Temporal client's
