@@ -33,7 +33,7 @@ from shared.stores.blob import BlobStore, fleet_roots_key, job_log_key, latest_k
 from shared.stores.joblog import parse_log
 from shared.stores.sql.audit import AuditStore
 from shared.stores.sql.deployments import DeploymentStore, FleetRoot
-from shared.stores.sql.tables import AuditRow
+from shared.stores.sql.tables import AuditRow, DeploymentRow
 
 log = logging.getLogger("rollwright.gateway")
 
@@ -600,25 +600,30 @@ class JobReader:
             live=live,
             deployments=[
                 RootDeployment(
-                    deployment_id=r.deployment_id,
-                    repo=r.repo,
-                    revision=r.revision,
-                    trigger=r.trigger,
-                    state=r.state,
-                    requested_by=r.requested_by,
-                    approved_by=r.approved_by,
-                    added=r.added,
-                    removed=r.removed,
-                    changed=r.changed,
-                    created_at=_utc(r.created_at),
-                    updated_at=_utc(r.updated_at),
-                    page=self.settings.job_url(r.deployment_id),
-                    message=r.message or "",
-                    live=live.get(r.repo) == r.deployment_id,
+                    **self.deployment_fields(r), live=live.get(r.repo) == r.deployment_id
                 )
                 for r in rows
             ],
         )
+
+    def deployment_fields(self, row: DeploymentRow) -> dict[str, Any]:
+        """A deployment's row as a `RootDeployment` (the root and revision pages' rows)."""
+        return {
+            "deployment_id": row.deployment_id,
+            "repo": row.repo,
+            "revision": row.revision,
+            "trigger": row.trigger,
+            "state": row.state,
+            "requested_by": row.requested_by,
+            "approved_by": row.approved_by,
+            "added": row.added,
+            "removed": row.removed,
+            "changed": row.changed,
+            "created_at": _utc(row.created_at),
+            "updated_at": _utc(row.updated_at),
+            "page": self.settings.job_url(row.deployment_id),
+            "message": row.message or "",
+        }
 
     def root_lock(self, repo: str, root: str) -> RootLock | None:
         """The lock latest.json says the root's queue holds (as the DeployWorkflow reads it)."""

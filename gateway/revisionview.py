@@ -5,33 +5,21 @@ each with its newest deployment there, read from SQL like the root pages.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from pydantic import BaseModel, Field
 
-from gateway.jobviews import JobReader
+from gateway.jobviews import JobReader, RootDeployment
 from shared.contracts.deploy import TERMINAL_STATES
 from shared.github.urls import web_base
 from shared.stores.sql.tables import DeploymentRow
 
 
-class RevisionRoot(BaseModel):
+class RevisionRoot(RootDeployment):
     """One root at the revision: its newest deployment of it (`attempts`: how many there were)."""
 
     root: str
-    deployment_id: str
-    state: str
-    trigger: str
-    requested_by: str | None = None
-    approved_by: str | None = None
-    added: int | None = None
-    removed: int | None = None
-    changed: int | None = None
-    message: str = ""
-    created_at: datetime | None = None
     attempts: int = 1
-    page: str  # the job page
     root_page: str
 
 
@@ -56,19 +44,9 @@ def revision_page(reader: JobReader, repo: str, revision: str) -> RevisionPage:
         attempts[row.root] = attempts.get(row.root, 0) + 1
     roots = [
         RevisionRoot(
+            **reader.deployment_fields(row),
             root=root,
-            deployment_id=row.deployment_id,
-            state=row.state,
-            trigger=row.trigger,
-            requested_by=row.requested_by,
-            approved_by=row.approved_by,
-            added=row.added,
-            removed=row.removed,
-            changed=row.changed,
-            message=row.message or "",
-            created_at=_utc(row.created_at),
             attempts=attempts[root],
-            page=settings.job_url(row.deployment_id),
             root_page=settings.root_url(repo, root),
         )
         for root, row in newest.items()
@@ -88,8 +66,3 @@ def revision_page(reader: JobReader, repo: str, revision: str) -> RevisionPage:
         running=sum(1 for r in roots if r.state not in TERMINAL_STATES),
     )
 
-
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -11,14 +11,14 @@ not there. Its since-time is when the last of those deployments finished.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field
 
 from gateway.jobviews import JobReader
 from shared.contracts.promotion import RolloutRow, RolloutView
 from shared.stores.sql.deployments import FleetRoot
-from shared.stores.sql.tables import DeploymentRow
+from shared.stores.sql.tables import DeploymentRow, utc
 
 HEALTHY = frozenset({"published", "verified"})  # the rollout's own rule (RootDeployment)
 CLAIMS_PASSED = frozenset({"passed", "graduated", "healthy"})
@@ -127,10 +127,10 @@ def _judge(node: NodeView, row: RolloutRow, newest: dict[str, FleetRoot]) -> Non
 def _wait(node: NodeView, view: RolloutView, now: datetime) -> None:
     """The soak of the current node, or the gate of the next one, still to wait."""
     if node.claimed == "soaking" and view.soak_started is not None:
-        node.until = _utc_at(view.soak_started) + timedelta(seconds=node.soak_seconds)
+        node.until = utc(view.soak_started) + timedelta(seconds=node.soak_seconds)
         node.wait = f"soak: {_left(node.until - now)} left (of {_left_s(node.soak_seconds)})"
     elif node.claimed == "window_closed" and view.window and view.window.next_open:
-        node.until = _utc_at(view.window.next_open)
+        node.until = utc(view.window.next_open)
         node.wait = f"promotion window opens in {_left(node.until - now)}"
     elif node.claimed == "awaiting_promote":
         node.wait = "gate: waits for a Promote click on the rollout's check run"
@@ -157,8 +157,4 @@ def _left_s(seconds: int) -> str:
 
 def _utc(row: DeploymentRow) -> datetime | None:
     at = row.finished_at or row.updated_at
-    return None if at is None else _utc_at(at)
-
-
-def _utc_at(at: datetime) -> datetime:
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
+    return None if at is None else utc(at)
