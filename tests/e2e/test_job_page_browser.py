@@ -199,7 +199,16 @@ def test_watch_review_and_approve_a_deployment(stack: tuple[DevStack, Path], bro
     expect(page.locator("#rollback")).to_contain_text(after[:12])
     page.screenshot(path=str(shots / "7-published.png"), full_page=False, mask=[local_paths(page)])
 
-    # --- a second change: side by side marks what changed within each changed line
+    see_the_next_change_marked(page, devstack, repo_dir, after, shots)
+    profile.close()
+
+
+def see_the_next_change_marked(
+    page: Any, devstack: DevStack, repo_dir: Path, after: str, shots: Path
+) -> None:
+    """A second change: side by side marks what changed within each changed line."""
+    emulator = devstack.emulator
+    assert emulator is not None
     silver = fleetrepo.set_value(
         repo_dir, f"deployments/{ROOT}/cluster.values.yaml", "env.TIER", "silver", "tier silver"
     )
@@ -219,7 +228,6 @@ def test_watch_review_and_approve_a_deployment(stack: tuple[DevStack, Path], bro
     expect(first.locator("td.del .chg")).to_have_text("gold")
     expect(first.locator("td.add .chg")).to_have_text("silver")
     first.screenshot(path=str(shots / "8-change-marked.png"))
-    profile.close()
 
 
 def local_paths(page: Any) -> Any:
