@@ -65,4 +65,3 @@ def revision_page(reader: JobReader, repo: str, revision: str) -> RevisionPage:
         awaiting_review=states.get("awaiting_review", 0),
         running=sum(1 for r in roots if r.state not in TERMINAL_STATES),
     )
-
