@@ -78,7 +78,7 @@ def build_activities(
     publisher = publisher if publisher is not None else BlobPublisher(blobs, settings.blobs)
 
     jobs = JobLog(blobs)
-    git = GitActivities(mirror, jobs)
+    git = GitActivities(mirror, jobs, blobs)
     render = RenderActivities(settings, blobs)
     targets = publish_targets(settings, mirror, blobs, github.token_for)
     publish = PublishActivities(publisher, jobs, targets=targets)

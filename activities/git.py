@@ -23,19 +23,25 @@ from shared.contracts.deploy import (
     AffectedResult,
     CheckoutRequest,
     CheckoutResult,
+    FleetRoots,
     Relation,
     RelationRequest,
 )
 from shared.engine.affected import affected_between
+from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.tree import GitTree
+from shared.stores.blob import BlobStore, fleet_roots_key
 from shared.stores.gitmirror import GitMirror, RevisionNotFound, is_zero
 
 
 class GitActivities:
-    def __init__(self, mirror: GitMirror, jobs: JobLog | None = None) -> None:
+    def __init__(
+        self, mirror: GitMirror, jobs: JobLog | None = None, blobs: BlobStore | None = None
+    ) -> None:
         self.mirror = mirror
         self.jobs = jobs or JobLog(None)
+        self.blobs = blobs  # where the fleet's roots are noted for the fleet page
 
     # --- dispatch --------------------------------------------------------------------------
 
@@ -74,8 +80,32 @@ class GitActivities:
         if reason:
             # Over-rendering is safe, missing a root is not: every root at `after`.
             roots = Fleet.open(GitTree(mirror, after)).roots()
+            self._note_roots(request, mirror, roots)
             return AffectedResult(roots=sorted(roots), all_roots=True, reason=reason)
-        return AffectedResult(roots=affected_between(mirror, before, after))
+        affected = affected_between(mirror, before, after)
+        self._note_roots(request, mirror)
+        return AffectedResult(roots=affected)
+
+    def _note_roots(
+        self, request: AffectedRequest, mirror: Path, roots: list[str] | None = None
+    ) -> None:
+        """Every root at the pushed revision, for the fleet page (best effort: without it
+        the page lists the deployed roots only)."""
+        if self.blobs is None:
+            return
+        try:
+            roots = (
+                roots if roots is not None else Fleet.open(GitTree(mirror, request.after)).roots()
+            )
+        except FleetError:
+            return  # the fleet cannot be read there: its `rollwright` check run says why
+        noted = FleetRoots(revision=request.after, roots=sorted(roots))
+        try:
+            self.blobs.put(
+                fleet_roots_key(request.repo.full_name), noted.model_dump_json().encode()
+            )
+        except Exception as err:  # the dispatch goes on; the page misses the undeployed ones
+            activity.logger.warning("fleet roots not noted", extra={"error": str(err)})
 
     # --- deploy ----------------------------------------------------------------------------
 

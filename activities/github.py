@@ -28,7 +28,7 @@ from shared.contracts.activityrefs import (
     ACT_CHECK_RUN,
     ACT_QUEUE_CHECK_RUNS,
 )
-from shared.contracts.checkrun import root_from_check_run_name
+from shared.contracts.checkrun import REVISION_CHECK_NAME, root_from_check_run_name
 from shared.contracts.deploy import (
     CheckRunBatch,
     CheckRunRef,
@@ -36,6 +36,8 @@ from shared.contracts.deploy import (
     CheckRunRequest,
     RepoRef,
 )
+from shared.contracts.preview import PREVIEW_CHECK_NAME, parse_preview_external_id
+from shared.contracts.promotion import patch_from_check_run_name
 from shared.github.app import (
     CheckRunAction,
     CheckRunOutput,
@@ -178,7 +180,7 @@ class GitHubActivities:
             CheckRunAction(label=a.label, description=a.description, identifier=a.identifier)
             for a in request.actions
         ]
-        details_url = request.details_url or self.settings.job_url(request.external_id)
+        details_url = details_url_of(self.settings, request)
 
         def create() -> int:
             return app.create_check_run(
@@ -203,7 +205,7 @@ class GitHubActivities:
                 conclusion=request.conclusion,
                 output=output,
                 actions=actions,
-                details_url=request.details_url,
+                details_url=details_url,
             )
         except GitHubRequestError as err:
             if err.status != 404:
@@ -256,6 +258,23 @@ class GitHubActivities:
                 "could not mark the old check run superseded",
                 extra={"repo": repo, "check_run": old_id, "status": err.status},
             )
+
+
+def details_url_of(settings: Settings, request: CheckRunRequest) -> str:
+    """The check run's Details link: always one of the gateway's pages, chosen by the kind of
+    check run (its name), whatever the workflow asked for: a merged revision's `rollwright`
+    summary → the revision page; a rollout → its rollout page; a preview → its head's
+    report; a root's deployment → its job page (or the page the workflow named)."""
+    repo = request.repo.full_name
+    if request.name == REVISION_CHECK_NAME:
+        return settings.revision_url(repo, request.head_sha)
+    patch_id = patch_from_check_run_name(request.name)
+    if patch_id is not None:
+        return settings.rollout_url(repo, patch_id)
+    preview = parse_preview_external_id(request.external_id)
+    if request.name == PREVIEW_CHECK_NAME and preview is not None:
+        return settings.preview_url(repo, *preview)
+    return request.details_url or settings.job_url(request.external_id)
 
 
 def _fit(text: str) -> str:

@@ -203,7 +203,7 @@ class PreviewActivities:
 
         report = await _cancellable(build, count)
         prefix = preview_prefix(repo.full_name, request.pr, rev.pr_head_sha)
-        full_url = self.preview_url(repo.full_name, request.pr, rev.pr_head_sha)
+        full_url = self.settings.preview_url(repo.full_name, request.pr, rev.pr_head_sha)
         outcome = outcome_of(report, request, prefix=prefix, full_url=full_url)
         owners = await blocking(self._owners, request, report, size(outcome.summary))
         if owners:
@@ -245,9 +245,6 @@ class PreviewActivities:
         if budget < OWNERS_MIN_BYTES:
             return ""  # the full report page still lists the owners' files per root
         return fit_text([line + "\n" for line in lines], budget, OWNERS_CUT)
-
-    def preview_url(self, repo: str, pr: int, head: str) -> str:
-        return f"{self.settings.public_url.rstrip('/')}/previews/{repo}/{pr}/{head}"
 
     def _store(
         self,

@@ -492,6 +492,7 @@ def evaluate(tree: Tree, patch_id: str, now: datetime) -> Evaluation:
         current_node=current.path if current else None,
         next_node=status.next_node.path if status.next_node else None,
         roots=promotion.roots_under(tree, patch_id, current.path) if current else [],
+        node_roots={n.path: promotion.roots_under(tree, patch_id, n.path) for n in plan},
         unmet_dependencies=list(status.unmet_dependencies),
         graduation_ready=status.graduated_ready,
         conflicts=list(status.conflicts),

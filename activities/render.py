@@ -36,6 +36,7 @@ from shared.contracts.deploy import (
     RenderSummary,
 )
 from shared.engine.fleet import Fleet
+from shared.engine.publish_secrets import secret_files, unpublishable
 from shared.engine.render import Render
 from shared.engine.secrets.redact import keyed_markers
 from shared.engine.tree import WorkTree
@@ -102,17 +103,24 @@ def render_with_warnings(
     warn: bool = True,
     key: tuple[str, str] | None = None,
     share: bool = False,
+    publishable: bool = False,
 ) -> tuple[Render, list[str]]:
     """The root's render and (with `warn`) the fleet's warnings about it: values keys the
     fleet sets that no template reads and releases of the root that render no object, with
     file and line, which the check run shows above the diff. `key` (repository, commit id)
     shares the unread keys between the deployments of a commit; `share` the opened fleet
-    between the users of a worker checkout."""
+    between the users of a worker checkout. `publishable`: a render the fleet's publishing
+    target would refuse (secret values, and `publish.secrets: refuse`) is a fleet error now,
+    before anyone is asked to approve it."""
     fleet, lock = shared_fleet(checkout, share=share)
     with lock:
         if root not in set(fleet.roots()):
             return Render.of(root, {}), []
         render = fleet.render(root)
+        if publishable:
+            refusal = unpublishable(fleet.tree, fleet.config, root, secret_files(render))
+            if refusal is not None:
+                raise refusal
         if not warn:
             return render, []
         empty = [str(p) for p in fleet.render_warnings(root)]
@@ -165,7 +173,7 @@ class RenderActivities:
                 keyed_markers(self.settings.marker_key(repo)),
             ):
                 render, warnings = render_with_warnings(
-                    Path(request.checkout_path), request.root, key=key, share=True
+                    Path(request.checkout_path), request.root, key=key, share=True, publishable=True
                 )
         except ApplicationError as err:
             self.jobs.write(

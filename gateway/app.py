@@ -57,7 +57,7 @@ def create_app(
     app.state.access = access
     app.add_exception_handler(SignInRequired, _sign_in_required)
     app.add_exception_handler(PermissionUnknown, _permission_unknown)
-    app.add_exception_handler(RequestValidationError, _malformed_request)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
     docs = (app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
     app.add_middleware(
         SecurityHeaders, public_url=settings.public_url, docs_paths=[p for p in docs if p]
@@ -126,18 +126,6 @@ async def _sign_in_required(request: Request, exc: Exception) -> Response:
     return RedirectResponse(signin.signin_location(settings.public_url, path), status_code=303)
 
 
-async def _malformed_request(request: Request, exc: Exception) -> Response:
-    """A path that names nothing that could exist (gateway/names.py) is not found, as a name
-    that does not exist is; a malformed query or body stays FastAPI's 422."""
-    assert isinstance(exc, RequestValidationError)
-    if not any(error.get("loc", ("",))[0] == "path" for error in exc.errors()):
-        return await request_validation_exception_handler(request, exc)
-    if request.url.path.startswith("/api/"):
-        return JSONResponse({"detail": "Not Found"}, status_code=404)
-    public = request.app.state.access.settings.public_url
-    return pages.error_page(404, "Not found", "This page does not exist.", public)
-
-
 async def _permission_unknown(request: Request, exc: Exception) -> Response:
     """GitHub did not answer whether the viewer may read the repository: nothing is shown,
     and the answer names nothing (the log has the login and the repository)."""
@@ -147,3 +135,25 @@ async def _permission_unknown(request: Request, exc: Exception) -> Response:
         return JSONResponse({"detail": detail}, status_code=503)
     public = request.app.state.access.settings.public_url
     return pages.error_page(503, "GitHub did not answer", f"{detail}.", public)
+
+
+async def _invalid_request(request: Request, exc: Exception) -> Response:
+    """A request FastAPI could not validate.
+
+    A path that names nothing that could exist (gateway/names.py) is not found, as a name that
+    does not exist is: JSON 404 for the API, an HTML 404 page otherwise. A malformed query or
+    body stays FastAPI's 422 for the JSON API, the webhooks and every non-GET; a page (GET)
+    answers an HTML 400 naming the parameters it cannot take, never raw JSON."""
+    assert isinstance(exc, RequestValidationError)
+    path = request.url.path
+    api = path.startswith("/api/")
+    in_path = any(tuple(error.get("loc", ()))[:1] == ("path",) for error in exc.errors())
+    if in_path and api:
+        return JSONResponse({"detail": "Not Found"}, status_code=404)
+    public = request.app.state.access.settings.public_url
+    if in_path:
+        return pages.error_page(404, "No such page", f"Rollwright has no page at {path}.", public)
+    if api or path.startswith("/events") or request.method != "GET":
+        return await request_validation_exception_handler(request, exc)
+    fields = ", ".join(sorted({str(error["loc"][-1]) for error in exc.errors()}))
+    return pages.error_page(400, "Bad request", f"This page cannot take: {fields}.", public)

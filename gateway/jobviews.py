@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 from gateway.context import Gateway
 from shared.contracts.deploy import (
     TERMINAL_STATES,
+    FleetRoots,
     LatestDeployment,
     deploy_workflow_id,
     lock_from_latest,
@@ -27,15 +28,16 @@ from shared.github.urls import web_base
 from shared.review.compared import ReviewContext, context_key
 from shared.review.diffdoc import DiffDocument, document_key
 from shared.settings import Settings
-from shared.stores.blob import BlobStore, job_log_key, latest_key
+from shared.stores.blob import BlobStore, fleet_roots_key, job_log_key, latest_key
 from shared.stores.joblog import parse_log
 from shared.stores.sql.audit import AuditStore
 from shared.stores.sql.deployments import DeploymentStore, FleetRoot
-from shared.stores.sql.tables import AuditRow
+from shared.stores.sql.tables import AuditRow, DeploymentRow
 
 log = logging.getLogger("rollwright.gateway")
 
 ROOTS_PAGE_SIZE = 25
+UNDEPLOYED = "undeployed"  # the fleet page's state of a root without a deployment
 
 
 class TimelineEvent(BaseModel):
@@ -216,19 +218,22 @@ class RootPage(BaseModel):
 
 
 class FleetRow(BaseModel):
-    """One root on the fleet page."""
+    """One root on the fleet page; a root of the fleet never deployed has state
+    `undeployed` and no deployment's fields."""
 
     root: str
-    revision: str  # of its newest deployment
+    revision: str  # of its newest deployment ("" when never deployed)
     state: str
     deployed_revision: str | None  # the newest that reached the cluster
     health: str  # verified → healthy, unhealthy, verifying, published (not verified), none
     queued: int
     locked: bool
     locked_by: str | None = None  # the deployment holding the lock
-    page: str  # the newest deployment's job page
-    root_page: str
+    page: str | None  # the newest deployment's job page
+    root_page: str | None  # its deployments (None: there are none)
     queue: str | None = None  # the root's DeployWorkflow in the Temporal UI
+    revision_page: str | None = None  # the newest deployment's revision page
+    deployed_revision_page: str | None = None
 
 
 class FleetPage(BaseModel):
@@ -472,16 +477,48 @@ class JobReader:
             if shown and repo
             else []
         )
+        if shown and repo:
+            rows = self._with_undeployed(repo, rows)
         states: dict[str, int] = {}
         for row in rows:
             states[row.state] = states.get(row.state, 0) + 1
         if state == "running":
-            rows = [r for r in rows if r.state not in TERMINAL_STATES]
+            rows = [r for r in rows if r.state not in TERMINAL_STATES | {UNDEPLOYED}]
         elif state:
             rows = [r for r in rows if r.state == state]
         return FleetPage(
             repo=repo, repositories=repositories, state=state, states=states, roots=rows
         )
+
+    def _with_undeployed(self, repo: str, rows: list[FleetRow]) -> list[FleetRow]:
+        """The rows, and a row for every root of the fleet's newest dispatched revision
+        without a deployment (`FleetRoots`, noted by the dispatch), by root."""
+        raw = self.blobs.get(fleet_roots_key(repo))
+        if raw is None:
+            return rows
+        try:
+            noted = FleetRoots.model_validate_json(raw)
+        except ValidationError:
+            log.warning("fleet roots unreadable", extra={"repo": repo})
+            return rows
+        known = {row.root for row in rows}
+        undeployed = [
+            FleetRow(
+                root=root,
+                revision="",
+                state=UNDEPLOYED,
+                deployed_revision=None,
+                health="none",
+                queued=0,
+                locked=False,
+                page=None,
+                root_page=None,
+                queue=self.workflow_url(deploy_workflow_id(repo, root)),
+            )
+            for root in noted.roots
+            if root not in known
+        ]
+        return sorted(rows + undeployed, key=lambda row: row.root)
 
     def _fleet_row(self, repo: str, found: FleetRoot) -> FleetRow:
         latest, delivered = found.latest, found.delivered
@@ -499,6 +536,10 @@ class JobReader:
             root_page=f"{self.settings.public_url.rstrip('/')}/roots/{quote(found.root)}"
             f"?repo={quote(repo, safe='')}",
             queue=self.workflow_url(deploy_workflow_id(repo, found.root)),
+            revision_page=self.settings.revision_url(repo, latest.revision),
+            deployed_revision_page=(
+                self.settings.revision_url(repo, delivered.revision) if delivered else None
+            ),
         )
 
     def _lock(self, repo: str, root: str) -> str | None:
@@ -557,25 +598,30 @@ class JobReader:
             live=live,
             deployments=[
                 RootDeployment(
-                    deployment_id=r.deployment_id,
-                    repo=r.repo,
-                    revision=r.revision,
-                    trigger=r.trigger,
-                    state=r.state,
-                    requested_by=r.requested_by,
-                    approved_by=r.approved_by,
-                    added=r.added,
-                    removed=r.removed,
-                    changed=r.changed,
-                    created_at=_utc(r.created_at),
-                    updated_at=_utc(r.updated_at),
-                    page=self.settings.job_url(r.deployment_id),
-                    message=r.message or "",
-                    live=live.get(r.repo) == r.deployment_id,
+                    **self.deployment_fields(r), live=live.get(r.repo) == r.deployment_id
                 )
                 for r in rows
             ],
         )
+
+    def deployment_fields(self, row: DeploymentRow) -> dict[str, Any]:
+        """A deployment's row as a `RootDeployment` (the root and revision pages' rows)."""
+        return {
+            "deployment_id": row.deployment_id,
+            "repo": row.repo,
+            "revision": row.revision,
+            "trigger": row.trigger,
+            "state": row.state,
+            "requested_by": row.requested_by,
+            "approved_by": row.approved_by,
+            "added": row.added,
+            "removed": row.removed,
+            "changed": row.changed,
+            "created_at": _utc(row.created_at),
+            "updated_at": _utc(row.updated_at),
+            "page": self.settings.job_url(row.deployment_id),
+            "message": row.message or "",
+        }
 
     def root_lock(self, repo: str, root: str) -> RootLock | None:
         """The lock latest.json says the root's queue holds (as the DeployWorkflow reads it)."""

@@ -1,11 +1,11 @@
 """The names the gateway's routes take from a path or a query: deployment ids, GitHub owners
-and repositories, root ids and patch ids.
+and repositories, commit ids, root ids and patch ids.
 
 A name is checked before anything is looked up with it. A path naming something that cannot
 exist answers 404, like a name that does not exist (gateway/app.py turns a failed path check
 into that 404), so nothing reaches the stores or GitHub with `..`, an empty segment, a control
 character or a name longer than a store key may be. `?repo=` is a filter, not a resource: a
-malformed one stays a 422.
+malformed one is the JSON API's 422 and a page's HTML 400.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ REPO_NAME = (
 )
 REPO_PATTERN = rf"^{OWNER}/{REPO_NAME}$"
 REPO = re.compile(REPO_PATTERN)
+# A commit id: SHA-1 or SHA-256, lowercase hex as GitHub writes it
+REVISION = r"^[0-9a-f]{40}([0-9a-f]{24})?$"
 # A root id is a path of the fleet's directories: the longest a store key may hold of it.
 ROOT_MAX_CHARS = 400
 SEGMENT_MAX_BYTES = 255  # a file name's limit on every filesystem the blob store runs on
@@ -69,6 +71,7 @@ def check_patch_id(patch_id: str) -> str:
 DeploymentId = Annotated[str, Path(pattern=DEPLOYMENT_ID)]
 Owner = Annotated[str, Path(pattern=f"^{OWNER}$", description="A GitHub owner.")]
 RepoName = Annotated[str, Path(pattern=f"^{REPO_NAME}$", description="A repository's name.")]
+Revision = Annotated[str, Path(pattern=REVISION, description="A commit id (40 or 64 hex).")]
 RootId = Annotated[
     str,
     AfterValidator(check_root),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -32,19 +32,20 @@ from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 
-from gateway import devactions
+from gateway import devactions, revisionview, rolloutview
 from gateway.access.origin import from_own_page
 from gateway.access.viewer import Reading, ReadingDep
 from gateway.context import GatewayDep
 from gateway.dispatcher import DispatchError
 from gateway.jobviews import JobReader, ReaderDep
-from gateway.names import DeploymentId, Owner, PatchId, RepoName, RepoQuery, RootId
+from gateway.names import DeploymentId, Owner, PatchId, RepoName, RepoQuery, Revision, RootId
 from shared.contracts.promotion import (
     RolloutView,
     promotion_check_run_name,
     promotion_workflow_id,
 )
-from shared.review.diffdoc import DiffDocument, split_rows, unified_rows
+from shared.review.diffdoc import DiffDocument, changed_parts, split_rows, unified_rows
+from shared.review.markdown_html import render_markdown
 
 log = logging.getLogger("rollwright.gateway.pages")
 
@@ -55,6 +56,7 @@ CHUNK = 64 * 1024
 SYMBOLS = {"added": "+", "removed": "-", "changed": "~"}
 SIGNS = {"add": "+", "del": "-", "ctx": " ", "note": ""}
 DEV_SENDER = "dev-reviewer"
+OPEN_RESOURCES = 5  # a diff of this many resources or fewer opens expanded
 
 
 def _when(value: datetime | None) -> str:
@@ -97,6 +99,26 @@ def _inline_code(text: str) -> Markup:
 
 
 templates.filters["inline_code"] = _inline_code
+
+
+def marked_parts(parts: list[tuple[str, bool]]) -> Markup:
+    """A side-by-side line with the parts that changed within it marked (escaped)."""
+    return Markup(
+        "".join(
+            f'<span class="chg">{escape(text)}</span>' if changed else str(escape(text))
+            for text, changed in parts
+        )
+    )
+
+
+def _markdown(text: str) -> Markup:
+    """Messages rollwright wrote as Markdown for check runs (review requirements, Argo CD's
+    table of a verification), as HTML through the one safe renderer: raw HTML in them is
+    escaped, links are validated."""
+    return Markup(render_markdown(text))
+
+
+templates.filters["markdown"] = _markdown
 
 
 def error_page(code: int, title: str, detail: str, public_url: str) -> HTMLResponse:
@@ -178,6 +200,9 @@ async def job_page(
         "signs": SIGNS,
         "unified_rows": unified_rows,
         "split_rows": split_rows,
+        "changed_parts": changed_parts,
+        "marked": marked_parts,
+        "open_resources": OPEN_RESOURCES,
         "diff_document": _lazy_document(reader, deployment_id),
         "live": live,
     }
@@ -302,6 +327,22 @@ async def fleet_page(
     )
 
 
+@router.get("/revisions/{owner}/{name}/{revision}", response_class=HTMLResponse)
+async def revision_page(
+    owner: Owner, name: RepoName, revision: Revision, reader: ReaderDep, reading: ReadingDep
+) -> HTMLResponse:
+    """A merged revision: every root deployed at it with its newest deployment there (the
+    `rollwright` summary check run's Details link, where Approve all is)."""
+    public = reader.settings.public_url.rstrip("/")
+    repo = f"{owner}/{name}"
+    if not await reading.may_read(repo):
+        return error_page(
+            404, "No such revision", f"Rollwright has no record of {repo}@{revision}.", public
+        )
+    page = await run_in_threadpool(revisionview.revision_page, reader, repo, revision)
+    return _page("revision.html", reading, public, page=page)
+
+
 @router.get("/rollouts/{owner}/{name}/{patch_id}", response_class=HTMLResponse)
 async def rollout_page(
     owner: Owner,
@@ -325,11 +366,13 @@ async def rollout_page(
         return error_page(
             404, "No such rollout", f"No rollout of patch {patch_id!r} in {repo} is known.", public
         )
+    nodes = await run_in_threadpool(rolloutview.pipeline, view, reader, datetime.now(UTC))
     return _page(
         "rollout.html",
         reading,
         public,
         view=view,
+        nodes=nodes,
         actions=rollout_actions(view),
         check_run=promotion_check_run_name(patch_id),
         temporal=reader.workflow_url(promotion_workflow_id(repo, patch_id)),
@@ -358,20 +401,24 @@ async def index_page(reader: ReaderDep, reading: ReadingDep) -> HTMLResponse:
     end)."""
     public = reader.settings.public_url.rstrip("/")
     rows = await run_in_threadpool(reader.deployments.roots)
-    repositories = sorted({repo for repo, _, _, _ in rows})
+    repositories = sorted({row.repo for row in rows})
     if not reading.everything:
         repositories = await reading.readable(repositories)
     shown = set(repositories)
+    settings = reader.settings
     roots = [
         {
-            "repo": repo,
-            "root": root,
-            "deployments": count,
-            "last": last,
-            "page": reader.settings.root_url(repo, root),
+            "repo": row.repo,
+            "root": row.root,
+            "deployments": row.deployments,
+            "last": row.last,
+            "state": row.newest.state,
+            "newest": settings.job_url(row.newest.deployment_id),
+            "awaiting_review": row.awaiting_review,
+            "page": settings.root_url(row.repo, row.root),
         }
-        for repo, root, count, last in rows
-        if repo in shown
+        for row in rows
+        if row.repo in shown
     ]
     fleets = {name: _fleet_url(public, name) for name in repositories}
     return _page("index.html", reading, public, roots=roots, fleets=fleets)

@@ -27,14 +27,13 @@ from pydantic import ValidationError
 
 from gateway.access.viewer import Reading, ReadingDep
 from gateway.context import GatewayDep
-from gateway.names import Owner, RepoName
+from gateway.names import Owner, RepoName, Revision
 from shared.contracts.preview import PreviewPointer, preview_latest_key, preview_prefix
 from shared.review.markdown_html import render_markdown
 from shared.stores.blob import BlobStore
 
-SHA = r"^[0-9a-f]{40}([0-9a-f]{24})?$"
 PullNumber = Annotated[int, PathParam(ge=1)]
-Head = Annotated[str, PathParam(pattern=SHA)]
+Head = Revision
 RAW_TYPES = {
     "report.md": "text/markdown; charset=utf-8",
     "report.diff": "text/plain; charset=utf-8",
@@ -102,11 +101,28 @@ async def _page(blobs: BlobStore, owner: str, repo: str, pr: int, head: str) -> 
     prefix = preview_prefix(f"{owner}/{repo}", pr, head)
     markdown = await run_in_threadpool(blobs.get, f"{prefix}report.md")
     if markdown is None:
-        raise HTTPException(404, f"no preview of {owner}/{repo}#{pr} at {head[:12]}")
+        return HTMLResponse(_pending(owner, repo, pr, head))
     meta_raw = await run_in_threadpool(blobs.get, f"{prefix}report.json")
     meta: dict[str, Any] = json.loads(meta_raw) if meta_raw else {}
     body = render_markdown(markdown.decode("utf-8", "replace"))
     return HTMLResponse(_layout(owner, repo, pr, head, meta, body))
+
+
+def _pending(owner: str, repo: str, pr: int, head: str) -> str:
+    """The page a preview check run links to before its head has a report: being built, or
+    failed before writing one. Names nothing but what the address already says."""
+    e = html.escape
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>Preview of {e(owner)}/{e(repo)}#{pr} at {e(head[:12])}</title>
+<link rel="stylesheet" href="/static/preview.css"></head>
+<body>
+<h1>Preview of {e(owner)}/{e(repo)}#{pr}</h1>
+<p id="pending">No report of head <code>{e(head[:12])}</code> yet: the preview is still being
+built, or it failed before writing one (its check run says why). Reload this page once the
+check run has finished.</p>
+</body></html>
+"""
 
 
 def _layout(owner: str, repo: str, pr: int, head: str, meta: dict[str, Any], body: str) -> str:

@@ -199,3 +199,15 @@ class Settings(BaseSettings):
 
     def job_url(self, deployment_id: str) -> str:
         return f"{self.public_url.rstrip('/')}/jobs/{deployment_id}"
+
+    def revision_url(self, repo: str, revision: str) -> str:
+        """A merged revision's page: its roots' deployments (the `rollwright` check run)."""
+        return f"{self.public_url.rstrip('/')}/revisions/{repo}/{revision}"
+
+    def rollout_url(self, repo: str, patch_id: str) -> str:
+        """A patch's rollout page (the rollout check run's Details link)."""
+        return f"{self.public_url.rstrip('/')}/rollouts/{repo}/{quote(patch_id, safe='')}"
+
+    def preview_url(self, repo: str, pr: int, head: str) -> str:
+        """One pull request head's preview report."""
+        return f"{self.public_url.rstrip('/')}/previews/{repo}/{pr}/{head}"

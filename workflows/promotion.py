@@ -249,6 +249,10 @@ class PromotionWorkflow:
             deployments=[self.deployments[r] for r in sorted(self.deployments)],
             halt=self.halt,
             pull_request_url=self.pull_request_url,
+            nodes=list(ev.plan) if ev else [],
+            node_roots=dict(ev.node_roots) if ev else {},
+            soak_started=self.healthy_since,
+            window=ev.window if ev and ev.next_node else None,
         )
 
     # --- main loop -------------------------------------------------------------------------

@@ -185,6 +185,7 @@ def check_run_request(
             "title": want.title,
             "summary": summary,
             "actions": want.actions,
+            # the check_run activity links the rollout page instead (details_url_of)
             "details_url": repo.html_url or None,
         }
     )

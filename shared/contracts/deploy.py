@@ -226,6 +226,14 @@ class LockState(Payload):
     since: datetime | None = None
 
 
+class FleetRoots(Payload):
+    """Every root of a fleet repository at a pushed revision of its default branch (written
+    by `affected_roots`): the fleet page lists them, deployed or not."""
+
+    revision: str
+    roots: list[str]
+
+
 class LatestDeployment(Payload):
     """The root's latest deployment attempt, persisted in the blob store as latest.json."""
 

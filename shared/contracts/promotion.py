@@ -195,6 +195,19 @@ class PromotionInput(Payload):
     refusals: list[str] = Field(default_factory=list)
 
 
+class NodeInfo(Payload):
+    path: str
+    gate: Gate = "automated"
+    soak_seconds: int = 0
+
+
+class WindowInfo(Payload):
+    open: bool = True
+    reason: str = ""
+    next_open: datetime | None = None
+    closes_at: datetime | None = None
+
+
 class RolloutView(Payload):
     """Query result (`rollout`): the table the Temporal UI shows, and why it waits."""
 
@@ -210,6 +223,13 @@ class RolloutView(Payload):
     deployments: list[RootDeployment]
     halt: HaltState | None
     pull_request_url: str | None = None
+    # What the rollout page shows beyond the table (query only, never in a decision): each
+    # node's gate and soak, its roots, when the current node's soak started, and the next
+    # node's promotion window.
+    nodes: list[NodeInfo] = Field(default_factory=list)
+    node_roots: dict[str, list[str]] = Field(default_factory=dict)
+    soak_started: datetime | None = None
+    window: WindowInfo | None = None
 
 
 # --- activities ------------------------------------------------------------------------------
@@ -220,19 +240,6 @@ class EvaluateRequest(Payload):
     patch_id: str
     revision: str
     now: datetime  # workflow time, for promotion windows
-
-
-class NodeInfo(Payload):
-    path: str
-    gate: Gate = "automated"
-    soak_seconds: int = 0
-
-
-class WindowInfo(Payload):
-    open: bool = True
-    reason: str = ""
-    next_open: datetime | None = None
-    closes_at: datetime | None = None
 
 
 class Evaluation(Payload):
@@ -251,6 +258,9 @@ class Evaluation(Payload):
     window: WindowInfo = Field(default_factory=WindowInfo)  # of the next node, at `now`
     error: str = ""  # the fleet repo cannot be read at this revision (already redacted)
     rollback: Literal["manual", "auto"] = "manual"  # rollout.rollback of rollwright.yaml
+    # every node's roots of the patch's cluster type (the rollout page's evidence); empty in
+    # evaluations recorded before it was added
+    node_roots: dict[str, list[str]] = Field(default_factory=dict)
 
     def node(self, path: str | None) -> NodeInfo | None:
         return next((n for n in self.plan if n.path == path), None)

@@ -6,7 +6,9 @@ secret values: Secret `data` / `stringData`, values from SOPS files and whatever
 "holds secret values"; `Render.leaf_digests()` names the leaves (JSON pointers, never values).
 
 - `refuse` (the default): publishing such a render fails with a message naming the root and
-  the files, and how to allow it (`publish.secrets: sops`).
+  the files, and how to allow it (`publish.secrets: sops`). The same refusal is known as soon
+  as the root renders (`unpublishable`: the deployment's render and the pull request preview
+  fail with it, before anyone approves) and `validate` reports it (`unpublishable_roots`).
 - `sops`: each such file is encrypted with the real `sops` binary for the recipients of the
   fleet's `.sops.yaml` creation rule matching the file's published path. Secrets encrypt
   `^(data|stringData)$` (what Flux and KSOPS expect); other documents encrypt the top-level
@@ -22,17 +24,20 @@ Messages name files and JSON pointers, never values; sops' own stderr is not pas
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from shared.engine.errors import FleetError
+from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
+from shared.engine.errors import ROOTS_NAMED, FleetError, Problem
 from shared.engine.render import Render, leaf_pointers
 from shared.engine.secrets.sops import sops_binary, sops_environment
+from shared.engine.tree import Tree
 from shared.engine.values import parse_pointer
+from shared.engine.yamldoc import key_line
 from shared.process import CommandTimedOut, run
 
 SECRET_REGEX = "^(data|stringData)$"
@@ -60,6 +65,71 @@ class PlaintextSecretsError(FleetError):
             "(docs/publishing.md)",
         )
         self.paths = paths
+
+
+def unpublishable(
+    tree: Tree, config: FleetConfig, root: str, secret_paths: Iterable[str]
+) -> FleetError | None:
+    """The refusal publishing would end with, known as soon as the root is rendered (before
+    anyone approves): a git or S3 target, `secrets: refuse`, and files holding secret values
+    (`secret_paths`, e.g. the keys of `secret_files`). At rollwright.yaml's publish line."""
+    paths = sorted(secret_paths)
+    publish = config.publish
+    if not paths or not publish_refuses(config):
+        return None
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return FleetError(
+        f'root "{root}" renders secret values in {len(paths)} file(s) ({shown}); '
+        + _REFUSAL.format(target=publish.target),
+        path=CONFIG_FILE,
+        line=_policy_line(tree),
+    )
+
+
+def unpublishable_roots(tree: Tree, config: FleetConfig, roots: list[str]) -> Problem | None:
+    """`validate`'s one problem for every root whose render publishing would refuse."""
+    if not roots or not publish_refuses(config):
+        return None
+    named = ", ".join(roots[:ROOTS_NAMED])
+    more = f" and {len(roots) - ROOTS_NAMED} more" if len(roots) > ROOTS_NAMED else ""
+    return Problem(
+        CONFIG_FILE,
+        _policy_line(tree),
+        f"{len(roots)} root(s) render secret values ({named}{more}); "
+        + _REFUSAL.format(target=config.publish.target),
+    )
+
+
+def publish_refuses(config: FleetConfig) -> bool:
+    """Whether the fleet's publishing target refuses renders holding secret values."""
+    return config.publish.target != "blob" and config.publish.secrets == "refuse"
+
+
+_REFUSAL = (
+    "`publish.target: {target}` would write them in plaintext and `publish.secrets` is "
+    "`refuse` (the default), so publishing would fail after approval: set "
+    "`publish.secrets: sops` to re-encrypt them for the recipients in .sops.yaml "
+    "(docs/publishing.md)"
+)
+
+
+def _policy_line(tree: Tree) -> int | None:
+    """The line of rollwright.yaml's `publish.secrets` (where it says refuse), else of
+    `publish.target`."""
+    if not tree.is_file(CONFIG_FILE):
+        return None
+    text = tree.read_text(CONFIG_FILE)
+    for keys in (("publish", "secrets"), ("publish", "target"), ("publish",)):
+        line = key_line(text, keys)
+        if line is not None and (keys == ("publish",) or _names(text, line, keys[-1])):
+            return line
+    return None
+
+
+def _names(text: str, line: int, key: str) -> bool:
+    """`key_line` answers its deepest reachable node: check that this line holds `key`."""
+    lines = text.split("\n")
+    return 0 < line <= len(lines) and lines[line - 1].lstrip().startswith(f"{key}:")
 
 
 def secret_files(render: Render) -> dict[str, list[str]]:
@@ -252,6 +322,9 @@ __all__ = [
     "PlaintextSecretsError",
     "Policy",
     "encrypted_regex",
+    "publish_refuses",
     "publishable_files",
     "secret_files",
+    "unpublishable",
+    "unpublishable_roots",
 ]

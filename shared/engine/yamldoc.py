@@ -112,14 +112,43 @@ class _Fallback(Exception):
     """The tree needs something the direct walk does not do: use plain PyYAML."""
 
 
-def syntax_error(err: yaml.YAMLError, source: str) -> FleetError:
+def syntax_error(err: yaml.YAMLError, source: str, text: str | None = None) -> FleetError:
     mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
     problem = getattr(err, "problem", None) or str(err).splitlines()[0]
     context = getattr(err, "context", None)
+    line = (mark.line + 1) if mark else None
+    column = _tab_column(text, mark, str(problem)) if mark is not None and text else None
+    if column is not None:
+        return FleetError(
+            f"YAML syntax error: a tab character at column {column}: YAML indents with "
+            "spaces, never tabs",
+            path=source,
+            line=line,
+        )
     message = f"YAML syntax error: {problem}"
     if context:
         message += f" ({context})"
-    return FleetError(message, path=source, line=(mark.line + 1) if mark else None)
+    return FleetError(message, path=source, line=line)
+
+
+def _tab_column(text: str, mark: Any, problem: str) -> int | None:
+    """The 1-based column of the tab PyYAML stumbled on, when a tab is what it stumbled on:
+    the character at its mark, one in the indentation of the line it stopped at, or one on
+    that line when its message names a tab (PyYAML's own words for a tab that starts a line
+    are "found character that cannot start any token")."""
+    lines = text.split("\n")
+    if not 0 <= mark.line < len(lines):
+        return None
+    row: str = lines[int(mark.line)]
+    at = row[mark.column] if 0 <= mark.column < len(row) else ""
+    if at == "\t":
+        return int(mark.column) + 1
+    indent = row[: len(row) - len(row.lstrip(" \t"))]
+    if "\t" in indent:  # the line's indentation has one: what the parser tripped over
+        return indent.index("\t") + 1
+    if "tab" in problem and "\t" in row:
+        return row.index("\t") + 1
+    return None
 
 
 # PyYAML's constructors raise plain Python errors for explicit tags on bad scalars
@@ -136,7 +165,7 @@ def loads(text: str, source: str) -> Any:
     try:
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as err:
-        raise syntax_error(err, source) from None
+        raise syntax_error(err, source, text) from None
     except _VALUE_ERRORS as err:
         raise value_error(err, source) from None
 
@@ -149,7 +178,7 @@ def loads_all(text: str, source: str) -> list[Any]:
         except _Fallback:
             docs = list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as err:
-        raise syntax_error(err, source) from None
+        raise syntax_error(err, source, text) from None
     except _VALUE_ERRORS as err:
         raise value_error(err, source) from None
     return [d for d in docs if d is not None]
@@ -373,7 +402,7 @@ class Similar:
                 plain_breaks = False
                 docs = _load_without_slots(text, retry_fast=isinstance(first, _Duplicate))
         except yaml.YAMLError as err:
-            raise syntax_error(err, source) from None
+            raise syntax_error(err, source, text) from None
         except _VALUE_ERRORS as err:
             raise value_error(err, source) from None
         if plain_breaks:

@@ -9,11 +9,13 @@ hunks. A hunk's lines keep their one-character prefix (`" "`, `"-"`, `"+"`, or `
 "No newline at end of file"), which keeps a 5 MB diff about 5 MB of JSON.
 
 `unified_rows` and `split_rows` turn a hunk into table rows with line numbers, in one pass
-(side by side pairs each run of removed lines with the run of added lines that follows it).
+(side by side pairs each run of removed lines with the run of added lines that follows it);
+`changed_parts` marks the characters that changed within such a pair.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -234,3 +236,42 @@ def split_rows(hunk: Hunk) -> Iterator[SplitRow]:
             yield from flush()
             yield SplitRow(row, row)
     yield from flush()
+
+
+# A pair of lines is highlighted within only when it is short enough to compare cheaply and
+# alike enough that what changed is a part of it (otherwise the whole line is the change).
+INTRALINE_MAX = 2000
+INTRALINE_RATIO = 0.5
+
+
+def changed_parts(old: str, new: str) -> tuple[list[tuple[str, bool]], list[tuple[str, bool]]]:
+    """The removed and the added line of a side-by-side row as (text, changed) parts: the
+    characters that differ between them are `changed` (the page marks them). Lines too long
+    or too different are one unchanged part each."""
+    whole = [(old, False)], [(new, False)]
+    if not old or not new or max(len(old), len(new)) > INTRALINE_MAX:
+        return whole
+    # compared word by word (a word, a run of spaces, or one other character), so `eu` →
+    # `us` marks the value, not the letters the two happen to share
+    a, b = _TOKEN.findall(old), _TOKEN.findall(new)
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.ratio() < INTRALINE_RATIO:
+        return whole
+    left: list[tuple[str, bool]] = []
+    right: list[tuple[str, bool]] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        _extend(left, "".join(a[i1:i2]), tag != "equal")
+        _extend(right, "".join(b[j1:j2]), tag != "equal")
+    return left, right
+
+
+_TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
+
+
+def _extend(parts: list[tuple[str, bool]], text: str, changed: bool) -> None:
+    if not text:
+        return
+    if parts and parts[-1][1] == changed:
+        parts[-1] = (parts[-1][0] + text, changed)
+    else:
+        parts.append((text, changed))

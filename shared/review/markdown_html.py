@@ -3,7 +3,8 @@
 CommonMark and tables (markdown-it-py). Raw HTML in the text is escaped except the few tags
 the reports use for collapsible sections (`<details>`, `<summary>`, `<code>`, `<b>`, …,
 without attributes other than `open`), so a resource name or value cannot inject markup.
-Used by the gateway's preview pages and the GitHub emulator's check-run page.
+Used by the gateway's pages (previews; the messages on job, root and revision pages) and the
+GitHub emulator's check-run page.
 """
 
 from __future__ import annotations

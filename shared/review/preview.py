@@ -39,6 +39,7 @@ from shared.contracts.governance import OwnersRequirement
 from shared.engine import parallel
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
+from shared.engine.publish_secrets import unpublishable
 from shared.engine.render import Render
 from shared.engine.tree import GitError, WorkTree, changed_files, git
 from shared.review.diff import RenderFiles, diff_renders, fingerprint
@@ -248,6 +249,10 @@ def _compare(
     for root, files, error in head.renders(roots, jobs):
         if progress:
             progress(f"head {root}")
+        if files is not None:  # a render publishing would refuse fails here already
+            refusal = unpublishable(head.fleet.tree, head.fleet.config, root, files.hidden)
+            if refusal is not None:
+                files, error = None, head.clean(str(refusal))
         if files is None:
             out[root] = RootPreview(
                 root, "error", None, base_error=base_errors.get(root), head_error=error

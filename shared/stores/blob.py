@@ -113,5 +113,10 @@ def latest_key(repo: str, root: str) -> str:
     return f"deployments/{repo}/{root}/latest.json"
 
 
+def fleet_roots_key(repo: str) -> str:
+    """Every root of a repository at its newest dispatched revision (`FleetRoots`)."""
+    return f"fleets/{repo}/roots.json"
+
+
 def job_log_key(job_id: str) -> str:
     return f"jobs/{job_id}/log"

@@ -32,6 +32,7 @@ from shared.contracts.deploy import (
     CheckoutResult,
     DeploymentRecord,
     DiffRequest,
+    FleetRoots,
     LatestDeployment,
     LoadLatestRequest,
     PersistLatestRequest,
@@ -44,7 +45,7 @@ from shared.contracts.deploy import (
 from shared.engine.secrets import sops
 from shared.engine.secrets.sops import SopsError
 from shared.settings import Settings
-from shared.stores.blob import FileBlobStore, latest_key
+from shared.stores.blob import FileBlobStore, fleet_roots_key, latest_key
 from shared.stores.gitmirror import GitMirror
 from shared.stores.sql.deployments import DeploymentStore
 from shared.stores.sql.engine import Database
@@ -127,7 +128,7 @@ def world(tmp_path: Path) -> World:
         settings=settings,
         blobs=blobs,
         mirror=mirror,
-        git=GitActivities(mirror, JobLog(blobs)),
+        git=GitActivities(mirror, JobLog(blobs), blobs),
         render=RenderActivities(settings, blobs),
         env=ActivityEnvironment(),
     )
@@ -154,6 +155,9 @@ def test_affected_roots_between_two_pushes(world: World) -> None:
         world.git.affected_roots, AffectedRequest(repo=world.ref, before=after, after=group)
     )
     assert result.roots == ["g/c1", "g/c2"]
+    # every root of the pushed revision is noted for the fleet page, deployed or not
+    noted = FleetRoots.model_validate_json(world.blobs.get(fleet_roots_key("acme/fleet")) or b"")
+    assert (noted.revision, noted.roots) == (group, ROOTS)
 
 
 @pytest.mark.parametrize(
@@ -426,6 +430,32 @@ def test_secret_rotation_is_stored_redacted_and_shows_in_the_diff(
     for plaintext in (b"hunter2-correct-horse", b"wombat7-staples-fence", b"hunter2", b"wombat"):
         assert plaintext not in stored
         assert plaintext.decode() not in diff.text
+
+
+def test_a_render_publishing_would_refuse_fails_before_review(
+    world: World, age_key: AgeKey
+) -> None:
+    """Secret values, a git target and `publish.secrets: refuse` (the default): the render
+    fails with rollwright.yaml's line, before a reviewer is asked to approve what publishing
+    would refuse; with `secrets: sops` it renders."""
+    refusing = world.commit(
+        {
+            "rollwright.yaml": {"publish": {"target": "git"}},
+            "deployments/solo/cluster.values.sops.yaml": encrypt_yaml(
+                {"dbPassword": "hunter2-correct-horse"}, [age_key.recipient]
+            ),
+        }
+    )
+    with pytest.raises(ApplicationError) as info:
+        world.render_at(refusing, "solo", "dep-refused")
+    message = fleet_error(info)
+    assert message.startswith('rollwright.yaml:2: root "solo" renders secret values in 1 file(s)')
+    assert "`publish.secrets: sops`" in message and "hunter2" not in message
+    assert JobLog(world.blobs).read("dep-refused")[-2]["message"] == "render failed"
+    # a root without secrets renders as before; so does this one once sops re-encrypts
+    world.render_at(refusing, "g/c2", "dep-plain")
+    allowed = world.commit({"rollwright.yaml": {"publish": {"target": "git", "secrets": "sops"}}})
+    assert world.render_at(allowed, "solo", "dep-sops").file_count
 
 
 # --- latest.json and SQL -----------------------------------------------------------------------

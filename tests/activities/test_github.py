@@ -221,3 +221,39 @@ def test_installation_token_for_https_fetches(
     assert issued == 1
     assert activities.github.token_for(https) == token  # cached until near expiry
     assert token_requests() == issued
+
+
+def test_every_kind_of_check_run_links_a_page_of_its_own(
+    activities: GitHubActivities, emulator: GitHubEmulator
+) -> None:
+    """The Details link is chosen by the kind of check run, not left to what a workflow sent:
+    the revision summary (Approve all) → the revision page, a rollout → its rollout page
+    (not the repository), a preview → its head's report, a root → its job page."""
+    public = "http://rollwright.test"
+    kinds = [
+        (
+            checkrun.unreadable_fleet(REPO, SHA, "rollwright.yaml:1: bad").model_copy(
+                update={"status": "in_progress", "conclusion": None}
+            ),
+            f"{public}/revisions/acme/fleet/{SHA}",
+        ),
+        (
+            request(
+                name="rollwright/promote: cert-manager-v1.14",
+                external_id="promote:acme/fleet:cert-manager-v1.14",
+                details_url="https://github.com/acme/fleet",
+            ),
+            f"{public}/rollouts/acme/fleet/cert-manager-v1.14",
+        ),
+        (
+            request(name="rollwright/preview", external_id=f"preview:12:{SHA}"),
+            f"{public}/previews/acme/fleet/12/{SHA}",
+        ),
+        (request(), f"{public}/jobs/dep-1"),
+    ]
+    for made, url in kinds:
+        ref = call(activities, made)
+        assert emulator.check_run(ref.check_run_id).state["details_url"] == url, made.name
+        # an update keeps the link (GitHub would otherwise keep whatever was there)
+        again = call(activities, made.model_copy(update={"check_run_id": ref.check_run_id}))
+        assert emulator.check_run(again.check_run_id).state["details_url"] == url, made.name

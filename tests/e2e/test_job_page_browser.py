@@ -188,21 +188,60 @@ def test_watch_review_and_approve_a_deployment(stack: tuple[DevStack, Path], bro
     expect(watcher.locator("button.approve")).to_have_count(0)
     # after a review the deployment goes on in a new check run: its link appears too
     expect(watcher.locator("#facts a[href*='/runs/']")).not_to_have_count(runs_before)
-    watcher.screenshot(path=str(shots / "6-published-live.png"), full_page=False)
+    watcher.screenshot(
+        path=str(shots / "6-published-live.png"), full_page=False, mask=[local_paths(watcher)]
+    )
     assert watcher.evaluate("() => performance.getEntriesByType('navigation').length") == 1
     watcher.close()
 
     # --- reloaded, the published revision now offers the rollback
     page.reload()
     expect(page.locator("#rollback")).to_contain_text(after[:12])
-    page.screenshot(path=str(shots / "7-published.png"), full_page=False)
+    page.screenshot(path=str(shots / "7-published.png"), full_page=False, mask=[local_paths(page)])
+
+    see_the_next_change_marked(page, devstack, repo_dir, after, shots)
     profile.close()
 
 
-def deployment_of(emulator: GitHubEmulator) -> str | None:
-    """The deployment id on the root's check run, once there is one."""
+def see_the_next_change_marked(
+    page: Any, devstack: DevStack, repo_dir: Path, after: str, shots: Path
+) -> None:
+    """A second change: side by side marks what changed within each changed line."""
+    emulator = devstack.emulator
+    assert emulator is not None
+    silver = fleetrepo.set_value(
+        repo_dir, f"deployments/{ROOT}/cluster.values.yaml", "env.TIER", "silver", "tier silver"
+    )
+    assert emulator.send_push(OWNER, NAME, after, silver).status == 202
+    second = wait_for(
+        "the second deployment", lambda: deployment_of(emulator, head=silver), devstack
+    )
+    split_url = f"{devstack.urls.gateway}/jobs/{second}?view=split"
+
+    def diffed() -> bool | None:
+        page.goto(split_url)
+        return True if page.locator("details.resource").count() else None
+
+    wait_for("the second diff", diffed, devstack)
+    first = page.locator("details.resource").first
+    first.locator("summary").click()
+    expect(first.locator("td.del .chg")).to_have_text("gold")
+    expect(first.locator("td.add .chg")).to_have_text("silver")
+    first.screenshot(path=str(shots / "8-change-marked.png"))
+
+
+def local_paths(page: Any) -> Any:
+    """What names this machine's directories (the blob store a render was published to):
+    masked in the screenshots, which are committed."""
+    return page.locator("#outcome, #timeline .markdown", has_text="file://")
+
+
+def deployment_of(emulator: GitHubEmulator, head: str | None = None) -> str | None:
+    """The deployment id on the root's check run (on commit `head`), once there is one."""
     for run in emulator.check_runs(OWNER, NAME):
-        if run.name == f"rollwright/{ROOT}" and run.state.get("external_id"):
+        if run.name != f"rollwright/{ROOT}" or not run.state.get("external_id"):
+            continue
+        if head is None or run.state["head_sha"] == head:
             return str(run.state["external_id"])
     return None
 

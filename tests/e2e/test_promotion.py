@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 
 from shared.contracts.promotion import (
@@ -32,10 +33,11 @@ from shared.contracts.promotion import (
 from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
 from shared.devstack.emulator.server import GitHubEmulator
+from shared.devstack.signin import open_signed_in
 from shared.devstack.stack import DevStack
 from shared.stores.blob import FileBlobStore, latest_key
 from tests.support.paths import EXAMPLES
-from tests.support.stack import approve_waiting, serving_fleet, wait_on
+from tests.support.stack import approve_waiting, details_links, serving_fleet, wait_on
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -200,3 +202,22 @@ def test_staged_patch_walks_integration_and_waits_for_promote_at_stage(world: Wo
 
     # latest.json is written before the check run turns green
     world.wait_for("the stage deployment's green check run", green)
+
+    # every Details link the emulator recorded opens a page of the gateway, for a reader
+    links = details_links(world.emulator, OWNER, NAME)
+    assert "" not in links, f"{links['']} has no Details link"
+    names = set(links.values())
+    assert {"rollwright", promotion_check_run_name(PATCH)} <= names, names
+    assert f"rollwright/management-cluster/{STAGE}" in names, names
+    world.emulator.set_permission(OWNER, NAME, "rita-reader", "read")
+    gateway = world.stack.urls.gateway
+    with httpx.Client(timeout=30) as http:
+        for url, name in sorted(links.items()):
+            assert url.startswith(f"{gateway}/"), (name, url)
+            answer = open_signed_in(http, url, "rita-reader")
+            assert answer.status_code == 200, (name, url, answer.text[:300])
+            assert answer.headers["content-type"].startswith("text/html"), (name, url)
+            if name == "rollwright":
+                assert 'id="roots"' in answer.text, url  # its roots' deployments
+            elif name == promotion_check_run_name(PATCH):
+                assert f"Rollout of {PATCH}" in answer.text, url

@@ -51,6 +51,24 @@ def test_yaml_syntax_error(tmp_path: Path) -> None:
     assert problem.startswith(f"{DEP}/deployment.yaml:3: YAML syntax error")
 
 
+@pytest.mark.parametrize(
+    ("text", "line", "column"),
+    [
+        ("apps:\n\t- template: echo\n", 2, 1),  # a line indented with a tab
+        ("apps:\n  - template: echo\n   \tname: web\n", 3, 4),  # a tab after spaces
+        ("apps:\n  - template: echo\n\t\n", 3, 1),  # a blank line holding a tab
+    ],
+)
+def test_a_yaml_tab_is_named_with_its_column(
+    tmp_path: Path, text: str, line: int, column: int
+) -> None:
+    base = fleet(tmp_path, {f"{DEP}/deployment.yaml": text})
+    assert problems(base) == [
+        f"{DEP}/deployment.yaml:{line}: YAML syntax error: a tab character at column "
+        f"{column}: YAML indents with spaces, never tabs"
+    ]
+
+
 def test_missing_template(tmp_path: Path) -> None:
     text = "apps:\n  - template: echo\n  - template: nope\n"
     base = fleet(tmp_path, {f"{DEP}/deployment.yaml": text})
@@ -270,3 +288,28 @@ def test_cli_validate_prints_every_problem_and_exits_1(
         f"{DEP}/deployment.yaml:3: unknown key 'apps/0/nmae' (did you mean 'name'?)",
     ]
     assert err == "1 root(s) checked: 2 problem(s) found\n"
+
+
+@pytest.mark.parametrize(
+    ("version", "refused"),
+    [("0.1.0", False), ("~0.1", False), ("1.4.0", True), (">=2.0.0", True)],
+)
+def test_a_local_chart_must_have_the_version_asked_for(
+    tmp_path: Path, version: str, refused: bool
+) -> None:
+    """A local chart renders as it is: a release `version` it does not meet would be
+    ignored, so it is refused at the helmfile's line, in validate and in render alike."""
+    helmfile = f"releases:\n  - name: echo\n    chart: ./chart\n    version: {version!r}\n"
+    base = fleet(tmp_path, {"templates/echo/helmfile.yaml.gotmpl": helmfile})
+    if not refused:
+        assert problems(base) == []
+        return
+    expected = (
+        f"templates/echo/helmfile.yaml.gotmpl:4: releases[0].version: '{version}' but the "
+        "local chart templates/echo/chart is version '0.1.0' (its Chart.yaml): a local chart "
+        "renders as it is, so the version would be ignored; make them agree or drop `version`"
+    )
+    assert [p.removesuffix(" (in root g/c)") for p in problems(base)] == [expected]
+    with pytest.raises(FleetError) as info:
+        render(base, "g/c")
+    assert expected.split(": ", 1)[1] in str(info.value)

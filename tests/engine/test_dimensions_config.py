@@ -3,6 +3,7 @@ those names, and every mistake is a `path:line: message`."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from shared.engine.dimensions.sequence import singular
 from shared.engine.tree import WorkTree
 from shared.engine.validate import validate_fleet
+from tests.support.paths import EXAMPLES
 
 TWO = "dimensions: [environments, regions]\nsequence:\n  environments:\n"
 
@@ -34,6 +36,15 @@ CASES: dict[str, tuple[str, list[str]]] = {
         [
             "config/config.yaml:2: missing required key 'sequence/environments'",
             "config/config.yaml:3: unknown key 'sequence/regions'",
+        ],
+    ),
+    "a dimension the sequence names otherwise": (
+        "dimensions:\n  - environments\n  - region\nsequence:\n  environments:\n"
+        "    - name: e1\n      regions: [{name: r1}]\n"
+        "    - name: e2\n      regions: [{name: r1}, {name: r2}]\n",
+        [
+            "config/config.yaml:3: dimension 'region' is not what the sequence calls it: each "
+            "of its environments holds 'regions', none 'region' (did you mean 'regions'?)"
         ],
     ),
     "a node key as a dimension": (
@@ -118,3 +129,18 @@ def test_any_names_at_any_depth(tmp_path: Path) -> None:
 )
 def test_cluster_value_keys(name: str, key: str) -> None:
     assert singular(name) == key
+
+
+def test_the_example_with_a_misnamed_dimension_says_so_once(tmp_path: Path) -> None:
+    """`- region` where the example's sequence writes `regions:` at its five sectors: one
+    problem at the dimension's line, not ten at the sectors below it."""
+    shutil.copytree(EXAMPLES / "dimensions-fleet", tmp_path / "fleet")
+    config = tmp_path / "fleet/config/config.yaml"
+    text = config.read_text()
+    assert "\n  - regions\n" in text
+    config.write_text(text.replace("\n  - regions\n", "\n  - region\n", 1))
+    line = text.split("\n").index("  - regions") + 1
+    assert [str(p) for p in validate_fleet(WorkTree(tmp_path / "fleet"))] == [
+        f"config/config.yaml:{line}: dimension 'region' is not what the sequence calls it: "
+        "each of its sectors holds 'regions', none 'region' (did you mean 'regions'?)"
+    ]

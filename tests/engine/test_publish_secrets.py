@@ -18,8 +18,10 @@ from shared.engine.publish_secrets import (
 )
 from shared.engine.render import Render
 from shared.engine.tree import WorkTree
+from shared.engine.validate import check_fleet
 from tests.support.age import AgeKey
-from tests.support.publish import documents, sops_decrypt
+from tests.support.atlas import make_fleet
+from tests.support.publish import documents, secret_fleet_files, sops_decrypt
 from tests.support.secrets import assert_hidden
 
 SECRET = "s3cr3t-value-of-some-length"
@@ -126,3 +128,32 @@ def test_publish_settings_errors_name_the_line(
 def test_target_path() -> None:
     assert target_path("{root}/", "prod/eu") == "prod/eu/"
     assert target_path("clusters/{root}/manifests", "a") == "clusters/a/manifests/"
+
+
+@pytest.mark.parametrize(
+    ("publish", "refused"),
+    [
+        ({"target": "git"}, True),
+        ({"target": "s3", "secrets": "refuse", "s3": {"bucket": "b"}}, True),
+        ({"target": "git", "secrets": "sops"}, False),
+        ({"target": "blob"}, False),  # redacted: nothing to refuse
+    ],
+)
+def test_validate_names_renders_publishing_would_refuse(
+    tmp_path: Path, age_key: AgeKey, publish: dict[str, object], refused: bool
+) -> None:
+    """Secret values in a render and a target that would refuse them: a problem at
+    rollwright.yaml's publish line, found by `validate`, not after someone approved."""
+    make_fleet(tmp_path, secret_fleet_files(publish, age_key, SECRET), echo=True)
+    problems = [str(p) for p in check_fleet(WorkTree(tmp_path)).problems]
+    if not refused:
+        assert problems == []
+        return
+    line = 3 if publish.get("secrets") else 2  # secrets:, else target:
+    assert problems == [
+        f"rollwright.yaml:{line}: 1 root(s) render secret values (g/c1); "
+        f"`publish.target: {publish['target']}` would write them in plaintext and "
+        "`publish.secrets` is `refuse` (the default), so publishing would fail after "
+        "approval: set `publish.secrets: sops` to re-encrypt them for the recipients in "
+        ".sops.yaml (docs/publishing.md)"
+    ]

@@ -173,6 +173,7 @@ def test_plain_yaml_is_refused_without_running_sops(tmp_path: Path, key: AgeKey)
         ("a: b\nsops: {}\n", False),
         ("a: b\nsops:\n  mac: x\n", False),
         ("a: b\nsops:\n  mac: ENC[x]\n  version: 3.11.0\n", True),
+        ("a: b\nsops:\n  version: 3.11.0\n", True),  # a damaged one: sops says what is wrong
         ('{"a": "b", "sops": {"mac": "x", "lastmodified": "t"}}', True),
     ],
 )
@@ -190,6 +191,22 @@ def test_mac_mismatch_is_reported(tmp_path: Path, key: AgeKey) -> None:
     with pytest.raises(SopsError, match=r"MAC mismatch") as caught:
         decrypt_values(WorkTree(tmp_path / "fleet"), rel)
     assert "kept-value" not in str(caught.value)
+
+
+def test_a_missing_mac_is_named_as_sops_names_it(tmp_path: Path, key: AgeKey) -> None:
+    """A file whose `sops.mac` line is gone is still a SOPS file: the message is sops' own
+    ("MAC mismatch. File has no MAC") at the `sops:` line, not "not a SOPS file"."""
+    rel = secret_file(tmp_path, key, {"keep": "kept-value"})
+    path = tmp_path / "fleet" / rel
+    lines = path.read_text().splitlines(True)
+    path.write_text("".join(line for line in lines if not line.startswith("    mac: ")))
+    sops_line = next(i for i, line in enumerate(lines, start=1) if line.startswith("sops:"))
+    with pytest.raises(SopsError) as caught:
+        decrypt_values(WorkTree(tmp_path / "fleet"), rel)
+    assert str(caught.value).startswith(
+        f"{rel}:{sops_line}: cannot decrypt: MAC mismatch. File has no MAC"
+    )
+    assert "kept-value" not in str(caught.value) and "not a SOPS file" not in str(caught.value)
 
 
 def test_corrupt_ciphertext_is_reported(tmp_path: Path, key: AgeKey) -> None:

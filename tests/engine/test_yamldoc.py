@@ -89,7 +89,7 @@ def check_load(text: str) -> list[Any]:
         except yaml.YAMLError as err:  # the reference fails: the fast path must fail alike
             with pytest.raises(FleetError) as fast:
                 yamldoc.loads_all(text, "x.yaml")
-            assert str(fast.value) == str(yamldoc.syntax_error(err, "x.yaml"))
+            assert str(fast.value) == str(yamldoc.syntax_error(err, "x.yaml", text))
             return []
         got = yamldoc.loads_all(text, "x.yaml")
         assert same(got, expected), (text, got, expected)
@@ -124,7 +124,7 @@ def test_syntax_errors_are_the_same_fleet_errors(text: str) -> None:
     try:
         yamldoc.reference_loads_all(text)
     except yaml.YAMLError as err:
-        expected = yamldoc.syntax_error(err, "x.yaml")
+        expected = yamldoc.syntax_error(err, "x.yaml", text)
     else:  # pragma: no cover - the corpus holds broken documents only
         pytest.fail("reference loaded a broken document")
     assert str(fast.value) == str(expected)
@@ -425,13 +425,13 @@ def mutate(text: str, changes: list[tuple[int, str]]) -> str:
     return "\n".join(lines)
 
 
-def outcome(load: Callable[[], list[Any]]) -> Any:
+def outcome(load: Callable[[], list[Any]], text: str) -> Any:
     try:
         return load()
     except FleetError as err:
         return ("error", str(err))
     except yaml.YAMLError as err:
-        return ("error", str(yamldoc.syntax_error(err, "t.yaml")))
+        return ("error", str(yamldoc.syntax_error(err, "t.yaml", text)))
     except (ValueError, TypeError, OverflowError) as err:  # PyYAML's constructors: `!!int x`
         return ("error", str(yamldoc.value_error(err, "t.yaml")))
 
@@ -439,8 +439,8 @@ def outcome(load: Callable[[], list[Any]]) -> Any:
 def check_similar(base: str, text: str) -> None:
     similar = yamldoc.Similar()
     assert same(similar.loads_all(base, "t.yaml", key="k"), yamldoc.reference_loads_all(base))
-    got = outcome(lambda: similar.loads_all(text, "t.yaml", key="k"))
-    want = outcome(lambda: yamldoc.reference_loads_all(text))
+    got = outcome(lambda: similar.loads_all(text, "t.yaml", key="k"), text)
+    want = outcome(lambda: yamldoc.reference_loads_all(text), text)
     assert same(got, want), (text, got, want)
     # and again, now that the mutated text is the kept one, back to the base
     if not isinstance(got, tuple):

@@ -17,10 +17,10 @@ from fastapi.testclient import TestClient
 
 from gateway.app import create_app
 from gateway.dispatcher import Dispatcher
-from shared.contracts.deploy import DeploymentRecord, LatestDeployment
+from shared.contracts.deploy import DeploymentRecord, FleetRoots, LatestDeployment
 from shared.devstack.ports import free_port
 from shared.settings import Settings
-from shared.stores.blob import FileBlobStore, latest_key
+from shared.stores.blob import FileBlobStore, fleet_roots_key, latest_key
 from shared.stores.sql.deployments import DeploymentStore
 from shared.stores.sql.engine import Database
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
@@ -130,6 +130,50 @@ def test_the_fleet_page_shows_every_root_with_health_queue_and_lock(world: World
     assert "elsewhere/1" not in page.text
 
 
+def test_the_front_page_says_each_roots_state_and_what_awaits_review(world: World) -> None:
+    world.seed()
+    waiting = world.record("prod/eu", "c3", "rendering", "awaiting_review")
+    world.record("stage/a", "c3", "rendering", "awaiting_review")
+    with TestClient(world.app, headers=MACHINE_HEADERS) as client:
+        index = client.get("/").text
+    table = index.split('id="roots"', 1)[1]
+    found = re.findall(
+        r'<td><a href="[^"]+">([^<]+)</a></td>\s*<td>[^<]+</td>\s*'
+        r'<td><a href="([^"]+)"><span class="state (\w+)">.*?'
+        r'<td class="awaiting-review">(.*?)</td>',
+        table,
+        re.S,
+    )
+    by_root = {root: (link, state, re.sub(r"<[^>]+>", "", n)) for root, link, state, n in found}
+    assert by_root["prod/eu"] == (f"{PUBLIC}/jobs/{waiting}", "awaiting_review", "1")
+    assert by_root["prod/us"][1:] == ("queued", "0")
+    assert by_root["dev/x"][1:] == ("failed", "0")
+    assert '<strong id="awaiting-total">2 deployment(s) await review</strong>' in index
+
+
+def test_the_fleet_page_lists_every_root_and_links_revisions(world: World) -> None:
+    world.seed()
+    noted = FleetRoots(revision="f0" * 20, roots=["dev/x", "new/one", "prod/eu", "prod/us"])
+    world.blobs.put(fleet_roots_key(REPO), noted.model_dump_json().encode())
+    with TestClient(world.app, headers=MACHINE_HEADERS) as client:
+        page = client.get("/", params={"repo": REPO}).text
+        api = client.get("/api/fleet", params={"repo": REPO}).json()
+    assert list(rows(page)) == ["dev/x", "prod/eu", "prod/us", "stage/a"]  # deployed
+    undeployed = re.findall(r'<tr class="undeployed">\s*<td>([^<]+)</td>', page)
+    assert undeployed == ["new/one"]
+    assert [r["root"] for r in api["roots"]] == [
+        "dev/x",
+        "new/one",
+        "prod/eu",
+        "prod/us",
+        "stage/a",
+    ]
+    assert api["states"]["undeployed"] == 1
+    # each revision links its revision page: the newest deployment's and what the cluster runs
+    assert f'href="{PUBLIC}/revisions/{REPO}/{"c3" * 20}"' in page
+    assert f'href="{PUBLIC}/revisions/{REPO}/{"b2" * 20}"><code>b2b2b2b2b2b2</code></a>' in page
+
+
 def test_filters_by_state_and_the_json(world: World) -> None:
     world.seed()
     with TestClient(world.app, headers=MACHINE_HEADERS) as client:
@@ -165,6 +209,9 @@ def test_the_fleet_page_in_a_browser(tmp_path: Path) -> None:
     base = f"http://127.0.0.1:{port}"
     world = World(tmp_path, public=base)
     world.seed()
+    world.record("prod/eu", "c3", "rendering", "awaiting_review")
+    noted = FleetRoots(revision="c3" * 20, roots=["dev/x", "new/one", "prod/eu", "prod/us"])
+    world.blobs.put(fleet_roots_key(REPO), noted.model_dump_json().encode())
     shots = Path(os.environ.get("ROLLWRIGHT_TEST_ARTIFACTS") or TESTS / "artifacts")
     shots = shots / "fleet-page"
     shots.mkdir(parents=True, exist_ok=True)
@@ -180,16 +227,23 @@ def test_the_fleet_page_in_a_browser(tmp_path: Path) -> None:
                     extra_http_headers=MACHINE_HEADERS,
                 )
                 page.goto(f"{base}/")
+                sync_api.expect(page.locator("#awaiting-total")).to_contain_text("1 deployment")
+                page.screenshot(path=str(shots / "0-front.png"), full_page=True)
                 page.locator("#fleets").get_by_role("link", name=REPO).click()
                 table = page.locator("#fleet")
-                sync_api.expect(table.locator("tbody tr")).to_have_count(4)
+                sync_api.expect(table.locator("tbody tr")).to_have_count(5)
                 sync_api.expect(table).to_contain_text("unhealthy")
+                sync_api.expect(table.locator("tr.undeployed")).to_contain_text("new/one")
                 page.screenshot(path=str(shots / "1-fleet.png"), full_page=True)
+                table.locator("tr", has_text="prod/eu").get_by_role("link", name="revision").click()
+                sync_api.expect(page.locator("#roots")).to_contain_text("prod/eu")
+                page.screenshot(path=str(shots / "3-revision.png"), full_page=True)
+                page.go_back()
                 page.get_by_role("link", name="running").click()
-                sync_api.expect(table.locator("tbody tr")).to_have_count(1)
+                sync_api.expect(table.locator("tbody tr")).to_have_count(2)
                 sync_api.expect(table).to_contain_text("prod/us")
                 page.screenshot(path=str(shots / "2-running.png"), full_page=True)
-                page.get_by_role("link", name="history").click()
+                table.locator("tr", has_text="prod/us").get_by_role("link", name="history").click()
                 sync_api.expect(page.locator("h1")).to_contain_text("prod/us")
             finally:
                 browser.close()

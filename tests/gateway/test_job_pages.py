@@ -21,11 +21,14 @@ from pydantic import SecretStr
 
 from gateway.app import create_app
 from gateway.dispatcher import Dispatcher
+from gateway.pages import marked_parts
 from shared.contracts.deploy import AuditRecord
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.ports import free_port
+from shared.review.diff import diff_renders
+from shared.review.diffdoc import diff_document, document_key
 from tests.support.gitrepo import commit_all, init_repo
-from tests.support.pages import DEP, NEW, OLD, PUBLIC, REPO, ROOT, SHA, T0, UI, World
+from tests.support.pages import DEP, NEW, OLD, PUBLIC, REPO, ROOT, SHA, T0, UI, World, cm
 from tests.support.serving import serving
 
 QUEUE_URL = f"{UI}/namespaces/default/workflows/deploy%3Aacme%2Ffleet%3Aprod%2Feu-1"
@@ -91,12 +94,12 @@ def test_job_page_shows_the_deployment_timeline_log_diff_and_rollback(world: Wor
     assert "render started root=prod/eu-1" in text and "rendered files=2 seconds=0.5" in text
     # the rollback command
     assert f"rollwright deploy {ROOT} --revision {SHA} --repo {REPO} --url {PUBLIC}" in html
-    # the diff: counts and one collapsed section per resource, kind/name from the manifests
+    # the diff: counts and one section per resource, kind/name from the manifests; a diff
+    # of a few resources opens expanded
     assert "3 resource(s): 1 added, 1 removed, 1 changed" in text
-    sections = re.findall(r'<details class="resource" id="r\d+" data-path="([^"]+)">', html)
+    sections = re.findall(r'<details class="resource" id="r\d+" data-path="([^"]+)" open>', html)
     assert sections == sorted(NEW.keys() | OLD.keys())
     assert "ConfigMap web/settings" in text and "ConfigMap web/gone" in text
-    assert '<details class="resource" id="r1" data-path' in html  # closed: no `open`
     # unified by default, with both line numbers and the +/- signs
     assert '<table class="diff unified">' in html and 'class="diff split"' not in html
     assert re.search(
@@ -115,14 +118,31 @@ def test_side_by_side_pairs_removed_and_added_lines(world: World) -> None:
     awaiting(world)
     html = world.client.get(f"/jobs/{DEP}?view=split").text
     assert '<table class="diff split">' in html and 'class="diff unified"' not in html
+    # the pair of lines side by side, with what changed within them marked
     row = re.search(
-        r'<tr><td class="n">(\d+)</td><td class="c del">  region: eu</td>'
-        r'<td class="n">(\d+)</td><td class="c add">  region: us</td></tr>',
+        r'<tr><td class="n">(\d+)</td><td class="c del">  region: <span class="chg">eu</span>'
+        r'</td><td class="n">(\d+)</td><td class="c add">  region: <span class="chg">us</span>'
+        r"</td></tr>",
         html,
     )
     assert row and row.group(1) == row.group(2)
     assert 'href="?view=unified#diff"' in html
-    assert world.client.get(f"/jobs/{DEP}?view=sideways").status_code == 422
+    assert world.client.get(f"/jobs/{DEP}?view=sideways").status_code == 400
+
+
+def test_a_diff_of_many_resources_starts_collapsed(world: World) -> None:
+    world.record("awaiting_review", T0)
+    new = {f"web/web/web/ConfigMap_c{i}.yaml": cm(f"c{i}", "web", a=str(i)) for i in range(6)}
+    document = diff_document(diff_renders({}, new), {}, new)
+    world.blobs.put(document_key(DEP), document.to_json())
+    html = world.client.get(f"/jobs/{DEP}").text
+    assert len(re.findall(r'<details class="resource" id="r\d+" data-path="[^"]+">', html)) == 6
+
+
+def test_changed_parts_are_escaped_on_the_page() -> None:
+    assert str(marked_parts([("<b>", True), ("&", False)])) == (
+        '<span class="chg">&lt;b&gt;</span>&amp;'
+    )
 
 
 def test_everything_shown_is_escaped(world: World) -> None:
@@ -137,12 +157,42 @@ def test_everything_shown_is_escaped(world: World) -> None:
     html = world.client.get(f"/jobs/{DEP}").text
     assert "<script>alert" not in html and "<img src=x" not in html and "<b>mallory" not in html
     assert "&lt;b&gt;mallory&lt;/b&gt;" in html
-    assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in html
+    assert '&lt;img src=x onerror="alert(1)"&gt;' in html  # text, in the outcome's Markdown
     assert "error=&lt;script&gt;alert(2)&lt;/script&gt;" in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # inside the diff
     # only the page's own script, a file of the gateway's (no inline code: the CSP allows none)
     assert html.count("<script") == 1
     assert '<script src="http://rollwright.test/static/job.js"></script>' in html
+
+
+HOSTILE_MARKDOWN = (
+    "**Approval still needed** from:\n- anyone with write access\n\n"
+    "| Application | Sync |\n|---|---|\n| `web` | Synced |\n\n"
+    "<script>alert(1)</script> <img src=x onerror=alert(2)> [click](javascript:alert(3)) "
+    '<a href="https://evil.example">x</a> <details open><summary onclick="alert(4)">s</summary>'
+)
+
+
+def test_messages_are_markdown_shown_as_safe_html(world: World) -> None:
+    """A deployment's messages are Markdown (written for its check run): the job page (its
+    outcome and timeline) and the root page show them as HTML, through the safe renderer
+    that escapes raw HTML and refuses script links."""
+    world.record("awaiting_review", T0, message=HOSTILE_MARKDOWN)
+    world.record("failed", T0 + timedelta(minutes=1), message=HOSTILE_MARKDOWN)
+    for path in (f"/jobs/{DEP}", f"/roots/{ROOT}"):
+        html = world.client.get(path).text
+        assert "<strong>Approval still needed</strong>" in html, path
+        assert "**Approval" not in html and "| Application |" not in html, path
+        assert "<li>anyone with write access</li>" in html, path
+        assert "<th>Application</th>" in html and "<td><code>web</code></td>" in html, path
+        assert "<script>alert" not in html and "&lt;script&gt;alert(1)" in html, path
+        assert "<img" not in html and 'href="javascript:' not in html, path
+        assert '<a href="https://evil.example"' not in html, path
+        assert "onclick" not in html.replace("&lt;summary onclick", ""), path
+    job = world.client.get(f"/jobs/{DEP}").text
+    assert job.count("<strong>Approval still needed</strong>") == 3  # outcome, two events
+    assert job.count("<script") == 1  # only the page's own file (the CSP runs nothing inline)
+    assert '<script src="http://rollwright.test/static/job.js"></script>' in job
 
 
 def test_unknown_deployment_is_a_404_page(world: World) -> None:
@@ -364,6 +414,11 @@ def test_dev_mode_buttons_click_the_emulators_check_run(
             f"{PUBLIC}/jobs/{DEP}/actions/reject",
         ]
         assert f'name="check_run_id" value="{run.id}"' in html
+        # the buttons come after the diff, with its summary beside them; the top links there
+        assert html.index('id="diff"') < html.index('id="actions"') < html.index('id="log"')
+        summary = html.split('id="review-summary">', 1)[1].split("</span>", 1)[0]
+        assert summary.startswith("the diff above: 3 resource(s), 1 added, 1 removed, 1 changed")
+        assert html.index('id="review-jump"') < html.index('id="diff"')
         # a merge of the same root waiting behind the locked queue: its Unlock shows here too
         unlock = {"label": "Unlock", "description": "Let merges deploy", "identifier": "unlock"}
         waiting = github.get_repo(REPO).create_check_run(

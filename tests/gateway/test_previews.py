@@ -207,7 +207,9 @@ def test_the_preview_page_renders_the_report_and_escapes_markup(tmp_path: Path) 
         assert raw.status_code == 200 and raw.text.startswith("--- a/x")
         assert client.get(f"/previews/acme/fleet/9/{head}/secrets.txt").status_code == 404
         assert client.get("/previews/acme/fleet/10").status_code == 404
-        assert client.get(f"/previews/acme/fleet/9/{'d' * 40}").status_code == 404
+        pending = client.get(f"/previews/acme/fleet/9/{'d' * 40}")  # a head not reported yet
+        assert pending.status_code == 200 and 'id="pending"' in pending.text
+        assert "g/c1" not in pending.text
         # a path that names nothing that could exist is not found, like one that does not exist
         assert client.get("/previews/acme/fleet/9/not-a-sha").status_code == 404
         assert client.get("/previews/..%2F..%2Fetc/fleet/9").status_code == 404

@@ -10,20 +10,32 @@ import contextlib
 import functools
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import httpx
 import pytest
 import uvicorn
 
 from gateway.app import create_app
+from gateway.context import Gateway
 from gateway.dispatcher import TemporalDispatcher
-from shared.contracts.deploy import TASK_QUEUE
-from shared.contracts.promotion import NodeInfo, RootDeployment
+from gateway.jobviews import JobReader
+from gateway.rolloutview import pipeline
+from shared.contracts.deploy import TASK_QUEUE, DeploymentRecord
+from shared.contracts.promotion import (
+    NodeInfo,
+    RolloutRow,
+    RolloutView,
+    RootDeployment,
+    WindowInfo,
+)
 from shared.devstack.ports import free_port
 from shared.settings import Settings
+from shared.stores.sql.deployments import DeploymentStore
 from shared.stores.sql.engine import Database
 from tests.support.deploy_world import until
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
@@ -31,6 +43,7 @@ from tests.support.paths import TESTS
 from tests.support.promotion_world import PATCH, REPO, Fleet, Rollout, rollout
 
 INT, STAGE, PROD = "integration", "stage", "prod/prod-canary"
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 CHROMIUM = Path("/usr/bin/chromium")
 
 
@@ -60,10 +73,25 @@ def halted_at_stage() -> Fleet:
 
 
 @contextlib.asynccontextmanager
-async def gateway(tmp: Path, r: Rollout, public: str) -> AsyncIterator[Any]:
+async def gateway(
+    tmp: Path, r: Rollout, public: str, deployed: Sequence[tuple[str, str, str]] = ()
+) -> AsyncIterator[Any]:
+    """The gateway over the rollout's Temporal; `deployed`: (root, deployment, state) rows
+    the record activity would have written."""
     settings = Settings(data_dir=tmp / "state", public_url=public, api_token=MACHINE_SECRET)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     database = Database(settings.database)
+    for root, deployment_id, state in deployed:
+        record = DeploymentRecord(
+            deployment_id=deployment_id,
+            repo=REPO.full_name,
+            root=root,
+            revision="f" * 40,
+            trigger="merge",
+            state=state,  # type: ignore[arg-type]
+            at=T0,
+        )
+        DeploymentStore(database).record(record)
     app = create_app(
         settings, dispatcher=TemporalDispatcher(r.client, TASK_QUEUE), database=database
     )
@@ -86,7 +114,8 @@ async def test_the_rollout_page_shows_the_pipeline_the_halt_and_what_can_be_done
     async with rollout(fleet) as r:
         await r.start()
         await until(lambda: halted(fleet), "the halt")
-        async with gateway(tmp_path, r, "http://rollwright.test") as app:
+        deployed = [("mc/int/us", "dep-int", "verified"), ("mc/stage/us", "dep-st", "unhealthy")]
+        async with gateway(tmp_path, r, "http://rollwright.test", deployed) as app:
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(
                 transport=transport, base_url="http://t", headers=MACHINE_HEADERS
@@ -95,8 +124,15 @@ async def test_the_rollout_page_shows_the_pipeline_the_halt_and_what_can_be_done
                 missing = await http.get(f"/rollouts/{REPO.full_name}/no-such-patch")
     assert page.status_code == 200, page.text
     html = page.text
-    pipeline = re.findall(r'<li class="node (\w+)"><strong>([^<]+)</strong>', html)
+    pipeline = re.findall(
+        r'<li class="node (\w+)" data-node="[^"]+"><strong>([^<]+)</strong>', html
+    )
     assert pipeline == [("passed", INT), ("halted", STAGE), ("pending", PROD)]
+    assert html.count('<li class="arrow" aria-hidden="true">→</li>') == 2  # between the nodes
+    # each node's evidence: its roots' deployments, linked
+    assert '<a href="http://rollwright.test/jobs/dep-int"><span class="state verified">' in html
+    assert f'href="http://rollwright.test/revisions/{REPO.full_name}/{"f" * 40}"' in html
+    assert f'since <time datetime="{T0.isoformat()}">' in html  # passed when dep-int ended
     assert f"Halted at {STAGE}" in html and "unhealthy at mc/stage/us" in html
     # the reason's Markdown code spans become <code>, the rest stays escaped text
     assert "<code>mc/stage/us</code>: deployment of <code>" in html and "`" not in html
@@ -105,6 +141,28 @@ async def test_the_rollout_page_shows_the_pipeline_the_halt_and_what_can_be_done
     assert f"rollwright/promote: {PATCH}" in html
     assert 'href="http://rollwright.test/jobs/' in html  # the stage deployment's job page
     assert missing.status_code == 404 and "No such rollout" in missing.text
+
+
+@scenario
+async def test_a_node_is_passed_only_with_every_root_deployed_and_verified(
+    tmp_path: Path,
+) -> None:
+    """The workflow's table calls integration passed (the patch is active there); without a
+    verified (or published) deployment of its root the page says it is unconfirmed, and
+    why."""
+    fleet = halted_at_stage()
+    async with rollout(fleet) as r:
+        await r.start()
+        await until(lambda: halted(fleet), "the halt")
+        deployed = [("mc/int/us", "dep-int", "failed")]
+        async with gateway(tmp_path, r, "http://rollwright.test", deployed) as app:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://t", headers=MACHINE_HEADERS
+            ) as http:
+                html = (await http.get(f"/rollouts/{REPO.full_name}/{PATCH}")).text
+    assert '<li class="node unconfirmed" data-node="integration">' in html
+    assert "0/1 roots deployed and verified; not yet: mc/int/us (failed)" in html
 
 
 @pytest.mark.slow
@@ -121,7 +179,8 @@ async def test_the_rollout_page_in_a_browser(tmp_path: Path) -> None:
     async with rollout(fleet) as r:
         await r.start()
         await until(lambda: halted(fleet), "the halt")
-        async with gateway(tmp_path, r, base) as app:
+        deployed = [("mc/int/us", "dep-int", "verified"), ("mc/stage/us", "dep-st", "unhealthy")]
+        async with gateway(tmp_path, r, base, deployed) as app:
             config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error")
             server = uvicorn.Server(config)
             served = asyncio.create_task(server.serve())  # this loop: the Temporal client's
@@ -138,7 +197,7 @@ async def test_the_rollout_page_in_a_browser(tmp_path: Path) -> None:
                             extra_http_headers=MACHINE_HEADERS,
                         )
                         await page.goto(f"{base}/rollouts/{REPO.full_name}/{PATCH}")
-                        nodes = page.locator("#pipeline li")
+                        nodes = page.locator("#pipeline > li.node")
                         await async_api.expect(nodes).to_have_count(3)
                         await async_api.expect(nodes.nth(1)).to_contain_text("halted")
                         await async_api.expect(page.locator("#actions")).to_contain_text(
@@ -151,3 +210,54 @@ async def test_the_rollout_page_in_a_browser(tmp_path: Path) -> None:
                 server.should_exit = True
                 await served
     assert (shots / "1-halted.png").stat().st_size > 0
+
+
+def test_each_node_says_the_soak_or_gate_still_to_wait(tmp_path: Path) -> None:
+    """The current node's soak counts down from when it started; the next node's closed
+    window from when it opens; a manual gate says what it waits for."""
+    now = T0 + timedelta(hours=5)
+    view = RolloutView(
+        repo=REPO.full_name,
+        patch_id=PATCH,
+        revision="f" * 40,
+        phase="soaking",
+        current_node=STAGE,
+        next_node=PROD,
+        gate="manual",
+        waiting_for="the soak",
+        rows=[
+            RolloutRow(node=INT, state="passed", since=T0),
+            RolloutRow(node=STAGE, state="soaking", since=T0),
+            RolloutRow(node=PROD, state="window_closed", since=T0),
+        ],
+        deployments=[],
+        halt=None,
+        nodes=[
+            NodeInfo(path=INT),
+            NodeInfo(path=STAGE, soak_seconds=7200),
+            NodeInfo(path=PROD, gate="manual"),
+        ],
+        soak_started=now - timedelta(minutes=30),
+        window=WindowInfo(open=False, next_open=now + timedelta(hours=3)),
+    )
+    settings = Settings(data_dir=tmp_path, public_url="http://rollwright.test")
+    database = Database(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    try:
+        reader = JobReader(
+            cast(
+                Gateway,
+                SimpleNamespace(
+                    settings=settings,
+                    deployments=DeploymentStore(database),
+                    audit_trail=None,
+                    blobs=None,
+                ),
+            )
+        )
+        nodes = {n.node: n for n in pipeline(view, reader, now)}
+    finally:
+        database.close()
+    assert nodes[STAGE].wait == "soak: 1h 30m left (of 2h 00m)"
+    assert nodes[STAGE].until == now + timedelta(hours=1, minutes=30)
+    assert nodes[PROD].wait == "promotion window opens in 3h 00m"
+    assert nodes[INT].wait == "" and nodes[INT].state == "passed"  # no roots known: as told

@@ -4,7 +4,14 @@ hunks kept line for line, and the unified / side-by-side rows the job page rende
 from __future__ import annotations
 
 from shared.review.diff import RenderFiles, diff_renders
-from shared.review.diffdoc import DiffDocument, diff_document, identify, split_rows, unified_rows
+from shared.review.diffdoc import (
+    DiffDocument,
+    changed_parts,
+    diff_document,
+    identify,
+    split_rows,
+    unified_rows,
+)
 
 DEPLOYMENT = b"""apiVersion: apps/v1
 kind: Deployment
@@ -99,3 +106,14 @@ def test_rows_number_lines_and_pair_runs_side_by_side() -> None:
         (None, "d"),
         ("\\ No newline at end of file", "\\ No newline at end of file"),
     ]
+
+
+def test_changed_parts_mark_words_not_shared_letters() -> None:
+    assert changed_parts("  region: eu", "  region: us") == (
+        [("  region: ", False), ("eu", True)],
+        [("  region: ", False), ("us", True)],
+    )
+    _, new = changed_parts("image: nginx:1.25.3", "image: nginx:1.27.0")
+    assert [text for text, changed in new if changed] == ["27", "0"]
+    # lines too different are the change as a whole
+    assert changed_parts("abc def", "xyz uvw") == ([("abc def", False)], [("xyz uvw", False)])

@@ -337,6 +337,33 @@ def test_a_rotated_sops_secret_shows_as_a_changed_hash_and_never_in_plaintext(
     assert "REDACTED:sha256:" in outputs[0][1]
 
 
+def test_a_head_render_publishing_would_refuse_fails_the_preview(
+    tmp_path: Path, age_key: AgeKey
+) -> None:
+    """A pull request that brings secret values into a root whose target refuses them
+    (`publish.secrets: refuse`, git): the preview fails on that root with the deployment's
+    own message, before the merge; the base side is not held to it."""
+    repo = init_repo(tmp_path / "fleet")
+    app = {
+        **app_chart_files("templates/app/chart"),
+        "templates/app/helmfile.yaml.gotmpl": "releases:\n  - name: app\n    chart: ./chart\n",
+        "deployments/g/c/apps/d/deployment.yaml": one_app("app"),
+        "deployments/global.values.yaml": {"password": "not-a-secret"},
+        "rollwright.yaml": {"publish": {"target": "git"}},
+    }
+    make_fleet(repo, app, echo=False)
+    commit_all(repo, "base: no secret values")
+    secret = encrypt_yaml({"password": SECRET_NEW}, [age_key.recipient])
+    commit(repo, {"deployments/global.values.sops.yaml": secret})
+    report, _ = preview(repo)
+    (c,) = report.roots
+    assert c.status == "error" and report.failed
+    assert c.head_error is not None
+    assert c.head_error.startswith('rollwright.yaml:2: root "g/c" renders secret values')
+    assert "`publish.secrets: sops`" in c.head_error
+    assert_hidden([("markdown", report_markdown(report))], [SECRET_NEW])
+
+
 def test_plaintext_never_reaches_error_messages(
     tmp_path: Path,
     age_key: AgeKey,

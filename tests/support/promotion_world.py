@@ -151,6 +151,7 @@ class Fleet:
             current_node=current,
             next_node=nxt,
             roots=self.roots.get(current, []) if current else [],
+            node_roots={n.path: self.roots.get(n.path, []) for n in self.plan},
             unmet_dependencies=self.unmet.get(req.revision, []),
             graduation_ready=k == len(self.plan),
             conflicts=self.conflicts.get(req.revision, []),

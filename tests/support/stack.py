@@ -82,3 +82,13 @@ def approve_waiting(
             delivery = emulator.click_action(run.id, "approve", login)
             assert delivery.status == 202, delivery.response
             approved.add((run.id, login))
+
+
+def details_links(emulator: GitHubEmulator, owner: str, name: str) -> dict[str, str]:
+    """Every Details link the emulator recorded on `owner/name`'s check runs, at each create
+    and update, with the name of a check run that carried it ("" for a run without one)."""
+    links: dict[str, str] = {}
+    for run in emulator.check_runs(owner, name):
+        for update in run.history:
+            links.setdefault(str(update.state.get("details_url") or ""), run.name)
+    return links

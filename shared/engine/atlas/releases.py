@@ -12,7 +12,7 @@ from shared.engine.atlas.files import HelmRelease, SetValue, label_text, resolve
 from shared.engine.atlas.plans import Helmfile, ReleaseParts
 from shared.engine.atlas.values import Layer, TemplateValue, ValueFiles, jsonable
 from shared.engine.errors import FleetError
-from shared.engine.helm.engine import parse_set
+from shared.engine.helm.engine import parse_set, satisfies
 from shared.engine.manifests.patches import PatchOrigin
 from shared.engine.release import ChartSource, SourceKind
 from shared.engine.tree import Tree
@@ -172,6 +172,8 @@ def chart_source(tree: Tree, hf: Helmfile, i: int, rel: HelmRelease) -> ChartSou
         return ChartSource("remote-chart", ref=chart, version=rel.version, repo_url=repo.url)
     path = resolve_path(hf.dir, chart, what=f"{where}: chart", origin=hf.path, line=line)
     kind = local_kind(tree, path)
+    if kind == "chart" and rel.version:
+        _check_local_version(tree, hf, i, path, rel.version)
     if kind is not None:
         return ChartSource(kind, path=path)
     if sep and not chart.startswith("."):
@@ -185,6 +187,29 @@ def chart_source(tree: Tree, hf: Helmfile, i: int, rel: HelmRelease) -> ChartSou
     raise FleetError(
         f"{where}: chart {chart!r} not found: no directory {path}", path=hf.path, line=line
     )
+
+
+def _check_local_version(tree: Tree, hf: Helmfile, i: int, path: str, asked: str) -> None:
+    """A local chart renders as it is: a `version` it does not meet would be ignored, so it
+    is refused (a `.tgz` archive is not opened for this)."""
+    if not tree.is_file(f"{path}/Chart.yaml"):
+        return
+    meta = yamldoc.loads(tree.read_text(f"{path}/Chart.yaml"), f"{path}/Chart.yaml")
+    have = str(meta.get("version") or "") if isinstance(meta, dict) else ""
+    line = hf.line(("releases", i, "version"), f"version: {asked}")
+    try:
+        met = bool(have) and satisfies(asked, have)
+    except FleetError as err:
+        message = f"releases[{i}].version: {err.problem.message}"
+        raise FleetError(message, path=hf.path, line=line) from None
+    if not met:
+        raise FleetError(
+            f"releases[{i}].version: {asked!r} but the local chart {path} is version "
+            f"{have or '(none)'!r} (its Chart.yaml): a local chart renders as it is, so the "
+            "version would be ignored; make them agree or drop `version`",
+            path=hf.path,
+            line=line,
+        )
 
 
 def local_kind(tree: Tree, path: str) -> SourceKind | None:

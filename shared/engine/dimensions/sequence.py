@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shared.engine import yamldoc
@@ -184,28 +184,38 @@ def _check_dimensions(dims: list[str], text: str) -> list[Problem]:
     return problems
 
 
+@dataclass
+class _Level:
+    """What the sequence's nodes at one depth hold where dims[depth] belongs."""
+
+    present: int = 0  # nodes holding the dimension's key
+    missing: list[Problem] = field(default_factory=list)  # nodes without it
+    unknown: list[tuple[str, Problem]] = field(default_factory=list)  # other keys, by name
+
+
 def _check_sequence(data: dict[str, Any], dims: list[str], text: str) -> list[Problem]:
     """Keys of `sequence` and of its nodes against the dimensions. Unknown keys are reported
-    and removed from `data`, so the model checks the rest."""
-    problems: list[Problem] = []
+    and removed from `data`, so the model checks the rest. A dimension no node uses, where
+    every node has one other key instead (`region` listed, `regions:` written), is one
+    problem at the dimension's line rather than two at every node."""
     sequence = data.get("sequence")
     if not isinstance(sequence, dict):
-        return problems
-
-    def unknown(keys: tuple[str | int, ...]) -> None:
-        where = "/".join(str(k) for k in keys)
-        problems.append(
-            Problem(CONFIG_FILE, yamldoc.key_line(text, keys), f"unknown key {where!r}")
-        )
+        return []
+    levels: dict[int, _Level] = {}
 
     def check(container: dict[str, Any], loc: tuple[str | int, ...], depth: int) -> None:
         """`container`: `sequence` (depth 0) or a node at `depth`; its child key (if any)
         must be dims[depth]."""
+        level = levels.setdefault(depth, _Level())
         child = dims[depth] if depth < len(dims) else None
         allowed = {child} if depth == 0 else {*NODE_KEYS, child}
         for key in list(container):
             if key not in allowed:
-                unknown((*loc, str(key)))
+                keys = (*loc, str(key))
+                where = "/".join(str(k) for k in keys)
+                line = yamldoc.key_line(text, keys)
+                problem = Problem(CONFIG_FILE, line, f"unknown key {where!r}")
+                level.unknown.append((str(key), problem))
                 del container[key]
         if child is None:
             return
@@ -213,8 +223,10 @@ def _check_sequence(data: dict[str, Any], dims: list[str], text: str) -> list[Pr
         line = yamldoc.key_line(text, (*loc, child))
         items = container.get(child)
         if items is None:
-            problems.append(Problem(CONFIG_FILE, line, f"missing required key {where!r}"))
-        elif isinstance(items, list):
+            level.missing.append(Problem(CONFIG_FILE, line, f"missing required key {where!r}"))
+            return
+        level.present += 1
+        if isinstance(items, list):
             if not items:
                 what = singular(child)
                 problems.append(Problem(CONFIG_FILE, line, f"{where}: needs at least one {what}"))
@@ -222,8 +234,34 @@ def _check_sequence(data: dict[str, Any], dims: list[str], text: str) -> list[Pr
                 if isinstance(item, dict):
                     check(item, (*loc, child, i), depth + 1)
 
+    problems: list[Problem] = []
     check(sequence, ("sequence",), 0)
-    return problems
+    for depth, level in sorted(levels.items()):
+        renamed = _renamed(level, dims, depth, text) if "dimensions" in data else None
+        if renamed is not None:
+            problems.append(renamed)
+            continue
+        problems += level.missing + [problem for _, problem in level.unknown]
+    return sorted(problems, key=lambda p: p.line or 0)
+
+
+def _renamed(level: _Level, dims: list[str], depth: int, text: str) -> Problem | None:
+    """dims[depth] is named otherwise in the whole sequence: no node holds it, and every node
+    (two or more) lacks it and holds the same other key instead, one no dimension has."""
+    others = {key for key, _ in level.unknown}
+    if level.present or len(level.missing) < 2 or len(others) != 1:
+        return None  # one node proves nothing: its own two problems say enough
+    (written,) = others
+    if len(level.unknown) != len(level.missing) or written in dims:
+        return None  # another dimension's key: a level skipped, said at every node
+    name = dims[depth]
+    holders = "the sequence" if depth == 0 else f"each of its {dims[depth - 1]}"
+    return Problem(
+        CONFIG_FILE,
+        yamldoc.key_line(text, ("dimensions", depth)),
+        f"dimension {name!r} is not what the sequence calls it: {holders} holds "
+        f"{written!r}, none {name!r} (did you mean {written!r}?)",
+    )
 
 
 def _check_names(spec: DimensionsConfig, dimensions: list[Dimension], text: str) -> None:

@@ -57,8 +57,10 @@ class SopsError(FleetError):
     worker may try again; everything else needs a change to the repo or to the keys.
     """
 
-    def __init__(self, message: str, *, path: str, retryable: bool = False) -> None:
-        super().__init__(message, path=path)
+    def __init__(
+        self, message: str, *, path: str, retryable: bool = False, line: int | None = None
+    ) -> None:
+        super().__init__(message, path=path, line=line)
         self.retryable = retryable
 
 
@@ -119,13 +121,16 @@ def _metadata(document: Any) -> dict[str, Any] | None:
     if not isinstance(document, dict):
         return None
     meta = document.get("sops")
-    if isinstance(meta, dict) and "mac" in meta and ("version" in meta or "lastmodified" in meta):
+    # sops always writes these two; `mac` may be missing from a damaged file, which sops then
+    # refuses in its own words (`_failure`)
+    if isinstance(meta, dict) and ("version" in meta or "lastmodified" in meta):
         return meta
     return None
 
 
 def is_sops_file(text: str) -> bool:
-    """True when `text` is a YAML (or JSON) document carrying SOPS metadata (`sops.mac`)."""
+    """True when `text` is a YAML (or JSON) document carrying SOPS metadata (a `sops`
+    mapping with its `version` or `lastmodified`)."""
     return _metadata(_parse(text)) is not None
 
 
@@ -345,6 +350,14 @@ def _failure(code: int, stderr: str, text: str, rel: str) -> SopsError:
         else:
             message += " (the file has no age recipients: it needs the KMS/PGP key it names)"
         return SopsError(message, path=rel)
+    if code == _MAC_MISMATCH and "has no MAC" in stderr:
+        return SopsError(
+            "cannot decrypt: MAC mismatch. File has no MAC (sops: its `sops.mac` is missing, "
+            "so the file was written or edited without sops; `sops decrypt --ignore-mac` "
+            "recovers the values to re-encrypt)",
+            path=rel,
+            line=_sops_line(text),
+        )
     if code == _MAC_MISMATCH:
         return SopsError(
             "cannot decrypt: MAC mismatch (the file was changed without sops, or is "
@@ -362,6 +375,14 @@ def _failure(code: int, stderr: str, text: str, rel: str) -> SopsError:
         f"(sops exit {code}{': ' + detail if detail else ''})",
         path=rel,
     )
+
+
+def _sops_line(text: str) -> int | None:
+    """The line of the file's `sops:` metadata (YAML), where its MAC belongs."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("sops:"):
+            return number
+    return None
 
 
 def _key_hint() -> str:

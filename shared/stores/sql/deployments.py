@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from shared.contracts.deploy import DELIVERED_STATES, TERMINAL_STATES, DeploymentRecord
@@ -24,6 +24,18 @@ class FleetRoot:
     latest: DeploymentRow
     delivered: DeploymentRow | None
     queued: int
+
+
+@dataclass(frozen=True)
+class RootActivity:
+    """One root on the front page (`DeploymentStore.roots`)."""
+
+    repo: str
+    root: str
+    deployments: int
+    last: datetime  # its newest deployment's start
+    newest: DeploymentRow
+    awaiting_review: int
 
 
 class DeploymentStore:
@@ -89,6 +101,22 @@ class DeploymentStore:
         """Deployments of a root in any repository (or in `repo`), newest first."""
         return self._newest_first(repo, root, limit, offset)
 
+    def of_revision(self, repo: str, revision: str, *, limit: int = 2000) -> list[DeploymentRow]:
+        """Every deployment of `revision` in `repo` (a merged revision's page), by root, the
+        newest of a root first."""
+        with self._db.session() as session:
+            query = (
+                select(DeploymentRow)
+                .where(DeploymentRow.repo == repo, DeploymentRow.revision == revision)
+                .order_by(
+                    DeploymentRow.root,
+                    DeploymentRow.created_at.desc(),
+                    DeploymentRow.deployment_id.desc(),
+                )
+                .limit(limit)
+            )
+            return list(session.scalars(query))
+
     def count(self, repo: str | None, root: str | None = None) -> int:
         """How many deployments `in_repo` (or `of_root`) would page through."""
         with self._db.session() as session:
@@ -146,18 +174,41 @@ class DeploymentStore:
             )
         return sorted(rows, key=lambda r: 0 if r.trigger == "manual" else 1)
 
-    def roots(self, *, limit: int = 500) -> list[tuple[str, str, int, datetime]]:
-        """(repo, root, deployments, last started) of every root with a deployment, the most
-        recently active first: the gateway's front page."""
+    def roots(self, *, limit: int = 500) -> list[RootActivity]:
+        """Every root with a deployment, the most recently active first, with its newest
+        deployment and how many await review: the gateway's front page. Two queries."""
         with self._db.session() as session:
             last = func.max(DeploymentRow.created_at)
+            awaiting = func.sum(case((DeploymentRow.state == "awaiting_review", 1), else_=0))
             query = (
-                select(DeploymentRow.repo, DeploymentRow.root, func.count(), last)
+                select(DeploymentRow.repo, DeploymentRow.root, func.count(), last, awaiting)
                 .group_by(DeploymentRow.repo, DeploymentRow.root)
                 .order_by(last.desc(), DeploymentRow.repo, DeploymentRow.root)
                 .limit(limit)
             )
-            return [(r, t, int(n), at) for r, t, n, at in session.execute(query)]
+            groups = list(session.execute(query))
+            rank = (
+                func.row_number()
+                .over(
+                    partition_by=(DeploymentRow.repo, DeploymentRow.root),
+                    order_by=(DeploymentRow.created_at.desc(), DeploymentRow.deployment_id.desc()),
+                )
+                .label("rank")
+            )
+            ranked = select(DeploymentRow.deployment_id, rank).subquery()
+            newest = {
+                (row.repo, row.root): row
+                for row in session.scalars(
+                    select(DeploymentRow)
+                    .join(ranked, DeploymentRow.deployment_id == ranked.c.deployment_id)
+                    .where(ranked.c.rank == 1)
+                )
+            }
+        return [
+            RootActivity(repo, root, int(count), at, newest[(repo, root)], int(waiting or 0))
+            for repo, root, count, at, waiting in groups
+            if (repo, root) in newest
+        ]
 
     def repositories(self, root: str | None = None) -> list[str]:
         """Every repository with a recorded deployment (of `root`, when given), by name."""
