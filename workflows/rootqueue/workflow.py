@@ -336,11 +336,6 @@ class RootQueueWorkflow:
             )
         )
 
-    def _continuing(self) -> bool:
-        """This run is about to continue as new, so writes stop and the next run does the
-        rest (a running deployment runs on, detached)."""
-        return self._should_continue_as_new()
-
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
         return (
@@ -656,7 +651,8 @@ class RootQueueWorkflow:
         """Another batch of queued check runs or rows, unless the history should continue as
         new (the rest are carried) or a deployment can start: writes give way to it. The item
         that starts may have no check run yet: its deployment creates one."""
-        return not self._continuing() and not self._next_may_start()
+        # About to continue as new: writes stop and the next run does the rest.
+        return not self._should_continue_as_new() and not self._next_may_start()
 
     def _next_may_start(self) -> bool:
         """A deployment can start, or the running one has ended and the next may follow."""
