@@ -1,4 +1,5 @@
-"""`GET /static/{name}`: the pages' stylesheets and the job page's script.
+"""`GET /static/{name}`: the pages' stylesheets and scripts (the job page's live log, the rollout
+page's countdown).
 
 They are files rather than inline `<style>` and `<script>` so the pages' Content-Security-
 Policy (gateway/headers.py) can allow only this gateway's own files. The few files are read

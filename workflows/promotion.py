@@ -128,6 +128,8 @@ class PromotionWorkflow:
         self.inp = inp
         self.node = inp.node
         self.refusals: list[str] = list(inp.refusals)  # clicks that did not count, shown
+        # node → the deployments it passed on (state only: it orders no command)
+        self.evidence: dict[str, list[RootDeployment]] = dict(inp.evidence)
 
     # --- signals and query -----------------------------------------------------------------
 
@@ -253,6 +255,7 @@ class PromotionWorkflow:
             node_roots=dict(ev.node_roots) if ev else {},
             soak_started=self.healthy_since,
             window=ev.window if ev and ev.next_node else None,
+            evidence=self.evidence,
         )
 
     # --- main loop -------------------------------------------------------------------------
@@ -431,6 +434,16 @@ class PromotionWorkflow:
             self._set("soaking", f"soaking at `{node}` until {when(until)}", ev)
             await self._wait(remaining)
             return False
+        self.evidence[node] = [
+            RootDeployment(
+                root=d.root,
+                revision=d.revision,
+                deployment_id=d.deployment_id,
+                state=d.state,
+                contains_patch=d.contains_patch,
+            )
+            for d in sorted(self.deployments.values(), key=lambda d: d.root)
+        ]
         return True
 
     async def _gate(self, ev: Evaluation) -> None:
@@ -784,4 +797,5 @@ class PromotionWorkflow:
             max_history_events=self.inp.max_history_events,
             reported=list(self.reported.values()),
             refusals=self.refusals,
+            evidence=self.evidence,
         )

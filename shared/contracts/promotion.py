@@ -193,6 +193,8 @@ class PromotionInput(Payload):
     max_history_events: int | None = None
     # Clicks that did not count, as the check run lists them (the newest).
     refusals: list[str] = Field(default_factory=list)
+    # node → the deployments that were healthy, with the patch, when the node passed.
+    evidence: dict[str, list[RootDeployment]] = Field(default_factory=dict)
 
 
 class NodeInfo(Payload):
@@ -230,6 +232,9 @@ class RolloutView(Payload):
     node_roots: dict[str, list[str]] = Field(default_factory=dict)
     soak_started: datetime | None = None
     window: WindowInfo | None = None
+    # node → the deployments that made it pass, as the workflow judged them (empty for nodes
+    # passed in runs from before it was recorded)
+    evidence: dict[str, list[RootDeployment]] = Field(default_factory=dict)
 
 
 # --- activities ------------------------------------------------------------------------------

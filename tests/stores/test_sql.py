@@ -41,6 +41,8 @@ TABLES = {
     "gateway_outbox",
 }
 
+HEAD = "0006"  # the newest migration
+
 
 def _engine(url: str) -> Engine:
     return create_engine(url, poolclass=NullPool)
@@ -64,10 +66,10 @@ def test_a_new_database_is_migrated_to_the_newest_revision(empty_sql_url: str) -
     engine = _engine(empty_sql_url)
     assert dbschema.current_revision(engine) is None
     Database(empty_sql_url).close()
-    assert dbschema.current_revision(engine) == dbschema.head_revision() == "0005"
+    assert dbschema.current_revision(engine) == dbschema.head_revision() == HEAD
     assert set(inspect(engine).get_table_names()) == TABLES
     # a second store finds it at head and changes nothing
-    assert dbschema.upgrade(engine) == ("0005", "0005")
+    assert dbschema.upgrade(engine) == (HEAD, HEAD)
     engine.dispose()
 
 
@@ -164,7 +166,7 @@ def test_a_database_made_by_create_all_is_adopted_and_upgraded(
     database = Database(empty_sql_url)
     deployments, deliveries = DeploymentStore(database), DeliveryStore(database)
     try:
-        assert dbschema.current_revision(engine) == "0005"
+        assert dbschema.current_revision(engine) == HEAD
         assert _drift(engine) == []
         # the old rows are kept, and what can be known of their history is filled in
         row = deployments.get("d-old")
@@ -215,7 +217,7 @@ def test_concurrent_migrators_migrate_once(empty_sql_url: str) -> None:
     engine = _engine(empty_sql_url)
     with engine.connect() as connection:
         versions = connection.execute(text("SELECT version_num FROM alembic_version")).all()
-    assert [v[0] for v in versions] == ["0005"]
+    assert [v[0] for v in versions] == [HEAD]
     assert _drift(engine) == []
     engine.dispose()
 
@@ -224,11 +226,11 @@ def test_db_commands(empty_sql_url: str, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["db", "current", "--database", empty_sql_url]) == 0
     assert "revision none" in capsys.readouterr().out
     assert main(["db", "upgrade", "--database", empty_sql_url]) == 0
-    assert "migrated from an empty database to revision 0005" in capsys.readouterr().out
+    assert f"migrated from an empty database to revision {HEAD}" in capsys.readouterr().out
     assert main(["db", "upgrade", "--database", empty_sql_url]) == 0
-    assert "already at revision 0005" in capsys.readouterr().out
+    assert f"already at revision {HEAD}" in capsys.readouterr().out
     assert main(["db", "current", "--database", empty_sql_url]) == 0
-    assert "revision 0005 (the newest)" in capsys.readouterr().out
+    assert f"revision {HEAD} (the newest)" in capsys.readouterr().out
 
 
 def test_db_commands_say_what_failed(capsys: pytest.CaptureFixture[str]) -> None:
@@ -246,7 +248,7 @@ def test_db_commands_default_to_the_settings(
     monkeypatch.delenv("ROLLWRIGHT_DATABASE_URL", raising=False)
     assert main(["db", "upgrade"]) == 0
     assert str(tmp_path / "rollwright.db") in capsys.readouterr().out
-    assert dbschema.current_revision(_engine(f"sqlite:///{tmp_path / 'rollwright.db'}")) == "0005"
+    assert dbschema.current_revision(_engine(f"sqlite:///{tmp_path / 'rollwright.db'}")) == HEAD
 
 
 # --- deployment history ------------------------------------------------------------------------
@@ -428,6 +430,37 @@ def test_a_roots_page_is_read_in_index_order(sql_url: str) -> None:
         assert "ix_deployments_repo_root_created_at" in one_repo, one_repo
         for plan in (every_repo, one_repo):
             assert "TEMP B-TREE" not in plan.upper() and "Sort" not in plan, plan
+    finally:
+        database.close()
+
+
+def test_a_revisions_page_is_read_in_index_order(sql_url: str) -> None:
+    """The revision page filters on repository and revision and orders by root, the newest of
+    a root first: an index reads it in order, and the roots come back ascending."""
+    database = Database(sql_url)
+    store = DeploymentStore(database)
+    try:
+        for n in range(40):
+            store.record(
+                _record(
+                    "published",
+                    n,
+                    deployment_id=f"d-{n:02d}",
+                    repo=("acme/fleet", "acme/other")[n % 2],
+                    root=("prod/eu", "prod/us", "staging")[n % 3],
+                    revision=("a" * 40, "b" * 40)[n % 4 // 2],
+                )
+            )
+        plan = _plan(database, lambda: store.of_revision("acme/fleet", "a" * 40))
+        assert "ix_deployments_repo_revision_root" in plan, plan
+        assert "TEMP B-TREE" not in plan.upper() and "Sort" not in plan, plan
+        rows = store.of_revision("acme/fleet", "a" * 40)
+        expected = sorted(
+            (("prod/eu", "prod/us", "staging")[n % 3], -n)
+            for n in range(40)
+            if n % 2 == 0 and n % 4 // 2 == 0
+        )
+        assert [(r.root, -int(r.deployment_id[2:])) for r in rows] == expected
     finally:
         database.close()
 

@@ -79,6 +79,16 @@ class DeploymentStore:
         with self._db.session() as session:
             return session.get(DeploymentRow, deployment_id)
 
+    def many(self, deployment_ids: list[str]) -> dict[str, DeploymentRow]:
+        """The deployments of these ids that are recorded, by id (one query)."""
+        if not deployment_ids:
+            return {}
+        with self._db.session() as session:
+            query = select(DeploymentRow).where(
+                DeploymentRow.deployment_id.in_(sorted(set(deployment_ids)))
+            )
+            return {row.deployment_id: row for row in session.scalars(query)}
+
     def events(self, deployment_id: str) -> list[DeploymentEventRow]:
         """The deployment's state changes, oldest first."""
         with self._db.session() as session:
@@ -105,17 +115,21 @@ class DeploymentStore:
         """Every deployment of `revision` in `repo` (a merged revision's page), by root, the
         newest of a root first."""
         with self._db.session() as session:
+            # Read backwards along ix_deployments_repo_revision_root (no sort of the rows);
+            # the roots are put back in ascending order here.
             query = (
                 select(DeploymentRow)
                 .where(DeploymentRow.repo == repo, DeploymentRow.revision == revision)
                 .order_by(
-                    DeploymentRow.root,
+                    DeploymentRow.root.desc(),
                     DeploymentRow.created_at.desc(),
                     DeploymentRow.deployment_id.desc(),
                 )
                 .limit(limit)
             )
-            return list(session.scalars(query))
+            rows = list(session.scalars(query))
+        rows.sort(key=lambda row: row.root)  # stable: a root's newest stays first
+        return rows
 
     def count(self, repo: str | None, root: str | None = None) -> int:
         """How many deployments `in_repo` (or `of_root`) would page through."""

@@ -32,6 +32,15 @@ class DeploymentRow(Base):
     __table_args__ = (
         Index("ix_deployments_root_created_at", "root", "created_at", "deployment_id"),
         Index("ix_deployments_repo_root_created_at", "repo", "root", "created_at", "deployment_id"),
+        # a revision's deployments by root, the newest of a root first (migration 0006)
+        Index(
+            "ix_deployments_repo_revision_root",
+            "repo",
+            "revision",
+            "root",
+            "created_at",
+            "deployment_id",
+        ),
     )
 
     deployment_id: Mapped[str] = mapped_column(String(64), primary_key=True)
