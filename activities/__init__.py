@@ -21,6 +21,7 @@ from activities.git import GitActivities
 from activities.github import GitHubAccess, GitHubActivities
 from activities.governance import GovernanceActivities
 from activities.joblog import JobLog
+from activities.metrics import WorkerMetrics
 from activities.preview import PreviewActivities
 from activities.promotion import PromotionActivities, PromotionSignals
 from activities.publish import BlobPublisher, PublishActivities, Publisher, publish_targets
@@ -47,6 +48,7 @@ class Activities:
     blobs: BlobStore
     database: Database
     github: GitHubAccess
+    metrics: WorkerMetrics
     _closers: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:
@@ -62,6 +64,7 @@ def build_activities(
     database: Database | None = None,
     github: GitHubAccess | None = None,
     publisher: Publisher | None = None,
+    metrics: WorkerMetrics | None = None,
 ) -> Activities:
     """Every activity the workflows call (the ACT_* names of shared.contracts.deploy)."""
     closers: list[Callable[[], None]] = []  # only what is built here
@@ -76,6 +79,9 @@ def build_activities(
         settings.git_dir, remote_for=github_remotes(settings), token_for=github.token_for
     )
     publisher = publisher if publisher is not None else BlobPublisher(blobs, settings.blobs)
+    if metrics is None:
+        metrics = WorkerMetrics()
+        metrics.watch_github(github.quota)
 
     jobs = JobLog(blobs)
     git = GitActivities(mirror, jobs, blobs)
@@ -94,7 +100,7 @@ def build_activities(
         publish.publish,
         git.cleanup_checkout,
     ]
-    store = StoreActivities(blobs, database)
+    store = StoreActivities(blobs, database, metrics)
     checks = GitHubActivities(settings, github, jobs)
     dispatch = DispatchActivities(client, settings)
     queues = QueueActivities(settings, client)
@@ -131,6 +137,7 @@ def build_activities(
         blobs=blobs,
         database=database,
         github=github,
+        metrics=metrics,
         _closers=closers,
     )
 

@@ -89,6 +89,17 @@ class Settings(BaseSettings):
     metrics_token: SecretStr | None = Field(
         default=None, description="Bearer token /metrics asks for; unset: /metrics is open."
     )
+    worker_metrics_address: str | None = Field(
+        default=None,
+        description="host:port where a worker serves its Prometheus metrics (`/metrics`, "
+        "with ROLLWRIGHT_METRICS_TOKEN when set); unset: not served.",
+    )
+    temporal_metrics_address: str | None = Field(
+        default=None,
+        description="host:port where a worker's Temporal SDK serves its own Prometheus "
+        "metrics (task slots, schedule-to-start latency, workflow task failures, and the "
+        "workflows' `rollwright_*` counters); unset: not served.",
+    )
     read_token: SecretStr | None = Field(
         default=None,
         description="Bearer token that reads the pages and their JSON, and nothing else "

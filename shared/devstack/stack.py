@@ -146,6 +146,8 @@ class DevStack:
         self.app_key_file: Path | None = None
         self.repositories: dict[str, Path] = {}  # owner/name → local git repository
         self._urls: StackURLs | None = None
+        # worker child name → (its /metrics URL, its Temporal SDK metrics URL)
+        self.worker_metrics: dict[str, tuple[str, str]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -415,6 +417,14 @@ class DevStack:
             name = f"worker-{worker_id}"
             env["ROLLWRIGHT_WORKER_ID"] = worker_id
             env["ROLLWRIGHT_GIT_CACHE_DIR"] = str(self.data_dir / "workers" / worker_id / "git")
+        # each worker's metrics on ports of its own (several may run, as on separate hosts)
+        ours, sdk = free_ports(2, LOOPBACK)
+        env["ROLLWRIGHT_WORKER_METRICS_ADDRESS"] = f"{LOOPBACK}:{ours}"
+        env["ROLLWRIGHT_TEMPORAL_METRICS_ADDRESS"] = f"{LOOPBACK}:{sdk}"
+        self.worker_metrics[name] = (
+            f"http://{LOOPBACK}:{ours}/metrics",
+            f"http://{LOOPBACK}:{sdk}/metrics",
+        )
         child = self.supervisor.start(name, [sys.executable, "-m", "worker"], env=env)
         self.out(f"  starting         {name} (pid {child.pid})")
 

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import pytest
 from github import Auth, Github
+from prometheus_client.parser import text_string_to_metric_families
 
 from shared.contracts.deploy import QUERY_STATE, RootQueueState, deploy_workflow_id
 from shared.devstack import fleetrepo
@@ -112,6 +113,22 @@ class World:
         )
         with urllib.request.urlopen(request, timeout=30) as answer:
             return str(answer.read().decode())
+
+    def metrics(self, url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+        """A Prometheus exposition, parsed: sample name → (labels, value) pairs."""
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            text = answer.read().decode()
+        samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+        return samples
+
+    def gateway_metrics(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        return self.metrics(f"{self.stack.urls.gateway}/metrics")
+
+    def worker_metrics(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        return self.metrics(self.stack.worker_metrics["worker"][0])
 
     def wait_for(self, what: str, probe: Callable[[], T | None]) -> T:
         return wait_on(self.stack, what, probe, timeout=STEP_TIMEOUT, poll=0.2)
@@ -239,6 +256,9 @@ def test_manual_deploy_locks_until_unlock(world: World) -> None:
         "the lock", lambda: s if (s := world.deploy_state(root)).lock.locked else None
     )
     assert locked.lock.by_deployment == manual_id
+    # the gateway's metrics show the lock from SQL, since the manual deployment published
+    held = world.wait_for("the lock in the gateway's metrics", lambda: _locked_series(world, root))
+    assert held[0]["repo"] == REPO and held[1] > time.time() - 600
 
     # a merge to that root now waits, saying why, with an Unlock button and nothing else
     _, head = world.merge(root, "env.REGION", "eu-north-1")
@@ -265,6 +285,14 @@ def test_manual_deploy_locks_until_unlock(world: World) -> None:
     assert [a["identifier"] for a in listed.actions] == ["unlock"]
     assert world.deploy_state(root).lock.locked
 
+    # the waiting merge is a queued deployment of the root in the gateway's metrics
+    depth = [
+        value
+        for labels, value in world.gateway_metrics().get("rollwright_root_queue_depth", [])
+        if labels["root"] == root
+    ]
+    assert depth == [1.0]
+
     world.click(waiting, "unlock", "dave")
     review = world.wait_for(
         "the merge's review after Unlock",
@@ -281,6 +309,38 @@ def test_manual_deploy_locks_until_unlock(world: World) -> None:
         lambda: lt if (lt := world.latest(root)) and lt["revision"] == head else None,
     )
     assert latest["state"] == "published" and latest["trigger"] == "merge"
+    assert _locked_series(world, root) is None  # unlocked: the series is gone
+
+    # the worker's own metrics: outcomes, review waits, activity durations; and the SDK's
+    def both_published() -> dict[str, list[tuple[dict[str, str], float]]] | None:
+        worker = world.worker_metrics()
+        finished = {
+            (labels["outcome"], labels["phase"]): value
+            for labels, value in worker["rollwright_deployments_finished_total"]
+        }
+        return worker if finished.get(("published", "publishing"), 0) >= 2 else None
+
+    worker = world.wait_for("manual and merge published, in the metrics", both_published)
+    reviews = {
+        labels["outcome"]: value for labels, value in worker["rollwright_review_wait_seconds_count"]
+    }
+    assert reviews.get("approved", 0) >= 2, reviews
+    renders = [
+        value
+        for labels, value in worker["rollwright_worker_activity_duration_seconds_count"]
+        if labels["activity"] == "render_root" and labels["outcome"] == "completed"
+    ]
+    assert renders and renders[0] >= 2, renders
+    # GitHub's quota as the emulator's last answers said (it counts like GitHub)
+    quota = worker["rollwright_github_rate_limit_remaining"]
+    assert quota and all(0 < value < 5000 for _, value in quota), quota
+    sdk = world.metrics(world.stack.worker_metrics["worker"][1])
+    assert any(name.startswith("temporal_") for name in sdk), sorted(sdk)[:10]
+
+
+def _locked_series(world: World, root: str) -> tuple[dict[str, str], float] | None:
+    series = world.gateway_metrics().get("rollwright_root_locked_since_timestamp_seconds", [])
+    return next(((labels, v) for labels, v in series if labels["root"] == root), None)
 
 
 def test_a_queued_manual_deployment_shows_as_manual(world: World) -> None:

@@ -39,9 +39,10 @@ TABLES = {
     "webhook_deliveries",
     "jobs",
     "gateway_outbox",
+    "root_locks",
 }
 
-HEAD = "0006"  # the newest migration
+HEAD = "0007"  # the newest migration
 
 
 def _engine(url: str) -> Engine:

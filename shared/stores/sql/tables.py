@@ -105,6 +105,20 @@ class AuditRow(Base):
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class RootLockRow(Base):
+    """A root whose queue is locked (a manual deployment reached publish; nobody unlocked it
+    yet): the copy of latest.json's lock that readers of many roots use (migration 0007)."""
+
+    __tablename__ = "root_locks"
+
+    repo: Mapped[str] = mapped_column(String(255), primary_key=True)
+    root: Mapped[str] = mapped_column(String(512), primary_key=True)
+    deployment_id: Mapped[str] = mapped_column(String(64))
+    revision: Mapped[str] = mapped_column(String(64))
+    since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class DeliveryRow(Base):
     """GitHub webhook deliveries seen by the gateway (X-GitHub-Delivery), for idempotency."""
 
