@@ -14,6 +14,7 @@ that lists none); this module puts them together.
 from __future__ import annotations
 
 import copy
+from functools import partial
 from typing import Any
 
 from shared.engine import yamldoc
@@ -156,7 +157,9 @@ class DimensionsLayout:
 
     def _files(self, root: str, values: dict[str, Any]) -> dict[str, bytes]:
         ctype, place = self.merger.split(root)
-        return chart_files(self.types[ctype], place, values)
+        return chart_files(
+            self.types[ctype], place, values, partial(self.files.defaults_file, ctype)
+        )
 
     def affected(self, changed: set[str]) -> set[str]:
         """Roots whose render (or refusal) a change to `changed` may change: what their
