@@ -121,9 +121,11 @@ class FleetFiles:
         """The type's defaults for `section` ({} without the file): `defaults:` of its
         defaults file, or (the generator's spelling) `<section>.default` of defaults.yaml.
 
-        A `project` in the ApplicationSet defaults is taken out and remembered
-        (`ignored_projects`): ApplicationSets have no project, and the generator's template
-        renders none (the design document's example and the author's repository set one)."""
+        A `project` in the ApplicationSet defaults is remembered (`ignored_projects`, a
+        warning): ApplicationSets have no project, and the generator's template renders none
+        (the design document's example and the author's repository set one). The document's
+        spelling leaves it out; the generator's keeps it in the values, as the generator
+        writes values.yaml."""
         rel = self.defaults_file(ctype, section)
         keys: tuple[str, ...] = ("defaults",) if self.spelling == DOCUMENT else (section, "default")
 
@@ -132,6 +134,7 @@ class FleetFiles:
                 return {}
             text, data = self.mapping(rel)
             fields = _at(data, keys)
+            written = fields
             if section == "applicationsets" and isinstance(fields, dict) and "project" in fields:
                 self.ignored_projects[rel] = (
                     yamldoc.key_line(text, (*keys, "project")),
@@ -139,6 +142,9 @@ class FleetFiles:
                 )
                 fields = {k: v for k, v in fields.items() if k != "project"}
                 data = _with(data, keys, fields)
+                if self.spelling != DOCUMENT:
+                    # the generator copies it into values.yaml all the same; no object uses it
+                    fields = written
             with _argo_checked(section, fields, keys, text, rel):
                 if self.spelling == DOCUMENT:
                     parse_model(DEFAULTS_MODELS[section], data, text=text, source=rel)

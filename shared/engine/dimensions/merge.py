@@ -144,7 +144,10 @@ class Merger:
                 merged[comp.name] = merge_all(layers)
             active = patches.order(self.active_patches(ctype, place))
             merged, outcomes = patches.apply_all(merged, active)
-        values: dict[str, Any] = {"cluster": self.sequence.cluster(ctype, place)}
+        cluster = self.sequence.cluster(ctype, place)
+        if self.interleaved:  # the generator puts the dimensions alone under `cluster`
+            del cluster["type"]
+        values: dict[str, Any] = {"cluster": cluster}
         spec = self.types[ctype]
         values["applications"] = {name: merged[name] for name in spec.applications}
         if spec.applicationsets:  # absent otherwise: fleets without them keep their output
