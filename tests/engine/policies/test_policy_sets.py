@@ -56,7 +56,9 @@ spec:
       expression: "5"
   validations:
     - expression: "object.spec.replicas <= variables.limit"
-      messageExpression: "'replicas ' + string(object.spec.replicas) + ' > ' + string(variables.limit) + ' for ' + object.metadata.name.upperAscii()"
+      messageExpression: >-
+        'replicas ' + string(object.spec.replicas) + ' > ' + string(variables.limit)
+        + ' for ' + object.metadata.name.upperAscii()
     - expression: "object.metadata.name.split('-').size() < 4"
       message: name has too many parts
 """
@@ -143,7 +145,10 @@ def test_sets_apply_to_their_roots_only(tmp_path: Path) -> None:
 
 
 def test_named_packages(tmp_path: Path) -> None:
-    policy = 'package k8s.limits\n\nimport rego.v1\n\nviolation_replicas contains "too many" if input.spec.replicas > 3\n'
+    policy = (
+        "package k8s.limits\n\nimport rego.v1\n\n"
+        'violation_replicas contains "too many" if input.spec.replicas > 3\n'
+    )
     tree = _repo(
         tmp_path,
         {"p/limits.rego": policy},
@@ -215,7 +220,10 @@ def test_rego_syntax_error_names_file_and_line(tmp_path: Path) -> None:
 
 
 def test_rego_compile_error_names_file(tmp_path: Path) -> None:
-    bad = "package main\n\nimport rego.v1\n\ndeny contains msg if {\n  msg := no_such_function(input)\n}\n"
+    bad = (
+        "package main\n\nimport rego.v1\n\n"
+        "deny contains msg if {\n  msg := no_such_function(input)\n}\n"
+    )
     tree = _repo(
         tmp_path, {"p/bad.rego": bad}, {"policies": [{"name": "s", "path": "p", "owners": ["a"]}]}
     )
@@ -239,7 +247,7 @@ def test_cel_syntax_error_names_file_and_line(tmp_path: Path) -> None:
 def test_empty_or_missing_folder_is_refused(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     tree = _repo(tmp_path, {}, {"policies": [{"name": "c", "path": "empty", "owners": ["a"]}]})
-    with pytest.raises(FleetError, match="has no .rego file"):
+    with pytest.raises(FleetError, match=r"has no \.rego file"):
         check_root(tree, FleetConfig.load(tree), "r", _render(DEPLOYMENT))
     tree = _repo(tmp_path, {}, {"policies": [{"name": "c", "path": "gone", "owners": ["a"]}]})
     with pytest.raises(FleetError, match="is not in the repository"):
