@@ -56,6 +56,8 @@ from shared.stores.blob import BlobStore
 # safe side, but needlessly).
 PULLS_SECONDS = 60.0
 NO_PULLS_SECONDS = 5.0
+# Policy findings written to a job log one line each (an S3 append rewrites the whole log).
+JOB_LOG_FINDINGS = 200
 
 
 class GovernanceActivities:
@@ -150,7 +152,7 @@ class GovernanceActivities:
         render = load_render(self.blobs, request.new_prefix)
         findings = findings_of(check_root(tree, config, request.root, render.files))
         checks, requirements = policy_checks(config, request.root, findings)
-        for finding in findings:
+        for finding in findings[:JOB_LOG_FINDINGS]:
             self.jobs.write(
                 request.deployment_id,
                 f"policy {finding.level}",

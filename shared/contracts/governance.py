@@ -35,7 +35,7 @@ class OwnersRequirement(Payload):
 PolicyLevel = Literal["deny", "warn"]
 # A policy set's requirement: `policy-set:<name>` (rollwright.yaml `policies`).
 POLICY_SET_PREFIX = "policy-set:"
-# Findings a review policy carries for the check run (the job log has every one).
+# Findings a review policy carries for the check run (the job log has more).
 MAX_FINDINGS = 30
 
 
