@@ -218,8 +218,6 @@ def _root_json(item: RootPreview) -> dict[str, Any]:
         "status": item.status,
         "base_error": item.base_error,
         "head_error": item.head_error,
-        "policy_error": item.policy_error,
-        "policies": [f.model_dump() for f in item.policies],
         "added": diff.added if diff else 0,
         "removed": diff.removed if diff else 0,
         "changed": diff.changed if diff else 0,
@@ -233,4 +231,7 @@ def _root_json(item: RootPreview) -> dict[str, Any]:
             for f in (diff.files if diff else [])
         ],
         "hidden": [{"path": h.path, "pointers": list(h.pointers)} for h in item.hidden],
+        # Added last: keys are only ever added.
+        "policies": [f.model_dump() for f in item.policies],
+        "policy_error": item.policy_error,
     }
