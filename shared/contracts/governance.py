@@ -141,7 +141,9 @@ class ReviewPolicy(Payload):
             if policy_set is None:
                 return requirement
             names = ", ".join(_mention(p) for p in policy_set.owners)
-            denied = f"{policy_set.denies} failing deny" + ("" if policy_set.denies == 1 else "s")
+            denied = f"{policy_set.denies} failing " + (
+                "deny" if policy_set.denies == 1 else "denies"
+            )
             return f"an owner of policy set `{policy_set.policy_set}` ({denied}): {names}"
         else:
             found = next((o for o in self.owners if o.name == requirement), None)
