@@ -154,16 +154,16 @@ def evaluate(policy: AdmissionPolicy, manifest: Manifest, policy_set: str) -> li
         try:
             if cel.evaluate(str(condition.get("expression")), context) is not True:
                 return []
-        except Exception as err:
+        except Exception as err:  # CEL and the functions it calls fail with many types
             if fail:
-                failed(f"match condition error: {err}", f"matchConditions[{index}]")
+                failed(f"match condition error: {_why(err)}", f"matchConditions[{index}]")
             return found
     variables: dict[str, Any] = {}
     for entry in spec.get("variables") or []:
         try:
             context.add_variable("variables", variables)
             variables[str(entry.get("name"))] = cel.evaluate(str(entry.get("expression")), context)
-        except Exception:
+        except Exception:  # a variable no validation reads may fail; one that is read fails there
             continue
     context.add_variable("variables", variables)
     for index, validation in enumerate(spec.get("validations") or []):
@@ -171,9 +171,9 @@ def evaluate(policy: AdmissionPolicy, manifest: Manifest, policy_set: str) -> li
         where = f"validations[{index}]"
         try:
             result = cel.evaluate(expression, context)
-        except Exception as err:
+        except Exception as err:  # as above
             if fail:
-                failed(f"expression {expression!r} failed: {err}", where)
+                failed(f"expression {expression!r} failed: {_why(err)}", where)
             continue
         if result is True:
             continue
@@ -204,9 +204,16 @@ def _message(validation: dict[str, Any], expression: str, context: cel.Context) 
             text = cel.evaluate(str(validation["messageExpression"]), context)
             if isinstance(text, str) and text.strip():
                 return text
-        except Exception:
+        except Exception:  # the API server falls back to `message` too
             pass
     return str(validation.get("message") or f"failed expression: {expression}")
+
+
+def _why(err: Exception) -> str:
+    """A CEL runtime error in words (a missing field comes back as a bare KeyError)."""
+    if isinstance(err, KeyError):
+        return f"no such key: {err.args[0] if err.args else ''}"
+    return " ".join(str(err).split()) or type(err).__name__
 
 
 def _expressions(spec: dict[str, Any]) -> list[str]:
@@ -265,7 +272,7 @@ def _rule_matches(rule: dict[str, Any], manifest: Manifest) -> bool:
 
 
 def _among(value: str, allowed: list[str] | None) -> bool:
-    return bool(allowed) and ("*" in allowed or value in allowed)  # type: ignore[operator]
+    return allowed is not None and ("*" in allowed or value in allowed)
 
 
 def _resource(manifest: Manifest) -> str:

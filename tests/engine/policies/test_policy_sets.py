@@ -201,7 +201,8 @@ def test_admission_failure_policy_and_missing_fields(tmp_path: Path) -> None:
         tmp_path, {"v/p.yaml": VAP}, {"policies": [{"name": "c", "path": "v", "owners": ["a"]}]}
     )
     got = _check(tree, "r", _render(no_replicas))
-    assert len(got) == 1 and "failed" in got[0][3] and got[0][1] == "deny"
+    assert len(got) == 1 and got[0][1] == "deny"
+    assert "failed: no such key: replicas" in got[0][3]
 
 
 def test_rego_syntax_error_names_file_and_line(tmp_path: Path) -> None:
@@ -275,3 +276,75 @@ def test_a_set_named_twice_is_refused(tmp_path: Path) -> None:
     tree = _repo(tmp_path, {}, {"policies": [entry, entry]})
     with pytest.raises(FleetError, match="named twice"):
         FleetConfig.load(tree)
+
+
+SELECTIVE = """apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: labelled
+spec:
+  matchConstraints:
+    resourceRules:
+      - apiGroups: ["*"]
+        apiVersions: ["*"]
+        operations: ["*"]
+        resources: ["*"]
+    excludeResourceRules:
+      - apiGroups: [""]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["services"]
+    objectSelector:
+      matchExpressions:
+        - {key: team, operator: Exists}
+  matchConditions:
+    - name: not-web
+      expression: "object.metadata.name != 'skip'"
+  validations:
+    - expression: "false"
+      message: always fails
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: audit-shop
+spec:
+  policyName: labelled
+  validationActions: [Audit]
+  matchResources:
+    objectSelector:
+      matchLabels: {team: a}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: with-params
+spec:
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints:
+    resourceRules:
+      - {apiGroups: ["*"], apiVersions: ["*"], operations: ["*"], resources: ["*"]}
+  validations:
+    - expression: "object.spec.replicas <= params.data.max"
+"""
+
+
+def test_admission_matching_conditions_bindings_and_parameters(tmp_path: Path) -> None:
+    tree = _repo(
+        tmp_path,
+        {"v/p.yaml": SELECTIVE},
+        {"policies": [{"name": "c", "path": "v", "owners": ["a"]}]},
+    )
+    other_team = {**DEPLOYMENT, "metadata": {"name": "b", "labels": {"team": "b"}}}
+    unlabelled = {**DEPLOYMENT, "metadata": {"name": "c"}}
+    skipped = {**DEPLOYMENT, "metadata": {"name": "skip", "labels": {"team": "a"}}}
+    service = {**SERVICE, "metadata": {"name": "s", "labels": {"team": "a"}}}
+    got = _check(tree, "r", _render(DEPLOYMENT, other_team, unlabelled, skipped, service))
+    assert got == [
+        ("c", "warn", "(the policy itself)",
+         "ValidatingAdmissionPolicy with-params takes parameters (paramKind): rollwright "
+         "does not evaluate it"),
+        # Audit: a warning; only the binding's team-a object, and not the excluded Service,
+        # the unlabelled object or the one its match condition leaves out.
+        ("c", "warn", "Deployment shop/web (deployment-0.yaml)", "always fails"),
+    ]  # fmt: skip
