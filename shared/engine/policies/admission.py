@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
-
-import cel
 
 from shared.engine.errors import FleetError
 from shared.engine.policies.objects import Finding, Level, Manifest
@@ -25,6 +24,14 @@ from shared.engine.policies.objects import Finding, Level, Manifest
 KIND = "ValidatingAdmissionPolicy"
 BINDING_KIND = "ValidatingAdmissionPolicyBinding"
 GROUP = "admissionregistration.k8s.io"
+
+
+def _cel() -> ModuleType:
+    # Start-up time: the `cel` package imports its interactive shell (prompt_toolkit), some
+    # 0.1 s for every command; only fleets with ValidatingAdmissionPolicy checks load it.
+    import cel  # noqa: PLC0415
+
+    return cel
 
 
 def _index_of(value: Any, item: Any) -> int:
@@ -103,7 +110,7 @@ def collect(
     for policy in policies.values():
         for expression in _expressions(policy.spec):
             try:
-                cel.compile(expression)
+                _cel().compile(expression)
             except (ValueError, RuntimeError) as err:
                 text = (sources or {}).get(policy.file)
                 raise FleetError(
@@ -124,6 +131,7 @@ def evaluate(policy: AdmissionPolicy, manifest: Manifest, policy_set: str) -> li
     if not actions:
         return []
     fail = spec.get("failurePolicy", "Fail") != "Ignore"
+    cel = _cel()
     context = cel.Context()
     for name, function in FUNCTIONS.items():
         context.add_function(name, function)
@@ -198,10 +206,10 @@ def not_evaluated(policy: AdmissionPolicy, policy_set: str) -> Finding | None:
     return None
 
 
-def _message(validation: dict[str, Any], expression: str, context: cel.Context) -> str:
+def _message(validation: dict[str, Any], expression: str, context: Any) -> str:
     if validation.get("messageExpression"):
         try:
-            text = cel.evaluate(str(validation["messageExpression"]), context)
+            text = _cel().evaluate(str(validation["messageExpression"]), context)
             if isinstance(text, str) and text.strip():
                 return text
         except Exception:  # the API server falls back to `message` too
