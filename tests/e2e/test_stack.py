@@ -34,8 +34,9 @@ from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack
+from shared.notify.events import deployment_kind
 from shared.stores.blob import FileBlobStore, latest_key
-from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.deployments import DeploymentStore, StateChange
 from shared.stores.sql.engine import Database
 from tests.support.paths import EXAMPLES
 from tests.support.stack import serving_fleet, wait_on
@@ -336,6 +337,47 @@ def test_manual_deploy_locks_until_unlock(world: World) -> None:
     assert quota and all(0 < value < 5000 for _, value in quota), quota
     sdk = world.metrics(world.stack.worker_metrics["worker"][1])
     assert any(name.startswith("temporal_") for name in sdk), sorted(sdk)[:10]
+
+    # notifications: the stack's sink got one signed event per state change an operator
+    # follows, in order, each once; the job page lists them as sent to both sinks
+    for deployment_id in (manual_id, merge_id):
+        expected = _expected_kinds(world, deployment_id)
+        assert expected[-1] == "deployment.published", expected
+        got = world.wait_for(
+            f"the notifications of {deployment_id}",
+            lambda d=deployment_id, e=expected: k if (k := _sink_kinds(world, d)) == e else None,
+        )
+        assert got == expected
+        wanted = {(k, sink) for k in expected for sink in ("slack", "webhook")}
+
+        def listed(d: str = deployment_id) -> set[tuple[str, str]]:
+            job = json.loads(world.gateway_get(f"/api/jobs/{d}"))
+            return {(n["kind"], n["sink"]) for n in job["notifications"] if n["state"] == "sent"}
+
+        assert world.wait_for("the job page's notifications", lambda w=wanted: listed() == w)
+    snapshot = world.stack.sink.snapshot()  # type: ignore[union-attr]
+    assert snapshot["repeats"] == {} and snapshot["refused"] == 0
+    assert any("approved by @dave" in text for text in snapshot["slack"]), snapshot["slack"]
+
+
+def _expected_kinds(world: World, deployment_id: str) -> list[str]:
+    """The events the deployment's recorded state changes make (shared.notify.events)."""
+    database = Database(f"sqlite:///{world.stack.data_dir / 'rollwright.db'}")
+    try:
+        states = [e.state for e in DeploymentStore(database).events(deployment_id)]
+    finally:
+        database.close()
+    kinds = []
+    for previous, state in zip([None, *states], states, strict=False):
+        kind = deployment_kind(StateChange(previous, state))
+        if kind is not None:
+            kinds.append(kind)
+    return kinds
+
+
+def _sink_kinds(world: World, deployment_id: str) -> list[str]:
+    assert world.stack.sink is not None
+    return [e["type"] for e in world.stack.sink.events() if e.get("deployment_id") == deployment_id]
 
 
 def _locked_series(world: World, root: str) -> tuple[dict[str, str], float] | None:

@@ -201,7 +201,11 @@ async def test_a_passed_node_shows_the_deployments_it_passed_on_not_the_roots_ne
 def reader_over(tmp_path: Path, database: Database) -> JobReader:
     settings = Settings(data_dir=tmp_path, public_url="http://rollwright.test")
     gateway = SimpleNamespace(
-        settings=settings, deployments=DeploymentStore(database), audit_trail=None, blobs=None
+        settings=settings,
+        deployments=DeploymentStore(database),
+        audit_trail=None,
+        notifications=None,
+        blobs=None,
     )
     return JobReader(cast(Gateway, gateway))
 
@@ -386,6 +390,7 @@ def test_each_node_says_the_soak_or_gate_still_to_wait(tmp_path: Path) -> None:
                     settings=settings,
                     deployments=DeploymentStore(database),
                     audit_trail=None,
+                    notifications=None,
                     blobs=None,
                 ),
             )

@@ -40,9 +40,10 @@ TABLES = {
     "jobs",
     "gateway_outbox",
     "root_locks",
+    "notifications",
 }
 
-HEAD = "0007"  # the newest migration
+HEAD = "0008"  # the newest migration
 
 
 def _engine(url: str) -> Engine:
