@@ -57,6 +57,8 @@ def deployment_kind(change: StateChange) -> str | None:
         return "deployment.approved"
     if change.state == "approved":
         return None  # counted above when it ends a review; else not news
+    if change.state == "verifying" and change.previous != "published":
+        return "deployment.published"  # a root with a verify rule records no "published"
     return DEPLOYMENT_KINDS.get(change.state)
 
 

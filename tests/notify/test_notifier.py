@@ -67,6 +67,7 @@ def announce(database: Database, announcer: Announcer, *records: DeploymentRecor
         ("approved", "publishing", None),
         ("publishing", "published", "deployment.published"),
         ("published", "verifying", None),
+        ("publishing", "verifying", "deployment.published"),
         ("verifying", "unhealthy", "deployment.unhealthy"),
         ("awaiting_review", "rejected", "deployment.rejected"),
     ],
