@@ -354,7 +354,9 @@ def test_manual_deploy_locks_until_unlock(world: World) -> None:
             job = json.loads(world.gateway_get(f"/api/jobs/{d}"))
             return {(n["kind"], n["sink"]) for n in job["notifications"] if n["state"] == "sent"}
 
-        assert world.wait_for("the job page's notifications", lambda w=wanted: listed() == w)
+        assert world.wait_for(
+            "the job page's notifications", lambda w=wanted: True if listed() == w else None
+        )
     snapshot = world.stack.sink.snapshot()  # type: ignore[union-attr]
     assert snapshot["repeats"] == {} and snapshot["refused"] == 0
     assert any("approved by @dave" in text for text in snapshot["slack"]), snapshot["slack"]
