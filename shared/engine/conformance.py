@@ -26,6 +26,7 @@ from shared.engine.errors import Problem
 from shared.engine.helm.engine import default_kube_version
 from shared.engine.manifests import schema
 from shared.engine.manifests.schema import Schemas, Violation
+from shared.engine.tree import Tree
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,18 @@ class ValuesFile:
 
     path: str
     read: Callable[[], str | None]
+
+    @classmethod
+    def at(cls, tree: Tree, rel: str) -> ValuesFile:
+        """The file `rel` of `tree`, read only when a value is traced."""
+
+        def read() -> str | None:
+            try:
+                return tree.read_text(rel)
+            except (OSError, UnicodeDecodeError):
+                return None
+
+        return cls(rel, read)
 
 
 @dataclass(frozen=True)
@@ -82,9 +95,8 @@ def check_root(root: str, objects: list[Rendered], config: FleetConfig) -> Outco
         if schemas is None:
             schemas = by_version[version] = Schemas.for_version(version, crds)
             if schemas.version.note:
-                outcome.warnings.append(
-                    Problem(obj.origin, obj.origin_line, prefix + schemas.version.note, hygiene=True)
-                )
+                note = prefix + schemas.version.note
+                outcome.warnings.append(Problem(obj.origin, obj.origin_line, note, hygiene=True))
         found = schemas.check(obj.doc)
         if found is None:
             key = (str(obj.doc.get("apiVersion")), str(obj.doc.get("kind")))

@@ -15,7 +15,6 @@ plans through one `Planner` and renders each release with `shared.engine.render`
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from shared.engine import conformance, render
@@ -209,7 +208,7 @@ class AtlasLayout:
         for layer in layers:
             if layer.secret or "#" in layer.source or not tree.is_file(layer.source):
                 continue
-            out.append(conformance.ValuesFile(layer.source, _reader(tree, layer.source)))
+            out.append(conformance.ValuesFile.at(tree, layer.source))
         return tuple(out)
 
     def refusals(self, root: str) -> list[Problem]:
@@ -223,16 +222,6 @@ class AtlasLayout:
         if not found and self.config.strict:
             found = self.unread_values(root)
         return found
-
-
-def _reader(tree: Tree, rel: str) -> Callable[[], str | None]:
-    def read() -> str | None:
-        try:
-            return tree.read_text(rel)
-        except (OSError, UnicodeDecodeError):
-            return None
-
-    return read
 
 
 def _checked(

@@ -17,8 +17,8 @@ from shared.engine.config.parsing import StrictModel, parse_model
 from shared.engine.config.preview import PreviewSettings
 from shared.engine.config.publish import PublishSettings
 from shared.engine.config.review import ReviewSettings
-from shared.engine.config.schemas import SchemaSettings
 from shared.engine.config.rollout import RolloutSettings
+from shared.engine.config.schemas import SchemaSettings
 from shared.engine.config.verify import VerifyRule
 from shared.engine.layout import LayoutName
 from shared.engine.tree import Tree

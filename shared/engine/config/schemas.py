@@ -14,6 +14,11 @@ from shared.engine.config.parsing import StrictModel
 SchemaMode = Literal["strict", "warn", "off"]
 
 
+def _mode_text(value: Any) -> Any:
+    # `mode: off` is the boolean false in YAML 1.1, which the fleet's files are read as.
+    return "off" if value is False else value
+
+
 def _version_text(value: Any) -> Any:
     # `kubeVersion: 1.30` is a float in YAML; a version is text.
     return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
@@ -24,6 +29,11 @@ class SchemaRule(StrictModel):
         description="Globs of root ids (`legacy/*`; `*` matches across `/`) the mode applies to."
     )
     mode: SchemaMode = Field(description="`strict`, `warn` or `off` for these roots.")
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode(cls, value: Any) -> Any:
+        return _mode_text(value)
 
 
 class SchemaSettings(StrictModel):
@@ -48,6 +58,11 @@ class SchemaSettings(StrictModel):
         description="Per-root modes; the last rule whose `roots` match a root wins, roots no "
         "rule matches get `mode`.",
     )
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode(cls, value: Any) -> Any:
+        return _mode_text(value)
 
     @field_validator("kube_version", mode="before")
     @classmethod

@@ -60,7 +60,9 @@ def check(
         name = err.path.removeprefix(f"{PUBLISHED}/templates/").removesuffix(".yaml")
         comp = by_name.get(name)
         if comp is None or err.line is None:
-            raise err.within(f"Argo CD cannot render the published chart of root {root!r}")
+            raise err.within(
+                f"Argo CD cannot render the published chart of root {root!r}"
+            ) from None
         line = chart[f"templates/{name}.yaml"].decode().splitlines()[err.line - 1]
         path, where = tracer.place(comp, _line_key(line))
         raise FleetError(
@@ -89,8 +91,8 @@ def placeholders(chart: dict[str, bytes]) -> dict[str, Any]:
     cluster = known.get("cluster") if isinstance(known.get("cluster"), dict) else {}
     found: dict[str, Any] = {}
     paths: set[tuple[str, ...]] = set()
-    for path, data in chart.items():
-        if path.startswith("templates/"):
+    for name, data in chart.items():
+        if name.startswith("templates/"):
             try:
                 paths |= reads.chart_template(data.decode()).paths
             except FleetError:

@@ -388,7 +388,7 @@ def render_chart_files(
     name = yaml_chart_name(files.get("Chart.yaml", b""))
     members = [(f"{name}/{path}", data) for path, data in sorted(files.items())]
     try:
-        chart = _Chart.load_archive(tar_gz(members))
+        chart: Any = _Chart.load_archive(tar_gz(members))
         templates = chart.render_with(
             values, {"name": release, "namespace": namespace, "is_install": True, "revision": 1}
         )

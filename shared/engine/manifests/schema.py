@@ -96,12 +96,12 @@ def _short(version: str) -> str:
 
 
 @cache
-def _definitions(version: str) -> Registry:  # type: ignore[type-arg]
+def _definitions(version: str) -> Registry:
     """The shared `_definitions.json` of a schema set, loaded once per process."""
     defs = kv.schema_contents(
         f"kubernetes-json-schema/v{version}-local-strict/_definitions.json", version
     )
-    registry: Registry = Resource.from_contents(defs) @ Registry()  # type: ignore[type-arg]
+    registry: Registry = Resource.from_contents(defs) @ Registry()
     return registry
 
 
@@ -152,7 +152,8 @@ class Schemas:
         if not isinstance(spec, dict):
             return
         group = spec.get("group")
-        kind = (spec.get("names") or {}).get("kind") if isinstance(spec.get("names"), dict) else None
+        names = spec.get("names")
+        kind = names.get("kind") if isinstance(names, dict) else None
         if not isinstance(group, str) or not isinstance(kind, str):
             return
         shared = (spec.get("validation") or {}).get("openAPIV3Schema")  # v1beta1
@@ -185,7 +186,11 @@ class Schemas:
             validator = _builtin(self.version.used, kind, api_version)
         if validator is None:
             return None
-        return [_violation(err, doc) for err in _leaves(validator.iter_errors(doc))]
+        found: dict[tuple[Key, ...], Violation] = {}
+        for err in _leaves(validator.iter_errors(doc)):
+            violation = _violation(err)
+            found.setdefault(violation.path, violation)  # each field once
+        return sorted(found.values(), key=lambda v: [str(p) for p in v.path])
 
 
 def is_crd(doc: Any) -> bool:
@@ -198,32 +203,23 @@ def is_crd(doc: Any) -> bool:
 
 def _leaves(errors: Any) -> list[jsonschema.ValidationError]:
     """The most precise errors: for `oneOf`/`anyOf` (int-or-string, nullable references), the
-    branch that went deepest; each field once."""
+    branch that went deepest."""
     out: list[jsonschema.ValidationError] = []
     for err in errors:
-        if err.context:
-            best = jsonschema.exceptions.best_match(err.context)
-            out.append(best if best is not None else err)
-        else:
-            out.append(err)
-    seen: set[tuple[Key, ...]] = set()
-    unique = []
-    for err in sorted(out, key=lambda e: [str(p) for p in e.absolute_path]):
-        path = tuple(err.absolute_path)
-        if path in seen:
-            continue
-        seen.add(path)
-        unique.append(err)
-    return unique
+        best = jsonschema.exceptions.best_match(err.context) if err.context else None
+        out.append(best if best is not None else err)
+    return out
 
 
-def _violation(err: jsonschema.ValidationError, doc: dict[str, Any]) -> Violation:
+def _violation(err: jsonschema.ValidationError) -> Violation:
     path = tuple(err.absolute_path)
+    rule: Any = err.schema
     if err.validator == "additionalProperties":
+        known = rule.get("properties") or {} if isinstance(rule, dict) else {}
         extra = sorted(
             key
             for key in (err.instance if isinstance(err.instance, dict) else {})
-            if key not in (err.schema.get("properties") or {})
+            if key not in known
         )
         keys = ", ".join(repr(k) for k in extra)
         return Violation(
@@ -234,11 +230,13 @@ def _violation(err: jsonschema.ValidationError, doc: dict[str, Any]) -> Violatio
         name = missing[1] if missing else err.message
         return Violation((*path, name), "required field is missing")
     if err.validator == "type":
-        wanted = err.validator_value
+        wanted: Any = err.validator_value
         kinds = " or ".join(wanted) if isinstance(wanted, list) else str(wanted)
-        return Violation(path, f"must be {_article(kinds)}, not {_type_name(err.instance)}", err.instance)
+        wrong = _type_name(err.instance)
+        return Violation(path, f"must be {_article(kinds)}, not {wrong}", err.instance)
     if err.validator == "enum":
-        allowed = ", ".join(repr(v) for v in err.validator_value)
+        options: Any = err.validator_value
+        allowed = ", ".join(repr(v) for v in options)
         return Violation(path, f"must be one of {allowed}", err.instance)
     return Violation(path, _message(err), err.instance)
 
@@ -247,7 +245,8 @@ def _message(err: jsonschema.ValidationError) -> str:
     # jsonschema quotes the instance first ("'x' is not ..."): say what is wrong, not the
     # value again (it could be long, or derived from a secret).
     text = err.message
-    return re.sub(r"^.* (is (?:not|too|less|greater|a required|non-unique)\b)", r"\1", text, count=1)
+    shown = repr(err.instance)
+    return text.removeprefix(shown).strip() if text.startswith(shown) else text
 
 
 def _article(kinds: str) -> str:
@@ -274,7 +273,7 @@ def structural(schema: dict[str, Any], *, top: bool = False) -> dict[str, Any]:
     `properties` do not list is unknown unless `x-kubernetes-preserve-unknown-fields` (or
     `additionalProperties`) keeps it. At the top, `apiVersion`, `kind` and `metadata` are
     every object's."""
-    out = _structural(copy.deepcopy(schema))
+    out: dict[str, Any] = _structural(copy.deepcopy(schema))
     if top:
         props = out.setdefault("properties", {})
         props.setdefault("apiVersion", {"type": "string"})
