@@ -181,15 +181,15 @@ def test_a_custom_resource_missing_a_required_field(tmp_path: Path) -> None:
     ).replace("  port: http\n", "  port: http\n  shape: round\n")
     base = fleet_of(tmp_path, files, ["widgets"])
     assert refusals(base) == [
-        "templates/widgets/helmfile.yaml.gotmpl:2: rendering root \"g/c1\": release "
+        'templates/widgets/helmfile.yaml.gotmpl:2: rendering root "g/c1": release '
         "'d/widgets' renders Widget 'd/w': spec.shape: unknown field 'shape'",
-        "templates/widgets/helmfile.yaml.gotmpl:2: rendering root \"g/c1\": release "
+        'templates/widgets/helmfile.yaml.gotmpl:2: rendering root "g/c1": release '
         "'d/widgets' renders Widget 'd/w': spec.size: required field is missing",
     ]
 
 
 UNCHECKED = (
-    "templates/monitor/helmfile.yaml.gotmpl:2: warning: rendering root \"g/c1\": 2 objects of "
+    'templates/monitor/helmfile.yaml.gotmpl:2: warning: rendering root "g/c1": 2 objects of '
     "kind ServiceMonitor (monitoring.coreos.com/v1, release 'd/monitor') not checked: no "
     "schema (Kubernetes {version} has no such kind and the render carries no CRD for it)"
 )
@@ -244,7 +244,7 @@ def test_warn_and_off_modes_per_root(tmp_path: Path, mode: str) -> None:
         return
     assert len(warnings) == 2
     assert warnings[0].startswith(
-        "deployments/g/c1/apps/d/values.yaml:1: warning: rendering root \"g/c1\": release "
+        'deployments/g/c1/apps/d/values.yaml:1: warning: rendering root "g/c1": release '
         "'d/web' renders Deployment 'd/web': spec.replicas: must be an integer"
     )
     assert "ServiceMonitor" in warnings[1]
@@ -270,7 +270,9 @@ def test_a_helmfile_fleet_is_checked_with_its_kubeversion(tmp_path: Path) -> Non
     assert "spec:\n" in text
     template.write_text(text.replace("spec:\n", "spec:\n  paused: sometimes\n", 1))
     problems = [str(p) for p in check_fleet(WorkTree(fleet)).problems]
-    assert problems and all("spec.paused: must be a boolean or null, not a string" in p for p in problems)
+    assert problems and all(
+        "spec.paused: must be a boolean or null, not a string" in p for p in problems
+    )
 
 
 def test_the_schemas_ship_in_the_wheel_and_cover_supported_versions() -> None:

@@ -60,15 +60,13 @@ def check(
         name = err.path.removeprefix(f"{PUBLISHED}/templates/").removesuffix(".yaml")
         comp = by_name.get(name)
         if comp is None or err.line is None:
-            raise err.within(
-                f"Argo CD cannot render the published chart of root {root!r}"
-            ) from None
+            raise err.within("Argo CD cannot render the published chart") from None
         line = chart[f"templates/{name}.yaml"].decode().splitlines()[err.line - 1]
         path, where = tracer.place(comp, _line_key(line))
         raise FleetError(
-            f"{comp.kind} {comp.name!r}: Argo CD cannot render the published chart of root "
-            f"{root!r} (templates/{name}.yaml line {err.line}, templating left in a value "
-            f"after one level of escaping is removed): "
+            f"{comp.kind} {comp.name!r}: Argo CD cannot render the published chart "
+            f"(templates/{name}.yaml line {err.line}: templating left in a value once "
+            "rollwright removed one level of escaping): "
             + err.problem.message.removeprefix("rendering chart: "),
             path=path,
             line=where,
@@ -132,14 +130,16 @@ def _check_appset(doc: Any, comp: Component, tracer: _Tracer, root: str) -> list
                 parse_template(_ARGOCD_ONLY.sub("list", leaf), source="spec")
             except FleetError as err:
                 names = [k for k in keys if isinstance(k, str)]
-                path, line = tracer.place(comp, names[-1] if names else None)
+                exact = (comp.section, comp.name, *keys)
+                path, line = tracer.place(comp, names[-1] if names else None, exact)
                 dotted = ".".join(str(k) for k in ("spec", *keys))
                 reason = err.problem.message
                 problems.append(
                     Problem(
                         path,
                         line,
-                        f"ApplicationSet {comp.name!r} of root {root!r}: {dotted} does not "
+                        f'rendering root "{root}": ApplicationSet {comp.name!r}: {dotted} '
+                        "does not "
                         f"parse as the Go template its controller reads (goTemplate: true): "
                         f"{reason}",
                     )
@@ -159,7 +159,12 @@ class _Tracer:
         self.files = files
         self.at = place
 
-    def place(self, comp: Component, key: str | None) -> tuple[str, int | None]:
+    def place(
+        self, comp: Component, key: str | None, exact: tuple[str | int, ...] = ()
+    ) -> tuple[str, int | None]:
+        """The file and line that set `exact` (a key path of the file), else the first
+        key `key` of the highest-precedence file that has one, else the component's
+        values.yaml."""
         candidates = [join("config", comp.ctype, DEFAULTS_FILES[comp.section])]
         candidates += self.files.level_files(comp, ())
         for node in nodes_above(self.at):
@@ -175,7 +180,20 @@ class _Tracer:
                 data = yamldoc.loads(text, rel)
             except FleetError:
                 continue
+            if exact and _has(data, exact):
+                return rel, yamldoc.key_line(text, exact)
             for keys, _ in yamldoc.walk_leaves(data):
                 if key in keys:
                     return rel, yamldoc.key_line(text, keys[: keys.index(key) + 1])
         return fallback, None
+
+
+def _has(data: Any, keys: tuple[str | int, ...]) -> bool:
+    for key in keys:
+        if isinstance(data, dict) and key in data:
+            data = data[key]
+        elif isinstance(data, list) and isinstance(key, int) and 0 <= key < len(data):
+            data = data[key]
+        else:
+            return False
+    return True
