@@ -190,10 +190,9 @@ class _Tracer:
 
 def _has(data: Any, keys: tuple[str | int, ...]) -> bool:
     for key in keys:
-        if isinstance(data, dict) and key in data:
-            data = data[key]
-        elif isinstance(data, list) and isinstance(key, int) and 0 <= key < len(data):
-            data = data[key]
-        else:
+        in_map = isinstance(data, dict) and key in data
+        in_list = isinstance(data, list) and isinstance(key, int) and 0 <= key < len(data)
+        if not (in_map or in_list):
             return False
+        data = data[key]
     return True
