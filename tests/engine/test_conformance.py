@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from activities.render import render_with_warnings
+from shared.cli import main as cli
 from shared.engine.errors import FleetErrors
 from shared.engine.fleet import Fleet
 from shared.engine.manifests.schema import Schemas, schema_version, structural, versions
@@ -314,3 +315,19 @@ def test_structural_reading_of_a_crd_schema() -> None:
     assert schema["properties"]["b"]["type"] == ["string", "null"]
     assert "additionalProperties" not in schema["properties"]["c"]
     assert schema["properties"]["metadata"] == {"type": "object"}
+
+
+def test_the_cli_refuses_in_render_and_validate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = fleet_of(
+        tmp_path, {**WEB_CHART, "deployments/g/c1/apps/d/values.yaml": "replicas: two\n"}, ["web"]
+    )
+    where = "deployments/g/c1/apps/d/values.yaml:1: "
+    code = cli.main(["render", "--repo", str(base), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith(where) and "spec.replicas" in err
+    assert not (tmp_path / "out" / "g/c1").exists()
+    code = cli.main(["validate", "--repo", str(base)])
+    out, err = capsys.readouterr()
+    assert code == 1 and where in out + err
