@@ -22,7 +22,7 @@ from typing import Any
 
 from shared.engine import yamldoc
 from shared.engine.config.fleet import FleetConfig
-from shared.engine.errors import Problem
+from shared.engine.errors import FleetError, Problem
 from shared.engine.helm.engine import default_kube_version
 from shared.engine.manifests import schema
 from shared.engine.manifests.schema import Schemas, Violation
@@ -60,6 +60,7 @@ class Rendered:
     origin_line: int | None = None
     kube_version: str | None = None  # the release's `.Capabilities.KubeVersion`; None: default
     values_files: tuple[ValuesFile, ...] = ()  # lowest precedence first
+    source: str = ""  # what wrote it, as render errors name it (`chart:templates/x.yaml`)
 
 
 @dataclass
@@ -104,11 +105,12 @@ def check_root(root: str, objects: list[Rendered], config: FleetConfig) -> Outco
             continue
         for violation in found:
             path, line = _place(obj, violation)
-            message = f"{prefix}release {obj.release!r} renders {_describe(obj.doc)}: " + (
-                f"{_dotted(violation.path)}: {violation.message}"
-            )
+            source = f" ({obj.source})" if obj.source else ""
+            message = f"{prefix}release {obj.release!r} renders {_describe(obj.doc)}{source}: "
+            message += f"{_dotted(violation.path)}: {violation.message}"
             if path != obj.origin:
-                message += f" (the value is written in {path})"
+                declared = f"{obj.origin}:{obj.origin_line}" if obj.origin_line else obj.origin
+                message += f" (the release is declared in {declared})"
             problem = Problem(path, line, message, hygiene=mode == "warn")
             (outcome.refusals if mode == "strict" else outcome.warnings).append(problem)
     for (api_version, kind), objs in sorted(unchecked.items()):
@@ -159,7 +161,7 @@ def _place(obj: Rendered, violation: Violation) -> tuple[str, int | None]:
             continue
         try:
             data = yamldoc.loads(text, vf.path)
-        except Exception:  # a file that does not parse was reported where it is read
+        except FleetError:  # reported where the file is read
             continue
         for keys in _equal_leaves(data, value):
             if keys and keys[-1] == last:

@@ -93,6 +93,8 @@ spec:
 """,
 }
 
+WIDGET = "templates/widgets/chart:widgets/templates/widget.yaml"
+
 MONITOR = {
     "templates/monitor/helmfile.yaml.gotmpl": "releases:\n  - name: monitor\n    chart: ./chart\n",
     "templates/monitor/chart/Chart.yaml": "apiVersion: v2\nname: monitor\nversion: 0.1.0\n",
@@ -132,15 +134,17 @@ def test_a_wrong_type_from_a_values_file_names_that_file_and_line(tmp_path: Path
     )
     assert refusals(base) == [
         "deployments/g/c1/apps/d/values.yaml:2: rendering root \"g/c1\": release 'd/web' "
-        "renders Deployment 'd/web': spec.replicas: must be an integer or null, not a string "
-        "(the value is written in deployments/g/c1/apps/d/values.yaml)"
+        "renders Deployment 'd/web' (templates/web/chart:web/templates/deployment.yaml): "
+        "spec.replicas: must be an integer or null, not a string "
+        "(the release is declared in templates/web/helmfile.yaml.gotmpl:2)"
     ]
     # validate finds it too, with its root; the render of another root is not touched
     problems = [str(p) for p in check_fleet(WorkTree(base)).problems]
     assert problems == [
-        "deployments/g/c1/apps/d/values.yaml:2: release 'd/web' renders Deployment 'd/web': "
-        "spec.replicas: must be an integer or null, not a string (the value is written in "
-        "deployments/g/c1/apps/d/values.yaml) (in root g/c1)"
+        "deployments/g/c1/apps/d/values.yaml:2: release 'd/web' renders Deployment 'd/web' "
+        "(templates/web/chart:web/templates/deployment.yaml): "
+        "spec.replicas: must be an integer or null, not a string (the release is declared in "
+        "templates/web/helmfile.yaml.gotmpl:2) (in root g/c1)"
     ]
 
 
@@ -155,7 +159,8 @@ def test_unknown_and_missing_fields_point_at_the_release(tmp_path: Path) -> None
     found = refusals(base)
     assert found == [
         "templates/web/helmfile.yaml.gotmpl:2: rendering root \"g/c1\": release 'd/web' "
-        "renders Deployment 'd/web': spec.replica: unknown field 'replica'"
+        "renders Deployment 'd/web' (templates/web/chart:web/templates/deployment.yaml): "
+        "spec.replica: unknown field 'replica'"
     ]
 
 
@@ -166,11 +171,11 @@ def test_a_custom_resource_is_checked_against_the_crd_of_the_render(tmp_path: Pa
     (base / "deployments/g/c1/apps/d/values.yaml").write_text("size: big\ncolour: green\n")
     assert refusals(base) == [
         "deployments/g/c1/apps/d/values.yaml:1: rendering root \"g/c1\": release 'd/widgets' "
-        "renders Widget 'd/w': spec.size: must be an integer, not a string (the value is "
-        "written in deployments/g/c1/apps/d/values.yaml)",
+        f"renders Widget 'd/w' ({WIDGET}): spec.size: must be an integer, not a string (the "
+        "release is declared in templates/widgets/helmfile.yaml.gotmpl:2)",
         "deployments/g/c1/apps/d/values.yaml:2: rendering root \"g/c1\": release 'd/widgets' "
-        "renders Widget 'd/w': spec.colour: must be one of 'red', 'blue' (the value is "
-        "written in deployments/g/c1/apps/d/values.yaml)",
+        f"renders Widget 'd/w' ({WIDGET}): spec.colour: must be one of 'red', 'blue' (the "
+        "release is declared in templates/widgets/helmfile.yaml.gotmpl:2)",
     ]
 
 
@@ -183,9 +188,9 @@ def test_a_custom_resource_missing_a_required_field(tmp_path: Path) -> None:
     base = fleet_of(tmp_path, files, ["widgets"])
     assert refusals(base) == [
         'templates/widgets/helmfile.yaml.gotmpl:2: rendering root "g/c1": release '
-        "'d/widgets' renders Widget 'd/w': spec.shape: unknown field 'shape'",
+        f"'d/widgets' renders Widget 'd/w' ({WIDGET}): spec.shape: unknown field 'shape'",
         'templates/widgets/helmfile.yaml.gotmpl:2: rendering root "g/c1": release '
-        "'d/widgets' renders Widget 'd/w': spec.size: required field is missing",
+        f"'d/widgets' renders Widget 'd/w' ({WIDGET}): spec.size: required field is missing",
     ]
 
 
@@ -246,7 +251,8 @@ def test_warn_and_off_modes_per_root(tmp_path: Path, mode: str) -> None:
     assert len(warnings) == 2
     assert warnings[0].startswith(
         'deployments/g/c1/apps/d/values.yaml:1: warning: rendering root "g/c1": release '
-        "'d/web' renders Deployment 'd/web': spec.replicas: must be an integer"
+        "'d/web' renders Deployment 'd/web' (templates/web/chart:web/templates/deployment.yaml): "
+        "spec.replicas: must be an integer"
     )
     assert "ServiceMonitor" in warnings[1]
     problems = check_fleet(WorkTree(base)).problems

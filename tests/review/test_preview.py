@@ -165,8 +165,8 @@ def test_an_object_the_api_server_would_refuse_fails_the_pr_side(tmp_path: Path)
     assert c1.root == "g/c1" and c1.status == "error" and c1.head_error is not None
     assert c1.head_error.startswith(
         "deployments/g/c1/cluster.values.yaml:2: rendering root \"g/c1\": release 'web/web' "
-        "renders Deployment 'default/web': spec.replicas: must be an integer or null, not a "
-        "string"
+        "renders Deployment 'default/web' (templates/web/chart:web/templates/deployment.yaml): "
+        "spec.replicas: must be an integer or null, not a string"
     )
     assert report.failed
 

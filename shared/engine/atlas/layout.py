@@ -234,6 +234,7 @@ def _checked(
         spec.origin_line,
         spec.kube_version,
         values_files,
+        res.source,
     )
 
 

@@ -25,10 +25,9 @@ import kubernetes_validate.utils as kv
 from packaging.version import Version
 from referencing import Registry, Resource
 
-Key = str | int
+from shared.engine.manifests import argocd
 
-# Argo CD's own kinds are checked against Argo CD's API schema (shared.engine.manifests.argocd).
-_CHECKED_ELSEWHERE = frozenset({"argoproj.io"})
+Key = str | int
 
 
 @dataclass(frozen=True)
@@ -180,8 +179,8 @@ class Schemas:
             return None
         if (api_version, kind) in self._custom:
             validator = self._custom[(api_version, kind)]
-        elif api_version.partition("/")[0] in _CHECKED_ELSEWHERE:
-            return []
+        elif argocd.is_argocd(doc):
+            return []  # checked against Argo CD's own API schema (render.check_argocd)
         else:
             validator = _builtin(self.version.used, kind, api_version)
         if validator is None:
