@@ -15,12 +15,14 @@ list are unknown). A kind with neither is *unchecked*, which callers name rather
 from __future__ import annotations
 
 import copy
+import json
 import re
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import jsonschema
+import jsonschema_rs
 import kubernetes_validate.utils as kv
 from packaging.version import Version
 from referencing import Registry, Resource
@@ -94,19 +96,53 @@ def _short(version: str) -> str:
     return str(_minor(version))
 
 
+_SHIPPED_REF = "/api/_definitions.json#/$defs/"  # how the schemas refer to shared definitions
+
+
 @cache
-def _definitions(version: str) -> Registry:
+def _shipped_definitions(version: str) -> dict[str, Any]:
     """The shared `_definitions.json` of a schema set, loaded once per process."""
-    defs = kv.schema_contents(
+    defs: dict[str, Any] = kv.schema_contents(
         f"kubernetes-json-schema/v{version}-local-strict/_definitions.json", version
     )
-    registry: Registry = Resource.from_contents(defs) @ Registry()
+    return defs
+
+
+@cache
+def _registry(version: str) -> Registry:
+    registry: Registry = Resource.from_contents(_shipped_definitions(version)) @ Registry()
     return registry
 
 
+@dataclass(frozen=True)
+class _Checker:
+    """A schema twice: `fast` answers "valid?" in microseconds (Rust's jsonschema-rs; a
+    built-in kind's schema with the definitions it reaches inlined), `full` names every
+    violation with its path when the answer is no (Python's jsonschema). `fast` is None when
+    jsonschema-rs cannot compile the schema (a CRD's pattern Rust reads otherwise)."""
+
+    fast: Any
+    full: jsonschema.protocols.Validator
+
+    def errors(self, doc: dict[str, Any]) -> list[jsonschema.ValidationError]:
+        if self.fast is not None and self.fast.is_valid(doc):
+            return []
+        return _leaves(self.full.iter_errors(doc))
+
+    @classmethod
+    def of(
+        cls, schema: dict[str, Any], full: jsonschema.protocols.Validator, draft: Any
+    ) -> _Checker:
+        try:
+            fast = draft(schema)
+        except (jsonschema_rs.ValidationError, ValueError):
+            fast = None
+        return cls(fast, full)
+
+
 @cache
-def _builtin(version: str, kind: str, api_version: str) -> jsonschema.protocols.Validator | None:
-    """The validator of a built-in kind, or None when the set has no schema for it."""
+def _builtin(version: str, kind: str, api_version: str) -> _Checker | None:
+    """The validators of a built-in kind, or None when the set has no schema for it."""
     # The package's file names: `rbac.authorization.k8s.io/v1` → `rbac-v1`.
     api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     name = f"kubernetes-json-schema/v{version}-local-strict/{kind.lower()}-{api}.json"
@@ -119,11 +155,27 @@ def _builtin(version: str, kind: str, api_version: str) -> jsonschema.protocols.
     gvk = schema.get("x-kubernetes-group-version-kind") or []
     if gvk and not any(_gvk_matches(entry, kind, api_version) for entry in gvk):
         return None
-    registry = Resource.from_contents(schema) @ _definitions(version)
-    validator: jsonschema.protocols.Validator = jsonschema.Draft202012Validator(
-        schema, registry=registry
-    )
-    return validator
+    registry = Resource.from_contents(schema) @ _registry(version)
+    full = jsonschema.Draft202012Validator(schema, registry=registry)
+    return _Checker.of(_inlined(schema, version), full, jsonschema_rs.Draft202012Validator)
+
+
+def _inlined(schema: dict[str, Any], version: str) -> dict[str, Any]:
+    """`schema` with the shared definitions it reaches (and only those) as its own `$defs`."""
+    shared = _shipped_definitions(version)["$defs"]
+    reached: dict[str, Any] = {}
+    pending = [schema]
+    # The kind's file refers to them by the shared file's name, they to each other locally.
+    refs = re.compile(r'"\$ref": "(?:' + re.escape(_SHIPPED_REF) + r'|#/\$defs/)([^"]+)"')
+    while pending:
+        text = json.dumps(pending.pop())
+        for name in refs.findall(text):
+            if name not in reached:
+                reached[name] = shared[name]
+                pending.append(shared[name])
+    whole = json.dumps({**schema, "$defs": reached}).replace(f'"{_SHIPPED_REF}', '"#/$defs/')
+    inlined: dict[str, Any] = json.loads(whole)
+    return inlined
 
 
 def _gvk_matches(entry: dict[str, Any], kind: str, api_version: str) -> bool:
@@ -138,7 +190,7 @@ class Schemas:
 
     def __init__(self, version: SchemaVersion, crds: list[dict[str, Any]]) -> None:
         self.version = version
-        self._custom: dict[tuple[str, str], jsonschema.protocols.Validator | None] = {}
+        self._custom: dict[tuple[str, str], _Checker | None] = {}
         for crd in crds:
             self._add_crd(crd)
 
@@ -161,11 +213,12 @@ class Schemas:
                 continue
             schema = (entry.get("schema") or {}).get("openAPIV3Schema") or shared
             key = (f"{group}/{entry['name']}", kind)
-            self._custom[key] = (
-                jsonschema.Draft4Validator(structural(schema, top=True))
-                if isinstance(schema, dict)
-                else None
-            )
+            if not isinstance(schema, dict):
+                self._custom[key] = None
+                continue
+            read = structural(schema, top=True)
+            full = jsonschema.Draft4Validator(read)
+            self._custom[key] = _Checker.of(read, full, jsonschema_rs.Draft4Validator)
 
     def is_custom(self, api_version: str, kind: str) -> bool:
         return (api_version, kind) in self._custom
@@ -178,15 +231,15 @@ class Schemas:
         if not isinstance(kind, str) or not isinstance(api_version, str):
             return None
         if (api_version, kind) in self._custom:
-            validator = self._custom[(api_version, kind)]
+            checker = self._custom[(api_version, kind)]
         elif argocd.is_argocd(doc):
             return []  # checked against Argo CD's own API schema (render.check_argocd)
         else:
-            validator = _builtin(self.version.used, kind, api_version)
-        if validator is None:
+            checker = _builtin(self.version.used, kind, api_version)
+        if checker is None:
             return None
         found: dict[tuple[Key, ...], Violation] = {}
-        for err in _leaves(validator.iter_errors(doc)):
+        for err in checker.errors(doc):
             violation = _violation(err)
             found.setdefault(violation.path, violation)  # each field once
         return sorted(found.values(), key=lambda v: [str(p) for p in v.path])
