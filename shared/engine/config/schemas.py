@@ -49,9 +49,10 @@ class SchemaSettings(StrictModel):
     kube_version: str | None = Field(
         default=None,
         alias="kubeVersion",
-        description="Kubernetes version whose schemas check roots that declare none (atlas "
-        "`capabilities`, helmfile `kubeversion` files). Default: the version Helm assumes "
-        "without `--kube-version`, which charts see too.",
+        description="Kubernetes version whose schemas check atlas releases that declare "
+        "none (`atlas.capabilities`, a helmfile's `kubeVersion`). Default: the version Helm "
+        "assumes without `--kube-version`, which their charts see too. helmfile-layout "
+        "releases use their `kubeversion` files, else kube-renderer's v1.25.0.",
     )
     rules: list[SchemaRule] = Field(
         default_factory=list,
