@@ -121,3 +121,22 @@ def test_argo_cd_functions_parse(tmp_path: Path) -> None:
     opened = Fleet.open(WorkTree(fleet))
     for root in opened.roots():
         assert opened.render(root).files
+
+
+def test_a_second_pass_that_is_not_yaml_refuses(tmp_path: Path) -> None:
+    """A value Argo CD's pass turns into a document separator inside a quoted scalar."""
+    values = MIS_ESCAPED.replace(
+        """'{{"{{"}} index .metadata.annotations "gcp-hcp/vpc-id" {{"}}"}}'""",
+        '''"{{`{{ \\"a\\\\n---\\\\nb\\" }}`}}"''',
+    )
+    assert "\\\\n---" in values
+    files = base_files()
+    files["config/mc/a/values.yaml"] = values
+    layout = layout_of(tmp_path / "fleet", files)
+    with pytest.raises(FleetError) as info:
+        layout.render_files("mc/e1/s1/r1")
+    assert info.value.path == "config/mc/a/values.yaml"
+    assert info.value.problem.message.startswith(
+        "application 'a': Argo CD's render of the published chart is not YAML: YAML syntax "
+        "error: found unexpected document indicator"
+    )

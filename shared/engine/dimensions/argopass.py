@@ -74,10 +74,20 @@ def check(
     problems: list[Problem] = []
     for name, text in sorted(rendered.templates.items()):
         comp = by_name.get(name.rsplit("/", 1)[-1].removesuffix(".yaml"))
-        if comp is None or comp.section != "applicationsets":
+        if comp is None:
             continue
-        for doc in yamldoc.loads_all(text, name):
-            problems += _check_appset(doc, comp, tracer, root)
+        try:
+            docs = yamldoc.loads_all(text, name)
+        except FleetError as err:
+            path, _ = tracer.place(comp, None)
+            raise FleetError(
+                f"{comp.kind} {comp.name!r}: Argo CD's render of the published chart is not "
+                f"YAML: {err.problem.message}",
+                path=path,
+            ) from None
+        if comp.section == "applicationsets":
+            for doc in docs:
+                problems += _check_appset(doc, comp, tracer, root)
     if problems:
         raise FleetErrors(problems)
 
