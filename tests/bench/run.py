@@ -201,6 +201,8 @@ def report(render: dict[str, Any], changed: dict[str, float]) -> str:
             )
         )
     for name, run in runs.items():
+        if name == "memory-1-unchecked":
+            continue  # run for its time only
         rows.append(
             (
                 f"peak RSS of `rollwright render`, {where[name]} (sum over its processes)",
