@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from activities.render import render_with_warnings
 from shared.cli import main as cli
@@ -337,3 +338,16 @@ def test_the_cli_refuses_in_render_and_validate(
     code = cli.main(["validate", "--repo", str(base)])
     out, err = capsys.readouterr()
     assert code == 1 and where in out + err
+
+
+def test_a_crd_pattern_only_python_reads_is_still_checked() -> None:
+    """`\\Z` is Python's end of text, which jsonschema-rs refuses to compile: the CRD's kind
+    is checked by Python's jsonschema alone, not passed."""
+    crd = yaml.safe_load(CRD)
+    spec_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec_schema["properties"]["colour"] = {"type": "string", "pattern": "^(red|blue)\\Z"}
+    schemas = Schemas(schema_version("1.31"), [crd])
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    assert schemas.check({**widget, "spec": {"size": 1, "colour": "red"}}) == []
+    found = schemas.check({**widget, "spec": {"size": 1, "colour": "green"}})
+    assert [(v.path, v.value) for v in found or []] == [(("spec", "colour"), "green")]
