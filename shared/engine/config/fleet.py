@@ -18,6 +18,7 @@ from shared.engine.config.preview import PreviewSettings
 from shared.engine.config.publish import PublishSettings
 from shared.engine.config.review import ReviewSettings
 from shared.engine.config.rollout import RolloutSettings
+from shared.engine.config.schemas import SchemaSettings
 from shared.engine.config.verify import VerifyRule
 from shared.engine.layout import LayoutName
 from shared.engine.tree import Tree
@@ -45,6 +46,11 @@ class FleetConfig(StrictModel):
     preview: PreviewSettings = Field(default_factory=PreviewSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     review: ReviewSettings = Field(default_factory=ReviewSettings)
+    schemas: SchemaSettings = Field(
+        default_factory=SchemaSettings,
+        description="Rendered objects checked against the API server's schemas and the "
+        "render's CRDs (docs/formats/rollwright-yaml.md).",
+    )
     verify: list[VerifyRule] = Field(
         default_factory=list,
         description="Delivery verification after publish (docs/verification.md): the first "
