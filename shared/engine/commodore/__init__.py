@@ -1,0 +1,12 @@
+"""The commodore layout: each cluster of a Project Syn tenant compiled into its catalog as
+Commodore 1.35 compiles it (docs/formats/commodore.md).
+
+    layout = CommodoreLayout(WorkTree(Path("tenant-repo")), FleetConfig.load(tree))
+    layout.roots()                  # ['c-demo', 'c-prod']: the cluster ids
+    layout.render_files("c-demo")   # {"manifests/demo/00_namespace.yaml": b"...",
+                                    #  "refs/t-acme/c-demo/demo/password": b"..."}
+
+The inventory is reclass-rs's, the Jsonnet gojsonnet's, with Kapitan's natives, search paths,
+YAML dumper and secret references and Commodore's libraries and filters, all taken from the
+installed packages of the `rollwright[commodore]` extra.
+"""

@@ -1,0 +1,168 @@
+"""One cluster's catalog, compiled in a temporary Commodore working directory in Commodore's
+order: bootstrap target, components from `applications`, component checkouts and targets,
+the full inventory, secret references, Kapitan compile, postprocessing filters; then
+`manifests/` from `compiled/<component>/` and `refs/` from the references.
+
+    files = compile_catalog(tree, settings, cluster)   # {"manifests/demo/x.yaml": b"...", ...}
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from shared.engine.commodore import inventory, postprocess, refs
+from shared.engine.commodore.compile import KapitanInventory, compile_target
+from shared.engine.commodore.inventory import Places
+from shared.engine.commodore.repos import Mirrors
+from shared.engine.commodore.workdir import BOOTSTRAP, Workdir, copy_tree
+from shared.engine.config.commodore import Cluster, CommodoreSettings
+from shared.engine.errors import FleetError
+from shared.engine.tree import Tree
+
+GLOBAL_CLASS = "commodore.yml"
+
+
+def compile_catalog(
+    tree: Tree, settings: CommodoreSettings, cluster: Cluster, mirrors: Mirrors | None = None
+) -> dict[str, bytes]:
+    if settings.global_repo is None or settings.tenant is None:
+        raise FleetError(
+            "rollwright.yaml commodore: 'global' (the global repository) and 'tenant' are "
+            "required",
+            path="rollwright.yaml",
+        )
+    mirrors = mirrors or Mirrors()
+    with tempfile.TemporaryDirectory(prefix="rollwright-commodore-") as tmp:
+        workdir = Workdir(Path(tmp))
+        workdir.create()
+        global_url = settings.global_repo.url
+        places = Places(workdir, settings.tenant.id, global_url)
+        _global(workdir, mirrors, global_url, cluster.global_revision or
+                settings.global_repo.revision)
+        copy_tree(tree, workdir.classes / settings.tenant.id)
+        workdir.write_params(
+            {
+                "name": cluster.id,
+                "display_name": cluster.display_name,
+                "catalog_url": cluster.catalog_url,
+                "tenant": settings.tenant.id,
+                "tenant_display_name": settings.tenant.display_name,
+            },
+            cluster.facts,
+            cluster.dynamic_facts,
+        )
+        workdir.write_target(BOOTSTRAP, [])
+        bootstrap = inventory.cluster_node(inventory.render(places))
+        names = inventory.components(bootstrap)
+        if not names:
+            raise FleetError(f"cluster {cluster.id!r}: 'applications' names no component: "
+                             "the catalog would be empty")
+        directories = _components(workdir, mirrors, bootstrap["parameters"], names)
+        for name in names:
+            workdir.write_target(name, names, directories[name])
+        workdir.write_target(BOOTSTRAP, names)
+        nodes = inventory.render(places)
+        inventory.check_overrides(nodes[BOOTSTRAP]["parameters"])
+        _vendor(workdir, names)
+        refs.write_refs(workdir, nodes, names)
+        kapitan = KapitanInventory(workdir)
+        for name in names:
+            compile_target(workdir, name, nodes[name]["parameters"], kapitan, workdir.relative)
+        for name in names:
+            postprocess.run_filters(workdir, name, directories[name], nodes[name])
+        return _collect(workdir, names)
+
+
+def _global(workdir: Workdir, mirrors: Mirrors, url: str, revision: str | None) -> None:
+    what = "global repository"
+    mirror = mirrors.fetch(url, revision=revision, what=what)
+    sha = mirror.resolve(revision, what=what)
+    target = workdir.classes / "global"
+    mirror.extract(sha, target)
+    if not (target / GLOBAL_CLASS).is_file():
+        raise FleetError(f"global repository {url} has no {GLOBAL_CLASS} (class "
+                         "global.commodore, which every target includes)")
+
+
+def _components(
+    workdir: Workdir, mirrors: Mirrors, parameters: dict[str, Any], names: list[str]
+) -> dict[str, Path]:
+    """Each component checked out at its version, its classes and libraries linked."""
+    directories: dict[str, Path] = {}
+    for name in names:
+        spec = inventory.component_spec(parameters, name)
+        what = f"component {name!r}"
+        mirror = mirrors.fetch(spec.url, revision=spec.version, what=what)
+        sha = mirror.resolve(spec.version, what=what)
+        checkout = workdir.component_dir(name)
+        mirror.extract(sha, checkout)
+        directory = checkout / spec.path if spec.path else checkout
+        for kind, file in (("class", f"{name}.yml"), ("defaults", "defaults.yml")):
+            source = directory / "class" / file
+            if not source.is_file():
+                raise FleetError(f"{what} ({spec.url} {spec.version}) has no class/{file}")
+            folder = "components" if kind == "class" else "defaults"
+            workdir.link(source, workdir.classes / folder / f"{name}.yml")
+        _libraries(workdir, name, directory, names)
+        _jsonnetfile(name, checkout)
+        directories[name] = directory
+    return directories
+
+
+def _libraries(workdir: Workdir, name: str, directory: Path, names: list[str]) -> None:
+    lib = directory / "lib"
+    if not lib.is_dir():
+        return
+    others = [c for c in names if c != name and c.startswith(name)]
+    for file in sorted(lib.iterdir()):
+        if any(file.stem.startswith(c) for c in others) or not file.stem.startswith(name):
+            raise FleetError(
+                f"component {name!r}: library lib/{file.name} must be named after its "
+                "component (Commodore refuses it)"
+            )
+        workdir.link(file, workdir.lib / file.name)
+
+
+def _jsonnetfile(name: str, checkout: Path) -> None:
+    """Remote Jsonnet dependencies are jsonnet-bundler's to fetch: not supported yet."""
+    if (checkout / "jsonnetfile.jsonnet").is_file():
+        raise FleetError(f"component {name!r}: jsonnetfile.jsonnet is not supported by the "
+                         "commodore layout yet")
+    file = checkout / "jsonnetfile.json"
+    if not file.is_file():
+        return
+    try:
+        deps = json.loads(file.read_text()).get("dependencies") or []
+    except ValueError as err:
+        raise FleetError(f"component {name!r}: jsonnetfile.json: {err}") from None
+    if deps:
+        raise FleetError(
+            f"component {name!r}: jsonnetfile.json lists dependencies, which the commodore "
+            "layout cannot fetch yet (jsonnet-bundler)"
+        )
+
+
+def _vendor(workdir: Workdir, names: list[str]) -> None:
+    """What `jb install` links for Commodore's jsonnetfile.json: each component's checkout
+    and dependencies/lib, under vendor/ by their directory names."""
+    for name in names:
+        workdir.link(workdir.component_dir(name), workdir.vendor / name)
+    workdir.link(workdir.lib, workdir.vendor / "lib")
+
+
+def _collect(workdir: Workdir, names: list[str]) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for name in names:
+        base = workdir.compiled / name
+        for path in sorted(base.rglob("*")):
+            if path.is_file():
+                files["manifests/" + path.relative_to(base).as_posix()] = path.read_bytes()
+    for path in sorted(workdir.refs.rglob("*")):
+        if path.is_file():
+            files["refs/" + path.relative_to(workdir.refs).as_posix()] = path.read_bytes()
+    shutil.rmtree(workdir.compiled, ignore_errors=True)
+    return dict(sorted(files.items()))

@@ -1,0 +1,193 @@
+"""The cluster's inventory as Commodore renders it: reclass-rs over the working directory, its
+errors placed in the file and line they come from, and the components it asks for.
+
+    nodes = render(workdir, places)                 # {"cluster": {...}, "demo": {...}}
+    names = components(nodes["cluster"], places)    # ["demo"]: from `applications`
+    spec = component_spec(nodes["cluster"], "demo", places)   # url, version, path
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import reclass_rs
+
+from shared.engine.commodore.workdir import BOOTSTRAP, Workdir
+from shared.engine.errors import FleetError
+
+PACKAGE_PREFIX = "pkg."
+_CLASS_NOT_FOUND = re.compile(r"Class (\S+) not found")
+_REFERENCE = re.compile(r"reference '(\$\{[^']*\})'")
+_DESERIALIZING = re.compile(r"Deserializing (\S+): (.*?) at line (\d+)")
+
+
+@dataclass(frozen=True)
+class Places:
+    """Where the working directory's files come from, to name them in messages."""
+
+    workdir: Workdir
+    tenant: str
+    global_url: str
+
+    def describe(self, path: Path) -> tuple[str, int | None, str]:
+        """(fleet path, None, prefix) of a working-directory file: a tenant file is a path of
+        the fleet repository; others are named in the message."""
+        rel = path.relative_to(self.workdir.root).as_posix()
+        tenant_dir = f"inventory/classes/{self.tenant}/"
+        if rel.startswith(tenant_dir):
+            return rel.removeprefix(tenant_dir), None, ""
+        if rel.startswith("inventory/classes/global/"):
+            inner = rel.removeprefix("inventory/classes/global/")
+            return "", None, f"global repository {self.global_url} {inner}: "
+        if rel.startswith("dependencies/"):
+            name, _, inner = rel.removeprefix("dependencies/").partition("/")
+            return "", None, f"component {name!r} {inner}: "
+        return "", None, f"{rel}: "
+
+    def error(self, message: str, path: Path | None = None, line: int | None = None) -> FleetError:
+        if path is None:
+            return FleetError(self.workdir.relative(message))
+        where, _, prefix = self.describe(path)
+        if where:
+            return FleetError(self.workdir.relative(message), path=where, line=line)
+        at = f"{line}: " if line is not None else ""
+        prefix = prefix[:-2] + (f":{at}" if at else ": ")
+        return FleetError(prefix + self.workdir.relative(message))
+
+    def class_file(self, name: str) -> Path | None:
+        base = self.workdir.classes.joinpath(*name.split("."))
+        for candidate in (
+            base.with_name(base.name + ".yml"),
+            base.with_name(base.name + ".yaml"),
+            base / "init.yml",
+            base / "init.yaml",
+        ):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def find(self, needle: str, *, classes_key: bool = False) -> tuple[Path, int] | None:
+        """The first class file line holding `needle` (as a list entry under `classes:` when
+        `classes_key`): where an error reclass-rs reports without a place comes from."""
+        files = sorted(self.workdir.classes.rglob("*.y*ml"))
+        for path in files:
+            try:
+                lines = path.read_text().splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+            for number, text in enumerate(lines, start=1):
+                stripped = text.strip()
+                if classes_key:
+                    if stripped.lstrip("- ").strip("'\"") == needle and stripped.startswith("-"):
+                        return path, number
+                elif needle in text:
+                    return path, number
+        return None
+
+
+def render(places: Places) -> dict[str, dict[str, Any]]:
+    """Every target's node (`parameters`, `classes`, `applications`, …), as Commodore's
+    `kapitan_inventory` returns them."""
+    workdir = places.workdir
+    reclass = reclass_rs.Reclass(
+        nodes_path=str(workdir.targets),
+        classes_path=str(workdir.classes),
+        ignore_class_notfound=False,
+    )
+    try:
+        inventory = reclass.inventory().as_dict()
+    except ValueError as err:
+        raise _placed(places, str(err)) from None
+    nodes: dict[str, dict[str, Any]] = inventory["nodes"]
+    return nodes
+
+
+def _placed(places: Places, message: str) -> FleetError:
+    text = message.removeprefix("Error while rendering inventory: ")
+    missing = _CLASS_NOT_FOUND.search(text)
+    if missing:
+        found = places.find(missing.group(1), classes_key=True)
+        if found:
+            return places.error(f"class {missing.group(1)!r} not found", *found)
+        return places.error(f"class {missing.group(1)!r} not found ({text})")
+    reference = _REFERENCE.search(text)
+    if reference:
+        found = places.find(reference.group(1))
+        reason = text.split(": ", 1)[-1] if ": " in text else text
+        if found:
+            return places.error(f"reference {reference.group(1)} resolves to nothing: {reason}",
+                                *found)
+    broken = _DESERIALIZING.search(text)
+    if broken:
+        path = places.class_file(broken.group(1))
+        if path is not None:
+            return places.error(f"invalid YAML: {broken.group(2)}", path, int(broken.group(3)))
+    return places.error(f"rendering the inventory: {text}")
+
+
+def components(cluster: dict[str, Any]) -> list[str]:
+    """The components `applications` names (after `~` removals), sorted."""
+    names: set[str] = set()
+    for app in cluster.get("applications", []):
+        if app.startswith(PACKAGE_PREFIX):
+            raise FleetError(
+                f"applications: {app!r} is a configuration package; the commodore layout "
+                "does not support packages yet"
+            )
+        if " as " in app:
+            raise FleetError(
+                f"applications: {app!r} instantiates a component under another name; the "
+                "commodore layout does not support component instances yet"
+            )
+        names.add(app)
+    return sorted(names)
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    name: str
+    url: str
+    version: str
+    path: str
+
+
+def component_spec(parameters: dict[str, Any], name: str) -> ComponentSpec:
+    """`parameters.components.<name>`: url and version required, as Commodore requires."""
+    specs = parameters.get("components")
+    if not specs:
+        raise FleetError("components list ('parameters.components') missing")
+    if name not in specs:
+        raise FleetError(
+            f"unknown component {name!r}: applications names it; add it to "
+            "'parameters.components' with url and version"
+        )
+    spec = specs[name] or {}
+    for key in ("url", "version"):
+        if key not in spec:
+            raise FleetError(f"component {name!r} is missing field {key!r} in "
+                             f"'parameters.components.{name}'")
+    path = str(spec.get("path", "") or "")
+    return ComponentSpec(name, str(spec["url"]), str(spec["version"]), path.removeprefix("/"))
+
+
+def check_overrides(parameters: dict[str, Any]) -> None:
+    """Commodore refuses a version override for a component nobody gave a URL."""
+    if parameters.get("component_versions"):
+        raise FleetError(
+            "'parameters.component_versions' is no longer supported by Commodore; use "
+            "'parameters.components'"
+        )
+    missing = [
+        name for name, spec in sorted((parameters.get("components") or {}).items())
+        if not isinstance(spec, dict) or "url" not in spec
+    ]
+    if missing:
+        names = ", ".join(repr(n) for n in missing)
+        raise FleetError(f"version override specified for component {names} which has no URL")
+
+
+def cluster_node(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return nodes[BOOTSTRAP]

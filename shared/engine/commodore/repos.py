@@ -1,0 +1,144 @@
+"""The global repository and the components, at git URLs: bare mirrors in rollwright's cache,
+and their files at one revision.
+
+    mirror = Mirrors().fetch("https://github.com/projectsyn/component-argocd.git")
+    sha = mirror.resolve("v7.1.0", what="component 'argocd'")
+    mirror.extract(sha, Path("work/dependencies/argocd"))
+
+Cache layout under `$ROLLWRIGHT_CACHE_DIR/git` (default `~/.cache/rollwright/git`):
+
+    <sha256 of the URL>.git        `git clone --mirror`, then `git fetch --prune`
+    <sha256 of the URL>.git.lock   flock held while cloning or fetching
+
+A repository is fetched at most once per process (one render of many clusters sees one answer
+for a branch), and not at all when the revision asked for is a commit the mirror already holds
+(commits are immutable). Any URL git reaches works: https (with the machine's git credentials),
+ssh and `file://`. URLs and git's own messages never carry credentials into errors: a URL with
+a user:password part is shown without it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import os
+import re
+import tarfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from shared.engine.errors import FleetError
+from shared.process import CommandTimedOut, Finished, run
+
+CACHE_ENV = "ROLLWRIGHT_CACHE_DIR"
+GIT_TIMEOUT_SECONDS = 10 * 60
+_FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+def cache_dir() -> Path:
+    base = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "rollwright")
+    return Path(base) / "git"
+
+
+def shown(url: str) -> str:
+    """`url` as messages show it: without a password."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
+class RepoError(FleetError):
+    """A repository that could not be reached: not the fleet's fault, retried."""
+
+    retryable = True
+
+
+def _git(*args: str, cwd: Path | None = None) -> Finished:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "LC_ALL": "C"}
+    return run(["git", *args], timeout=GIT_TIMEOUT_SECONDS, what="git", env=env, cwd=cwd)
+
+
+@dataclass(frozen=True)
+class Mirror:
+    url: str
+    path: Path
+
+    def resolve(self, revision: str | None, *, what: str) -> str:
+        """The commit `revision` (a branch, tag or commit; None: the default branch) names."""
+        wanted = revision or "HEAD"
+        candidates = [wanted] if revision is None else [
+            f"refs/tags/{wanted}", f"refs/heads/{wanted}", wanted
+        ]
+        for name in candidates:
+            found = _git(
+                "--git-dir", str(self.path), "rev-parse", "--verify", "--quiet",
+                f"{name}^{{commit}}",
+            )
+            if found.ok:
+                return found.out.strip()
+        raise FleetError(
+            f"{what}: version {wanted!r} is no branch, tag or commit of {shown(self.url)}"
+        )
+
+    def has_commit(self, sha: str) -> bool:
+        return _git(
+            "--git-dir", str(self.path), "cat-file", "-e", f"{sha}^{{commit}}"
+        ).ok
+
+    def extract(self, sha: str, dest: Path) -> None:
+        """The files of commit `sha` into `dest` (created), without .git."""
+        found = _git("--git-dir", str(self.path), "archive", "--format=tar", sha)
+        if not found.ok:
+            raise RepoError(f"cannot read commit {sha[:12]} of {shown(self.url)}: "
+                            f"{found.detail()}")
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(found.stdout)) as tar:
+            tar.extractall(dest, filter="tar")
+
+
+class Mirrors:
+    """The mirrors one process fetched, each once (thread-safe)."""
+
+    _fetched: set[str] = set()
+    _lock = threading.Lock()
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or cache_dir()
+
+    def mirror(self, url: str) -> Mirror:
+        name = hashlib.sha256(url.encode()).hexdigest()[:32]
+        return Mirror(url, self.root / f"{name}.git")
+
+    def fetch(self, url: str, *, revision: str | None, what: str) -> Mirror:
+        """The mirror of `url`, cloned or brought up to date unless it already holds
+        `revision` as a commit."""
+        mirror = self.mirror(url)
+        if revision and _FULL_SHA.match(revision) and mirror.path.is_dir():
+            if mirror.has_commit(revision):
+                return mirror
+        with Mirrors._lock:
+            if url in Mirrors._fetched and mirror.path.is_dir():
+                return mirror
+            self.root.mkdir(parents=True, exist_ok=True)
+            with open(f"{mirror.path}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                try:
+                    if mirror.path.is_dir():
+                        done = _git("--git-dir", str(mirror.path), "fetch", "--prune", "--quiet")
+                    else:
+                        done = _git("clone", "--mirror", "--quiet", url, str(mirror.path))
+                except CommandTimedOut as err:
+                    raise RepoError(f"{what}: {shown(url)}: {err}") from None
+                if not done.ok:
+                    detail = done.detail().replace(url, shown(url))
+                    raise RepoError(f"{what}: cannot fetch {shown(url)}: {detail}")
+            Mirrors._fetched.add(url)
+        return mirror
