@@ -31,8 +31,7 @@ def compile_catalog(
 ) -> dict[str, bytes]:
     if settings.global_repo is None or settings.tenant is None:
         raise FleetError(
-            "rollwright.yaml commodore: 'global' (the global repository) and 'tenant' are "
-            "required",
+            "rollwright.yaml commodore: 'global' (the global repository) and 'tenant' are required",
             path="rollwright.yaml",
         )
     mirrors = mirrors or Mirrors()
@@ -41,8 +40,9 @@ def compile_catalog(
         workdir.create()
         global_url = settings.global_repo.url
         places = Places(workdir, settings.tenant.id, global_url)
-        _global(workdir, mirrors, global_url, cluster.global_revision or
-                settings.global_repo.revision)
+        _global(
+            workdir, mirrors, global_url, cluster.global_revision or settings.global_repo.revision
+        )
         copy_tree(tree, workdir.classes / settings.tenant.id)
         workdir.write_params(
             {
@@ -59,8 +59,10 @@ def compile_catalog(
         bootstrap = inventory.cluster_node(inventory.render(places))
         names = inventory.components(bootstrap)
         if not names:
-            raise FleetError(f"cluster {cluster.id!r}: 'applications' names no component: "
-                             "the catalog would be empty")
+            raise FleetError(
+                f"cluster {cluster.id!r}: 'applications' names no component: "
+                "the catalog would be empty"
+            )
         directories = _components(workdir, mirrors, bootstrap["parameters"], names)
         for name in names:
             workdir.write_target(name, names, directories[name])
@@ -84,8 +86,10 @@ def _global(workdir: Workdir, mirrors: Mirrors, url: str, revision: str | None) 
     target = workdir.classes / "global"
     mirror.extract(sha, target)
     if not (target / GLOBAL_CLASS).is_file():
-        raise FleetError(f"global repository {url} has no {GLOBAL_CLASS} (class "
-                         "global.commodore, which every target includes)")
+        raise FleetError(
+            f"global repository {url} has no {GLOBAL_CLASS} (class "
+            "global.commodore, which every target includes)"
+        )
 
 
 def _components(
@@ -130,8 +134,9 @@ def _libraries(workdir: Workdir, name: str, directory: Path, names: list[str]) -
 def _jsonnetfile(name: str, checkout: Path) -> None:
     """Remote Jsonnet dependencies are jsonnet-bundler's to fetch: not supported yet."""
     if (checkout / "jsonnetfile.jsonnet").is_file():
-        raise FleetError(f"component {name!r}: jsonnetfile.jsonnet is not supported by the "
-                         "commodore layout yet")
+        raise FleetError(
+            f"component {name!r}: jsonnetfile.jsonnet is not supported by the commodore layout yet"
+        )
     file = checkout / "jsonnetfile.json"
     if not file.is_file():
         return

@@ -150,8 +150,7 @@ def _compile_file(
             raise FleetError(
                 f"component {target!r}: output {key!r}: secret reference: {err}"
             ) from None
-        if not value:
-            continue  # Kapitan writes no file for an empty value
         file = out_dir / f"{key}.yaml"
         file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_text(kapitan_yaml(value))
+        # Kapitan opens the file before it sees that the value is empty: an empty file.
+        file.write_text(kapitan_yaml(value) if value else "")

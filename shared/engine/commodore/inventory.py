@@ -118,8 +118,9 @@ def _placed(places: Places, message: str) -> FleetError:
         found = places.find(reference.group(1))
         reason = text.split(": ", 1)[-1] if ": " in text else text
         if found:
-            return places.error(f"reference {reference.group(1)} resolves to nothing: {reason}",
-                                *found)
+            return places.error(
+                f"reference {reference.group(1)} resolves to nothing: {reason}", *found
+            )
     broken = _DESERIALIZING.search(text)
     if broken:
         path = places.class_file(broken.group(1))
@@ -167,8 +168,9 @@ def component_spec(parameters: dict[str, Any], name: str) -> ComponentSpec:
     spec = specs[name] or {}
     for key in ("url", "version"):
         if key not in spec:
-            raise FleetError(f"component {name!r} is missing field {key!r} in "
-                             f"'parameters.components.{name}'")
+            raise FleetError(
+                f"component {name!r} is missing field {key!r} in 'parameters.components.{name}'"
+            )
     path = str(spec.get("path", "") or "")
     return ComponentSpec(name, str(spec["url"]), str(spec["version"]), path.removeprefix("/"))
 
@@ -181,7 +183,8 @@ def check_overrides(parameters: dict[str, Any]) -> None:
             "'parameters.components'"
         )
     missing = [
-        name for name, spec in sorted((parameters.get("components") or {}).items())
+        name
+        for name, spec in sorted((parameters.get("components") or {}).items())
         if not isinstance(spec, dict) or "url" not in spec
     ]
     if missing:

@@ -69,8 +69,9 @@ class CommodoreLayout:
         if root not in self._renders:
             files = compile_catalog(self.tree, self.settings, self._cluster(root))
             if not any(path.startswith("manifests/") for path in files):
-                raise FleetError(f"cluster {root!r} compiles no manifest: the catalog would be "
-                                 "empty")
+                raise FleetError(
+                    f"cluster {root!r} compiles no manifest: the catalog would be empty"
+                )
             self._renders[root] = files
         return dict(self._renders[root])
 

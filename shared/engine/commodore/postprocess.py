@@ -34,8 +34,11 @@ def _list_dir(directory: str, basename: bool) -> list[str]:
 def _importer(workdir: Workdir) -> Any:
     """Commodore's filter import search: the importing file's directory, the working
     directory, Commodore's install directory, vendor/."""
-    search = [workdir.root.resolve(), Path(commodore.__install_dir__).resolve(),
-              workdir.vendor.resolve()]
+    search = [
+        workdir.root.resolve(),
+        Path(commodore.__install_dir__).resolve(),
+        workdir.vendor.resolve(),
+    ]
 
     def imports(base: str, rel: str) -> tuple[str, bytes]:
         for directory in [Path(base), *search]:
@@ -76,8 +79,9 @@ def run_filters(
             if not enabled:
                 continue
             if "namespace" not in args:
-                raise FleetError(f"{where}: builtin filter 'helm_namespace' needs filterargs "
-                                 "'namespace'")
+                raise FleetError(
+                    f"{where}: builtin filter 'helm_namespace' needs filterargs 'namespace'"
+                )
             create = args.get("create_namespace", "false")
             if isinstance(create, bool):
                 create = "true" if create else "false"
@@ -92,8 +96,9 @@ def run_filters(
         elif kind == "jsonnet":
             file = component_dir / name
             if not file.is_file():
-                raise FleetError(f"{where}: Jsonnet filter {name!r} does not exist in the "
-                                 "component")
+                raise FleetError(
+                    f"{where}: Jsonnet filter {name!r} does not exist in the component"
+                )
             if not enabled:
                 continue
             ext = args

@@ -28,6 +28,7 @@ import tarfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 from shared.engine.errors import FleetError
@@ -39,7 +40,9 @@ _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
 def cache_dir() -> Path:
-    base = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "rollwright")
+    base = os.environ.get(CACHE_ENV) or os.path.join(
+        os.path.expanduser("~"), ".cache", "rollwright"
+    )
     return Path(base) / "git"
 
 
@@ -74,12 +77,18 @@ class Mirror:
     def resolve(self, revision: str | None, *, what: str) -> str:
         """The commit `revision` (a branch, tag or commit; None: the default branch) names."""
         wanted = revision or "HEAD"
-        candidates = [wanted] if revision is None else [
-            f"refs/tags/{wanted}", f"refs/heads/{wanted}", wanted
-        ]
+        candidates = (
+            [wanted]
+            if revision is None
+            else [f"refs/tags/{wanted}", f"refs/heads/{wanted}", wanted]
+        )
         for name in candidates:
             found = _git(
-                "--git-dir", str(self.path), "rev-parse", "--verify", "--quiet",
+                "--git-dir",
+                str(self.path),
+                "rev-parse",
+                "--verify",
+                "--quiet",
                 f"{name}^{{commit}}",
             )
             if found.ok:
@@ -89,16 +98,13 @@ class Mirror:
         )
 
     def has_commit(self, sha: str) -> bool:
-        return _git(
-            "--git-dir", str(self.path), "cat-file", "-e", f"{sha}^{{commit}}"
-        ).ok
+        return _git("--git-dir", str(self.path), "cat-file", "-e", f"{sha}^{{commit}}").ok
 
     def extract(self, sha: str, dest: Path) -> None:
         """The files of commit `sha` into `dest` (created), without .git."""
         found = _git("--git-dir", str(self.path), "archive", "--format=tar", sha)
         if not found.ok:
-            raise RepoError(f"cannot read commit {sha[:12]} of {shown(self.url)}: "
-                            f"{found.detail()}")
+            raise RepoError(f"cannot read commit {sha[:12]} of {shown(self.url)}: {found.detail()}")
         dest.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(found.stdout)) as tar:
             tar.extractall(dest, filter="tar")
@@ -107,8 +113,8 @@ class Mirror:
 class Mirrors:
     """The mirrors one process fetched, each once (thread-safe)."""
 
-    _fetched: set[str] = set()
-    _lock = threading.Lock()
+    _fetched: ClassVar[set[str]] = set()
+    _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or cache_dir()
@@ -121,11 +127,11 @@ class Mirrors:
         """The mirror of `url`, cloned or brought up to date unless it already holds
         `revision` as a commit."""
         mirror = self.mirror(url)
-        if revision and _FULL_SHA.match(revision) and mirror.path.is_dir():
-            if mirror.has_commit(revision):
-                return mirror
+        known = revision and _FULL_SHA.match(revision) and mirror.path.is_dir()
+        if known and mirror.has_commit(str(revision)):
+            return mirror
         with Mirrors._lock:
-            if url in Mirrors._fetched and mirror.path.is_dir():
+            if str(mirror.path) in Mirrors._fetched and mirror.path.is_dir():
                 return mirror
             self.root.mkdir(parents=True, exist_ok=True)
             with open(f"{mirror.path}.lock", "w") as lock:
@@ -140,5 +146,5 @@ class Mirrors:
                 if not done.ok:
                     detail = done.detail().replace(url, shown(url))
                     raise RepoError(f"{what}: cannot fetch {shown(url)}: {detail}")
-            Mirrors._fetched.add(url)
+            Mirrors._fetched.add(str(mirror.path))
         return mirror

@@ -28,8 +28,9 @@ class GlobalRepo(StrictModel):
 class Tenant(StrictModel):
     """The tenant whose repository this is (Lieutenant's `GET /tenants/<id>`)."""
 
-    id: str = Field(description="Tenant id (`t-acme`): the classes of this repository are "
-                    "`<id>.*`.")
+    id: str = Field(
+        description="Tenant id (`t-acme`): the classes of this repository are `<id>.*`."
+    )
     display_name: str = Field(default="", alias="displayName")
 
 
