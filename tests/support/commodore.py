@@ -113,7 +113,8 @@ class FakeLieutenant:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 seen.append(self.path)
-                _, kind, ident = (self.path.split("?")[0].rstrip("/").split("/") + ["", ""])[:3]
+                parts = self.path.split("?")[0].rstrip("/").split("/")
+                _, kind, ident = [*parts, "", ""][:3]
                 body = bodies.get(kind, {}).get(ident)
                 status = 200 if body is not None else 404
                 data = json.dumps(body if body is not None else {"reason": "not found"}).encode()

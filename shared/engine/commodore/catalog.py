@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +74,22 @@ def compile_catalog(
         refs.write_refs(workdir, nodes, names)
         kapitan = KapitanInventory(workdir)
         for name in names:
-            compile_target(workdir, name, nodes[name]["parameters"], kapitan, workdir.relative)
+            compile_target(
+                workdir, name, nodes[name]["parameters"], kapitan, _component_paths(workdir, name)
+            )
         for name in names:
             postprocess.run_filters(workdir, name, directories[name], nodes[name])
         return _collect(workdir, names)
+
+
+def _component_paths(workdir: Workdir, name: str) -> Callable[[str], str]:
+    """Messages of component `name` with its files named as in its repository."""
+    prefix = f"{workdir.component_dir(name)}/"
+
+    def describe(text: str) -> str:
+        return workdir.relative(text.replace(prefix, ""))
+
+    return describe
 
 
 def _global(workdir: Workdir, mirrors: Mirrors, url: str, revision: str | None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from shared.engine.commodore.yamlout import kapitan_yaml
 from shared.engine.errors import FleetError
 
 SUPPORTED_INPUT = "jsonnet"
+_FRAME = re.compile(r"^\s*(\S+?):(\d+):\d+")
 
 
 def search_paths(workdir: Workdir) -> list[str]:
@@ -111,6 +113,17 @@ def _expand(input_path: str, paths: list[str]) -> list[str]:
     return sorted(found)
 
 
+def _jsonnet_error(target: str, text: str) -> str:
+    """gojsonnet's message as `component 'x': <file>:<line>: <error>`, its first frame the
+    place (a component file, relative to the working directory, as the component names it)."""
+    lines = text.strip().splitlines()
+    first = lines[0] if lines else text
+    frame = next((m for m in map(_FRAME.search, lines[1:]) if m), None)
+    if frame is None:
+        return f"component {target!r}: Jsonnet error: {first}"
+    return f"component {target!r}: {frame.group(1)}:{frame.group(2)}: Jsonnet error: {first}"
+
+
 def _compile_file(
     path: str,
     out_dir: Path,
@@ -133,7 +146,7 @@ def _compile_file(
             ext_vars={"target": target},
         )
     except RuntimeError as err:
-        raise FleetError(describe(f"component {target!r}: Jsonnet error: {err}")) from None
+        raise FleetError(describe(_jsonnet_error(target, str(err)))) from None
     finally:
         # Kapitan caches imported files by path for the whole process; working directories
         # are temporary, so a later render must not see this one's files.

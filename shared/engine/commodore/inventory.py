@@ -32,30 +32,25 @@ class Places:
     tenant: str
     global_url: str
 
-    def describe(self, path: Path) -> tuple[str, int | None, str]:
-        """(fleet path, None, prefix) of a working-directory file: a tenant file is a path of
-        the fleet repository; others are named in the message."""
+    def error(self, message: str, path: Path | None = None, line: int | None = None) -> FleetError:
+        """`message` placed at a working-directory file: a tenant file by its path in the
+        fleet repository, the global repository's and components' files named in the
+        message."""
+        message = self.workdir.relative(message)
+        if path is None:
+            return FleetError(message)
         rel = path.relative_to(self.workdir.root).as_posix()
+        at = f":{line}" if line is not None else ""
         tenant_dir = f"inventory/classes/{self.tenant}/"
         if rel.startswith(tenant_dir):
-            return rel.removeprefix(tenant_dir), None, ""
+            return FleetError(message, path=rel.removeprefix(tenant_dir), line=line)
         if rel.startswith("inventory/classes/global/"):
             inner = rel.removeprefix("inventory/classes/global/")
-            return "", None, f"global repository {self.global_url} {inner}: "
+            return FleetError(f"global repository {self.global_url} {inner}{at}: {message}")
         if rel.startswith("dependencies/"):
             name, _, inner = rel.removeprefix("dependencies/").partition("/")
-            return "", None, f"component {name!r} {inner}: "
-        return "", None, f"{rel}: "
-
-    def error(self, message: str, path: Path | None = None, line: int | None = None) -> FleetError:
-        if path is None:
-            return FleetError(self.workdir.relative(message))
-        where, _, prefix = self.describe(path)
-        if where:
-            return FleetError(self.workdir.relative(message), path=where, line=line)
-        at = f"{line}: " if line is not None else ""
-        prefix = prefix[:-2] + (f":{at}" if at else ": ")
-        return FleetError(prefix + self.workdir.relative(message))
+            return FleetError(f"component {name!r} {inner}{at}: {message}")
+        return FleetError(f"{rel}{at}: {message}")
 
     def class_file(self, name: str) -> Path | None:
         base = self.workdir.classes.joinpath(*name.split("."))
@@ -70,20 +65,27 @@ class Places:
         return None
 
     def find(self, needle: str, *, classes_key: bool = False) -> tuple[Path, int] | None:
-        """The first class file line holding `needle` (as a list entry under `classes:` when
-        `classes_key`): where an error reclass-rs reports without a place comes from."""
-        files = sorted(self.workdir.classes.rglob("*.y*ml"))
-        for path in files:
+        """The first class file line holding `needle` (with `classes_key`: a `classes:` entry
+        naming class `needle`, relative entries resolved): where an error reclass-rs reports
+        without a place comes from."""
+        for path in sorted(self.workdir.classes.rglob("*.y*ml")):
             try:
                 lines = path.read_text().splitlines()
             except (OSError, UnicodeDecodeError):
                 continue
+            folder = path.parent.relative_to(self.workdir.classes).as_posix().replace("/", ".")
             for number, text in enumerate(lines, start=1):
-                stripped = text.strip()
-                if classes_key:
-                    if stripped.lstrip("- ").strip("'\"") == needle and stripped.startswith("-"):
+                if not classes_key:
+                    if needle in text:
                         return path, number
-                elif needle in text:
+                    continue
+                entry = text.strip()
+                if not entry.startswith("-"):
+                    continue
+                entry = entry[1:].strip().strip("'\"")
+                if entry.startswith(".") and folder not in ("", "."):
+                    entry = folder + entry
+                if entry == needle:
                     return path, number
         return None
 

@@ -87,7 +87,7 @@ local cm(i) = kube.ConfigMap('demo-%d' % i) {
     multiline: 'first line\\nsecond line\\n',
     trailing: 'no trailing newline\\nend',
     spaces: 'trailing spaces  \\nnext',
-    long: std.join(' ', ['a long value that the YAML dumper folds at eighty columns'] + params.args),
+    long: std.join(' ', ['a long value the YAML dumper folds at eighty columns'] + params.args),
     unicode: 'caf\u00e9 \u2713',
     yes: 'on',
     zero: '0123',
@@ -172,7 +172,9 @@ local images = import 'lib/extra.libsonnet';
     apiVersion: 'apps/v1',
     kind: 'Deployment',
     metadata: { name: 'extra' },
-    spec: { replicas: 1, template: { spec: { containers: [{ name: 'extra', image: images.extra }] } } },
+    spec: { replicas: 1, template: { spec: {
+      containers: [{ name: 'extra', image: images.extra }],
+    } } },
   },
   rbac: [
     { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole',

@@ -52,9 +52,7 @@ def commodore_catalogs(
             work = base / cluster
             done = compile_with_commodore(VENV, work, cluster, lieutenant.url, base / "home")
             assert done.returncode == 0, f"commodore failed for {cluster}:\n{done.stderr}"
-            files = {
-                f"manifests/{k}": v for k, v in tree_bytes(work / "catalog/manifests").items()
-            }
+            files = {f"manifests/{k}": v for k, v in tree_bytes(work / "catalog/manifests").items()}
             files |= {f"refs/{k}": v for k, v in tree_bytes(work / "catalog/refs").items()}
             catalogs[cluster] = files
     return catalogs
