@@ -10,3 +10,19 @@ The inventory is reclass-rs's, the Jsonnet gojsonnet's, with Kapitan's natives, 
 YAML dumper and secret references and Commodore's libraries and filters, all taken from the
 installed packages of the `rollwright[commodore]` extra.
 """
+
+import importlib
+import logging
+
+
+def _import_kapitan_leaving_logging_alone() -> None:
+    """Kapitan calls `logging.basicConfig()` when first imported; logging is the process's to
+    configure, so the root logger is put back as it was."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    importlib.import_module("kapitan")
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+_import_kapitan_leaving_logging_alone()
