@@ -101,7 +101,8 @@ def jb_standin(bin_dir: Path) -> Path:
 
 
 class FakeLieutenant:
-    """`GET /clusters/<id>` and `GET /tenants/<id>` from dicts, as the Lieutenant API answers."""
+    """`GET /clusters/<id>`, `GET /clusters?tenant=<id>` and `GET /tenants/<id>` from dicts,
+    as the Lieutenant API answers; `requests` records the paths and their Authorization."""
 
     def __init__(self, clusters: dict[str, Any], tenants: dict[str, Any]) -> None:
         self.clusters = clusters
@@ -112,10 +113,13 @@ class FakeLieutenant:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                seen.append(self.path)
-                parts = self.path.split("?")[0].rstrip("/").split("/")
-                _, kind, ident = [*parts, "", ""][:3]
-                body = bodies.get(kind, {}).get(ident)
+                seen.append(f"{self.path} {self.headers.get('Authorization')}")
+                path, _, query = self.path.partition("?")
+                _, kind, ident = [*path.rstrip("/").split("/"), "", ""][:3]
+                body: Any = bodies.get(kind, {}).get(ident)
+                if kind == "clusters" and not ident:  # GET /clusters?tenant=<id>
+                    tenant = dict(p.partition("=")[::2] for p in query.split("&")).get("tenant")
+                    body = [c for c in clusters.values() if c.get("tenant") == tenant]
                 status = 200 if body is not None else 404
                 data = json.dumps(body if body is not None else {"reason": "not found"}).encode()
                 self.send_response(status)

@@ -3,7 +3,7 @@ order: bootstrap target, components from `applications`, component checkouts and
 the full inventory, secret references, Kapitan compile, postprocessing filters; then
 `manifests/` from `compiled/<component>/` and `refs/` from the references.
 
-    files = compile_catalog(tree, settings, cluster)   # {"manifests/demo/x.yaml": b"...", ...}
+    files = compile_catalog(tree, cluster)   # {"manifests/demo/x.yaml": b"...", ...}
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from shared.engine.commodore import inventory, postprocess, refs
+from shared.engine.commodore.clusters import ClusterSpec
 from shared.engine.commodore.compile import KapitanInventory, compile_target
 from shared.engine.commodore.inventory import Places
 from shared.engine.commodore.repos import Mirrors
 from shared.engine.commodore.workdir import BOOTSTRAP, Workdir, copy_tree
-from shared.engine.config.commodore import Cluster, CommodoreSettings
 from shared.engine.errors import FleetError
 from shared.engine.tree import Tree
 
@@ -28,34 +28,16 @@ GLOBAL_CLASS = "commodore.yml"
 
 
 def compile_catalog(
-    tree: Tree, settings: CommodoreSettings, cluster: Cluster, mirrors: Mirrors | None = None
+    tree: Tree, cluster: ClusterSpec, mirrors: Mirrors | None = None
 ) -> dict[str, bytes]:
-    if settings.global_repo is None or settings.tenant is None:
-        raise FleetError(
-            "rollwright.yaml commodore: 'global' (the global repository) and 'tenant' are required",
-            path="rollwright.yaml",
-        )
     mirrors = mirrors or Mirrors()
     with tempfile.TemporaryDirectory(prefix="rollwright-commodore-") as tmp:
         workdir = Workdir(Path(tmp))
         workdir.create()
-        global_url = settings.global_repo.url
-        places = Places(workdir, settings.tenant.id, global_url)
-        _global(
-            workdir, mirrors, global_url, cluster.global_revision or settings.global_repo.revision
-        )
-        copy_tree(tree, workdir.classes / settings.tenant.id)
-        workdir.write_params(
-            {
-                "name": cluster.id,
-                "display_name": cluster.display_name,
-                "catalog_url": cluster.catalog_url,
-                "tenant": settings.tenant.id,
-                "tenant_display_name": settings.tenant.display_name,
-            },
-            cluster.facts,
-            cluster.dynamic_facts,
-        )
+        places = Places(workdir, cluster.tenant_id, cluster.global_url)
+        _global(workdir, mirrors, cluster.global_url, cluster.global_revision)
+        copy_tree(tree, workdir.classes / cluster.tenant_id)
+        workdir.write_params(cluster.parameters(), cluster.facts, cluster.dynamic_facts)
         workdir.write_target(BOOTSTRAP, [])
         bootstrap = inventory.cluster_node(inventory.render(places))
         names = inventory.components(bootstrap)

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.engine import suggest
 from shared.engine.commodore.catalog import compile_catalog
-from shared.engine.config.commodore import Cluster
+from shared.engine.commodore.clusters import Clusters
 from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
 from shared.engine.errors import FleetError, Problem
 from shared.engine.layout import ReleaseInfo
@@ -23,41 +22,30 @@ class CommodoreLayout:
     def __init__(self, tree: Tree, config: FleetConfig) -> None:
         self.tree = tree
         self.config = config
-        self.settings = config.commodore
+        self.clusters = Clusters(config.commodore)
         self._renders: dict[str, dict[str, bytes]] = {}
 
     def roots(self) -> list[str]:
-        clusters = self._clusters()
-        if not clusters:
+        ids = self.clusters.ids()
+        if not ids:
             raise FleetError(
-                "rollwright.yaml commodore.clusters lists no cluster: nothing would render",
+                "rollwright.yaml commodore.clusters lists no cluster (and Lieutenant none for "
+                "the tenant): nothing would render",
                 path=CONFIG_FILE,
             )
-        return sorted(clusters)
-
-    def _clusters(self) -> dict[str, Cluster]:
-        found: dict[str, Cluster] = {}
-        for cluster in self.settings.clusters:
-            if cluster.id in found:
-                raise FleetError(
-                    f"commodore.clusters: cluster {cluster.id!r} is listed twice",
-                    path=CONFIG_FILE,
-                )
-            found[cluster.id] = cluster
-        return found
-
-    def _cluster(self, root: str) -> Cluster:
-        clusters = self._clusters()
-        if root not in clusters:
-            raise FleetError(f"unknown cluster {root!r}{suggest.hint(root, sorted(clusters))}")
-        return clusters[root]
+        return ids
 
     def releases(self, root: str) -> list[ReleaseInfo]:
         return []
 
     def values(self, root: str, release: str | None) -> dict[str, Any]:
-        cluster = self._cluster(root)
-        return {"facts": cluster.facts, "dynamic_facts": cluster.dynamic_facts}
+        """What the cluster's `params.cluster` class holds."""
+        spec = self.clusters.spec(root)
+        return {
+            "cluster": spec.parameters(),
+            "facts": spec.facts,
+            "dynamic_facts": spec.dynamic_facts,
+        }
 
     def redacted_values(self, root: str, release: str | None) -> dict[str, Any]:
         return self.values(root, release)
@@ -67,7 +55,7 @@ class CommodoreLayout:
 
     def render_files(self, root: str) -> dict[str, bytes]:
         if root not in self._renders:
-            files = compile_catalog(self.tree, self.settings, self._cluster(root))
+            files = compile_catalog(self.tree, self.clusters.spec(root))
             if not any(path.startswith("manifests/") for path in files):
                 raise FleetError(
                     f"cluster {root!r} compiles no manifest: the catalog would be empty"

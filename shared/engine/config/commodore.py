@@ -2,8 +2,8 @@
 tenant (docs/formats/commodore.md).
 
 The fleet repository is the tenant repository. What Commodore reads from the Lieutenant API
-(the global repository, the tenant, each cluster's facts) is given here, in Lieutenant's own
-field names, for teams without Lieutenant."""
+(the global repository, the tenant, each cluster's facts) comes from Lieutenant
+(`lieutenant`), or is given here in Lieutenant's own field names, for teams without it."""
 
 from __future__ import annotations
 
@@ -65,11 +65,27 @@ class Cluster(StrictModel):
         return facts
 
 
+class Lieutenant(StrictModel):
+    """The Lieutenant API the clusters and the tenant are read from, as Commodore reads them;
+    its token is `$COMMODORE_API_TOKEN`, as with Commodore."""
+
+    url: str | None = Field(
+        default=None, description="The API's URL; default: `$COMMODORE_API_URL`."
+    )
+
+
 class CommodoreSettings(StrictModel):
     """How the commodore layout reads a tenant repository (docs/formats/commodore.md)."""
 
-    global_repo: GlobalRepo | None = Field(default=None, alias="global")
+    lieutenant: Lieutenant | None = None
+    global_repo: GlobalRepo | None = Field(
+        default=None,
+        alias="global",
+        description="The global repository; with Lieutenant, default: the tenant's.",
+    )
     tenant: Tenant | None = None
-    clusters: list[Cluster] = Field(
-        default_factory=list, description="The tenant's clusters: one root each."
+    clusters: list[Cluster | str] = Field(
+        default_factory=list,
+        description="The tenant's clusters, one root each: a cluster with its facts, or (with "
+        "Lieutenant) a cluster id. With Lieutenant and no list: every cluster of the tenant.",
     )

@@ -12,6 +12,7 @@ vaultkv references."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.commodore import publish, repo_with
+from tests.support.commodore import (
+    COMMODORE_VERSION,
+    FakeLieutenant,
+    commodore_venv,
+    compile_with_commodore,
+    publish,
+    repo_with,
+    tree_bytes,
+)
 
 VAULT = """\
   kapitan:
@@ -396,6 +405,39 @@ parameters:
     return Tenant(tenant_repo, remotes, clusters, tenants, urls)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tenant(tmp_path_factory: pytest.TempPathFactory) -> Tenant:
     return build_tenant(tmp_path_factory.mktemp("commodore-tenant"))
+
+
+VENV = commodore_venv()
+if VENV is None:
+    warnings.warn(
+        f"THE REAL COMMODORE {COMMODORE_VERSION} IS MISSING: the differential tests of the "
+        "commodore layout are skipped; run `make commodore-venv`",
+        stacklevel=1,
+    )
+needs_commodore = pytest.mark.skipif(
+    VENV is None,
+    reason=f"the real Commodore {COMMODORE_VERSION} is missing: run `make commodore-venv` "
+    "(make test builds it)",
+)
+
+
+@pytest.fixture(scope="session")
+def commodore_catalogs(
+    tenant: Tenant, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, bytes]]:
+    """Each cluster's catalog as Commodore compiles it: manifests/ and refs/ files."""
+    assert VENV is not None
+    base = tmp_path_factory.mktemp("commodore-runs")
+    catalogs: dict[str, dict[str, bytes]] = {}
+    with FakeLieutenant(tenant.clusters, tenant.tenants) as lieutenant:
+        for cluster in CLUSTERS:
+            work = base / cluster
+            done = compile_with_commodore(VENV, work, cluster, lieutenant.url, base / "home")
+            assert done.returncode == 0, f"commodore failed for {cluster}:\n{done.stderr}"
+            files = {f"manifests/{k}": v for k, v in tree_bytes(work / "catalog/manifests").items()}
+            files |= {f"refs/{k}": v for k, v in tree_bytes(work / "catalog/refs").items()}
+            catalogs[cluster] = files
+    return catalogs

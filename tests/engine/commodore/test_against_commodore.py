@@ -8,7 +8,6 @@ tests skip, saying so; with it they always run."""
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import pytest
@@ -16,46 +15,8 @@ import pytest
 from shared.cli.main import main
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.engine.commodore.conftest import CLUSTERS, Tenant
-from tests.support.commodore import (
-    COMMODORE_VERSION,
-    FakeLieutenant,
-    commodore_venv,
-    compile_with_commodore,
-    tree_bytes,
-)
-
-VENV = commodore_venv()
-if VENV is None:
-    warnings.warn(
-        f"THE REAL COMMODORE {COMMODORE_VERSION} IS MISSING: the differential tests of the "
-        "commodore layout are skipped; run `make commodore-venv`",
-        stacklevel=1,
-    )
-needs_commodore = pytest.mark.skipif(
-    VENV is None,
-    reason=f"the real Commodore {COMMODORE_VERSION} is missing: run `make commodore-venv` "
-    "(make test builds it)",
-)
-
-
-@pytest.fixture(scope="module")
-def commodore_catalogs(
-    tenant: Tenant, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, dict[str, bytes]]:
-    """Each cluster's catalog as Commodore compiles it: manifests/ and refs/ files."""
-    assert VENV is not None
-    base = tmp_path_factory.mktemp("commodore-runs")
-    catalogs: dict[str, dict[str, bytes]] = {}
-    with FakeLieutenant(tenant.clusters, tenant.tenants) as lieutenant:
-        for cluster in CLUSTERS:
-            work = base / cluster
-            done = compile_with_commodore(VENV, work, cluster, lieutenant.url, base / "home")
-            assert done.returncode == 0, f"commodore failed for {cluster}:\n{done.stderr}"
-            files = {f"manifests/{k}": v for k, v in tree_bytes(work / "catalog/manifests").items()}
-            files |= {f"refs/{k}": v for k, v in tree_bytes(work / "catalog/refs").items()}
-            catalogs[cluster] = files
-    return catalogs
+from tests.engine.commodore.conftest import CLUSTERS, Tenant, needs_commodore
+from tests.support.commodore import tree_bytes
 
 
 @needs_commodore
