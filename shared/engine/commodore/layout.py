@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.engine.commodore.affected import ClassReader
 from shared.engine.commodore.catalog import compile_catalog
 from shared.engine.commodore.clusters import Clusters
 from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
@@ -24,6 +25,7 @@ class CommodoreLayout:
         self.config = config
         self.clusters = Clusters(config.commodore)
         self._renders: dict[str, dict[str, bytes]] = {}
+        self._reader = ClassReader(tree)
 
     def roots(self) -> list[str]:
         ids = self.clusters.ids()
@@ -68,9 +70,20 @@ class CommodoreLayout:
         return plain, hash_secret_objects(plain)
 
     def affected(self, changed: set[str]) -> set[str]:
-        # Which classes a cluster includes is known only after its inventory renders: every
-        # change to the tenant repository compiles every cluster, for now.
-        return set(self.roots()) if changed else set()
+        """The clusters whose classes may come from a changed tenant file
+        (`shared.engine.commodore.affected`): a change to one cluster's class compiles that
+        cluster, a class many include compiles those, a component version set in a class
+        compiles the clusters including it. Files that are no class (not YAML) affect none;
+        rollwright.yaml affects every cluster (`Fleet.affected`)."""
+        classes = {path for path in changed if path.endswith((".yml", ".yaml"))}
+        if not classes:
+            return set()
+        out = set()
+        for root in self.roots():
+            reads = self._reader.tenant_files(self.clusters.spec(root))
+            if reads is None or reads & classes:
+                out.add(root)
+        return out
 
     def validate(self) -> list[Problem]:
         problems: list[Problem] = []

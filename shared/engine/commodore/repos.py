@@ -100,6 +100,11 @@ class Mirror:
     def has_commit(self, sha: str) -> bool:
         return _git("--git-dir", str(self.path), "cat-file", "-e", f"{sha}^{{commit}}").ok
 
+    def read_text(self, sha: str, rel: str) -> str | None:
+        """File `rel` of commit `sha`, or None when it has none."""
+        found = _git("--git-dir", str(self.path), "show", f"{sha}:{rel}")
+        return found.out if found.ok else None
+
     def extract(self, sha: str, dest: Path) -> None:
         """The files of commit `sha` into `dest` (created), without .git."""
         found = _git("--git-dir", str(self.path), "archive", "--format=tar", sha)
