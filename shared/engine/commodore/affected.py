@@ -94,10 +94,9 @@ class ClassReader:
     def _global_file(self, spec: ClusterSpec, rel: str) -> str | None:
         key = (spec.global_url, spec.global_revision)
         if key not in self._shas:
-            mirror = self.mirrors.fetch(
-                spec.global_url, revision=spec.global_revision, what="global repository"
+            _, self._shas[key] = self.mirrors.commit(
+                spec.global_url, spec.global_revision, what="global repository"
             )
-            self._shas[key] = mirror.resolve(spec.global_revision, what="global repository")
         sha = self._shas[key]
         if (sha, rel) not in self._global:
             self._global[(sha, rel)] = self.mirrors.mirror(spec.global_url).read_text(sha, rel)

@@ -76,8 +76,7 @@ def _component_paths(workdir: Workdir, name: str) -> Callable[[str], str]:
 
 def _global(workdir: Workdir, mirrors: Mirrors, url: str, revision: str | None) -> None:
     what = "global repository"
-    mirror = mirrors.fetch(url, revision=revision, what=what)
-    sha = mirror.resolve(revision, what=what)
+    mirror, sha = mirrors.commit(url, revision, what=what)
     target = workdir.classes / "global"
     mirror.extract(sha, target)
     if not (target / GLOBAL_CLASS).is_file():
@@ -95,8 +94,7 @@ def _components(
     for name in names:
         spec = inventory.component_spec(parameters, name)
         what = f"component {name!r}"
-        mirror = mirrors.fetch(spec.url, revision=spec.version, what=what)
-        sha = mirror.resolve(spec.version, what=what)
+        mirror, sha = mirrors.commit(spec.url, spec.version, what=what)
         checkout = workdir.component_dir(name)
         mirror.extract(sha, checkout)
         directory = checkout / spec.path if spec.path else checkout

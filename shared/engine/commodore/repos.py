@@ -1,8 +1,7 @@
 """The global repository and the components, at git URLs: bare mirrors in rollwright's cache,
 and their files at one revision.
 
-    mirror = Mirrors().fetch("https://github.com/projectsyn/component-argocd.git")
-    sha = mirror.resolve("v7.1.0", what="component 'argocd'")
+    mirror, sha = Mirrors().commit(url, "v7.1.0", what="component 'argocd'")
     mirror.extract(sha, Path("work/dependencies/argocd"))
 
 Cache layout under `$ROLLWRIGHT_CACHE_DIR/git` (default `~/.cache/rollwright/git`):
@@ -10,11 +9,12 @@ Cache layout under `$ROLLWRIGHT_CACHE_DIR/git` (default `~/.cache/rollwright/git
     <sha256 of the URL>.git        `git clone --mirror`, then `git fetch --prune`
     <sha256 of the URL>.git.lock   flock held while cloning or fetching
 
-A repository is fetched at most once per process (one render of many clusters sees one answer
-for a branch), and not at all when the revision asked for is a commit the mirror already holds
-(commits are immutable). Any URL git reaches works: https (with the machine's git credentials),
-ssh and `file://`. URLs and git's own messages never carry credentials into errors: a URL with
-a user:password part is shown without it.
+A repository is fetched at most once a minute per process (`ROLLWRIGHT_GIT_FETCH_TTL`: one
+render of many clusters sees one answer for a branch, and a later push to it is seen), again
+when a version asked for is not in the mirror yet, and not at all when the revision asked for
+is a commit the mirror already holds (commits are immutable). Any URL git reaches works: https
+(with the machine's git credentials), ssh and `file://`. URLs and git's own messages never
+carry credentials into errors: a URL with a user:password part is shown without it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import os
 import re
 import tarfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -35,6 +36,8 @@ from shared.engine.errors import FleetError
 from shared.process import CommandTimedOut, Finished, run
 
 CACHE_ENV = "ROLLWRIGHT_CACHE_DIR"
+FETCH_TTL_ENV = "ROLLWRIGHT_GIT_FETCH_TTL"
+DEFAULT_FETCH_TTL = 60.0
 GIT_TIMEOUT_SECONDS = 10 * 60
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 
@@ -74,8 +77,9 @@ class Mirror:
     url: str
     path: Path
 
-    def resolve(self, revision: str | None, *, what: str) -> str:
-        """The commit `revision` (a branch, tag or commit; None: the default branch) names."""
+    def find(self, revision: str | None) -> str | None:
+        """The commit `revision` (a branch, tag or commit; None: the default branch) names in
+        the mirror, or None."""
         wanted = revision or "HEAD"
         candidates = (
             [wanted]
@@ -93,12 +97,7 @@ class Mirror:
             )
             if found.ok:
                 return found.out.strip()
-        raise FleetError(
-            f"{what}: version {wanted!r} is no branch, tag or commit of {shown(self.url)}"
-        )
-
-    def has_commit(self, sha: str) -> bool:
-        return _git("--git-dir", str(self.path), "cat-file", "-e", f"{sha}^{{commit}}").ok
+        return None
 
     def read_text(self, sha: str, rel: str) -> str | None:
         """File `rel` of commit `sha`, or None when it has none."""
@@ -116,9 +115,11 @@ class Mirror:
 
 
 class Mirrors:
-    """The mirrors one process fetched, each once (thread-safe)."""
+    """Mirrors, fetched at most once per `ROLLWRIGHT_GIT_FETCH_TTL` seconds (default 60) per
+    process, and the commits their branches and tags named then (thread-safe). A commit asked
+    for by its full id is immutable: once in the mirror it is never fetched again."""
 
-    _fetched: ClassVar[set[str]] = set()
+    _fetched: ClassVar[dict[str, float]] = {}  # mirror path -> when it was last fetched
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, root: Path | None = None) -> None:
@@ -128,16 +129,36 @@ class Mirrors:
         name = hashlib.sha256(url.encode()).hexdigest()[:32]
         return Mirror(url, self.root / f"{name}.git")
 
-    def fetch(self, url: str, *, revision: str | None, what: str) -> Mirror:
-        """The mirror of `url`, cloned or brought up to date unless it already holds
-        `revision` as a commit."""
+    def commit(self, url: str, revision: str | None, *, what: str) -> tuple[Mirror, str]:
+        """The mirror of `url` and the commit `revision` names: from the mirror when it was
+        fetched within the TTL (or `revision` is a commit it holds), else after a fetch."""
         mirror = self.mirror(url)
-        known = revision and _FULL_SHA.match(revision) and mirror.path.is_dir()
-        if known and mirror.has_commit(str(revision)):
-            return mirror
+        missing = False
+        if mirror.path.is_dir():
+            immutable = bool(revision and _FULL_SHA.match(revision))
+            if immutable or self._fresh(mirror):
+                sha = mirror.find(revision)
+                if sha is not None:
+                    return mirror, sha
+                missing = True  # a tag or branch pushed since the last fetch
+        self._fetch(mirror, what, force=missing)
+        sha = mirror.find(revision)
+        if sha is None:
+            raise FleetError(
+                f"{what}: version {revision or 'HEAD'!r} is no branch, tag or commit of "
+                f"{shown(url)}"
+            )
+        return mirror, sha
+
+    def _fresh(self, mirror: Mirror) -> bool:
+        fetched = Mirrors._fetched.get(str(mirror.path))
+        return fetched is not None and time.monotonic() - fetched < _fetch_ttl()
+
+    def _fetch(self, mirror: Mirror, what: str, *, force: bool) -> None:
+        url = mirror.url
         with Mirrors._lock:
-            if str(mirror.path) in Mirrors._fetched and mirror.path.is_dir():
-                return mirror
+            if not force and self._fresh(mirror) and mirror.path.is_dir():
+                return
             self.root.mkdir(parents=True, exist_ok=True)
             with open(f"{mirror.path}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
@@ -151,5 +172,11 @@ class Mirrors:
                 if not done.ok:
                     detail = done.detail().replace(url, shown(url))
                     raise RepoError(f"{what}: cannot fetch {shown(url)}: {detail}")
-            Mirrors._fetched.add(str(mirror.path))
-        return mirror
+            Mirrors._fetched[str(mirror.path)] = time.monotonic()
+
+
+def _fetch_ttl() -> float:
+    try:
+        return float(os.environ.get(FETCH_TTL_ENV, "") or DEFAULT_FETCH_TTL)
+    except ValueError:
+        return DEFAULT_FETCH_TTL
