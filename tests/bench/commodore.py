@@ -147,6 +147,8 @@ def generate(base: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     for cloud in ("cloudscale", "exoscale"):
         hierarchy[f"cloud/{cloud}.yml"] = f"parameters:\n  comp01:\n    namespace: {cloud}-one\n"
     global_url = publish(repo_with(src / "global", hierarchy), remotes)
+    # One catalog repository for every cluster: Commodore clones it, nothing is pushed.
+    catalog_url = publish(repo_with(src / "catalog", {"README.md": "# catalog\n"}), remotes)
     clusters: dict[str, Any] = {}
     tenant_files: dict[str, str] = {}
     for c in range(CLUSTERS):
@@ -155,7 +157,7 @@ def generate(base: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
             "id": cid,
             "tenant": "t-bench",
             "displayName": f"Cluster {c}",
-            "gitRepo": {"url": f"ssh://git@git.example.invalid/catalogs/{cid}.git"},
+            "gitRepo": {"url": catalog_url},
             "facts": {
                 "distribution": ("k3s", "openshift4")[c % 2],
                 "cloud": ("cloudscale", "exoscale")[c // 2 % 2],

@@ -1,13 +1,14 @@
 """The cluster's inventory as Commodore renders it: reclass-rs over the working directory, its
 errors placed in the file and line they come from, and the components it asks for.
 
-    nodes = render(workdir, places)                 # {"cluster": {...}, "demo": {...}}
-    names = components(nodes["cluster"], places)    # ["demo"]: from `applications`
-    spec = component_spec(nodes["cluster"], "demo", places)   # url, version, path
+    nodes = render(Places(workdir, "t-acme", global_url))   # {"cluster": {...}, "demo": …}
+    names = components(nodes["cluster"])                     # ["demo"]: from `applications`
+    spec = component_spec(nodes["cluster"]["parameters"], "demo")   # url, version, path
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,9 @@ class Places:
         message = self.workdir.relative(message)
         if path is None:
             return FleetError(message)
-        rel = path.relative_to(self.workdir.root).as_posix()
+        # A component's class is linked into the inventory: name the file it links to.
+        root = os.path.realpath(self.workdir.root)
+        rel = Path(os.path.realpath(path)).relative_to(root).as_posix()
         at = f":{line}" if line is not None else ""
         tenant_dir = f"inventory/classes/{self.tenant}/"
         if rel.startswith(tenant_dir):

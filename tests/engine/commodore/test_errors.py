@@ -183,3 +183,24 @@ def test_a_cluster_whose_applications_are_all_removed_is_refused(
     append(checkout / "c-one.yml", "applications:\n  - ~demo\n  - ~extra\n")
     err = render_error(checkout)
     assert "'applications' names no component" in str(err)
+
+
+def test_a_reference_in_a_component_class_names_the_component_file_and_line(
+    tenant: Tenant, tmp_path: Path
+) -> None:
+    repo = repo_with(
+        tmp_path / "src" / "component-demo",
+        {
+            "class/defaults.yml": DEMO_DEFAULTS + "    broken: ${no:such:key}\n",
+            "class/demo.yml": DEMO_CLASS,
+            "component/main.jsonnet": "{}\n",
+        },
+        tag="v1.0.0",
+    )
+    (tmp_path / "remotes").mkdir()
+    url = publish(repo, tmp_path / "remotes")
+    checkout = copy_of(tenant, tmp_path)
+    append(checkout / "common.yml", f"  components:\n    demo:\n      url: {url}\n")
+    err = render_error(checkout)
+    lines = DEMO_DEFAULTS.count("\n") + 1
+    assert f"component 'demo' class/defaults.yml:{lines}: reference ${{no:such:key}}" in str(err)
