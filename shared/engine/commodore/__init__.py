@@ -14,15 +14,30 @@ installed packages of the `rollwright[commodore]` extra.
 import importlib
 import logging
 
+from shared.engine.errors import FleetError
 
-def _import_kapitan_leaving_logging_alone() -> None:
-    """Kapitan calls `logging.basicConfig()` when first imported; logging is the process's to
+EXTRA_MODULES = ("kapitan", "commodore", "reclass_rs", "_gojsonnet")
+
+
+def _import_the_extra() -> None:
+    """The packages of the `commodore` extra, or an error saying how to install them.
+
+    Kapitan calls `logging.basicConfig()` when first imported; logging is the process's to
     configure, so the root logger is put back as it was."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    importlib.import_module("kapitan")
-    root.handlers[:] = handlers
-    root.setLevel(level)
+    try:
+        for name in EXTRA_MODULES:
+            importlib.import_module(name)
+    except ImportError as err:
+        raise FleetError(
+            f"the commodore layout needs the rollwright[commodore] extra ({err.name} is not "
+            "installed): pip install 'rollwright[commodore]'",
+            path="rollwright.yaml",
+        ) from None
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
-_import_kapitan_leaving_logging_alone()
+_import_the_extra()

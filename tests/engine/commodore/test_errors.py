@@ -5,6 +5,8 @@ not support yet is refused by name. These need no real Commodore."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from tests.engine.commodore.conftest import DEMO_CLASS, DEMO_DEFAULTS, Tenant
 from tests.support.commodore import publish, repo_with
+from tests.support.paths import REPO_ROOT
 
 
 def copy_of(tenant: Tenant, tmp_path: Path) -> Path:
@@ -204,3 +207,22 @@ def test_a_reference_in_a_component_class_names_the_component_file_and_line(
     err = render_error(checkout)
     lines = DEMO_DEFAULTS.count("\n") + 1
     assert f"component 'demo' class/defaults.yml:{lines}: reference ${{no:such:key}}" in str(err)
+
+
+def test_without_the_extra_the_layout_says_how_to_install_it(tenant: Tenant) -> None:
+    script = (
+        "import sys\n"
+        "sys.modules['reclass_rs'] = None  # as if the extra were not installed\n"
+        "from shared.engine.errors import FleetError\n"
+        "from shared.engine.fleet import Fleet\n"
+        "from shared.engine.tree import WorkTree\n"
+        "try:\n"
+        f"    Fleet.open(WorkTree(__import__('pathlib').Path({str(tenant.checkout)!r})))\n"
+        "except FleetError as err:\n"
+        "    print(err)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT, check=True
+    )
+    assert "needs the rollwright[commodore] extra (reclass_rs is not installed)" in done.stdout
+    assert "pip install 'rollwright[commodore]'" in done.stdout
