@@ -40,28 +40,34 @@ def compile_catalog(
         workdir.write_params(cluster.parameters(), cluster.facts, cluster.dynamic_facts)
         workdir.write_target(BOOTSTRAP, [])
         bootstrap = inventory.cluster_node(inventory.render(places))
-        names = inventory.components(bootstrap)
-        if not names:
+        aliases = inventory.instances(bootstrap)
+        if not aliases:
             raise FleetError(
                 f"cluster {cluster.id!r}: 'applications' names no component: "
                 "the catalog would be empty"
             )
-        directories = _components(workdir, mirrors, bootstrap["parameters"], names)
-        for name in names:
-            workdir.write_target(name, names, directories[name])
+        names = sorted(set(aliases.values()))
+        directories = _components(workdir, mirrors, bootstrap["parameters"], aliases)
+        for alias, name in aliases.items():
+            workdir.write_target(alias, names, directories[alias], component=name)
         workdir.write_target(BOOTSTRAP, names)
         nodes = inventory.render(places)
-        inventory.check_overrides(nodes[BOOTSTRAP]["parameters"])
+        inventory.check_overrides(nodes[BOOTSTRAP]["parameters"], aliases)
+        inventory.check_instances(nodes, aliases)
         _vendor(workdir, names)
-        refs.write_refs(workdir, nodes, names)
+        refs.write_refs(workdir, nodes, aliases)
         kapitan = KapitanInventory(workdir)
-        for name in names:
+        for alias in aliases:
             compile_target(
-                workdir, name, nodes[name]["parameters"], kapitan, _component_paths(workdir, name)
+                workdir,
+                alias,
+                nodes[alias]["parameters"],
+                kapitan,
+                _component_paths(workdir, alias),
             )
-        for name in names:
-            postprocess.run_filters(workdir, name, directories[name], nodes[name])
-        return _collect(workdir, names)
+        for alias, name in aliases.items():
+            postprocess.run_filters(workdir, alias, name, directories[alias], nodes[alias])
+        return _collect(workdir, list(aliases))
 
 
 def _component_paths(workdir: Workdir, name: str) -> Callable[[str], str]:
@@ -87,26 +93,32 @@ def _global(workdir: Workdir, mirrors: Mirrors, url: str, revision: str | None) 
 
 
 def _components(
-    workdir: Workdir, mirrors: Mirrors, parameters: dict[str, Any], names: list[str]
+    workdir: Workdir, mirrors: Mirrors, parameters: dict[str, Any], aliases: dict[str, str]
 ) -> dict[str, Path]:
-    """Each component checked out at its version, its classes and libraries linked."""
+    """Each component checked out at its version, then each instance of another name at its
+    own (by default its component's) into `dependencies/<instance>`; their classes and the
+    components' libraries linked. Returns each instance's directory (`_base_directory`)."""
+    names = sorted(set(aliases.values()))
+    specs = {name: inventory.component_spec(parameters, name) for name in names}
     directories: dict[str, Path] = {}
-    for name in names:
-        spec = inventory.component_spec(parameters, name)
-        what = f"component {name!r}"
+    for instance, name in [(n, n) for n in names] + [(a, c) for a, c in aliases.items() if a != c]:
+        spec = specs[name]
+        if instance != name:
+            spec = inventory.component_spec(parameters, instance, base=spec)
+        what = f"component {name!r}" if instance == name else f"instance {instance!r} of {name!r}"
         mirror, sha = mirrors.commit(spec.url, spec.version, what=what)
-        checkout = workdir.component_dir(name)
+        checkout = workdir.component_dir(instance)
         mirror.extract(sha, checkout)
         directory = checkout / spec.path if spec.path else checkout
-        for kind, file in (("class", f"{name}.yml"), ("defaults", "defaults.yml")):
+        for folder, file in (("components", f"{name}.yml"), ("defaults", "defaults.yml")):
             source = directory / "class" / file
             if not source.is_file():
                 raise FleetError(f"{what} ({spec.url} {spec.version}) has no class/{file}")
-            folder = "components" if kind == "class" else "defaults"
-            workdir.link(source, workdir.classes / folder / f"{name}.yml")
-        _libraries(workdir, name, directory, names)
-        _jsonnetfile(name, checkout)
-        directories[name] = directory
+            workdir.link(source, workdir.classes / folder / f"{instance}.yml")
+        if instance == name:
+            _libraries(workdir, name, directory, names)
+            _jsonnetfile(name, checkout)
+        directories[instance] = directory
     return directories
 
 
@@ -116,6 +128,8 @@ def _libraries(workdir: Workdir, name: str, directory: Path, names: list[str]) -
         return
     others = [c for c in names if c != name and c.startswith(name)]
     for file in sorted(lib.iterdir()):
+        if file.name.startswith("."):
+            continue  # as Commodore: hidden files are no libraries
         if any(file.stem.startswith(c) for c in others) or not file.stem.startswith(name):
             raise FleetError(
                 f"component {name!r}: library lib/{file.name} must be named after its "

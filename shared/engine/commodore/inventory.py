@@ -2,7 +2,7 @@
 errors placed in the file and line they come from, and the components it asks for.
 
     nodes = render(Places(workdir, "t-acme", global_url))   # {"cluster": {...}, "demo": …}
-    names = components(nodes["cluster"])                     # ["demo"]: from `applications`
+    aliases = instances(nodes["cluster"])     # {"demo": "demo", "demo-b": "demo"}: applications
     spec = component_spec(nodes["cluster"]["parameters"], "demo")   # url, version, path
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import reclass_rs
 
-from shared.engine.commodore.workdir import BOOTSTRAP, Workdir
+from shared.engine.commodore.workdir import BOOTSTRAP, Workdir, parameters_key
 from shared.engine.errors import FleetError
 
 PACKAGE_PREFIX = "pkg."
@@ -134,22 +134,32 @@ def _placed(places: Places, message: str) -> FleetError:
     return places.error(f"rendering the inventory: {text}")
 
 
-def components(cluster: dict[str, Any]) -> list[str]:
-    """The components `applications` names (after `~` removals), sorted."""
-    names: set[str] = set()
+def instances(cluster: dict[str, Any]) -> dict[str, str]:
+    """Instance → component, from `applications` (after `~` removals): `name` is the
+    instance `name` of component `name`, `component as alias` the instance `alias`; sorted."""
+    found: dict[str, set[str]] = {}
     for app in cluster.get("applications", []):
         if app.startswith(PACKAGE_PREFIX):
             raise FleetError(
                 f"applications: {app!r} is a configuration package; the commodore layout "
                 "does not support packages yet"
             )
-        if " as " in app:
+        component, _, alias = app.partition(" as ")
+        found.setdefault(alias or component, set()).add(component)
+    out: dict[str, str] = {}
+    for alias, components in sorted(found.items()):
+        if len(components) > 1:
+            others = sorted(components - {alias})
+            if alias in components:
+                raise FleetError(
+                    f"applications: component {others[0]!r} aliases existing component {alias!r}"
+                )
             raise FleetError(
-                f"applications: {app!r} instantiates a component under another name; the "
-                "commodore layout does not support component instances yet"
+                f"applications: duplicate component alias {alias!r}: components "
+                f"{', '.join(repr(c) for c in sorted(components))} are aliased to it"
             )
-        names.add(app)
-    return sorted(names)
+        out[alias] = next(iter(components))
+    return out
 
 
 @dataclass(frozen=True)
@@ -160,41 +170,82 @@ class ComponentSpec:
     path: str
 
 
-def component_spec(parameters: dict[str, Any], name: str) -> ComponentSpec:
-    """`parameters.components.<name>`: url and version required, as Commodore requires."""
+def component_spec(
+    parameters: dict[str, Any], name: str, base: ComponentSpec | None = None
+) -> ComponentSpec:
+    """`parameters.components.<name>`: url and version required, as Commodore requires; an
+    instance's fields default to its component's (`base`)."""
     specs = parameters.get("components")
     if not specs:
         raise FleetError("components list ('parameters.components') missing")
-    if name not in specs:
+    if name not in specs and base is None:
         raise FleetError(
             f"unknown component {name!r}: applications names it; add it to "
             "'parameters.components' with url and version"
         )
-    spec = specs[name] or {}
-    for key in ("url", "version"):
-        if key not in spec:
+    spec = specs.get(name) or {}
+    if base is None:
+        for key in ("url", "version"):
+            if key not in spec:
+                raise FleetError(
+                    f"component {name!r} is missing field {key!r} in 'parameters.components.{name}'"
+                )
+    path = str(spec.get("path", "") or "").removeprefix("/")
+    if base is not None:
+        return ComponentSpec(
+            name,
+            str(spec.get("url", base.url)),
+            str(spec.get("version", base.version)),
+            path or base.path,
+        )
+    return ComponentSpec(name, str(spec["url"]), str(spec["version"]), path)
+
+
+def check_instances(nodes: dict[str, dict[str, Any]], aliases: dict[str, str]) -> None:
+    """Commodore's rules for instances: the component says `multi_instance`, and an instance
+    with a URL or version of its own needs `multi_version` in the component and instance."""
+    cluster = nodes[BOOTSTRAP]["parameters"]
+    for alias, component in aliases.items():
+        if alias == component:
+            continue
+        key = parameters_key(component)
+        meta = (cluster.get(key) or {}).get("_metadata") or {}
+        if not meta.get("multi_instance", False):
             raise FleetError(
-                f"component {name!r} is missing field {key!r} in 'parameters.components.{name}'"
+                f"component {component!r} with alias {alias!r} does not support instantiation "
+                "(its _metadata.multi_instance is not true)"
             )
-    path = str(spec.get("path", "") or "")
-    return ComponentSpec(name, str(spec["url"]), str(spec["version"]), path.removeprefix("/"))
+        own = (cluster.get("components") or {}).get(alias) or {}
+        if own.get("url") is not None or own.get("version") is not None:
+            alias_meta = (nodes[alias]["parameters"].get(key) or {}).get("_metadata") or {}
+            if not (meta.get("multi_version", False) and alias_meta.get("multi_version", False)):
+                raise FleetError(
+                    f"component {component!r} with alias {alias!r} does not support "
+                    "overriding the instance's version (_metadata.multi_version)"
+                )
 
 
-def check_overrides(parameters: dict[str, Any]) -> None:
-    """Commodore refuses a version override for a component nobody gave a URL."""
+def check_overrides(parameters: dict[str, Any], aliases: dict[str, str]) -> None:
+    """Commodore refuses a version override for a component nobody gave a URL (an instance's
+    entry needs none: it falls back to its component's)."""
     if parameters.get("component_versions"):
         raise FleetError(
             "'parameters.component_versions' is no longer supported by Commodore; use "
             "'parameters.components'"
         )
-    missing = [
-        name
-        for name, spec in sorted((parameters.get("components") or {}).items())
-        if not isinstance(spec, dict) or "url" not in spec
-    ]
+    specs = parameters.get("components") or {}
+    instances = {a for a, c in aliases.items() if a != c}
+    missing = []
+    for name, spec in sorted(specs.items()):
+        if name in instances:
+            if aliases[name] not in specs:
+                missing.append(f"{aliases[name]!r} (imported as {name})")
+        elif not isinstance(spec, dict) or "url" not in spec:
+            missing.append(repr(name))
     if missing:
-        names = ", ".join(repr(n) for n in missing)
-        raise FleetError(f"version override specified for component {names} which has no URL")
+        raise FleetError(
+            f"version override specified for component {', '.join(missing)} which has no URL"
+        )
 
 
 def cluster_node(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -53,9 +53,11 @@ def _importer(workdir: Workdir) -> Any:
 def run_filters(
     workdir: Workdir,
     target: str,
+    component: str,
     component_dir: Path,
     node: dict[str, Any],
 ) -> None:
+    """The filters of instance `target` of `component`, its files in `component_dir`."""
     filters = ((node["parameters"].get("commodore") or {}).get("postprocess") or {}).get(
         "filters"
     ) or []
@@ -104,19 +106,25 @@ def run_filters(
             ext = args
         else:
             raise FleetError(f"{where}: unknown filter type {kind!r}")
-        _run(workdir, target, node, file, output_dir, ext, where)
+        _run(workdir, component, node, file, output_dir, ext, where)
 
 
 def _run(
     workdir: Workdir,
-    target: str,
+    component: str,
     node: dict[str, Any],
     file: Path,
     output_dir: Path,
     ext: dict[str, Any],
     where: str,
 ) -> None:
-    variables = {**ext, "target": target, "component": target, "output_path": str(output_dir)}
+    # Commodore passes the component's name as both, also for an instance of another name.
+    variables = {
+        **ext,
+        "target": component,
+        "component": component,
+        "output_path": str(output_dir),
+    }
     natives = {
         "yaml_load": (("file",), yaml_load),
         "yaml_load_all": (("file",), yaml_load_all),

@@ -11,16 +11,11 @@ import re
 from base64 import b64encode
 from typing import Any
 
-from shared.engine.commodore.workdir import BOOTSTRAP, Workdir
+from shared.engine.commodore.workdir import BOOTSTRAP, Workdir, parameters_key
 from shared.engine.commodore.yamlout import commodore_yaml
 from shared.engine.errors import FleetError
 
 _REF = re.compile(r"\?{([^}]+)\}")
-
-
-def parameters_key(component: str) -> str:
-    """A component's key in `parameters`: its name with dashes as underscores."""
-    return component.replace("-", "_")
 
 
 def _find(prefix: str, value: Any, found: dict[str, str]) -> None:
@@ -35,15 +30,16 @@ def _find(prefix: str, value: Any, found: dict[str, str]) -> None:
             found.setdefault(match.group(1), prefix)
 
 
-def write_refs(workdir: Workdir, nodes: dict[str, dict[str, Any]], components: list[str]) -> None:
+def write_refs(workdir: Workdir, nodes: dict[str, dict[str, Any]], aliases: dict[str, str]) -> None:
+    """`aliases`: instance → component."""
     found: dict[str, str] = {}  # "type:ref" -> the parameter it was first seen in
     cluster = nodes[BOOTSTRAP]["parameters"]
-    keys = {parameters_key(c) for c in components}
+    keys = {parameters_key(c) for c in aliases.values()}
     for key in set(cluster) - keys:
         _find(key, cluster[key], found)
-    for component in components:
+    for alias, component in aliases.items():
         key = parameters_key(component)
-        _find(key, nodes[component]["parameters"].get(key), found)
+        _find(key, nodes[alias]["parameters"].get(key), found)
     if not found:
         return
     for refstr, where in sorted(found.items()):

@@ -31,6 +31,11 @@ from shared.engine.tree import Tree, join
 BOOTSTRAP = "cluster"
 
 
+def parameters_key(component: str) -> str:
+    """A component's key in `parameters`: its name with dashes as underscores."""
+    return component.replace("-", "_")
+
+
 @dataclass(frozen=True)
 class Workdir:
     root: Path
@@ -94,16 +99,22 @@ class Workdir:
         (self.classes / "params" / f"{BOOTSTRAP}.yml").write_text(commodore_yaml(data))
 
     def write_target(
-        self, target: str, components: list[str], base_directory: Path | None = None
+        self,
+        target: str,
+        components: list[str],
+        base_directory: Path | None = None,
+        component: str | None = None,
     ) -> None:
         """Commodore's `render_target`: the params class, every component's defaults
-        (sorted), `global.commodore` and, for a component target, its class."""
+        (sorted; an instance's own in place of its component's), `global.commodore` and, for
+        a component instance, its class; an instance of another name reads its parameters
+        through the component's key."""
+        component = component or target
         classes = [f"params.{BOOTSTRAP}"]
-        classes += [
-            f"defaults.{c}"
-            for c in sorted(components)
-            if (self.classes / "defaults" / f"{c}.yml").is_file()
-        ]
+        for c in sorted(components):
+            name = target if c == component and target != component else c
+            if (self.classes / "defaults" / f"{name}.yml").is_file():
+                classes.append(f"defaults.{name}")
         classes.append("global.commodore")
         parameters: dict[str, Any] = {"_instance": target}
         if target != BOOTSTRAP:
@@ -112,6 +123,10 @@ class Workdir:
             parameters["_kustomize_wrapper"] = str(commodore.__kustomize_wrapper__)
             parameters["_python3"] = sys.executable
             parameters["kapitan"] = {"vars": {"target": target}}
+        if component != target:
+            own, shared = parameters_key(target), parameters_key(component)
+            parameters[own] = {}
+            parameters[shared] = f"${{{own}}}"
         text = commodore_yaml({"classes": classes, "parameters": parameters})
         (self.targets / f"{target}.yml").write_text(text)
 

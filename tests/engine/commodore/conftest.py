@@ -3,7 +3,8 @@ distribution and cloud hierarchy, a tenant repository with three clusters, two c
 (`demo` at v1.0.0 and v2.0.0, `extra` with a library), and a catalog repository per cluster;
 the same clusters as Lieutenant would answer for them and in the tenant's rollwright.yaml.
 
-What the clusters exercise: hierarchy precedence (component defaults < global < distribution <
+What the clusters exercise: component instances (`demo as demo-two`; `demo as demo-next` at
+a version of its own), hierarchy precedence (component defaults < global < distribution <
 cloud < tenant < cluster), dict merge and list append, `~` (override, removal from
 `applications`) and `=` (constants), a relative class, an escaped `\\${}`, facts and dynamic
 facts, a global version pin with a per-cluster override, `_base_directory` and `_instance`,
@@ -44,7 +45,9 @@ VAULT = """\
 DEMO_DEFAULTS = """\
 parameters:
   demo:
-    =_metadata: {}
+    =_metadata:
+      multi_instance: true
+      multi_version: true
     namespace: syn-demo
     replicas: 1
     label_filter: true
@@ -247,7 +250,13 @@ parameters:
     "c-one.yml": """\
 classes:
   - .common
+applications:
+  - demo as demo-two
 parameters:
+  demo_two:
+    namespace: second-demo
+    label_filter: false
+    password: '?{vaultkv:${cluster:tenant}/${cluster:name}/demo-two/password}'
   demo:
     replicas: 2
     labels:
@@ -273,7 +282,14 @@ parameters:
     "c-three.yml": """\
 classes:
   - .common
+applications:
+  - demo as demo-next
 parameters:
+  components:
+    demo-next:
+      version: v2.0.0
+  demo_next:
+    replicas: 3
   demo:
     args:
       - --three

@@ -60,6 +60,13 @@ def test_the_clusters_differ_where_the_fixture_says(
     assert "level: cluster" in configmaps
     assert "args: --from-defaults --from-global --k3s" in configmaps
     assert "args: --only-openshift" in two["manifests/demo/20_configmaps.yaml"].decode()
+    # instances: their own output directories, parameters, references and versions
+    assert b"name: second-demo" in one["manifests/demo-two/00_namespace.yaml"]
+    assert b"postprocessed" not in one["manifests/demo-two/00_namespace.yaml"]
+    assert "refs/t-acme/c-one/demo-two/password" in one
+    assert "manifests/demo-next/40_version.yaml" in three
+    assert "manifests/demo/40_version.yaml" not in three
+    assert three["manifests/demo-next/20_configmaps.yaml"].count(b"\n---\n") == 2
     # vaultkv references and their files
     assert "refs/t-acme/c-one/demo/password" in one
     assert b"?{vaultkv:t-acme/c-one/demo/password:" in one["manifests/demo/10_secret.yaml"]

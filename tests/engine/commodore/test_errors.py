@@ -18,6 +18,7 @@ from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
 from tests.engine.commodore.conftest import DEMO_CLASS, DEMO_DEFAULTS, Tenant
 from tests.support.commodore import publish, repo_with
+from tests.support.gitrepo import git
 from tests.support.paths import REPO_ROOT
 
 
@@ -183,7 +184,9 @@ def test_a_cluster_whose_applications_are_all_removed_is_refused(
     tenant: Tenant, tmp_path: Path
 ) -> None:
     checkout = copy_of(tenant, tmp_path)
-    append(checkout / "c-one.yml", "applications:\n  - ~demo\n  - ~extra\n")
+    (checkout / "c-one.yml").write_text(
+        "classes:\n  - .common\napplications:\n  - ~demo\n  - ~extra\n"
+    )
     err = render_error(checkout)
     assert "'applications' names no component" in str(err)
 
@@ -200,11 +203,12 @@ def test_a_reference_in_a_component_class_names_the_component_file_and_line(
         },
         tag="v1.0.0",
     )
+    git(repo, "tag", "v2.0.0")  # the version c-two pins
     (tmp_path / "remotes").mkdir()
     url = publish(repo, tmp_path / "remotes")
     checkout = copy_of(tenant, tmp_path)
     append(checkout / "common.yml", f"  components:\n    demo:\n      url: {url}\n")
-    err = render_error(checkout)
+    err = render_error(checkout, "c-two")  # a cluster without instances of demo
     lines = DEMO_DEFAULTS.count("\n") + 1
     assert f"component 'demo' class/defaults.yml:{lines}: reference ${{no:such:key}}" in str(err)
 
@@ -226,3 +230,23 @@ def test_without_the_extra_the_layout_says_how_to_install_it(tenant: Tenant) -> 
     )
     assert "needs the rollwright[commodore] extra (reclass_rs is not installed)" in done.stdout
     assert "pip install 'rollwright[commodore]'" in done.stdout
+
+
+def test_an_instance_of_a_component_without_multi_instance_is_refused(
+    tenant: Tenant, tmp_path: Path
+) -> None:
+    checkout = copy_of(tenant, tmp_path)
+    (checkout / "c-one.yml").write_text(
+        "classes:\n  - .common\napplications:\n  - extra as extra-two\n"
+    )
+    err = render_error(checkout)
+    assert "component 'extra' with alias 'extra-two' does not support instantiation" in str(err)
+
+
+def test_two_components_under_one_alias_are_refused(tenant: Tenant, tmp_path: Path) -> None:
+    checkout = copy_of(tenant, tmp_path)
+    (checkout / "c-one.yml").write_text(
+        "classes:\n  - .common\napplications:\n  - demo as twin\n  - extra as twin\n"
+    )
+    err = render_error(checkout)
+    assert "duplicate component alias 'twin'" in str(err)
