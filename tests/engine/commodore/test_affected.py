@@ -9,7 +9,7 @@ from pathlib import Path
 from shared.engine.affected import affected_between
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.engine.commodore.conftest import Tenant
+from tests.support.commodore_tenant import Tenant
 from tests.support.gitrepo import commit_all, git
 
 

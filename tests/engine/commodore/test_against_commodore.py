@@ -15,8 +15,8 @@ import pytest
 from shared.cli.main import main
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.engine.commodore.conftest import CLUSTERS, Tenant, needs_commodore
 from tests.support.commodore import tree_bytes
+from tests.support.commodore_tenant import CLUSTERS, Tenant, needs_commodore
 
 
 @needs_commodore

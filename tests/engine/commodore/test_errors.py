@@ -16,8 +16,8 @@ from shared.cli.main import main
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.engine.commodore.conftest import DEMO_CLASS, DEMO_DEFAULTS, Tenant
 from tests.support.commodore import publish, repo_with
+from tests.support.commodore_tenant import DEMO_CLASS, DEMO_DEFAULTS, Tenant
 from tests.support.gitrepo import git
 from tests.support.paths import REPO_ROOT
 

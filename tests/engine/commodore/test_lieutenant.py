@@ -13,8 +13,8 @@ import yaml
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
-from tests.engine.commodore.conftest import CLUSTERS, Tenant, needs_commodore
 from tests.support.commodore import FakeLieutenant
+from tests.support.commodore_tenant import CLUSTERS, Tenant, needs_commodore
 
 
 def with_lieutenant(tenant: Tenant, tmp_path: Path, commodore: dict[str, object]) -> Path:
