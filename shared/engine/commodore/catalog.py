@@ -84,7 +84,7 @@ def _global(workdir: Workdir, mirrors: Mirrors, url: str, revision: str | None) 
     what = "global repository"
     mirror, sha = mirrors.commit(url, revision, what=what)
     target = workdir.classes / "global"
-    mirror.extract(sha, target)
+    workdir.link(mirror.tree(sha), target)
     if not (target / GLOBAL_CLASS).is_file():
         raise FleetError(
             f"global repository {url} has no {GLOBAL_CLASS} (class "
@@ -108,7 +108,7 @@ def _components(
         what = f"component {name!r}" if instance == name else f"instance {instance!r} of {name!r}"
         mirror, sha = mirrors.commit(spec.url, spec.version, what=what)
         checkout = workdir.component_dir(instance)
-        mirror.extract(sha, checkout)
+        workdir.link(mirror.tree(sha), checkout)
         directory = checkout / spec.path if spec.path else checkout
         for folder, file in (("components", f"{name}.yml"), ("defaults", "defaults.yml")):
             source = directory / "class" / file

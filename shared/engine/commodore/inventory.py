@@ -40,9 +40,9 @@ class Places:
         message = self.workdir.relative(message)
         if path is None:
             return FleetError(message)
-        # A component's class is linked into the inventory: name the file it links to.
-        root = os.path.realpath(self.workdir.root)
-        rel = Path(os.path.realpath(path)).relative_to(root).as_posix()
+        if path.is_symlink():  # a component's class, linked: name the file it links to
+            path = Path(os.path.normpath(path.parent / os.readlink(path)))
+        rel = path.relative_to(self.workdir.root).as_posix()
         at = f":{line}" if line is not None else ""
         tenant_dir = f"inventory/classes/{self.tenant}/"
         if rel.startswith(tenant_dir):
@@ -67,11 +67,18 @@ class Places:
                 return candidate
         return None
 
+    def _class_files(self) -> list[Path]:
+        """Every class file, through the linked global repository and components."""
+        found = []
+        for folder, _, files in os.walk(self.workdir.classes, followlinks=True):
+            found += [Path(folder) / f for f in files if f.endswith((".yml", ".yaml"))]
+        return sorted(found)
+
     def find(self, needle: str, *, classes_key: bool = False) -> tuple[Path, int] | None:
         """The first class file line holding `needle` (with `classes_key`: a `classes:` entry
         naming class `needle`, relative entries resolved): where an error reclass-rs reports
         without a place comes from."""
-        for path in sorted(self.workdir.classes.rglob("*.y*ml")):
+        for path in self._class_files():
             try:
                 lines = path.read_text().splitlines()
             except (OSError, UnicodeDecodeError):

@@ -2,12 +2,13 @@
 and their files at one revision.
 
     mirror, sha = Mirrors().commit(url, "v7.1.0", what="component 'argocd'")
-    mirror.extract(sha, Path("work/dependencies/argocd"))
+    mirror.tree(sha)     # its files, extracted once: <cache>/git/trees/<sha>
 
 Cache layout under `$ROLLWRIGHT_CACHE_DIR/git` (default `~/.cache/rollwright/git`):
 
     <sha256 of the URL>.git        `git clone --mirror`, then `git fetch --prune`
     <sha256 of the URL>.git.lock   flock held while cloning or fetching
+    trees/<commit>/                the files of a commit, extracted once, shared, read only
 
 A repository is fetched at most once a minute per process (`ROLLWRIGHT_GIT_FETCH_TTL`: one
 render of many clusters sees one answer for a branch, and a later push to it is seen), again
@@ -24,7 +25,9 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import tarfile
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -112,6 +115,25 @@ class Mirror:
         dest.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(found.stdout)) as tar:
             tar.extractall(dest, filter="tar")
+
+    def tree(self, sha: str) -> Path:
+        """The files of commit `sha`, extracted once into the cache (`trees/<sha>`) and shared
+        by every render that reads it: never written to."""
+        final = self.path.parent / "trees" / sha
+        if final.is_dir():
+            return final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=final.parent))
+        try:
+            self.extract(sha, staging / "files")
+            try:
+                os.rename(staging / "files", final)
+            except OSError:
+                if not final.is_dir():  # not another process's identical tree: a real failure
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return final
 
 
 class Mirrors:

@@ -250,3 +250,23 @@ def test_two_components_under_one_alias_are_refused(tenant: Tenant, tmp_path: Pa
     )
     err = render_error(checkout)
     assert "duplicate component alias 'twin'" in str(err)
+
+
+def test_a_reference_in_the_global_repository_names_its_file_and_line(
+    tenant: Tenant, tmp_path: Path
+) -> None:
+    source = tmp_path / "src" / "global"
+    subprocess.run(["git", "clone", "-q", tenant.urls["global"], str(source)], check=True)
+    git(source, "config", "user.email", "test@rollwright.invalid")
+    git(source, "config", "user.name", "rollwright tests")
+    common = (source / "common.yml").read_text()
+    repo_with(source, {"common.yml": common + "  broken: ${no:such:key}\n"})
+    (tmp_path / "remotes").mkdir()
+    url = publish(source, tmp_path / "remotes")
+    checkout = copy_of(tenant, tmp_path)
+    config = yaml.safe_load((checkout / "rollwright.yaml").read_text())
+    config["commodore"]["global"]["url"] = url
+    (checkout / "rollwright.yaml").write_text(yaml.safe_dump(config))
+    err = render_error(checkout)
+    line = common.count("\n") + 1
+    assert f"global repository {url} common.yml:{line}: reference ${{no:such:key}}" in str(err)
