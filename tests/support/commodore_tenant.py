@@ -4,13 +4,13 @@ with three clusters, two components (`demo` at v1.0.0 and v2.0.0, `extra` with a
 a catalog repository per cluster; the same clusters as Lieutenant would answer for them and
 in the tenant's rollwright.yaml; the catalogs the real Commodore compiles from it.
 
-What the clusters exercise: component instances (`demo as demo-two`; `demo as demo-next` at
-a version of its own), hierarchy precedence (component defaults < global < distribution <
-cloud < tenant < cluster), dict merge and list append, `~` (override, removal from
-`applications`) and `=` (constants), a relative class, an escaped `\\${}`, facts and dynamic
-facts, a global version pin with a per-cluster override, `_base_directory` and `_instance`,
-list outputs, the builtin `helm_namespace` and a Jsonnet filter switched per cluster, and
-vaultkv references."""
+What the clusters exercise: a configuration package (c-three), component instances
+(`demo as demo-two`; `demo as demo-next` at a version of its own), hierarchy precedence
+(component defaults < global < distribution < cloud < tenant < cluster), dict merge and list
+append, `~` (override, removal from `applications`) and `=` (constants), a relative class, an
+escaped `\\${}`, facts and dynamic facts, a global version pin with a per-cluster override,
+`_base_directory` and `_instance`, list outputs, the builtin `helm_namespace` and a Jsonnet
+filter switched per cluster, and vaultkv references."""
 
 from __future__ import annotations
 
@@ -197,6 +197,16 @@ local images = import 'lib/extra.libsonnet';
 }
 """
 
+# A configuration package: its classes are `monitoring.*` (the repository's classes/ folder).
+PACKAGE_COMMON = """\
+parameters:
+  demo:
+    args:
+      - --from-package
+    labels:
+      package: monitoring
+"""
+
 GLOBAL_FILES = {
     "commodore.yml": """\
 classes:
@@ -283,8 +293,10 @@ parameters:
     "c-three.yml": """\
 classes:
   - .common
+  - monitoring.common
 applications:
   - demo as demo-next
+  - pkg.monitoring
 parameters:
   components:
     demo-next:
@@ -352,12 +364,26 @@ def build_tenant(base: Path) -> Tenant:
         },
         tag="v1.0.0",
     )
-    urls = {"demo": publish(demo, remotes), "extra": publish(extra, remotes)}
+    monitoring = repo_with(
+        src / "package-monitoring",
+        {"classes/common.yml": PACKAGE_COMMON, "README.md": "# monitoring\n"},
+        tag="v1.0.0",
+    )
+    urls = {
+        "demo": publish(demo, remotes),
+        "extra": publish(extra, remotes),
+        "monitoring": publish(monitoring, remotes),
+    }
     common = f"""\
 applications:
   - demo
   - extra
 parameters:
+  packages:
+    monitoring:
+      url: {urls["monitoring"]}
+      version: v1.0.0
+      path: classes
   components:
     demo:
       url: {urls["demo"]}

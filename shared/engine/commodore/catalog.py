@@ -39,6 +39,7 @@ def compile_catalog(
         copy_tree(tree, workdir.classes / cluster.tenant_id)
         workdir.write_params(cluster.parameters(), cluster.facts, cluster.dynamic_facts)
         workdir.write_target(BOOTSTRAP, [])
+        _packages(workdir, mirrors, places)
         bootstrap = inventory.cluster_node(inventory.render(places))
         aliases = inventory.instances(bootstrap)
         if not aliases:
@@ -68,6 +69,21 @@ def compile_catalog(
         for alias, name in aliases.items():
             postprocess.run_filters(workdir, alias, name, directories[alias], nodes[alias])
         return _collect(workdir, list(aliases))
+
+
+def _packages(workdir: Workdir, mirrors: Mirrors, places: Places) -> None:
+    """Configuration packages (`pkg.<name>` in applications), found while their classes are
+    not there yet, each checked out at its version and linked as class folder `<name>`."""
+    first = inventory.cluster_node(inventory.render(places, ignore_class_notfound=True))
+    for name in inventory.packages(first):
+        spec = inventory.package_spec(first["parameters"], name)
+        mirror, sha = mirrors.commit(spec.url, spec.version, what=f"package {name!r}")
+        checkout = workdir.dependencies / f"pkg.{name}"
+        workdir.link(mirror.tree(sha), checkout)
+        directory = checkout / spec.path if spec.path else checkout
+        if not directory.is_dir():
+            raise FleetError(f"package {name!r} ({spec.url} {spec.version}) has no {spec.path}/")
+        workdir.link(directory, workdir.classes / name)
 
 
 def _component_paths(workdir: Workdir, name: str) -> Callable[[str], str]:

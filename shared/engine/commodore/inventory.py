@@ -20,6 +20,7 @@ from shared.engine.commodore.workdir import BOOTSTRAP, Workdir, parameters_key
 from shared.engine.errors import FleetError
 
 PACKAGE_PREFIX = "pkg."
+_RESERVED_PACKAGE = re.compile(r"^(components|defaults|global|params)$")
 _CLASS_NOT_FOUND = re.compile(r"Class (\S+) not found")
 _REFERENCE = re.compile(r"reference '(\$\{[^']*\})'")
 _DESERIALIZING = re.compile(r"Deserializing (\S+): (.*?) at line (\d+)")
@@ -50,6 +51,10 @@ class Places:
         if rel.startswith("inventory/classes/global/"):
             inner = rel.removeprefix("inventory/classes/global/")
             return FleetError(f"global repository {self.global_url} {inner}{at}: {message}")
+        if rel.startswith("inventory/classes/"):
+            package, _, inner = rel.removeprefix("inventory/classes/").partition("/")
+            if package not in ("params", "components", "defaults") and inner:
+                return FleetError(f"package {package!r} {inner}{at}: {message}")
         if rel.startswith("dependencies/"):
             name, _, inner = rel.removeprefix("dependencies/").partition("/")
             return FleetError(f"component {name!r} {inner}{at}: {message}")
@@ -100,14 +105,15 @@ class Places:
         return None
 
 
-def render(places: Places) -> dict[str, dict[str, Any]]:
+def render(places: Places, *, ignore_class_notfound: bool = False) -> dict[str, dict[str, Any]]:
     """Every target's node (`parameters`, `classes`, `applications`, …), as Commodore's
-    `kapitan_inventory` returns them."""
+    `kapitan_inventory` returns them (classes not found ignored only while looking for
+    packages, whose classes are not there yet)."""
     workdir = places.workdir
     reclass = reclass_rs.Reclass(
         nodes_path=str(workdir.targets),
         classes_path=str(workdir.classes),
-        ignore_class_notfound=False,
+        ignore_class_notfound=ignore_class_notfound,
     )
     try:
         inventory = reclass.inventory().as_dict()
@@ -147,10 +153,7 @@ def instances(cluster: dict[str, Any]) -> dict[str, str]:
     found: dict[str, set[str]] = {}
     for app in cluster.get("applications", []):
         if app.startswith(PACKAGE_PREFIX):
-            raise FleetError(
-                f"applications: {app!r} is a configuration package; the commodore layout "
-                "does not support packages yet"
-            )
+            continue  # a configuration package (`packages`)
         component, _, alias = app.partition(" as ")
         found.setdefault(alias or component, set()).add(component)
     out: dict[str, str] = {}
@@ -167,6 +170,23 @@ def instances(cluster: dict[str, Any]) -> dict[str, str]:
             )
         out[alias] = next(iter(components))
     return out
+
+
+def packages(cluster: dict[str, Any]) -> list[str]:
+    """The configuration packages `applications` names (`pkg.<name>`), sorted."""
+    names = set()
+    for app in cluster.get("applications", []):
+        if not app.startswith(PACKAGE_PREFIX):
+            continue
+        name = app.removeprefix(PACKAGE_PREFIX)
+        if _RESERVED_PACKAGE.match(name):
+            raise FleetError(f"applications: can't use reserved name {name!r} as package name")
+        if name.startswith("t-"):
+            raise FleetError(
+                f"applications: package {name!r}: the prefix 't-' is reserved for tenants"
+            )
+        names.add(name)
+    return sorted(names)
 
 
 @dataclass(frozen=True)
@@ -205,6 +225,23 @@ def component_spec(
             str(spec.get("version", base.version)),
             path or base.path,
         )
+    return ComponentSpec(name, str(spec["url"]), str(spec["version"]), path)
+
+
+def package_spec(parameters: dict[str, Any], name: str) -> ComponentSpec:
+    """`parameters.packages.<name>`: url and version required, as Commodore requires."""
+    spec = (parameters.get("packages") or {}).get(name)
+    if spec is None:
+        raise FleetError(
+            f"unknown package {name!r}: applications names it; add it to "
+            "'parameters.packages' with url and version"
+        )
+    for key in ("url", "version"):
+        if key not in (spec or {}):
+            raise FleetError(
+                f"package {name!r} is missing field {key!r} in 'parameters.packages.{name}'"
+            )
+    path = str(spec.get("path", "") or "").removeprefix("/")
     return ComponentSpec(name, str(spec["url"]), str(spec["version"]), path)
 
 
@@ -253,6 +290,9 @@ def check_overrides(parameters: dict[str, Any], aliases: dict[str, str]) -> None
         raise FleetError(
             f"version override specified for component {', '.join(missing)} which has no URL"
         )
+    for name, spec in sorted((parameters.get("packages") or {}).items()):
+        if not isinstance(spec, dict) or "url" not in spec:
+            raise FleetError(f"version override specified for package {name!r} which has no URL")
 
 
 def cluster_node(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:

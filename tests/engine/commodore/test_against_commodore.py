@@ -67,6 +67,9 @@ def test_the_clusters_differ_where_the_fixture_says(
     assert "manifests/demo-next/40_version.yaml" in three
     assert "manifests/demo/40_version.yaml" not in three
     assert three["manifests/demo-next/20_configmaps.yaml"].count(b"\n---\n") == 2
+    # the configuration package c-three's class includes (before the class's own parameters)
+    assert b"--k3s --from-package --three" in three["manifests/demo/20_configmaps.yaml"]
+    assert b"package: monitoring" in three["manifests/demo/20_configmaps.yaml"]
     # vaultkv references and their files
     assert "refs/t-acme/c-one/demo/password" in one
     assert b"?{vaultkv:t-acme/c-one/demo/password:" in one["manifests/demo/10_secret.yaml"]

@@ -270,3 +270,12 @@ def test_a_reference_in_the_global_repository_names_its_file_and_line(
     err = render_error(checkout)
     line = common.count("\n") + 1
     assert f"global repository {url} common.yml:{line}: reference ${{no:such:key}}" in str(err)
+
+
+def test_a_package_nobody_configured_is_refused(tenant: Tenant, tmp_path: Path) -> None:
+    checkout = copy_of(tenant, tmp_path)
+    (checkout / "c-one.yml").write_text(
+        "classes:\n  - .common\n  - nope.common\napplications:\n  - pkg.nope\n"
+    )
+    err = render_error(checkout)
+    assert "unknown package 'nope': applications names it" in str(err)
