@@ -1,7 +1,8 @@
 """One cluster's catalog, compiled in a temporary Commodore working directory in Commodore's
-order: bootstrap target, components from `applications`, component checkouts and targets,
-the full inventory, secret references, Kapitan compile, postprocessing filters; then
-`manifests/` from `compiled/<component>/` and `refs/` from the references.
+order: bootstrap target, configuration packages, components and their instances from
+`applications`, their checkouts and targets, the full inventory, secret references, Kapitan
+compile, postprocessing filters; then `manifests/` from `compiled/<instance>/` and `refs/`
+from the references.
 
     files = compile_catalog(tree, cluster)   # {"manifests/demo/x.yaml": b"...", ...}
 """
