@@ -24,6 +24,7 @@ from typing import Any
 
 from shared.engine.affected import affected_between
 from tests.bench import (
+    commodore,
     fleetgen,
     fleetwide,
     helmfile,
@@ -266,6 +267,7 @@ SECTIONS: dict[str, Any] = {
     "fleetwide": fleetwide,
     "longqueue": longqueue,
     "helmfile": helmfile,
+    "commodore": commodore,
 }
 RENDER_MARKER = "## Render engine"
 
