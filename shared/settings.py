@@ -100,6 +100,11 @@ class Settings(BaseSettings):
         "metrics (task slots, schedule-to-start latency, workflow task failures, and the "
         "workflows' `rollwright_*` counters); unset: not served.",
     )
+    deploy_admin_team: str | None = Field(
+        default=None,
+        description="`org/team` whose members may deploy several roots at once through "
+        "POST /api/deploy and `rollwright deploy` (unset: nobody may).",
+    )
     notify_slack_url: SecretStr | None = Field(
         default=None,
         description="A Slack-compatible incoming webhook: one message per deployment event and "

@@ -83,19 +83,15 @@ class World:
         delivery = self.emulator.click_action(run.id, identifier, who)
         assert 200 <= delivery.status < 300, delivery.response
 
-    def api_deploy(
-        self, root: str, revision: str, requested_by: str | None = None
-    ) -> dict[str, Any]:
-        fields = {"repo": REPO, "root": root, "revision": revision}
-        body = json.dumps(fields | ({"requested_by": requested_by} if requested_by else {}))
-        body = body.encode()
+    def api_deploy(self, root: str, revision: str, as_user: str | None = None) -> dict[str, Any]:
+        """POST /api/deploy with the API token, or as `as_user` with a GitHub token the
+        emulator issued them (the gateway asks the emulator's `GET /user` who that is)."""
+        body = json.dumps({"repo": REPO, "root": root, "revision": revision}).encode()
+        token = self.emulator.issue_user_token(as_user) if as_user else self.stack.api_token
         request = urllib.request.Request(
             f"{self.stack.urls.gateway}/api/deploy",
             data=body,
-            headers={
-                "Content-Type": "application/json",
-                "Authorization": f"Bearer {self.stack.api_token}",
-            },
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
             method="POST",
         )
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -395,7 +391,7 @@ def test_a_queued_manual_deployment_shows_as_manual(world: World) -> None:
     _, head = world.merge(root, "env.REGION", "eu-south-1")
     running = world.run_for(root, head, "action_required")
 
-    accepted = world.api_deploy(root, base, requested_by="erin")
+    accepted = world.api_deploy(root, base, as_user="erin")
     queued_id = str(accepted["deployment_id"])
 
     def queued_job() -> dict[str, Any] | None:
