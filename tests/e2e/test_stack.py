@@ -437,6 +437,42 @@ def _with_button(world: World, deployment_id: str, identifier: str) -> CheckRunR
     return None
 
 
+def test_a_reader_and_a_non_admin_deploying_several_roots_are_refused(world: World) -> None:
+    """The stack's gateway asks the emulator who a GitHub token is and what they may do: a
+    reader's deploy and a writer's deploy of several roots (no admin team is configured) are
+    403, audited as not counted, and queue nothing."""
+    base = fleetrepo.head(world.repo_dir)
+    world.emulator.set_permission(OWNER, NAME, "rita", "read")
+
+    def refused(login: str, body: dict[str, Any]) -> str:
+        token = world.emulator.issue_user_token(login)
+        request = urllib.request.Request(
+            f"{world.stack.urls.gateway}/api/deploy",
+            data=json.dumps({"repo": REPO, "revision": base, **body}).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+            method="POST",
+        )
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(request, timeout=30)
+        assert err.value.code == 403
+        return str(json.loads(err.value.read())["detail"])
+
+    assert "@rita has read access" in refused("rita", {"root": "prod/us-1"})
+    several = refused("walt", {"roots": ["prod/us-1", "staging/cluster-a"]})
+    assert "several roots at once needs ROLLWRIGHT_DEPLOY_ADMIN_TEAM" in several
+    audit = json.loads(world.gateway_get(f"/api/audit?repo={REPO}"))
+    mine = [
+        (e["actor"], e["root"], e["counted"])
+        for e in audit["events"]
+        if e["action"] == "deploy" and e["actor"] in ("rita", "walt")
+    ]
+    assert sorted(mine) == [
+        ("rita", "prod/us-1", False),
+        ("walt", "prod/us-1", False),
+        ("walt", "staging/cluster-a", False),
+    ]
+
+
 def test_bad_signature_is_refused_and_starts_nothing(world: World) -> None:
     before = fleetrepo.head(world.repo_dir)
     after = fleetrepo.set_value(
