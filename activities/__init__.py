@@ -30,6 +30,7 @@ from activities.store import StoreActivities
 from activities.verify import DeliveryVerifier, VerifyPlans
 from shared.contracts.deploy import RepoRef
 from shared.github.urls import clone_url
+from shared.notify.notifier import Announcer
 from shared.settings import Settings
 from shared.stores.blob import BlobStore
 from shared.stores.blob_url import open_blob_store
@@ -100,7 +101,8 @@ def build_activities(
         publish.publish,
         git.cleanup_checkout,
     ]
-    store = StoreActivities(blobs, database, metrics)
+    announcer = Announcer(database, settings)
+    store = StoreActivities(blobs, database, metrics, announcer)
     checks = GitHubActivities(settings, github, jobs)
     dispatch = DispatchActivities(client, settings)
     queues = QueueActivities(settings, client)
@@ -119,7 +121,7 @@ def build_activities(
         store.record_deployments,
         dispatch.deployment_status,
         previews.preview_comment,
-        *_promotion_activities(mirror, blobs, github, client, settings),
+        *_promotion_activities(mirror, blobs, github, client, settings, announcer),
         checks.check_run,
         checks.queue_check_runs,
         VerifyPlans(mirror).verify_plan,
@@ -149,10 +151,15 @@ def github_remotes(settings: Settings) -> Callable[[RepoRef], str]:
 
 
 def _promotion_activities(
-    mirror: GitMirror, blobs: BlobStore, github: GitHubAccess, client: Client, settings: Settings
+    mirror: GitMirror,
+    blobs: BlobStore,
+    github: GitHubAccess,
+    client: Client,
+    settings: Settings,
+    announcer: Announcer,
 ) -> list[Callable[..., Any]]:
     """The PromotionWorkflow's activities, and the ones that start and signal it."""
-    promotions = PromotionActivities(mirror, blobs, github)
+    promotions = PromotionActivities(mirror, blobs, github, announcer)
     signals = PromotionSignals(client, settings)
     return [
         promotions.evaluate,

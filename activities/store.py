@@ -53,6 +53,7 @@ from shared.contracts.deploy import (
     lock_from_latest,
 )
 from shared.engine.render import Render
+from shared.notify.notifier import Announcer
 from shared.review.diff import RenderFiles
 from shared.stores.blob import BlobStore, job_log_key, latest_key
 from shared.stores.sql.audit import AuditStore
@@ -189,10 +190,15 @@ class StoreActivities:
     index."""
 
     def __init__(
-        self, blobs: BlobStore, database: Database, metrics: WorkerMetrics | None = None
+        self,
+        blobs: BlobStore,
+        database: Database,
+        metrics: WorkerMetrics | None = None,
+        announcer: Announcer | None = None,
     ) -> None:
         self.blobs = blobs
         self.metrics = metrics
+        self.announcer = announcer
         self.deployments = DeploymentStore(database)
         self.locks = RootLockStore(database)
         self.audit = AuditStore(database)
@@ -274,8 +280,11 @@ class StoreActivities:
 
     def _record(self, record: DeploymentRecord) -> None:
         change = self.deployments.record(record)
-        if change is not None and self.metrics is not None:
-            self.metrics.state_changed(change)  # once per change: a retry records none
+        if change is not None:  # once per change: a retry records none
+            if self.metrics is not None:
+                self.metrics.state_changed(change)
+            if self.announcer is not None:
+                self.announcer.deployment(record, change)
         key = job_log_key(record.deployment_id)
         # Idempotent: the first state seen starts the job, a terminal one finishes it.
         self.job_index.start(record.deployment_id, record.deployment_id, "deployment", key)

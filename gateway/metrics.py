@@ -70,7 +70,7 @@ class GatewayMetrics:
         )
         self.api_deploys = Counter(
             "rollwright_gateway_api_deploys",
-            "POST /api/deploy requests by outcome (queued, unauthorized, unavailable).",
+            "POST /api/deploy requests by outcome (queued, unauthorized, refused, unavailable).",
             ["outcome"],
             registry=self.registry,
         )

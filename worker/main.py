@@ -31,6 +31,8 @@ from temporalio.worker import Worker
 
 from activities import Activities, build_activities
 from shared.contracts.deploy import REVIEW_TIMEOUT_SECONDS, waits_task_queue
+from shared.notify.notifier import Notifier
+from shared.notify.sinks import configured_sinks
 from shared.settings import Settings
 from worker.logs import configure_logging
 from worker.telemetry import ActivityMetrics, serve_metrics, temporal_runtime
@@ -136,8 +138,15 @@ async def run_worker(
                     "worker_task_queue": settings.worker_task_queue,
                 },
             )
+            notifier = None
+            if configured_sinks(settings):  # deliver events and send reminders from here
+                notifier = Notifier(activities.database, settings)
+                stack.callback(notifier.close)
+                delivering = asyncio.create_task(notifier.run(stop))
             await stop.wait()
             log.info("worker stopping")
+            if notifier is not None:
+                await delivering
     finally:
         if stop_metrics is not None:
             stop_metrics()

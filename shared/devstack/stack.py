@@ -32,6 +32,7 @@ from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.gitremotes import write_gitconfig
 from shared.devstack.ports import LOOPBACK, free_port, free_ports, port_in_use, wait_for_port
 from shared.devstack.processes import Child, Supervisor
+from shared.devstack.sink import NotificationSink
 
 EMULATOR_APP_ID = 1
 EMULATOR_OAUTH_CLIENT_ID = "Iv1.rollwright-dev"
@@ -140,6 +141,7 @@ class DevStack:
         self.supervisor = Supervisor(self.data_dir / "logs")
         self.emulator: GitHubEmulator | None = None
         self.argocd: FakeArgoCD | None = None
+        self.sink: NotificationSink | None = None
         self.env: dict[str, str] = {}
         self.webhook_secret = ""
         self.api_token = ""
@@ -166,6 +168,9 @@ class DevStack:
                 self._start_emulator(gateway)
                 # Applications are added by whoever publishes to git (the demo does).
                 self.argocd = FakeArgoCD(token=secrets.token_urlsafe(24), host=LOOPBACK).start()
+                # where the worker's notifications go (both sinks: Slack's format and signed)
+                self.sink = NotificationSink(secret=secrets.token_urlsafe(24), host=LOOPBACK)
+                self.sink.start()
             self.env = self._child_env(address, ui, gateway)
             self._urls = StackURLs(
                 address,
@@ -191,6 +196,9 @@ class DevStack:
         if self.argocd is not None:
             self.argocd.stop()
             self.argocd = None
+        if self.sink is not None:
+            self.sink.stop()
+            self.sink = None
 
     def __enter__(self) -> DevStack:
         self.start()
@@ -386,6 +394,10 @@ class DevStack:
             )
         if self.argocd is not None:
             env[DEV_ARGOCD_TOKEN_VAR] = self.argocd.token
+        if self.sink is not None:
+            env["ROLLWRIGHT_NOTIFY_WEBHOOK_URL"] = self.sink.webhook_url
+            env["ROLLWRIGHT_NOTIFY_WEBHOOK_SECRET"] = self.sink.secret
+            env["ROLLWRIGHT_NOTIFY_SLACK_URL"] = self.sink.slack_url
         return env
 
     def _start_gateway(self) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from shared.engine import yamldoc
 from shared.engine.config.fleet import FleetConfig
-from shared.engine.dimensions import patches, sequence, spelling
+from shared.engine.dimensions import argopass, patches, sequence, spelling
 from shared.engine.dimensions.chart import chart_files
 from shared.engine.dimensions.discovery import discover
 from shared.engine.dimensions.files import FleetFiles, is_yaml
@@ -105,14 +105,14 @@ class DimensionsLayout:
         return narrow(values, release)
 
     def render_files(self, root: str) -> dict[str, bytes]:
-        return self._files(root, self.state(root).values)
+        return self._checked(root, self._files(root, self.state(root).values))
 
     def render_redacted(self, root: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
         """(plaintext, redacted) chart files. A root with encrypted values is rendered a
         second time from perturbed secrets; what differs is secret-derived
         (shared.engine.secrets.origin)."""
         values = self.state(root).values
-        plain = self._files(root, values)
+        plain = self._checked(root, self._files(root, values))
         if not self.has_secrets(root):
             return plain, origin.hash_secret_objects(plain)
         paths = self.secret_paths(root, None)
@@ -154,6 +154,13 @@ class DimensionsLayout:
     def secret_values(self) -> list[Any]:
         """Every encrypted values file decrypted so far."""
         return self.files.decrypted()
+
+    def _checked(self, root: str, files: dict[str, bytes]) -> dict[str, bytes]:
+        """`files` once Argo CD's pass over the published chart works
+        (shared.engine.dimensions.argopass)."""
+        ctype, place = self.merger.split(root)
+        argopass.check(self.files, self.merger.components(ctype), place, files, root)
+        return files
 
     def _files(self, root: str, values: dict[str, Any]) -> dict[str, bytes]:
         ctype, place = self.merger.split(root)

@@ -39,6 +39,14 @@ class Waiting:
 
 
 @dataclass(frozen=True)
+class AwaitingReview:
+    repo: str
+    root: str
+    deployment_id: str
+    since: datetime  # when it reached the review gate
+
+
+@dataclass(frozen=True)
 class FleetRoot:
     """One root on the fleet page (`DeploymentStore.fleet`)."""
 
@@ -186,6 +194,25 @@ class DeploymentStore:
             return [
                 Waiting(repo, root, state, int(count), utc(oldest))
                 for repo, root, state, count, oldest in session.execute(query)
+            ]
+
+    def awaiting_review(self, *, limit: int = 5000) -> list[AwaitingReview]:
+        """Every deployment at the review gate, the longest-waiting first (reminders)."""
+        with self._db.session() as session:
+            query = (
+                select(
+                    DeploymentRow.repo,
+                    DeploymentRow.root,
+                    DeploymentRow.deployment_id,
+                    DeploymentRow.updated_at,
+                )
+                .where(DeploymentRow.state == "awaiting_review")
+                .order_by(DeploymentRow.updated_at, DeploymentRow.deployment_id)
+                .limit(limit)
+            )
+            return [
+                AwaitingReview(repo, root, deployment_id, utc(since))
+                for repo, root, deployment_id, since in session.execute(query)
             ]
 
     def count(self, repo: str | None, root: str | None = None) -> int:
