@@ -26,7 +26,7 @@ from shared.contracts.deploy import DeploymentRecord, LockState
 from shared.stores.sql.deployments import DeploymentStore, StateChange
 from shared.stores.sql.engine import Database
 from shared.stores.sql.locks import RootLockStore
-from tests.support.deploy_world import test_server_path
+from tests.support.deploy_world import test_server_path as time_skipping_server
 from worker.telemetry import ActivityMetrics, serve_metrics, split_address
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -210,7 +210,7 @@ def test_the_interceptor_times_each_attempt_and_counts_retries() -> None:
 
     async def scenario() -> str:
         env = await WorkflowEnvironment.start_time_skipping(
-            test_server_existing_path=test_server_path(),
+            test_server_existing_path=time_skipping_server(),
             data_converter=pydantic_data_converter,
         )
         try:
