@@ -111,6 +111,7 @@ def test_root_locks_follow_latest_json_and_the_gateway_gauges_follow_sql(
     store.record(record("queued", 0, "q-1", root="prod/us"))
     store.record(record("queued", 5, "q-2", root="prod/us"))
     store.record(record("awaiting_review", 7, "r-1", root="staging"))
+    store.record(record("awaiting_review", 40, "r-1", root="staging"))  # a click, no decision
 
     collector = FleetCollector()
     collector.state = read_fleet_state(database)
@@ -122,6 +123,10 @@ def test_root_locks_follow_latest_json_and_the_gateway_gauges_follow_sql(
     oldest = series["rollwright_root_queue_oldest_timestamp_seconds"]
     assert oldest == {("acme/fleet", "prod/us"): T0.timestamp()}
     assert series["rollwright_root_awaiting_review"] == {("acme/fleet", "staging"): 1.0}
+    entered = (T0 + timedelta(minutes=7)).timestamp()  # not restarted by the second record
+    assert series["rollwright_root_review_oldest_timestamp_seconds"] == {
+        ("acme/fleet", "staging"): entered
+    }
 
     # unlocked, dequeued, reviewed: the series go instead of keeping their last values
     locks.set("acme/fleet", "prod/eu", LockState(), T0)
