@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 from shared.engine import yamldoc
 from shared.engine.config.affected import AffectedSettings
 from shared.engine.config.atlas import AtlasSettings
+from shared.engine.config.helmfile import HelmfileSettings
 from shared.engine.config.output import OutputSettings, RenderSettings
 from shared.engine.config.parsing import StrictModel, parse_model
 from shared.engine.config.preview import PreviewSettings
@@ -40,6 +41,7 @@ class FleetConfig(StrictModel):
     output: OutputSettings = Field(default_factory=OutputSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
     atlas: AtlasSettings = Field(default_factory=AtlasSettings)
+    helmfile: HelmfileSettings = Field(default_factory=HelmfileSettings)
     affected: AffectedSettings = Field(default_factory=AffectedSettings)
     publish: PublishSettings = Field(default_factory=PublishSettings)
     preview: PreviewSettings = Field(default_factory=PreviewSettings)

@@ -14,12 +14,21 @@ from __future__ import annotations
 import itertools
 import posixpath
 from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from shared.engine import suggest
 from shared.engine.config.fleet import FleetConfig
 from shared.engine.errors import FleetError, Problem
-from shared.engine.helmfile import bootstrap, chartify, helmout, inputs, options, pipeline
+from shared.engine.helmfile import (
+    bootstrap,
+    chartify,
+    helmout,
+    inputs,
+    options,
+    pipeline,
+    prerender,
+)
 from shared.engine.helmfile.bootstrap import Bootstrap, Placement
 from shared.engine.helmfile.options import OptionError, Options
 from shared.engine.helmfile.states import Loader, Release, State
@@ -28,6 +37,7 @@ from shared.engine.secrets.origin import hash_secret_objects
 from shared.engine.tree import Tree
 from shared.engine.values import deep_merge
 
+T = TypeVar("T")
 TOP_LEVEL = ("helmfile.yaml", "helmfile.yaml.gotmpl")
 # kube-renderer's CI renders with the helm 3.10.2 binary, whose default is Kubernetes 1.25.
 DEFAULT_KUBE_VERSION = "v1.25.0"
@@ -58,6 +68,7 @@ class HelmfileLayout:
         self.tree = tree
         self.config = config
         self._plan: Plan | None = None
+        self._reading: prerender.Reading | None = None
 
     # --- planning ----------------------------------------------------------------------------
 
@@ -73,13 +84,39 @@ class HelmfileLayout:
             )
         raise FleetError("no helmfile.yaml at the repository root", path="helmfile.yaml")
 
+    def reading(self) -> prerender.Reading:
+        """Which kube-renderer reads the repository, and the tree its helmfile sees (the
+        gomplate pre-render of kube-renderer before 0.1.17: shared.engine.helmfile.prerender)."""
+        if self._reading is None:
+            top = self.top_level()
+            found = prerender.read(self.tree, self.config.helmfile, top)
+            if found.era is not prerender.CURRENT and top != "helmfile.yaml":
+                raise FleetError(
+                    f"{found.context()}: kube-renderer before 0.1.17 reads helmfile.yaml (or "
+                    f"each file of helmfile.d/, not reproduced), not {top}",
+                    path=top,
+                )
+            self._reading = found
+        return self._reading
+
     def plan(self) -> Plan:
         if self._plan is None:
-            self._plan = self._make_plan()
+            self._plan = self._in_reading(self._make_plan)
         return self._plan
 
+    def _in_reading(self, action: Callable[[], T]) -> T:
+        """`action`, its errors saying which kube-renderer's reading they come from."""
+        reading = self.reading()
+        try:
+            return action()
+        except FleetError as err:
+            if not reading.context() or reading.context() in err.problem.message:
+                raise
+            raise err.within(reading.context()) from None
+
     def states(self) -> list[State]:
-        return Loader(self.tree).states(self.top_level())
+        reading = self.reading()
+        return Loader(reading.tree).states(self.top_level(), reading.overrides)
 
     def _make_plan(self) -> Plan:
         states = self.states()
@@ -183,13 +220,17 @@ class HelmfileLayout:
         return dict(sorted(files.items()))
 
     def _release_files(self, planned: Planned) -> dict[str, str]:
+        return self._in_reading(lambda: self._render_release(planned))
+
+    def _render_release(self, planned: Planned) -> dict[str, str]:
         release = planned.release
         where = pipeline.Where(release.name, release.state, release.line)
         how = chartify.Render(
             helmout.Flags(planned.options.crds, planned.options.hooks, planned.options.tests),
             self._kube_version(release.name),
         )
-        files = chartify.output_files(release, self.tree, how, planned.state.repositories)
+        tree = self.reading().tree
+        files = chartify.output_files(release, tree, how, planned.state.repositories)
         stream = pipeline.release_stream(files, planned.options, where)
         if not stream.strip():
             raise where.error(
@@ -199,9 +240,10 @@ class HelmfileLayout:
         return pipeline.generate(stream, planned.options, where)
 
     def _kube_version(self, release: str) -> str:
+        tree = self.reading().tree
         for name in (f"kubeversion-{release}", "kubeversion"):
-            if self.tree.is_file(name):
-                return self.tree.read_text(name).rstrip("\n")
+            if tree.is_file(name):
+                return tree.read_text(name).rstrip("\n")
         return DEFAULT_KUBE_VERSION
 
     def render_redacted(self, root: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
@@ -216,9 +258,11 @@ class HelmfileLayout:
 
     def inputs(self, root: str) -> inputs.Inputs:
         plan = self.plan()
+        # The choice of kube-renderer's reading and its pre-render read these for every root.
+        read = inputs.Inputs(self.reading().sources)
         if self._bootstrap(root) is not None:
-            return inputs.bootstrap_inputs(plan.states)
-        found = inputs.Inputs(frozenset())
+            return inputs.bootstrap_inputs(plan.states) | read
+        found = read
         for planned in self._root(root):
             found |= inputs.release_inputs(self.tree, planned.release, planned.state)
         return found
