@@ -35,7 +35,9 @@ class HelmfileSettings(StrictModel):
             return None
         found = _VERSION.fullmatch(str(value))
         if not isinstance(value, str) or found is None or not FIRST <= int(found[1]) <= LAST:
-            raise ValueError(f"a kube-renderer version from 0.1.{FIRST} to 0.1.{LAST}, such as 0.1.16")
+            raise ValueError(
+                f"a kube-renderer version from 0.1.{FIRST} to 0.1.{LAST}, such as 0.1.16"
+            )
         return value.lstrip("v")
 
     def minor(self) -> int | None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import itertools
 import posixpath
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from shared.engine import suggest

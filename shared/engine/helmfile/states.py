@@ -181,9 +181,7 @@ class Loader:
         offset = 0
         for part in _PART_SEPARATOR.split(text):
             # helmfile's first pass already sees the overrides (its initial environment)
-            first = self._render(
-                part, path, base, deep_merge(env, overrides), offset, strict=False
-            )
+            first = self._render(part, path, base, deep_merge(env, overrides), offset, strict=False)
             for base_path, line in _list_of_paths(first, "bases", path, offset):
                 layered = self._load(self._path(base, base_path, path, line), {}, seen)
                 env = deep_merge(env, layered.state.values)
