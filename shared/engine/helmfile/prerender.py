@@ -272,16 +272,17 @@ def _load(tree: Tree, top: str, overrides: dict[str, Any]) -> list[State] | Flee
 
 
 def _same(a: list[State], b: list[State]) -> bool:
-    """Whether what the layout reads of the states is the same (the values are, for the
-    top-level state with a bootstrap template: its template sees them)."""
     return _signature(a) == _signature(b)
 
 
 def _signature(states: list[State]) -> str:
+    """What kube-renderer reads of the states: the releases, the `.kube-renderer` options,
+    and the top-level values when a bootstrap template sees them."""
     out = []
     for i, state in enumerate(states):
-        top = i == len(states) - 1
-        section = state.values if top else options.section(state.values)
+        section = options.section(state.values)
+        if i == len(states) - 1 and section.get("bootstrap_template"):
+            section = state.values
         out.append(
             {
                 "path": state.path,
