@@ -25,6 +25,7 @@ from shared.engine.helmfile import (
     chartify,
     helmout,
     inputs,
+    legacy,
     options,
     pipeline,
     prerender,
@@ -90,7 +91,7 @@ class HelmfileLayout:
         if self._reading is None:
             top = self.top_level()
             found = prerender.read(self.tree, self.config.helmfile, top)
-            if found.era is not prerender.CURRENT and top != "helmfile.yaml":
+            if not prerender.is_current(found.era) and top != "helmfile.yaml":
                 raise FleetError(
                     f"{found.context()}: kube-renderer before 0.1.17 reads helmfile.yaml (or "
                     f"each file of helmfile.d/, not reproduced), not {top}",
@@ -110,9 +111,7 @@ class HelmfileLayout:
         try:
             return action()
         except FleetError as err:
-            if not reading.context() or reading.context() in err.problem.message:
-                raise
-            raise err.within(reading.context()) from None
+            raise reading.explain(err) from None
 
     def states(self) -> list[State]:
         reading = self.reading()
@@ -148,6 +147,12 @@ class HelmfileLayout:
                 path=self.top_level(),
             )
         _place(plan)
+        legacy.check(
+            self.tree,
+            self.reading(),
+            [legacy.Planned(p.release, p.state, p.options) for p in plan.releases.values()],
+            states[-1],
+        )
         _add_bootstrap(plan, states)
         _check_nesting(plan)
         return plan
@@ -225,19 +230,36 @@ class HelmfileLayout:
     def _render_release(self, planned: Planned) -> dict[str, str]:
         release = planned.release
         where = pipeline.Where(release.name, release.state, release.line)
-        how = chartify.Render(
-            helmout.Flags(planned.options.crds, planned.options.hooks, planned.options.tests),
-            self._kube_version(release.name),
-        )
-        tree = self.reading().tree
-        files = chartify.output_files(release, tree, how, planned.state.repositories)
-        stream = pipeline.release_stream(files, planned.options, where)
+        era = self.reading().era
+        if prerender.is_current(era):
+            variants = [
+                helmout.Flags(planned.options.crds, planned.options.hooks, planned.options.tests)
+            ]
+        else:
+            variants = legacy.flag_variants(era, planned.options)
+        streams = [self._stream(planned, flags, where) for flags in variants]
+        if any(other != streams[0] for other in streams[1:]):
+            raise where.error(
+                f"kube-renderer {era.versions} renders it differently: Helm's CRDs, hooks and "
+                "tests are rendered by default before 0.1.14, tests with hooks in 0.1.14; set "
+                f"{prerender.SETTING} to the version the repository is for"
+            )
+        stream = streams[0]
         if not stream.strip():
             raise where.error(
                 "renders no object (kube-renderer would write an empty file); check its chart, "
                 "values and flags"
             )
-        return pipeline.generate(stream, planned.options, where)
+        # kube-renderer before 0.1.17 appends the yq generator's documents in name order
+        lexical = not prerender.is_current(era)
+        return pipeline.generate(stream, planned.options, where, lexical=lexical)
+
+    def _stream(self, planned: Planned, flags: helmout.Flags, where: pipeline.Where) -> str:
+        """Steps 1 to 4 of kube-renderer on the release rendered with `flags`."""
+        how = chartify.Render(flags, self._kube_version(planned.release.name))
+        tree = self.reading().tree
+        files = chartify.output_files(planned.release, tree, how, planned.state.repositories)
+        return pipeline.release_stream(files, planned.options, where)
 
     def _kube_version(self, release: str) -> str:
         tree = self.reading().tree

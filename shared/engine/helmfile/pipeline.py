@@ -121,8 +121,12 @@ def _remove_labels(text: str, labels: tuple[str, ...]) -> str:
 # --- generators ------------------------------------------------------------------------------
 
 
-def generate(stream: str, options: Options, where: Where) -> dict[str, str]:
-    """Step 5: the release's files, by path below its output directory."""
+def generate(
+    stream: str, options: Options, where: Where, *, lexical: bool = False
+) -> dict[str, str]:
+    """Step 5: the release's files, by path below its output directory. `lexical`: the yq
+    generator appends documents in the order of their split files' names (`0 1 10 2`), as
+    kube-renderer before 0.1.17 did (`sort -V` since)."""
     if options.generator == "":
         return {f"{where.release}.yaml": stream}
     if options.generator == "kustomize":
@@ -133,14 +137,19 @@ def generate(stream: str, options: Options, where: Where) -> dict[str, str]:
         inputs = {"resources.yaml": stream, "kustomization.yaml": kustomization}
         return kustomize(inputs, where.path, split=True)
     files: dict[str, str] = _yq(
-        where, "rendered stream", lambda: _split_generate(stream, options, where)
+        where, "rendered stream", lambda: _split_generate(stream, options, where, lexical)
     )
     return files
 
 
-def _split_generate(stream: str, options: Options, where: Where) -> dict[str, str]:
+def _split_generate(
+    stream: str, options: Options, where: Where, lexical: bool = False
+) -> dict[str, str]:
     out: dict[str, str] = {}
-    for index, doc in enumerate(yqdoc.read(stream)):
+    docs = list(enumerate(yqdoc.read(stream)))
+    if lexical and options.generator == "yq":
+        docs.sort(key=lambda item: f"{item[0]}.yaml")
+    for index, doc in docs:
         piece = split_text(doc)
         if options.generator == "helm":
             path = _source_path(piece)

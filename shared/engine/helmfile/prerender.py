@@ -37,7 +37,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,33 +54,46 @@ SETTING = "helmfile.kubeRenderer in rollwright.yaml"
 
 @dataclass(frozen=True)
 class Era:
-    """Versions of kube-renderer that read a repository alike."""
+    """Versions 0.1.<first> to 0.1.<last> of kube-renderer, which read a repository alike."""
 
-    versions: str
+    first: int
+    last: int
     suffix: str  # of the template files it pre-renders; "" for none
     key: str  # the context key of values.yaml in them
     state_values: bool  # values.yaml is helmfile's --state-values-file
 
+    @property
+    def versions(self) -> str:
+        if self.first == self.last:
+            return f"0.1.{self.first}"
+        return f"0.1.{self.first} to 0.1.{self.last}"
 
-GOTMPL = Era("0.1.2 to 0.1.10", ".gotmpl", "Values", True)
-TMPL_VALUES = Era("0.1.11 to 0.1.13", ".tmpl", "Values", True)
-TMPL = Era("0.1.14 to 0.1.16", ".tmpl", "StateValues", True)
-CURRENT = Era("0.1.17 to 0.1.20", "", "", False)
+    def pinned(self, minor: int) -> Era:
+        """The era narrowed to one version (what differs within it is then known)."""
+        return replace(self, first=minor, last=minor)
+
+
+GOTMPL = Era(2, 10, ".gotmpl", "Values", True)
+TMPL_VALUES = Era(11, 13, ".tmpl", "Values", True)
+TMPL = Era(14, 16, ".tmpl", "StateValues", True)
+CURRENT = Era(17, 20, "", "", False)
 # values.yaml as state values with nothing to pre-render: no template files, or only
 # `.gotmpl` files helmfile reads (which 0.1.10 would have pre-rendered away).
-STATE_VALUES = Era("0.1.2 to 0.1.16", "", "", True)
-STATE_VALUES_TMPL = Era("0.1.11 to 0.1.16", "", "", True)
+STATE_VALUES = Era(2, 16, "", "", True)
+STATE_VALUES_TMPL = Era(11, 16, "", "", True)
 
 
 def era_of(minor: int) -> Era:
-    """The era of kube-renderer 0.1.<minor>."""
-    if minor <= 10:
-        return GOTMPL
-    if minor <= 13:
-        return TMPL_VALUES
-    if minor <= 16:
-        return TMPL
-    return CURRENT
+    """kube-renderer 0.1.<minor>, as an era of one version."""
+    for era in (GOTMPL, TMPL_VALUES, TMPL, CURRENT):
+        if minor <= era.last:
+            return era.pinned(minor)
+    raise ValueError(f"kube-renderer 0.1.{minor} is not one of the helmfile-based versions")
+
+
+def is_current(era: Era) -> bool:
+    """Whether the era reads a repository as the helmfile layout's own version does."""
+    return era.first >= CURRENT.first
 
 
 @dataclass
@@ -94,9 +107,27 @@ class Reading:
 
     def context(self) -> str:
         """What an error of this reading is prefixed with ("" for the current one)."""
-        if self.era is CURRENT:
+        if is_current(self.era):
             return ""
         return f"read as kube-renderer {self.era.versions} does ({self.why})"
+
+    def explain(self, err: FleetError) -> FleetError:
+        """An error met in this reading, saying which reading it is and, when it names a
+        template the pre-render replaced, what became of it."""
+        doing = self.context()
+        if not doing or doing in err.problem.message:
+            return err
+        message = err.problem.message
+        if isinstance(self.tree, PreRendered):
+            gone = [p for p in sorted(self.tree.removed) if p in message]
+            if gone:
+                message += (
+                    f" (kube-renderer pre-renders {gone[0]} into {gone[0][: -len(self.era.suffix)]}"
+                    " and deletes it)"
+                )
+        found = FleetError(f"{doing}: {message}", path=err.path, line=err.line)
+        found.retryable = err.retryable
+        return found
 
 
 class _Inconsistent(Exception):
@@ -301,7 +332,7 @@ def _reading(
     suffixed: dict[str, list[str]],
     sources: frozenset[str],
 ) -> Reading:
-    if not era.suffix:
+    if not era.suffix or not era.state_values:
         return Reading(era, why, tree, (values or {}) if era.state_values else {}, sources)
     return Reading(era, why, _prerender(tree, era, values, suffixed), values or {}, sources)
 

@@ -106,7 +106,7 @@ def test_the_state_values_reach_helmfile_and_kube_renderer_options(tmp_path: Pat
                 "---\nreleases:\n- name: shop\n  chart: ./src/shop\n  values:\n"
                 "  - place: {{ .Values.place }}\n    target: {{ .Values.ns }}\n"
             ),
-            "values.yaml": "ns: shelf\n.kube-renderer:\n  render_filename_generator: yq\n",
+            "values.yaml": "ns: shelf\n.kube-renderer:\n  render_filename_generator: helm\n",
             "src/shop/Chart.yaml": CHART_YAML,
             "src/shop/templates/cm.yaml.tmpl": (
                 "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .StateValues.ns }}\n"
@@ -116,7 +116,7 @@ def test_the_state_values_reach_helmfile_and_kube_renderer_options(tmp_path: Pat
         },
     )
     assert rendered_tree(repo) == {
-        "shop/shelf/ConfigMap_shelf.yaml": (
+        "shop/Shop/templates/cm.yaml": (
             b"# Source: Shop/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n"
             b"  name: shelf\n  namespace: shelf\ndata:\n  place: cellar\n"
         )
@@ -185,8 +185,11 @@ def test_a_gotmpl_file_helmfile_reads_is_not_pre_rendered(tmp_path: Path) -> Non
     (repo / "rollwright.yaml").write_text("helmfile:\n  kubeRenderer: 0.1.10\n")
     with pytest.raises(FleetError) as err:
         rendered_tree(repo)
-    assert "read as kube-renderer 0.1.2 to 0.1.10 does" in str(err.value)
-    assert "shop.yaml.gotmpl not found" in str(err.value)
+    assert str(err.value) == (
+        "helmfile.yaml: read as kube-renderer 0.1.10 does (helmfile.kubeRenderer in "
+        "rollwright.yaml: 0.1.10): helmfile shop.yaml.gotmpl not found (kube-renderer "
+        "pre-renders shop.yaml.gotmpl into shop.yaml and deletes it)"
+    )
 
 
 def test_gotmpl_files_of_both_kinds_are_refused_with_the_setting(tmp_path: Path) -> None:

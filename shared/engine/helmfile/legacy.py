@@ -1,0 +1,137 @@
+"""What kube-renderer before 0.1.17 did differently from 0.1.20 besides its gomplate pre-render
+(shared.engine.helmfile.prerender): reproduced where it is a default, refused where it is not
+reproduced, so that a repository read as an earlier version never renders as 0.1.20 would.
+
+- before 0.1.14 Helm renders every release's CRDs, hooks and tests (no `--no-hooks`, no
+  `--skip-tests`); 0.1.14 skips hooks unless `flags.hooks`, and with them renders tests;
+  `--skip-tests` unless `flags.tests` is 0.1.15's. Where the versions of a reading render a
+  release differently, it is refused (`flag_variants`, compared by the layout);
+- before 0.1.14 the `.kube-renderer` options read differently (a root `kube-renderer.yaml`
+  before 0.1.9, `flags` as a list, no `target_dir` / `helmfile_dir`, `target_release` merging
+  into the target's file): a reading before 0.1.14 with any option is refused;
+- up to 0.1.16 one generator serves the whole run (the options of the release its loop read
+  last), and the yq generator appends the documents in the order of their file names
+  (`0 1 10 2`, reproduced); `comment` and `bootstrap_template` are 0.1.17's; `remove_labels`
+  is 0.1.15's (pod templates 0.1.16's); the yq default path's `/crds` `/tests` `/hooks`
+  `/rbac` are 0.1.16's;
+- 0.1.3 to 0.1.16 render a root `bootstrap.yaml` per release (not reproduced).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.engine.errors import FleetError
+from shared.engine.helmfile import helmout, options
+from shared.engine.helmfile.options import Options
+from shared.engine.helmfile.prerender import SETTING, Era, Reading, is_current
+from shared.engine.helmfile.states import Release, State
+from shared.engine.tree import Tree
+from shared.engine.values import deep_merge
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What the checks read of one enabled release."""
+
+    release: Release
+    state: State
+    options: Options
+
+
+def check(tree: Tree, reading: Reading, planned: list[Planned], top: State) -> None:
+    """Refuse what the reading's versions would render differently from 0.1.20's steps."""
+    era = reading.era
+    if is_current(era):
+        return
+    doing = reading.context()
+
+    def refuse(message: str, path: str, line: int | None = None) -> FleetError:
+        return FleetError(
+            f"{doing}: {message}; set {SETTING} if it is for another version", path=path, line=line
+        )
+
+    if era.last >= 3 and tree.is_file("bootstrap.yaml"):
+        raise refuse(
+            f"kube-renderer {_span(era, 3, 16)} renders bootstrap.yaml for every release with "
+            "gomplate; not reproduced",
+            "bootstrap.yaml",
+        )
+    if options.section(top.values).get("bootstrap_template"):
+        raise refuse(
+            f"{options.KEY}.bootstrap_template is kube-renderer 0.1.17's (it ignores it)",
+            top.path,
+        )
+    if era.first < 9 and tree.is_file("kube-renderer.yaml"):
+        raise refuse(
+            f"kube-renderer {_span(era, 2, 8)} reads its options from kube-renderer.yaml; not "
+            "reproduced",
+            "kube-renderer.yaml",
+        )
+    for item in planned:
+        release = item.release
+        section = options.section(deep_merge(item.state.values, release.values))
+        if era.first < 14 and section:
+            raise refuse(
+                f"release {release.name!r} sets {options.KEY} options, which kube-renderer "
+                f"{_span(era, 2, 13)} reads otherwise (kube-renderer.yaml, flags as a list, "
+                "no target_dir, merging target_release); not reproduced",
+                release.state,
+                release.line,
+            )
+        flags = section.get("flags")
+        if era.first <= 14 and isinstance(flags, dict) and "tests" in flags:
+            raise refuse(
+                f"release {release.name!r}: {options.KEY}.flags.tests is kube-renderer 0.1.15's "
+                "(0.1.14 renders tests with hooks)",
+                release.state,
+                release.line,
+            )
+        why = _unreproduced(item.options, era)
+        if why:
+            raise refuse(f"release {release.name!r}: {why}", release.state, release.line)
+    generators = {(p.options.generator, p.options.pattern) for p in planned}
+    if len(generators) > 1:
+        first = planned[0].release
+        raise refuse(
+            "the releases set different render_filename_generator / render_filename_pattern: "
+            f"kube-renderer {era.versions} uses one for every release (the options of the one "
+            "its loop reads last)",
+            first.state,
+            first.line,
+        )
+
+
+def _unreproduced(opts: Options, era: Era) -> str:
+    if opts.generator == "comment":
+        return "the comment generator is kube-renderer 0.1.17's"
+    if opts.remove_labels and era.first < 16:
+        return "remove_labels is kube-renderer 0.1.15's, pod templates' labels 0.1.16's"
+    if opts.generator == "yq" and not opts.pattern and era.first < 16:
+        return (
+            "the yq generator's default path has /crds, /tests, /hooks and /rbac from "
+            "kube-renderer 0.1.16 on"
+        )
+    return ""
+
+
+def _span(era: Era, first: int, last: int) -> str:
+    """The versions of `era` within first..last, as words."""
+    lo, hi = max(era.first, first), min(era.last, last)
+    return f"0.1.{lo}" if lo == hi else f"0.1.{lo} to 0.1.{hi}"
+
+
+def flag_variants(era: Era, opts: Options) -> list[helmout.Flags]:
+    """Helm's flags for a release in each version of the era, without repeats (one element
+    when they agree)."""
+    out: list[helmout.Flags] = []
+    for minor in range(era.first, era.last + 1):
+        if minor < 14:
+            flags = helmout.Flags(crds=True, hooks=True, tests=True)
+        elif minor == 14:
+            flags = helmout.Flags(crds=opts.crds, hooks=opts.hooks, tests=opts.hooks)
+        else:
+            flags = helmout.Flags(crds=opts.crds, hooks=opts.hooks, tests=opts.tests)
+        if flags not in out:
+            out.append(flags)
+    return out
