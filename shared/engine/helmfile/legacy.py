@@ -46,10 +46,11 @@ def check(tree: Tree, reading: Reading, planned: list[Planned], top: State) -> N
         return
     doing = reading.context()
 
+    # a pinned version is the user's word; a detected one may be the wrong guess of a range
+    hint = "" if reading.pinned else f"; set {SETTING} if it is for another version"
+
     def refuse(message: str, path: str, line: int | None = None) -> FleetError:
-        return FleetError(
-            f"{doing}: {message}; set {SETTING} if it is for another version", path=path, line=line
-        )
+        return FleetError(f"{doing}: {message}{hint}", path=path, line=line)
 
     if era.last >= 3 and tree.is_file("bootstrap.yaml"):
         raise refuse(
@@ -74,8 +75,9 @@ def check(tree: Tree, reading: Reading, planned: list[Planned], top: State) -> N
         if era.first < 14 and section:
             raise refuse(
                 f"release {release.name!r} sets {options.KEY} options, which kube-renderer "
-                f"{_span(era, 2, 13)} reads otherwise (kube-renderer.yaml, flags as a list, "
-                "no target_dir, merging target_release); not reproduced",
+                f"{_span(era, 2, 13)} reads otherwise (before 0.1.14: kube-renderer.yaml up to "
+                "0.1.8, flags as a list, no target_dir, target_release appending into its "
+                "target's file); not reproduced",
                 release.state,
                 release.line,
             )

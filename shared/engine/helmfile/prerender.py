@@ -104,6 +104,7 @@ class Reading:
     overrides: dict[str, Any] = field(default_factory=dict)
     # What the choice and the pre-render read: every root reads them.
     sources: frozenset[str] = frozenset({VALUES})
+    pinned: bool = False  # by rollwright.yaml
 
     def context(self) -> str:
         """What an error of this reading is prefixed with ("" for the current one)."""
@@ -143,7 +144,7 @@ def read(tree: Tree, settings: HelmfileSettings, top: str) -> Reading:
     if not tree.is_file(VALUES):
         era = CURRENT if minor is None else era_of(minor)
         # Without values.yaml kube-renderer pre-renders nothing in any version.
-        return Reading(era, f"{SETTING}, no root {VALUES}", tree)
+        return Reading(era, f"{SETTING}, no root {VALUES}", tree, pinned=minor is not None)
     values = _values(tree)
     suffixed = _suffixed(tree)
     sources = frozenset({VALUES, *suffixed[".tmpl"], *suffixed[".gotmpl"]})
@@ -151,9 +152,11 @@ def read(tree: Tree, settings: HelmfileSettings, top: str) -> Reading:
         era = era_of(minor)
         why = f"{SETTING}: {settings.kube_renderer}"
         try:
-            return _reading(tree, era, why, values, suffixed, sources)
+            found = _reading(tree, era, why, values, suffixed, sources)
         except _Inconsistent as err:
             raise _with(err.error, era, why) from None
+        found.pinned = True
+        return found
     tmpl, gotmpl = suffixed[".tmpl"], suffixed[".gotmpl"]
     helmfiles = _helmfile_reads(tree, top, values) if gotmpl else set()
     unread = [p for p in gotmpl if p not in helmfiles]
@@ -367,12 +370,21 @@ def _render(tree: Tree, era: Era, path: str, values: Any) -> str:
         return gomplate.render(text, {era.key: values}, source=path)
     except gomplate.NotInContext as err:
         raise _Inconsistent(
-            FleetError(f"{doing}{err.where()}: {err.message} (.{era.key} is)", path=path)
+            FleetError(
+                f"{doing}{_column(err)}: {err.message} (.{era.key} is)",
+                path=path,
+                line=err.line or None,
+            )
         ) from None
     except gomplate.Unsupported as err:
-        raise FleetError(f"{doing}{err.where()}: {err.message}", path=path) from None
+        message = f"{doing}{_column(err)}: {err.message}"
+        raise FleetError(message, path=path, line=err.line or None) from None
     except FleetError as err:
         raise _Inconsistent(err.within(doing)) from None
+
+
+def _column(err: gomplate.Unsupported) -> str:
+    return f" (column {err.column})" if err.column else ""
 
 
 class PreRendered:

@@ -253,8 +253,8 @@ def test_an_unsupported_function_is_refused_with_its_line(tmp_path: Path) -> Non
     with pytest.raises(FleetError) as err:
         rendered_tree(repo)
     assert str(err.value) == (
-        "src/shop/templates/cm.yaml.tmpl: kube-renderer 0.1.14 to 0.1.16 pre-renders it with "
-        "gomplate line 2, column 32: 'strings' is not one of the gomplate functions rollwright "
+        "src/shop/templates/cm.yaml.tmpl:2: kube-renderer 0.1.14 to 0.1.16 pre-renders it with "
+        "gomplate (column 32): 'strings' is not one of the gomplate functions rollwright "
         "reproduces (docs/formats/helmfile.md, gomplate templates)"
     )
 
