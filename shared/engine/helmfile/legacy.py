@@ -6,9 +6,10 @@ reproduced, so that a repository read as an earlier version never renders as 0.1
   `--skip-tests`); 0.1.14 skips hooks unless `flags.hooks`, and with them renders tests;
   `--skip-tests` unless `flags.tests` is 0.1.15's. Where the versions of a reading render a
   release differently, it is refused (`flag_variants`, compared by the layout);
-- before 0.1.14 the `.kube-renderer` options read differently (a root `kube-renderer.yaml`
-  before 0.1.9, `flags` as a list, no `target_dir` / `helmfile_dir`, `target_release` merging
-  into the target's file): a reading before 0.1.14 with any option is refused;
+- before 0.1.9 the options are in a root `kube-renderer.yaml` (refused); 0.1.9 to 0.1.13 read
+  the generator, its pattern and the post-renderer from `.kube-renderer` as 0.1.20 does, and
+  the others otherwise or not at all (`flags` as a list, `target_release` appending into its
+  target's file, no `target_dir` / `helmfile_dir`): those are refused;
 - up to 0.1.16 one generator serves the whole run (the options of the release its loop read
   last), and the yq generator appends the documents in the order of their file names
   (`0 1 10 2`, reproduced); `comment` and `bootstrap_template` are 0.1.17's; `remove_labels`
@@ -28,6 +29,11 @@ from shared.engine.helmfile.prerender import SETTING, Era, Reading, is_current
 from shared.engine.helmfile.states import Release, State
 from shared.engine.tree import Tree
 from shared.engine.values import deep_merge
+
+# The options 0.1.9 to 0.1.13 read from helmfile values as 0.1.20 does.
+SINCE_0_1_9 = frozenset(
+    {"render_filename_generator", "render_filename_pattern", "helm_postrenderer"}
+)
 
 
 @dataclass(frozen=True)
@@ -72,12 +78,20 @@ def check(tree: Tree, reading: Reading, planned: list[Planned], top: State) -> N
     for item in planned:
         release = item.release
         section = options.section(deep_merge(item.state.values, release.values))
-        if era.first < 14 and section:
+        if era.first < 9 and section:
             raise refuse(
                 f"release {release.name!r} sets {options.KEY} options, which kube-renderer "
-                f"{_span(era, 2, 13)} reads otherwise (before 0.1.14: kube-renderer.yaml up to "
-                "0.1.8, flags as a list, no target_dir, target_release appending into its "
-                "target's file); not reproduced",
+                f"{_span(era, 2, 8)} does not read (its options are in kube-renderer.yaml)",
+                release.state,
+                release.line,
+            )
+        later = sorted(set(section) - SINCE_0_1_9) if era.first < 14 else []
+        if later:
+            raise refuse(
+                f"release {release.name!r}: kube-renderer {_span(era, 9, 13)} reads "
+                f"{options.KEY}.{later[0]} otherwise or not at all (flags are a list, "
+                "target_release appends into its target's file, target_dir, helmfile_dir and "
+                "remove_labels come later); not reproduced",
                 release.state,
                 release.line,
             )

@@ -20,17 +20,19 @@ def _cm(name: str, annotations: str = "") -> str:
     return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n{meta}"
 
 
-def _repo(tmp_path: Path, files: dict[str, str], helmfile: str = "") -> Path:
-    """One release of a chart with a plain ConfigMap, a root values.yaml and a `.tmpl`
-    template reading `.<key>` (the era), plus `files`."""
+def _repo(tmp_path: Path, files: dict[str, str | None], helmfile: str = "") -> Path:
+    """One release of a chart with a root values.yaml and a `.tmpl` template reading
+    `.StateValues` (0.1.14 to 0.1.16), and `files` (None: without that file)."""
     repo = tmp_path / "repo"
-    base = {
+    base: dict[str, str | None] = {
         "helmfile.yaml": helmfile or "releases:\n- name: shop\n  chart: ./src/shop\n",
         "values.yaml": "name: plain\n",
         "src/shop/Chart.yaml": CHART_YAML,
         "src/shop/templates/plain.yaml.tmpl": _cm("{{ .StateValues.name }}"),
     }
     for path, text in {**base, **files}.items():
+        if text is None:
+            continue
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
     return repo
@@ -118,8 +120,18 @@ def test_a_state_values_reading_spanning_0_1_14_with_hooks_is_refused(tmp_path: 
             "releases:\n- name: shop\n  chart: ./src/shop\n  values:\n"
             "  - .kube-renderer:\n      target_dir: shelf\n",
             "helmfile.yaml:2: read as kube-renderer 0.1.11 to 0.1.13 does (values.yaml and *.tmpl "
-            "files at the root, templates reading .Values): release 'shop' sets .kube-renderer "
-            "options, which kube-renderer 0.1.11 to 0.1.13 reads otherwise",
+            "files at the root, templates reading .Values): release 'shop': kube-renderer 0.1.11 "
+            "to 0.1.13 reads .kube-renderer.target_dir otherwise or not at all",
+        ),
+        (
+            {
+                "src/shop/templates/plain.yaml.tmpl": None,
+                "src/shop/templates/plain.yaml.gotmpl": _cm("{{ .Values.name }}"),
+            },
+            "releases:\n- name: shop\n  chart: ./src/shop\n  values:\n"
+            "  - .kube-renderer:\n      render_filename_generator: helm\n",
+            "release 'shop' sets .kube-renderer options, which kube-renderer 0.1.2 to 0.1.8 does "
+            "not read (its options are in kube-renderer.yaml)",
         ),
         (
             {},
@@ -147,13 +159,26 @@ def test_a_state_values_reading_spanning_0_1_14_with_hooks_is_refused(tmp_path: 
     ],
 )
 def test_what_earlier_versions_read_otherwise_is_refused(
-    tmp_path: Path, files: dict[str, str], helmfile: str, expected: str
+    tmp_path: Path, files: dict[str, str | None], helmfile: str, expected: str
 ) -> None:
     message = _error(_repo(tmp_path, files, helmfile))
     assert expected in message
     assert message.endswith(
         "set helmfile.kubeRenderer in rollwright.yaml if it is for another version"
     )
+
+
+def test_from_0_1_9_the_generator_options_are_read_as_0_1_20_reads_them(tmp_path: Path) -> None:
+    repo = _repo(
+        tmp_path,
+        {"src/shop/templates/plain.yaml.tmpl": _cm("{{ .Values.name }}")},
+        "releases:\n- name: shop\n  chart: ./src/shop\n  values:\n"
+        "  - .kube-renderer:\n      render_filename_generator: helm\n",
+    )
+    assert rendered_tree(repo) == {
+        "shop/Shop/templates/plain.yaml": b"# Source: Shop/templates/plain.yaml\n"
+        + _cm("plain").encode()
+    }
 
 
 def test_the_yq_generator_appends_documents_in_name_order_before_0_1_17(tmp_path: Path) -> None:
