@@ -145,7 +145,15 @@ def read(tree: Tree, settings: HelmfileSettings, top: str) -> Reading:
         era = CURRENT if minor is None else era_of(minor)
         # Without values.yaml kube-renderer pre-renders nothing in any version.
         return Reading(era, f"{SETTING}, no root {VALUES}", tree, pinned=minor is not None)
-    values = _values(tree)
+    if minor is not None and is_current(era_of(minor)):
+        return Reading(era_of(minor), f"{SETTING}: {settings.kube_renderer}", tree, pinned=True)
+    try:
+        values = _values(tree)
+    except FleetError:
+        if minor is not None:
+            raise
+        # helmfile before 0.1.17 fails on it; 0.1.17 on does not read it
+        return Reading(CURRENT, "", tree)
     suffixed = _suffixed(tree)
     sources = frozenset({VALUES, *suffixed[".tmpl"], *suffixed[".gotmpl"]})
     if minor is not None:

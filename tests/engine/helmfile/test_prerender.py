@@ -306,3 +306,14 @@ def test_a_pin_outside_the_helmfile_versions_is_refused(tmp_path: Path, version:
         Fleet.open(WorkTree(repo))
     assert "rollwright.yaml:2:" in str(err.value)
     assert "a kube-renderer version from 0.1.2 to 0.1.20" in str(err.value)
+
+
+def test_a_values_yaml_helmfile_could_not_read_is_an_ordinary_file(tmp_path: Path) -> None:
+    """A list is no state values file: before 0.1.17 helmfile would fail, so the repository is
+    0.1.20's (pinned to 0.1.16, the error says so)."""
+    repo = _repo(tmp_path, ".tmpl", "StateValues", {"values.yaml": "- a\n- b\n"})
+    assert _era(repo) == "0.1.17 to 0.1.20"
+    (repo / "rollwright.yaml").write_text("helmfile:\n  kubeRenderer: 0.1.16\n")
+    with pytest.raises(FleetError) as err:
+        Fleet.open(WorkTree(repo)).roots()
+    assert str(err.value).startswith("values.yaml: kube-renderer before 0.1.17 passes the root")
