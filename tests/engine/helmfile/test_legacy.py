@@ -181,6 +181,23 @@ def test_from_0_1_9_the_generator_options_are_read_as_0_1_20_reads_them(tmp_path
     }
 
 
+def test_transformers_render_with_hooks_on_when_the_chart_has_none(tmp_path: Path) -> None:
+    """Before 0.1.14 hooks are always on: a transformed chart renders when it has no hook,
+    and is refused when it has one (Helm 3.10's first render would lose manifests)."""
+    helmfile = (
+        "releases:\n- name: shop\n  chart: ./src/shop\n  transformers:\n"
+        "  - apiVersion: builtin\n    kind: NamespaceTransformer\n"
+        "    metadata:\n      name: x\n      namespace: moved\n"
+    )
+    repo = _repo(
+        tmp_path, {"src/shop/templates/plain.yaml.tmpl": _cm("{{ .Values.name }}")}, helmfile
+    )
+    text = rendered_tree(repo)["shop/shop.yaml"].decode()
+    assert "Shop/templates/patched_resources.yaml" in text and "namespace: moved" in text
+    (repo / "src/shop/templates/hook.yaml").write_text(HOOK["src/shop/templates/hook.yaml"])
+    assert "transformers on a chart rendering hooks, with hooks enabled" in _error(repo)
+
+
 def test_the_yq_generator_appends_documents_in_name_order_before_0_1_17(tmp_path: Path) -> None:
     """Twelve documents to one file: 0.1.16 appends them as their split files sort (0 1 10 11
     2 ...), 0.1.20 in number order."""
