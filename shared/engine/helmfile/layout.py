@@ -232,12 +232,11 @@ class HelmfileLayout:
         where = pipeline.Where(release.name, release.state, release.line)
         era = self.reading().era
         if prerender.is_current(era):
-            variants = [
-                helmout.Flags(planned.options.crds, planned.options.hooks, planned.options.tests)
-            ]
+            opts = planned.options
+            variants = [legacy.Steps(helmout.Flags(opts.crds, opts.hooks, opts.tests))]
         else:
-            variants = legacy.flag_variants(era, planned.options)
-        streams = [self._stream(planned, flags, where) for flags in variants]
+            variants = legacy.variants(era, planned.options)
+        streams = [self._stream(planned, steps, where) for steps in variants]
         if any(other != streams[0] for other in streams[1:]):
             raise where.error(
                 f"kube-renderer {era.versions} renders it differently: Helm's CRDs, hooks and "
@@ -254,12 +253,14 @@ class HelmfileLayout:
         lexical = not prerender.is_current(era)
         return pipeline.generate(stream, planned.options, where, lexical=lexical)
 
-    def _stream(self, planned: Planned, flags: helmout.Flags, where: pipeline.Where) -> str:
-        """Steps 1 to 4 of kube-renderer on the release rendered with `flags`."""
-        how = chartify.Render(flags, self._kube_version(planned.release.name))
+    def _stream(self, planned: Planned, steps: legacy.Steps, where: pipeline.Where) -> str:
+        """Steps 1 to 4 of kube-renderer on the release, as `steps` say."""
+        how = chartify.Render(steps.flags, self._kube_version(planned.release.name))
         tree = self.reading().tree
         files = chartify.output_files(planned.release, tree, how, planned.state.repositories)
-        return pipeline.release_stream(files, planned.options, where)
+        return pipeline.release_stream(
+            files, planned.options, where, drops_empty=steps.drops_empty, repairs=steps.repairs
+        )
 
     def _kube_version(self, release: str) -> str:
         tree = self.reading().tree

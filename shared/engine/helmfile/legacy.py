@@ -4,8 +4,10 @@ reproduced, so that a repository read as an earlier version never renders as 0.1
 
 - before 0.1.14 Helm renders every release's CRDs, hooks and tests (no `--no-hooks`, no
   `--skip-tests`); 0.1.14 skips hooks unless `flags.hooks`, and with them renders tests;
-  `--skip-tests` unless `flags.tests` is 0.1.15's. Where the versions of a reading render a
-  release differently, it is refused (`flag_variants`, compared by the layout);
+  `--skip-tests` unless `flags.tests` is 0.1.15's. The merge keeps empty documents before
+  0.1.4 and deletes a `---` after a Source line from 0.1.19 on only (where either matters, the
+  release is refused). Where the versions of a reading render a release differently, it is refused
+  (`variants`, compared by the layout);
 - before 0.1.9 the options are in a root `kube-renderer.yaml` (refused); 0.1.9 to 0.1.13 read
   the generator, its pattern and the post-renderer from `.kube-renderer` as 0.1.20 does, and
   the others otherwise or not at all (`flags` as a list, `target_release` appending into its
@@ -137,10 +139,19 @@ def _span(era: Era, first: int, last: int) -> str:
     return f"0.1.{lo}" if lo == hi else f"0.1.{lo} to 0.1.{hi}"
 
 
-def flag_variants(era: Era, opts: Options) -> list[helmout.Flags]:
-    """Helm's flags for a release in each version of the era, without repeats (one element
-    when they agree)."""
-    out: list[helmout.Flags] = []
+@dataclass(frozen=True)
+class Steps:
+    """How a version renders a release's stream: Helm's flags, whether the merge drops empty
+    documents (0.1.4 on) and repairs a `---` after a Source line (0.1.19 on)."""
+
+    flags: helmout.Flags
+    drops_empty: bool = True
+    repairs: bool = True
+
+
+def variants(era: Era, opts: Options) -> list[Steps]:
+    """The steps of each version of the era, without repeats (one element when they agree)."""
+    out: list[Steps] = []
     for minor in range(era.first, era.last + 1):
         if minor < 14:
             flags = helmout.Flags(crds=True, hooks=True, tests=True)
@@ -148,6 +159,7 @@ def flag_variants(era: Era, opts: Options) -> list[helmout.Flags]:
             flags = helmout.Flags(crds=opts.crds, hooks=opts.hooks, tests=opts.hooks)
         else:
             flags = helmout.Flags(crds=opts.crds, hooks=opts.hooks, tests=opts.tests)
-        if flags not in out:
-            out.append(flags)
+        steps = Steps(flags, drops_empty=minor >= 4, repairs=minor >= 19)
+        if steps not in out:
+            out.append(steps)
     return out

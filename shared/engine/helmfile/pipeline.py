@@ -55,16 +55,42 @@ def _yq(where: Where, what: str, action: Callable[[], Any]) -> Any:
         raise where.error(f"render_filename_pattern: {err}") from None
 
 
-def release_stream(files: dict[str, str], options: Options, where: Where) -> str:
-    """Steps 1 to 4: the release's stream as the generator receives it."""
+def release_stream(
+    files: dict[str, str],
+    options: Options,
+    where: Where,
+    *,
+    drops_empty: bool = True,
+    repairs: bool = True,
+) -> str:
+    """Steps 1 to 4: the release's stream as the generator receives it. kube-renderer before
+    0.1.19 does not `repair` (`repairs` False: refused where it would change the stream), and
+    before 0.1.4 keeps empty documents (`drops_empty` False: refused when there is one); how
+    the yq of those versions printed either is not reproduced."""
 
     def merged() -> str:
         docs: list[yqdoc.Document] = []
         for index, path in enumerate(sorted(files)):
-            docs.extend(d for d in yqdoc.read(files[path], index) if yqdoc.length(d.node))
+            for doc in yqdoc.read(files[path], index):
+                if yqdoc.length(doc.node):
+                    docs.append(doc)
+                elif not drops_empty:
+                    raise where.error(
+                        f"{path} holds an empty document, which kube-renderer before 0.1.4 "
+                        "keeps; not reproduced"
+                    )
         return yqdoc.print_documents(docs)
 
-    text = repair(_yq(where, "rendered stream", merged))
+    text: str = _yq(where, "rendered stream", merged)
+    repaired = repair(text)
+    if not repairs and repaired != text:
+        # which documents yq then printed the Source comment with depended on its version
+        raise where.error(
+            "a `---` line follows a Source line in its rendered stream (a file of its chart "
+            "starting with `---`), which kube-renderer before 0.1.19 leaves to yq; not "
+            "reproduced"
+        )
+    text = repaired
     if options.postrender is not None:
         text = postrender(text, options.postrender, where)
     if options.remove_labels:

@@ -222,3 +222,45 @@ def test_the_yq_generator_appends_documents_in_name_order_before_0_1_17(tmp_path
     (repo / "values.yaml").unlink()
     (repo / "src/shop/templates/plain.yaml.tmpl").unlink()
     assert order() == [f"cm{i}" for i in range(12)]
+
+
+CRD = (
+    "---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n"
+    "  name: things.example.com\n"
+)
+
+
+def _crd_repo(tmp_path: Path, version: str, files: dict[str, str | None]) -> Path:
+    return _repo(
+        tmp_path,
+        {
+            "values.yaml": None,
+            "src/shop/templates/plain.yaml.tmpl": None,
+            "rollwright.yaml": f"helmfile:\n  kubeRenderer: {version}\n",
+            **files,
+        },
+    )
+
+
+@pytest.mark.parametrize("version", ["0.1.20", "0.1.18", "0.1.16", "0.1.4"])
+def test_a_file_starting_with_a_separator_is_refused_before_0_1_19(
+    tmp_path: Path, version: str
+) -> None:
+    """Helm's Source line, then the file's own `---`: 0.1.19 deletes that `---`; before, yq
+    printed the comment as its version did. (0.1.18 reads as 0.1.20 here: a pin from 0.1.17
+    on is 0.1.20's reading.)"""
+    repo = _crd_repo(tmp_path, version, {"src/shop/crds/thing.yaml": CRD})
+    if int(version.rsplit(".", 1)[1]) >= 17:
+        text = rendered_tree(repo)["shop/shop.yaml"].decode()
+        assert text.startswith("---\n# Source: Shop/crds/thing.yaml\napiVersion: ")
+    else:
+        assert "a `---` line follows a Source line in its rendered stream" in _error(repo)
+
+
+def test_before_0_1_4_an_empty_document_is_refused(tmp_path: Path) -> None:
+    note = {"src/shop/templates/note.yaml": "# nothing to render\n"}
+    repo = _crd_repo(tmp_path, "0.1.3", {**note, "src/shop/templates/cm.yaml": _cm("cm")})
+    assert (
+        "Shop/templates/note.yaml holds an empty document, which kube-renderer before 0.1.4 keeps"
+        in _error(repo)
+    )
