@@ -151,7 +151,7 @@ class HelmfileLayout:
             self.tree,
             self.reading(),
             [legacy.Planned(p.release, p.state, p.options) for p in plan.releases.values()],
-            states[-1],
+            states,
         )
         _add_bootstrap(plan, states)
         _check_nesting(plan)
@@ -231,7 +231,7 @@ class HelmfileLayout:
         release = planned.release
         where = pipeline.Where(release.name, release.state, release.line)
         era = self.reading().era
-        if prerender.is_current(era):
+        if not self.reading().legacy:
             opts = planned.options
             variants = [legacy.Steps(helmout.Flags(opts.crds, opts.hooks, opts.tests))]
         else:
@@ -250,7 +250,7 @@ class HelmfileLayout:
                 "values and flags"
             )
         # kube-renderer before 0.1.17 appends the yq generator's documents in name order
-        lexical = not prerender.is_current(era)
+        lexical = era.last < 17
         return pipeline.generate(stream, planned.options, where, lexical=lexical)
 
     def _stream(self, planned: Planned, steps: legacy.Steps, where: pipeline.Where) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from shared.engine.errors import FleetError
 from shared.engine.helmfile import helmout, options
 from shared.engine.helmfile.options import Options
-from shared.engine.helmfile.prerender import SETTING, Era, Reading, is_current
+from shared.engine.helmfile.prerender import SETTING, Era, Reading
 from shared.engine.helmfile.states import Release, State
 from shared.engine.tree import Tree
 from shared.engine.values import deep_merge
@@ -47,10 +47,11 @@ class Planned:
     options: Options
 
 
-def check(tree: Tree, reading: Reading, planned: list[Planned], top: State) -> None:
+def check(tree: Tree, reading: Reading, planned: list[Planned], states: list[State]) -> None:
     """Refuse what the reading's versions would render differently from 0.1.20's steps."""
+    top = states[-1]
     era = reading.era
-    if is_current(era):
+    if not reading.legacy:
         return
     doing = reading.context()
 
@@ -60,15 +61,17 @@ def check(tree: Tree, reading: Reading, planned: list[Planned], top: State) -> N
     def refuse(message: str, path: str, line: int | None = None) -> FleetError:
         return FleetError(f"{doing}: {message}{hint}", path=path, line=line)
 
-    if era.last >= 3 and tree.is_file("bootstrap.yaml"):
+    if era.first <= 16 and era.last >= 3 and tree.is_file("bootstrap.yaml"):
         raise refuse(
             f"kube-renderer {_span(era, 3, 16)} renders bootstrap.yaml for every release with "
             "gomplate; not reproduced",
             "bootstrap.yaml",
         )
-    if options.section(top.values).get("bootstrap_template"):
+    if options.section(top.values).get("bootstrap_template") and era.first <= 17:
         raise refuse(
-            f"{options.KEY}.bootstrap_template is kube-renderer 0.1.17's (it ignores it)",
+            f"{options.KEY}.bootstrap_template is kube-renderer 0.1.17's (earlier versions "
+            f"ignore it) and its releases' values hold {options.KEY} from 0.1.18 only; not "
+            "reproduced",
             top.path,
         )
     if era.first < 9 and tree.is_file("kube-renderer.yaml"):
@@ -77,6 +80,17 @@ def check(tree: Tree, reading: Reading, planned: list[Planned], top: State) -> N
             "reproduced",
             "kube-renderer.yaml",
         )
+    enabled = {item.release.name for item in planned}
+    for state in states:
+        for release in state.releases:
+            if release.name not in enabled and era.first < 20:
+                raise refuse(
+                    f"release {release.name!r} is disabled by its condition, which kube-renderer "
+                    "before 0.1.20 does not read (it aborts on the release helmfile skips); not "
+                    "reproduced",
+                    release.state,
+                    release.line,
+                )
     for item in planned:
         release = item.release
         section = options.section(deep_merge(item.state.values, release.values))
@@ -109,7 +123,7 @@ def check(tree: Tree, reading: Reading, planned: list[Planned], top: State) -> N
         if why:
             raise refuse(f"release {release.name!r}: {why}", release.state, release.line)
     generators = {(p.options.generator, p.options.pattern) for p in planned}
-    if len(generators) > 1:
+    if len(generators) > 1 and era.first <= 16:
         first = planned[0].release
         raise refuse(
             "the releases set different render_filename_generator / render_filename_pattern: "
@@ -121,7 +135,7 @@ def check(tree: Tree, reading: Reading, planned: list[Planned], top: State) -> N
 
 
 def _unreproduced(opts: Options, era: Era) -> str:
-    if opts.generator == "comment":
+    if opts.generator == "comment" and era.first <= 16:
         return "the comment generator is kube-renderer 0.1.17's"
     if opts.remove_labels and era.first < 16:
         return "remove_labels is kube-renderer 0.1.15's, pod templates' labels 0.1.16's"

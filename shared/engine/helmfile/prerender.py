@@ -77,6 +77,7 @@ GOTMPL = Era(2, 10, ".gotmpl", "Values", True)
 TMPL_VALUES = Era(11, 13, ".tmpl", "Values", True)
 TMPL = Era(14, 16, ".tmpl", "StateValues", True)
 CURRENT = Era(17, 20, "", "", False)
+LATEST = 20  # the version the helmfile layout reads a repository as when nothing differs
 # values.yaml as state values with nothing to pre-render: no template files, or only
 # `.gotmpl` files helmfile reads (which 0.1.10 would have pre-rendered away).
 STATE_VALUES = Era(2, 16, "", "", True)
@@ -106,9 +107,16 @@ class Reading:
     sources: frozenset[str] = frozenset({VALUES})
     pinned: bool = False  # by rollwright.yaml
 
+    @property
+    def legacy(self) -> bool:
+        """Whether the reading is not 0.1.20's (shared.engine.helmfile.legacy applies): an
+        earlier era, or a pinned 0.1.17 to 0.1.19, which pre-render alike but differ in
+        other steps."""
+        return not is_current(self.era) or (self.pinned and self.era.first < LATEST)
+
     def context(self) -> str:
-        """What an error of this reading is prefixed with ("" for the current one)."""
-        if is_current(self.era):
+        """What an error of this reading is prefixed with ("" for 0.1.20's)."""
+        if not self.legacy:
             return ""
         return f"read as kube-renderer {self.era.versions} does ({self.why})"
 

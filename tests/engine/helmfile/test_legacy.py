@@ -113,7 +113,7 @@ def test_a_state_values_reading_spanning_0_1_14_with_hooks_is_refused(tmp_path: 
             "        bootstrap_template: 'x'\n---\nreleases:\n- name: shop\n  chart: ./src/shop\n",
             "helmfile.yaml: read as kube-renderer 0.1.14 to 0.1.16 does (values.yaml and *.tmpl "
             "files at the root, templates reading .StateValues): .kube-renderer.bootstrap_template "
-            "is kube-renderer 0.1.17's (it ignores it)",
+            "is kube-renderer 0.1.17's (earlier versions ignore it)",
         ),
         (
             {"src/shop/templates/plain.yaml.tmpl": _cm("{{ .Values.name }}")},
@@ -149,6 +149,15 @@ def test_a_state_values_reading_spanning_0_1_14_with_hooks_is_refused(tmp_path: 
             "helmfile.yaml:2: read as kube-renderer 0.1.14 to 0.1.16 does (values.yaml and *.tmpl "
             "files at the root, templates reading .StateValues): release 'shop': the comment "
             "generator is kube-renderer 0.1.17's",
+        ),
+        (
+            {},
+            "environments:\n  default:\n    values:\n    - depot:\n        enabled: false\n"
+            "---\nreleases:\n- name: shop\n  chart: ./src/shop\n"
+            "- name: depot\n  chart: ./src/shop\n  condition: depot.enabled\n",
+            "helmfile.yaml: read as kube-renderer 0.1.14 to 0.1.16 does (values.yaml and *.tmpl "
+            "files at the root, templates reading .StateValues): release 'depot' is disabled by "
+            "its condition, which kube-renderer before 0.1.20 does not read",
         ),
         (
             {},
@@ -242,15 +251,14 @@ def _crd_repo(tmp_path: Path, version: str, files: dict[str, str | None]) -> Pat
     )
 
 
-@pytest.mark.parametrize("version", ["0.1.20", "0.1.18", "0.1.16", "0.1.4"])
+@pytest.mark.parametrize("version", ["0.1.20", "0.1.19", "0.1.18", "0.1.16", "0.1.4"])
 def test_a_file_starting_with_a_separator_is_refused_before_0_1_19(
     tmp_path: Path, version: str
 ) -> None:
     """Helm's Source line, then the file's own `---`: 0.1.19 deletes that `---`; before, yq
-    printed the comment as its version did. (0.1.18 reads as 0.1.20 here: a pin from 0.1.17
-    on is 0.1.20's reading.)"""
+    printed the comment as its version did (a pinned 0.1.17 or 0.1.18 too)."""
     repo = _crd_repo(tmp_path, version, {"src/shop/crds/thing.yaml": CRD})
-    if int(version.rsplit(".", 1)[1]) >= 17:
+    if int(version.rsplit(".", 1)[1]) >= 19:
         text = rendered_tree(repo)["shop/shop.yaml"].decode()
         assert text.startswith("---\n# Source: Shop/crds/thing.yaml\napiVersion: ")
     else:
