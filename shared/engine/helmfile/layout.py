@@ -250,8 +250,10 @@ class HelmfileLayout:
                 "values and flags"
             )
         # kube-renderer before 0.1.17 appends the yq generator's documents in name order
-        lexical = era.last < 17
-        return pipeline.generate(stream, planned.options, where, lexical=lexical)
+        segments = legacy.yq_segments(era) if self.reading().legacy else (True,)
+        return pipeline.generate(
+            stream, planned.options, where, lexical=era.last < 17, segments=segments
+        )
 
     def _stream(self, planned: Planned, steps: legacy.Steps, where: pipeline.Where) -> str:
         """Steps 1 to 4 of kube-renderer on the release, as `steps` say."""

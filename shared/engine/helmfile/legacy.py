@@ -1,13 +1,15 @@
-"""What kube-renderer before 0.1.17 did differently from 0.1.20 besides its gomplate pre-render
-(shared.engine.helmfile.prerender): reproduced where it is a default, refused where it is not
-reproduced, so that a repository read as an earlier version never renders as 0.1.20 would.
+"""What kube-renderer before 0.1.20 did differently from 0.1.20 besides its gomplate pre-render
+(shared.engine.helmfile.prerender), for a repository read as an earlier version (detected
+before 0.1.17, or pinned): reproduced where it is a default, refused where it is not
+reproduced, so that such a repository never renders as 0.1.20 would.
 
 - before 0.1.14 Helm renders every release's CRDs, hooks and tests (no `--no-hooks`, no
   `--skip-tests`); 0.1.14 skips hooks unless `flags.hooks`, and with them renders tests;
   `--skip-tests` unless `flags.tests` is 0.1.15's. The merge keeps empty documents before
   0.1.4 and deletes a `---` after a Source line from 0.1.19 on only (where either matters, the
-  release is refused). Where the versions of a reading render a release differently, it is refused
-  (`variants`, compared by the layout);
+  release is refused). Where the versions of a reading render a release differently, it is
+  refused (`variants`, compared by the layout);
+- before 0.1.20 a release disabled by its `condition` makes kube-renderer abort (refused);
 - before 0.1.9 the options are in a root `kube-renderer.yaml` (refused); 0.1.9 to 0.1.13 read
   the generator, its pattern and the post-renderer from `.kube-renderer` as 0.1.20 does, and
   the others otherwise or not at all (`flags` as a list, `target_release` appending into its
@@ -16,7 +18,7 @@ reproduced, so that a repository read as an earlier version never renders as 0.1
   last), and the yq generator appends the documents in the order of their file names
   (`0 1 10 2`, reproduced); `comment` and `bootstrap_template` are 0.1.17's; `remove_labels`
   is 0.1.15's (pod templates 0.1.16's); the yq default path's `/crds` `/tests` `/hooks`
-  `/rbac` are 0.1.16's;
+  `/rbac` are 0.1.16's (`yq_segments`; a document they would name differently is refused);
 - 0.1.3 to 0.1.16 render a root `bootstrap.yaml` per release (not reproduced).
 """
 
@@ -139,12 +141,12 @@ def _unreproduced(opts: Options, era: Era) -> str:
         return "the comment generator is kube-renderer 0.1.17's"
     if opts.remove_labels and era.first < 16:
         return "remove_labels is kube-renderer 0.1.15's, pod templates' labels 0.1.16's"
-    if opts.generator == "yq" and not opts.pattern and era.first < 16:
-        return (
-            "the yq generator's default path has /crds, /tests, /hooks and /rbac from "
-            "kube-renderer 0.1.16 on"
-        )
     return ""
+
+
+def yq_segments(era: Era) -> tuple[bool, ...]:
+    """Whether the yq default path has its `/crds`... segments, for the versions of the era."""
+    return tuple(sorted({minor >= 16 for minor in range(era.first, era.last + 1)}))
 
 
 def _span(era: Era, first: int, last: int) -> str:

@@ -272,3 +272,21 @@ def test_before_0_1_4_an_empty_document_is_refused(tmp_path: Path) -> None:
         "Shop/templates/note.yaml holds an empty document, which kube-renderer before 0.1.4 keeps"
         in _error(repo)
     )
+
+
+def test_the_yq_default_path_gains_its_segments_in_0_1_16(tmp_path: Path) -> None:
+    helmfile = (
+        "releases:\n- name: shop\n  chart: ./src/shop\n  values:\n"
+        "  - .kube-renderer:\n      render_filename_generator: yq\n"
+    )
+    repo = _repo(tmp_path, {}, helmfile)
+    assert sorted(rendered_tree(repo)) == ["shop/_cluster/ConfigMap_plain.yaml"]
+    (repo / "src/shop/crds/thing.yaml").parent.mkdir()
+    (repo / "src/shop/crds/thing.yaml").write_text(CRD.removeprefix("---\n"))
+    message = _error(repo)
+    assert "the yq generator's default path of _cluster/CustomResourceDefinition" in message
+    assert "differs between the kube-renderer versions read" in message
+    name = "CustomResourceDefinition.apiextensions.k8s.io_things.example.com.yaml"
+    for version, path in {"0.1.15": "_cluster", "0.1.16": "_cluster/crds"}.items():
+        (repo / "rollwright.yaml").write_text(f"helmfile:\n  kubeRenderer: {version}\n")
+        assert f"shop/{path}/{name}" in rendered_tree(repo)
