@@ -79,8 +79,9 @@ class HelmfileLayout:
                 return name
         if self.tree.is_dir("helmfile.d"):
             raise FleetError(
-                "helmfile.d/ without a helmfile.yaml: kube-renderer 0.1.20 reads helmfile.yaml "
-                "only (list helmfile.d/*.yaml under its helmfiles:)",
+                "helmfile.d/ without a helmfile.yaml: kube-renderer 0.1.17 on reads "
+                "helmfile.yaml only (list helmfile.d/*.yaml under its helmfiles:); earlier "
+                "versions' reading of each file of helmfile.d/ is not reproduced",
                 path="helmfile.d",
             )
         raise FleetError("no helmfile.yaml at the repository root", path="helmfile.yaml")

@@ -69,13 +69,22 @@ def check(tree: Tree, reading: Reading, planned: list[Planned], states: list[Sta
             "gomplate; not reproduced",
             "bootstrap.yaml",
         )
-    if options.section(top.values).get("bootstrap_template") and era.first <= 17:
-        raise refuse(
-            f"{options.KEY}.bootstrap_template is kube-renderer 0.1.17's (earlier versions "
-            f"ignore it) and its releases' values hold {options.KEY} from 0.1.18 only; not "
-            "reproduced",
-            top.path,
-        )
+    if options.section(top.values).get("bootstrap_template"):
+        if era.first <= 16:
+            raise refuse(
+                f"{options.KEY}.bootstrap_template is kube-renderer 0.1.17's (earlier versions "
+                "ignore it)",
+                top.path,
+            )
+        bare = [r for s in states for r in s.releases if options.KEY not in r.listed]
+        if era.first == 17 and bare:
+            raise refuse(
+                f"release {bare[0].name!r} sets no {options.KEY} values: kube-renderer 0.1.17's "
+                "bootstrap template sees its values without the key (0.1.18 adds it); not "
+                "reproduced",
+                bare[0].state,
+                bare[0].line,
+            )
     if era.first < 9 and tree.is_file("kube-renderer.yaml"):
         raise refuse(
             f"kube-renderer {_span(era, 2, 8)} reads its options from kube-renderer.yaml; not "

@@ -290,3 +290,26 @@ def test_the_yq_default_path_gains_its_segments_in_0_1_16(tmp_path: Path) -> Non
     for version, path in {"0.1.15": "_cluster", "0.1.16": "_cluster/crds"}.items():
         (repo / "rollwright.yaml").write_text(f"helmfile:\n  kubeRenderer: {version}\n")
         assert f"shop/{path}/{name}" in rendered_tree(repo)
+
+
+def test_0_1_17_bootstrap_values_without_the_key_are_refused(tmp_path: Path) -> None:
+    helmfile = (
+        "environments:\n  default:\n    values:\n    - boot.yaml\n"
+        "---\nreleases:\n- name: shop\n  chart: ./src/shop\n"
+    )
+    files: dict[str, str | None] = {"values.yaml": None, "src/shop/templates/plain.yaml.tmpl": None}
+    files["src/shop/templates/cm.yaml"] = _cm("cm")
+    files["boot.yaml"] = (
+        ".kube-renderer:\n  bootstrap_template: |\n"
+        "    {{ range .Releases }}# Bootstrap: seeds/{{ .name }}.yaml\n"
+        "    kind: Seed\n    n: {{ len .values }}\n    ---\n    {{ end }}\n"
+    )
+    repo = _repo(
+        tmp_path, {**files, "rollwright.yaml": "helmfile:\n  kubeRenderer: 0.1.17\n"}, helmfile
+    )
+    assert "release 'shop' sets no .kube-renderer values: kube-renderer 0.1.17's" in _error(repo)
+    (repo / "rollwright.yaml").write_text("helmfile:\n  kubeRenderer: 0.1.18\n")
+    assert (
+        rendered_tree(repo)["seeds/shop.yaml"]
+        == b"# Bootstrap: seeds/shop.yaml\nkind: Seed\nn: 1\n"
+    )
