@@ -26,6 +26,9 @@ HELM_MAP = (
     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: {{ .Values.target }}\n"
 )
 HELMFILE = "releases:\n- name: plain\n  chart: ./src/plain\n- name: shop\n  chart: ./src/shop\n"
+KUSTOMIZATION = (
+    "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- k.yaml\n"
+)
 
 
 def _write(repo: Path, files: dict[str, str]) -> Path:
@@ -35,13 +38,25 @@ def _write(repo: Path, files: dict[str, str]) -> Path:
     return repo
 
 
-def _repo(tmp_path: Path, suffix: str, key: str, extra: dict[str, str] | None = None) -> Path:
-    """A plain-manifest directory and a chart, each with two templates of `suffix` reading
-    `.<key>.namespace`, and the root values.yaml that sets it."""
+def _repo(
+    tmp_path: Path,
+    suffix: str,
+    key: str,
+    extra: dict[str, str] | None = None,
+    *,
+    kust: bool = False,
+) -> Path:
+    """A plain-manifest directory and a chart (and with `kust` a kustomization), with
+    templates of `suffix` reading `.<key>.namespace`, and the root values.yaml that sets it."""
+    kustomized = {
+        "src/kust/kustomization.yaml": KUSTOMIZATION,
+        f"src/kust/k.yaml{suffix}": MAP.format(name="k", key=key),
+    }
     return _write(
         tmp_path / "repo",
         {
-            "helmfile.yaml": HELMFILE,
+            "helmfile.yaml": HELMFILE + ("- name: kust\n  chart: ./src/kust\n" if kust else ""),
+            **(kustomized if kust else {}),
             "values.yaml": "namespace: shelf\n",
             f"src/plain/one.yaml{suffix}": MAP.format(name="one", key=key),
             f"src/plain/two.yaml{suffix}": MAP.format(name="two", key=key),
@@ -85,13 +100,14 @@ EXPECTED = {
 def test_each_era_renders_its_templates_over_values_yaml(
     tmp_path: Path, suffix: str, key: str, versions: str
 ) -> None:
-    repo = _repo(tmp_path, suffix, key)
-    assert rendered_tree(repo) == EXPECTED
+    repo = _repo(tmp_path, suffix, key, kust=True)
+    kustomized = _doc("kust/templates/kustomized.yaml", "k").encode()
+    assert rendered_tree(repo) == {**EXPECTED, "kust/kust.yaml": kustomized}
     assert _era(repo) == versions
     # the state values follow values.yaml, and so does every template
     (repo / "values.yaml").write_text("namespace: attic\n")
     text = b"".join(rendered_tree(repo).values()).decode()
-    assert text.count("namespace: attic\n") == 3 and "shelf" not in text
+    assert text.count("namespace: attic\n") == 4 and "shelf" not in text
     assert not list(tmp_path.glob("repo/src/**/one.yaml"))  # the repository is not written
 
 
