@@ -4,7 +4,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install system-packages test lint typecheck bench chaos demo schemas histories clean
+.PHONY: install system-packages test lint typecheck bench chaos demo schemas histories clean \
+	commodore-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,6 +14,18 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The real Commodore, which tests/engine/commodore compares rollwright's catalogs with: a venv
+# of its own, because syn-commodore pins click, requests, gitpython and more exactly.
+COMMODORE_VENV  ?= .commodore-venv
+COMMODORE_STAMP := $(COMMODORE_VENV)/.installed-1.35.1
+$(COMMODORE_STAMP):
+	$(PYTHON) -m venv $(COMMODORE_VENV)
+	$(COMMODORE_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(COMMODORE_VENV)/bin/python -m pip install --quiet 'syn-commodore==1.35.1'
+	touch $(COMMODORE_STAMP)
+
+commodore-venv: $(COMMODORE_STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -26,7 +39,7 @@ typecheck: $(STAMP)
 system-packages:
 	deploy/system-packages.sh
 
-test: $(STAMP) system-packages lint typecheck
+test: $(STAMP) $(COMMODORE_STAMP) system-packages lint typecheck
 	$(PY) -m shared.engine.schemas --check docs/schemas
 	$(PY) -m pytest -q
 
@@ -61,4 +74,4 @@ demo: $(STAMP)
 	$(VENV)/bin/rollwright demo $(DEMO_ARGS)
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(COMMODORE_VENV) out .pytest_cache .mypy_cache .ruff_cache

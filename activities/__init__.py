@@ -21,6 +21,7 @@ from activities.git import GitActivities
 from activities.github import GitHubAccess, GitHubActivities
 from activities.governance import GovernanceActivities
 from activities.joblog import JobLog
+from activities.metrics import WorkerMetrics
 from activities.preview import PreviewActivities
 from activities.promotion import PromotionActivities, PromotionSignals
 from activities.publish import BlobPublisher, PublishActivities, Publisher, publish_targets
@@ -29,6 +30,7 @@ from activities.store import StoreActivities
 from activities.verify import DeliveryVerifier, VerifyPlans
 from shared.contracts.deploy import RepoRef
 from shared.github.urls import clone_url
+from shared.notify.notifier import Announcer
 from shared.settings import Settings
 from shared.stores.blob import BlobStore
 from shared.stores.blob_url import open_blob_store
@@ -47,6 +49,7 @@ class Activities:
     blobs: BlobStore
     database: Database
     github: GitHubAccess
+    metrics: WorkerMetrics
     _closers: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:
@@ -62,6 +65,7 @@ def build_activities(
     database: Database | None = None,
     github: GitHubAccess | None = None,
     publisher: Publisher | None = None,
+    metrics: WorkerMetrics | None = None,
 ) -> Activities:
     """Every activity the workflows call (the ACT_* names of shared.contracts.deploy)."""
     closers: list[Callable[[], None]] = []  # only what is built here
@@ -76,6 +80,9 @@ def build_activities(
         settings.git_dir, remote_for=github_remotes(settings), token_for=github.token_for
     )
     publisher = publisher if publisher is not None else BlobPublisher(blobs, settings.blobs)
+    if metrics is None:
+        metrics = WorkerMetrics()
+        metrics.watch_github(github.quota)
 
     jobs = JobLog(blobs)
     git = GitActivities(mirror, jobs, blobs)
@@ -94,7 +101,8 @@ def build_activities(
         publish.publish,
         git.cleanup_checkout,
     ]
-    store = StoreActivities(blobs, database)
+    announcer = Announcer(database, settings)
+    store = StoreActivities(blobs, database, metrics, announcer)
     checks = GitHubActivities(settings, github, jobs)
     dispatch = DispatchActivities(client, settings)
     queues = QueueActivities(settings, client)
@@ -113,7 +121,7 @@ def build_activities(
         store.record_deployments,
         dispatch.deployment_status,
         previews.preview_comment,
-        *_promotion_activities(mirror, blobs, github, client, settings),
+        *_promotion_activities(mirror, blobs, github, client, settings, announcer),
         checks.check_run,
         checks.queue_check_runs,
         VerifyPlans(mirror).verify_plan,
@@ -131,6 +139,7 @@ def build_activities(
         blobs=blobs,
         database=database,
         github=github,
+        metrics=metrics,
         _closers=closers,
     )
 
@@ -142,10 +151,15 @@ def github_remotes(settings: Settings) -> Callable[[RepoRef], str]:
 
 
 def _promotion_activities(
-    mirror: GitMirror, blobs: BlobStore, github: GitHubAccess, client: Client, settings: Settings
+    mirror: GitMirror,
+    blobs: BlobStore,
+    github: GitHubAccess,
+    client: Client,
+    settings: Settings,
+    announcer: Announcer,
 ) -> list[Callable[..., Any]]:
     """The PromotionWorkflow's activities, and the ones that start and signal it."""
-    promotions = PromotionActivities(mirror, blobs, github)
+    promotions = PromotionActivities(mirror, blobs, github, announcer)
     signals = PromotionSignals(client, settings)
     return [
         promotions.evaluate,

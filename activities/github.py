@@ -74,6 +74,12 @@ class GitHubAccess:
         except GitHubNotConfigured as err:
             raise ApplicationError(str(err), type=ERR_NOT_CONFIGURED, non_retryable=True) from err
 
+    def quota(self) -> dict[int, tuple[int, int]]:
+        """The GitHub quota left per installation (empty until the App has been used)."""
+        with self._lock:
+            app = self._app
+        return app.quota() if app is not None else {}
+
     def app_for(self, repo: RepoRef) -> GitHubApp:
         app = self.app()
         if repo.installation_id:

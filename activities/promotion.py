@@ -72,6 +72,8 @@ from shared.github.gitdata import (
     find_open_pull_request,
     open_pull_request,
 )
+from shared.notify.events import rollback_event
+from shared.notify.notifier import Announcer
 from shared.process import run
 from shared.promotion import plan as promotion
 from shared.settings import Settings
@@ -91,10 +93,17 @@ class PromotionActivities:
     """Reads the fleet at a revision (mirror) and writes promotions through GitHub. The sync
     parts run in `blocking()`'s thread, which heartbeats for them."""
 
-    def __init__(self, mirror: GitMirror, blobs: BlobStore, github: GitHubAccess) -> None:
+    def __init__(
+        self,
+        mirror: GitMirror,
+        blobs: BlobStore,
+        github: GitHubAccess,
+        announcer: Announcer | None = None,
+    ) -> None:
         self.mirror = mirror
         self.blobs = blobs
         self.github = github
+        self.announcer = announcer
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -262,6 +271,16 @@ class PromotionActivities:
     async def rollback(self, request: RollbackRequest) -> RollbackResult:
         with github_errors(), fleet_mistakes():
             result = await blocking(self._rollback, request)
+        if result.committed and self.announcer is not None and self.announcer.sinks:
+            event = rollback_event(
+                request.repo.full_name,
+                request.patch_id,
+                request.node,
+                result.revision,
+                None,
+                datetime.now(UTC),
+            )
+            await blocking(self.announcer.add, event)  # once per revert commit
         activity.logger.info(
             "promotion rolled back" if result.committed else "promotion not rolled back",
             extra={

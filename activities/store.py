@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -33,6 +33,7 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import ERR_MISSING_RENDER
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
+from activities.metrics import WorkerMetrics
 from shared.contracts.activityrefs import (
     ACT_LOAD_LATEST,
     ACT_PERSIST_LATEST,
@@ -49,14 +50,17 @@ from shared.contracts.deploy import (
     LatestLookup,
     LoadLatestRequest,
     PersistLatestRequest,
+    lock_from_latest,
 )
 from shared.engine.render import Render
+from shared.notify.notifier import Announcer
 from shared.review.diff import RenderFiles
 from shared.stores.blob import BlobStore, job_log_key, latest_key
 from shared.stores.sql.audit import AuditStore
 from shared.stores.sql.deployments import DeploymentStore
 from shared.stores.sql.engine import Database
 from shared.stores.sql.jobs import JobStore
+from shared.stores.sql.locks import RootLockStore
 
 DIGEST_FILE = "digest.json"
 FILES_DIR = "files/"
@@ -185,9 +189,18 @@ class StoreActivities:
     """latest.json per root in the blob store; the SQL deployment history, audit trail and job
     index."""
 
-    def __init__(self, blobs: BlobStore, database: Database) -> None:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        database: Database,
+        metrics: WorkerMetrics | None = None,
+        announcer: Announcer | None = None,
+    ) -> None:
         self.blobs = blobs
+        self.metrics = metrics
+        self.announcer = announcer
         self.deployments = DeploymentStore(database)
+        self.locks = RootLockStore(database)
         self.audit = AuditStore(database)
         self.job_index = JobStore(database)
         self.jobs = JobLog(blobs)
@@ -218,6 +231,11 @@ class StoreActivities:
             latest = with_publisher(latest, _parse_latest(previous))
         data = latest.model_dump_json(indent=2).encode() + b"\n"
         await blocking(self.blobs.put, key, data)
+        # its copy for readers of every root (the gateway's lock metrics)
+        lock = lock_from_latest(latest)
+        await blocking(
+            self.locks.set, request.repo.full_name, request.root, lock, datetime.now(UTC)
+        )
         activity.logger.info(
             "latest deployment persisted",
             extra={
@@ -261,7 +279,12 @@ class StoreActivities:
         await blocking(self._record, record)
 
     def _record(self, record: DeploymentRecord) -> None:
-        self.deployments.record(record)
+        change = self.deployments.record(record)
+        if change is not None:  # once per change: a retry records none
+            if self.metrics is not None:
+                self.metrics.state_changed(change)
+            if self.announcer is not None:
+                self.announcer.deployment(record, change)
         key = job_log_key(record.deployment_id)
         # Idempotent: the first state seen starts the job, a terminal one finishes it.
         self.job_index.start(record.deployment_id, record.deployment_id, "deployment", key)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Debian packages the tests start by themselves: PostgreSQL (SQL store tests), Chromium
+# The Debian packages the tests start by themselves: PostgreSQL (SQL store tests), promtool
+# (package prometheus: deploy/monitoring's alert rules are checked and unit-tested), Chromium
 # (job page browser tests) and kubectl (tests/activities/test_publish_consumable.py builds
 # published roots with it, the way a cluster's Argo CD or Flux would, independently of the
 # engine's own kubectl from PyPI). Installed when missing and we are root with apt-get; otherwise the tests that
@@ -7,7 +8,7 @@
 # source the machine already has (Kubernetes' or Google Cloud's apt repository; Debian's own
 # archive does not carry it).
 set -euo pipefail
-wanted=(postgresql chromium kubectl)
+wanted=(postgresql chromium kubectl prometheus)
 missing=()
 for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 
 from gateway import api, jobs_api, operations, pages, previews, signin, static, webhooks
+from gateway.access.callers import Callers
 from gateway.access.permissions import PermissionUnknown
 from gateway.access.viewer import Access, SignInRequired
 from gateway.context import Gateway
@@ -55,6 +56,7 @@ def create_app(
         lifespan=_lifespan(settings, access, metrics, dispatcher, database, outbox),
     )
     app.state.access = access
+    app.state.callers = Callers(access)  # who calls POST /api/deploy (keeps GitHub's answers)
     app.add_exception_handler(SignInRequired, _sign_in_required)
     app.add_exception_handler(PermissionUnknown, _permission_unknown)
     app.add_exception_handler(RequestValidationError, _invalid_request)

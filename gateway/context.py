@@ -18,6 +18,7 @@ from shared.stores.blob_url import open_blob_store
 from shared.stores.sql.audit import AuditStore
 from shared.stores.sql.deployments import DeploymentStore
 from shared.stores.sql.engine import Database
+from shared.stores.sql.notifications import NotificationStore
 
 
 @dataclass
@@ -31,12 +32,14 @@ class Gateway:
     # what the pages and the API read
     deployments: DeploymentStore = field(init=False)
     audit_trail: AuditStore = field(init=False)
+    notifications: NotificationStore = field(init=False)
     _blobs: BlobStore | None = field(default=None, init=False, repr=False)
     _blobs_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.deployments = DeploymentStore(self.database)
         self.audit_trail = AuditStore(self.database)
+        self.notifications = NotificationStore(self.database)
 
     @property
     def blobs(self) -> BlobStore:

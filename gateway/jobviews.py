@@ -32,6 +32,7 @@ from shared.stores.blob import BlobStore, fleet_roots_key, job_log_key, latest_k
 from shared.stores.joblog import parse_log
 from shared.stores.sql.audit import AuditStore
 from shared.stores.sql.deployments import DeploymentStore, FleetRoot
+from shared.stores.sql.notifications import NotificationStore
 from shared.stores.sql.tables import AuditRow, DeploymentRow
 
 log = logging.getLogger("rollwright.gateway")
@@ -106,6 +107,19 @@ class DiffStats(BaseModel):
     resources: list[ResourceSummary]
 
 
+class Notification(BaseModel):
+    """An event about the deployment for one sink, and whether it went (docs/notifications.md)."""
+
+    event_id: str
+    sink: str
+    kind: str
+    state: str  # pending, sent, failed
+    attempts: int
+    created_at: datetime
+    sent_at: datetime | None = None
+    last_error: str = ""
+
+
 class JobLinks(BaseModel):
     page: str
     log: str
@@ -141,6 +155,7 @@ class Job(BaseModel):
     finished_at: datetime | None = None
     timeline: list[TimelineEvent]
     audit: list[AuditEvent] = Field(default_factory=list)  # clicks on it, counted or not
+    notifications: list[Notification] = Field(default_factory=list)  # what was sent about it
     links: JobLinks
     rollback_command: str
     # Some deployment published this revision on the root: only then is rolling back to it
@@ -263,6 +278,7 @@ class JobReader:
         self.settings: Settings = gateway.settings
         self.deployments: DeploymentStore = gateway.deployments
         self.audit_trail: AuditStore = gateway.audit_trail
+        self.notifications: NotificationStore = gateway.notifications
         self._gateway = gateway
 
     @property
@@ -311,6 +327,9 @@ class JobReader:
             finished_at=_utc(getattr(row, "finished_at", None)),
             timeline=events,
             audit=[AuditEvent.of(a) for a in self.audit_trail.of_deployment(deployment_id)],
+            notifications=[
+                Notification(**vars(n)) for n in self.notifications.of_deployment(deployment_id)
+            ],
             links=self.links(deployment_id, row.repo, row.root, row.revision, check_runs),
             rollback_command=self.rollback_command(row.repo, row.root, row.revision),
             revision_deployed=self.deployments.revision_published(row.repo, row.root, row.revision),

@@ -19,6 +19,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from gateway.fleetmetrics import FleetCollector
+
 KNOWN_EVENTS = frozenset(
     {
         "push",
@@ -68,7 +70,7 @@ class GatewayMetrics:
         )
         self.api_deploys = Counter(
             "rollwright_gateway_api_deploys",
-            "POST /api/deploy requests by outcome (queued, unauthorized, unavailable).",
+            "POST /api/deploy requests by outcome (queued, unauthorized, refused, unavailable).",
             ["outcome"],
             registry=self.registry,
         )
@@ -107,6 +109,9 @@ class GatewayMetrics:
             "Outbox rows that can never be performed (kept until pruned).",
             registry=self.registry,
         )
+
+        self.fleet = FleetCollector()
+        self.registry.register(self.fleet)
 
     def webhook(self, event: str | None, outcome: str, seconds: float) -> None:
         label = event_label(event)

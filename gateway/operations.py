@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 from typing import Literal
 
 from fastapi import APIRouter, Request, Response
@@ -13,6 +14,7 @@ from pydantic import BaseModel
 
 from gateway.context import Gateway, GatewayDep
 from gateway.dispatcher import DispatchError
+from gateway.fleetmetrics import read_fleet_state
 from shared.stores.sql.outbox import OutboxStats
 
 HEALTH_TIMEOUT_SECONDS = 3.0
@@ -37,6 +39,7 @@ class Health(BaseModel):
     outbox: OutboxHealth
 
 
+log = logging.getLogger("rollwright.gateway")
 router = APIRouter()
 
 
@@ -79,6 +82,12 @@ async def prometheus_metrics(gw: GatewayDep, request: Request) -> Response:
         metrics.outbox_depth.set(stats.depth)
         metrics.outbox_oldest.set(stats.oldest_pending_seconds() or 0.0)
         metrics.outbox_failed.set(stats.failed)
+        try:
+            metrics.fleet.state = await asyncio.wait_for(
+                run_in_threadpool(read_fleet_state, gw.database), HEALTH_TIMEOUT_SECONDS
+            )
+        except Exception as err:  # the last snapshot stays; its age says how old
+            log.warning("fleet state unread", extra={"error": f"{type(err).__name__}: {err}"})
     body, content_type = metrics.exposition()
     return Response(body, media_type=content_type)
 

@@ -89,6 +89,53 @@ class Settings(BaseSettings):
     metrics_token: SecretStr | None = Field(
         default=None, description="Bearer token /metrics asks for; unset: /metrics is open."
     )
+    worker_metrics_address: str | None = Field(
+        default=None,
+        description="host:port where a worker serves its Prometheus metrics (`/metrics`, "
+        "with ROLLWRIGHT_METRICS_TOKEN when set); unset: not served.",
+    )
+    temporal_metrics_address: str | None = Field(
+        default=None,
+        description="host:port where a worker's Temporal SDK serves its own Prometheus "
+        "metrics (task slots, schedule-to-start latency, workflow task failures, and the "
+        "workflows' `rollwright_*` counters); unset: not served.",
+    )
+    deploy_admin_team: str | None = Field(
+        default=None,
+        description="`org/team` whose members may deploy several roots at once through "
+        "POST /api/deploy and `rollwright deploy` (unset: nobody may).",
+    )
+    notify_slack_url: SecretStr | None = Field(
+        default=None,
+        description="A Slack-compatible incoming webhook: one message per deployment event and "
+        "reminder (docs/notifications.md).",
+    )
+    notify_webhook_url: str | None = Field(
+        default=None,
+        description="A generic HTTP endpoint: each event as JSON, signed with "
+        "ROLLWRIGHT_NOTIFY_WEBHOOK_SECRET (`X-Rollwright-Signature-256`).",
+    )
+    notify_webhook_secret: SecretStr | None = Field(
+        default=None, description="HMAC key of the generic webhook's signature."
+    )
+    remind_review_after: str | None = Field(
+        default="4h",
+        description="Remind (again each such span) while a deployment waits for review this "
+        "long; empty: never.",
+    )
+    remind_lock_after: str | None = Field(
+        default="24h",
+        description="Remind (again each such span) while a root's queue stays locked this long; "
+        "empty: never.",
+    )
+    remind_hours: str | None = Field(
+        default=None,
+        description="When reminders may be sent: a cron expression or RRULE opening a window "
+        "(`0 9 * * 1-5`: weekdays from 09:00) of ROLLWRIGHT_REMIND_HOURS_DURATION, read in "
+        "ROLLWRIGHT_REMIND_TIMEZONE; unset: at any hour.",
+    )
+    remind_hours_duration: str = Field(default="8h")
+    remind_timezone: str = Field(default="UTC")
     read_token: SecretStr | None = Field(
         default=None,
         description="Bearer token that reads the pages and their JSON, and nothing else "
@@ -119,6 +166,8 @@ class Settings(BaseSettings):
         "api_token",
         "read_token",
         "metrics_token",
+        "notify_slack_url",
+        "notify_webhook_secret",
         "session_secret",
         "github_oauth_client_secret",
         "github_private_key",

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -30,8 +31,11 @@ from temporalio.worker import Worker
 
 from activities import Activities, build_activities
 from shared.contracts.deploy import REVIEW_TIMEOUT_SECONDS, waits_task_queue
+from shared.notify.notifier import Notifier
+from shared.notify.sinks import configured_sinks
 from shared.settings import Settings
 from worker.logs import configure_logging
+from worker.telemetry import ActivityMetrics, serve_metrics, temporal_runtime
 from workflows.registry import WORKFLOWS
 
 # A checkout lives while its deployment waits for review (up to 7 days); older ones were left
@@ -57,22 +61,28 @@ log = logging.getLogger("rollwright.worker")
 
 
 async def connect(settings: Settings) -> Client:
+    runtime = None
+    if settings.temporal_metrics_address:
+        runtime = temporal_runtime(settings.temporal_metrics_address)
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         data_converter=pydantic_data_converter,
+        runtime=runtime,
     )
 
 
 def build_workers(client: Client, settings: Settings, activities: Activities) -> list[Worker]:
     """The shared-queue worker (workflows + all activities), the pinned-queue worker and the
     waits-queue worker."""
+    interceptors = [ActivityMetrics(activities.metrics)]
     shared = Worker(
         client,
         task_queue=settings.task_queue,
         workflows=WORKFLOWS,
         activities=activities.all,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        interceptors=interceptors,
     )
     own = Worker(
         client,
@@ -80,6 +90,7 @@ def build_workers(client: Client, settings: Settings, activities: Activities) ->
         activities=activities.pinned,
         max_concurrent_activities=pinned_concurrency(),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        interceptors=interceptors,
         # A cancellation reaches an activity in a heartbeat's answer; the SDK sends them at
         # most this often. A superseded PR preview stops rendering within seconds.
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
@@ -90,6 +101,7 @@ def build_workers(client: Client, settings: Settings, activities: Activities) ->
         activities=activities.waits,
         max_concurrent_activities=WAIT_SLOTS,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        interceptors=interceptors,
     )
     return [shared, own, waits]
 
@@ -103,7 +115,14 @@ async def run_worker(
         ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="rollwright-activity")
     )
     activities = build_activities(settings, client)
+    stop_metrics: Callable[[], None] | None = None
     try:
+        if settings.worker_metrics_address:
+            token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
+            url, stop_metrics = serve_metrics(
+                activities.metrics, settings.worker_metrics_address, token
+            )
+            log.info("worker metrics served", extra={"url": url})
         removed = await asyncio.to_thread(activities.mirror.prune_checkouts, STALE_CHECKOUT_SECONDS)
         if removed:
             log.info("stale checkouts removed", extra={"count": len(removed)})
@@ -119,9 +138,18 @@ async def run_worker(
                     "worker_task_queue": settings.worker_task_queue,
                 },
             )
+            notifier = None
+            if configured_sinks(settings):  # deliver events and send reminders from here
+                notifier = Notifier(activities.database, settings)
+                stack.callback(notifier.close)
+                delivering = asyncio.create_task(notifier.run(stop))
             await stop.wait()
             log.info("worker stopping")
+            if notifier is not None:
+                await delivering
     finally:
+        if stop_metrics is not None:
+            stop_metrics()
         activities.close()
 
 

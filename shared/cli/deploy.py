@@ -1,10 +1,14 @@
-"""`rollwright deploy ROOT --revision SHA [--format json]`: a manual deployment through the
+"""`rollwright deploy ROOT… --revision SHA [--format json]`: a manual deployment through the
 gateway's API — the rollback path (deploy an older revision) and a redeploy.
 
-It calls `POST /api/deploy` with the bearer token; the root's DeployWorkflow queues the
-revision as a manual deployment: ahead of merged revisions, reviewed like any other, and it
-locks the queue for merges until someone clicks Unlock. Every job page shows the command that
-redeploys its revision.
+It calls `POST /api/deploy` as whoever the token says: your GitHub token (`GH_TOKEN` or
+`GITHUB_TOKEN`, as `gh` and Actions set them; `gh auth token` prints yours), which the gateway
+checks with GitHub (write access to the repository; several roots at once only for the deploy
+admin team), or the API token (`ROLLWRIGHT_API_TOKEN`), which deploys as `api token`, one root at
+a time. Nobody names themselves: the check run, the job page and the audit trail show the
+caller GitHub vouched for. The root's DeployWorkflow queues the revision as a manual deployment:
+ahead of merged revisions, reviewed like any other, and it locks the queue for merges until
+someone clicks Unlock. Every job page shows the command that redeploys its revision.
 
 Exit codes: 0 queued; 1 the gateway refused or could not be reached; 2 a usage error (a bad
 argument, no token, a revision that is not a commit sha).
@@ -43,7 +47,11 @@ def add_parsers(sub: Any) -> None:
             "gateway refused or was unreachable, 2 on a usage error."
         ),
     )
-    p.add_argument("root", help="the root id, e.g. staging/cluster-a")
+    p.add_argument(
+        "root",
+        nargs="+",
+        help="the root id, e.g. staging/cluster-a (several: the deploy admin team only)",
+    )
     p.add_argument(
         "--revision",
         required=True,
@@ -66,13 +74,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--token",
         default=None,
-        help="API bearer token (default: $ROLLWRIGHT_API_TOKEN); prefer the variable, "
-        "arguments show in process lists",
-    )
-    p.add_argument(
-        "--requested-by",
-        default=os.environ.get("USER") or None,
-        help="who asks, shown on the check run and job page (default: $USER)",
+        help="bearer token (default: $GH_TOKEN or $GITHUB_TOKEN, your GitHub token; else "
+        "$ROLLWRIGHT_API_TOKEN); prefer the variables, arguments show in process lists",
     )
     p.add_argument(
         "--format",
@@ -86,32 +89,45 @@ def add_parsers(sub: Any) -> None:
 def cmd_deploy(args: argparse.Namespace) -> int:
     try:
         body = _request_body(args)
-        token = args.token or os.environ.get("ROLLWRIGHT_API_TOKEN")
+        token = args.token or next(
+            (
+                os.environ[name]
+                for name in ("GH_TOKEN", "GITHUB_TOKEN", "ROLLWRIGHT_API_TOKEN")
+                if os.environ.get(name)
+            ),
+            None,
+        )
         if not token:
-            raise UsageError("no API token: set ROLLWRIGHT_API_TOKEN or pass --token")
+            raise UsageError(
+                "no token: set GH_TOKEN (your GitHub token: `gh auth token`) or "
+                "ROLLWRIGHT_API_TOKEN, or pass --token"
+            )
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     url = args.url.rstrip("/") + "/api/deploy"
+    what = body.get("root") or ", ".join(body["roots"])
     try:
         status, answer = _post(url, body, token)
     except OSError as err:
-        print(f"error: deploying {body['root']} via {url}: {err}", file=sys.stderr)
+        print(f"error: deploying {what} via {url}: {err}", file=sys.stderr)
         return 1
     if status == 202 and args.format == "json":
         sys.stdout.write(json.dumps(answer, indent=2) + "\n")
         return 0
     if status == 202:
-        print(
-            f"queued a manual deployment of {answer.get('root')} at {answer.get('revision')} "
-            f"({answer.get('repo')}; workflow {answer.get('workflow_id')})"
-        )
-        for key, label in (("job_url", "job page"), ("root_url", "root page")):
-            if answer.get(key):
-                print(f"{label}: {answer[key]}")
+        for queued in answer.get("deployments") or [answer]:
+            print(
+                f"queued a manual deployment of {queued.get('root')} at "
+                f"{queued.get('revision')} ({queued.get('repo')}; workflow "
+                f"{queued.get('workflow_id')}; requested by {queued.get('requested_by')})"
+            )
+            for key, label in (("job_url", "job page"), ("root_url", "root page")):
+                if queued.get(key):
+                    print(f"{label}: {queued[key]}")
         return 0
     detail = _detail(answer)
-    print(f"error: deploying {body['root']} via {url}: {status} {detail}", file=sys.stderr)
+    print(f"error: deploying {what} via {url}: {status} {detail}", file=sys.stderr)
     return 2 if status == 422 else 1
 
 
@@ -124,13 +140,12 @@ def _request_body(args: argparse.Namespace) -> dict[str, Any]:
         )
     if not REPO_NAME.match(repo):
         raise UsageError(f"--repo {repo!r}: expected OWNER/NAME")
-    body: dict[str, Any] = {
-        "repo": repo,
-        "root": args.root.strip("/"),
-        "revision": _full_sha(args.revision),
-    }
-    if args.requested_by:
-        body["requested_by"] = args.requested_by
+    roots = list(dict.fromkeys(root.strip("/") for root in args.root))
+    body: dict[str, Any] = {"repo": repo, "revision": _full_sha(args.revision)}
+    if len(roots) == 1:
+        body["root"] = roots[0]
+    else:
+        body["roots"] = roots
     return body
 
 

@@ -404,6 +404,18 @@ def _recorded(demo: Demo, total: int, head: str, deployment_id: str) -> None:
     with step(8, total, "deployment recorded in SQL"):
         row = demo.wait_for("verified deployment row", lambda: _sql_row(stack, deployment_id))
         print(f"      deployments row {row[0]}: {row[1]} {row[2][:12]}", flush=True)
+        if stack.sink is not None:  # the events the worker sent to the stack's sink
+            sent = demo.wait_for(
+                "the verified deployment's notification",
+                lambda: _announced(stack, deployment_id),
+            )
+            print(f"      notified (signed webhook): {', '.join(sent)}", flush=True)
+
+
+def _announced(stack: DevStack, deployment_id: str) -> list[str] | None:
+    assert stack.sink is not None
+    kinds = [e["type"] for e in stack.sink.events() if e.get("deployment_id") == deployment_id]
+    return kinds if "deployment.verified" in kinds else None
 
 
 def _job_page_shown(demo: Demo, total: int, deployment_id: str, reviewer: str) -> str:

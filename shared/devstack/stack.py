@@ -32,6 +32,7 @@ from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.gitremotes import write_gitconfig
 from shared.devstack.ports import LOOPBACK, free_port, free_ports, port_in_use, wait_for_port
 from shared.devstack.processes import Child, Supervisor
+from shared.devstack.sink import NotificationSink
 
 EMULATOR_APP_ID = 1
 EMULATOR_OAUTH_CLIENT_ID = "Iv1.rollwright-dev"
@@ -140,12 +141,15 @@ class DevStack:
         self.supervisor = Supervisor(self.data_dir / "logs")
         self.emulator: GitHubEmulator | None = None
         self.argocd: FakeArgoCD | None = None
+        self.sink: NotificationSink | None = None
         self.env: dict[str, str] = {}
         self.webhook_secret = ""
         self.api_token = ""
         self.app_key_file: Path | None = None
         self.repositories: dict[str, Path] = {}  # owner/name → local git repository
         self._urls: StackURLs | None = None
+        # worker child name → (its /metrics URL, its Temporal SDK metrics URL)
+        self.worker_metrics: dict[str, tuple[str, str]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -164,6 +168,9 @@ class DevStack:
                 self._start_emulator(gateway)
                 # Applications are added by whoever publishes to git (the demo does).
                 self.argocd = FakeArgoCD(token=secrets.token_urlsafe(24), host=LOOPBACK).start()
+                # where the worker's notifications go (both sinks: Slack's format and signed)
+                self.sink = NotificationSink(secret=secrets.token_urlsafe(24), host=LOOPBACK)
+                self.sink.start()
             self.env = self._child_env(address, ui, gateway)
             self._urls = StackURLs(
                 address,
@@ -189,6 +196,9 @@ class DevStack:
         if self.argocd is not None:
             self.argocd.stop()
             self.argocd = None
+        if self.sink is not None:
+            self.sink.stop()
+            self.sink = None
 
     def __enter__(self) -> DevStack:
         self.start()
@@ -384,6 +394,10 @@ class DevStack:
             )
         if self.argocd is not None:
             env[DEV_ARGOCD_TOKEN_VAR] = self.argocd.token
+        if self.sink is not None:
+            env["ROLLWRIGHT_NOTIFY_WEBHOOK_URL"] = self.sink.webhook_url
+            env["ROLLWRIGHT_NOTIFY_WEBHOOK_SECRET"] = self.sink.secret
+            env["ROLLWRIGHT_NOTIFY_SLACK_URL"] = self.sink.slack_url
         return env
 
     def _start_gateway(self) -> None:
@@ -415,6 +429,14 @@ class DevStack:
             name = f"worker-{worker_id}"
             env["ROLLWRIGHT_WORKER_ID"] = worker_id
             env["ROLLWRIGHT_GIT_CACHE_DIR"] = str(self.data_dir / "workers" / worker_id / "git")
+        # each worker's metrics on ports of its own (several may run, as on separate hosts)
+        ours, sdk = free_ports(2, LOOPBACK)
+        env["ROLLWRIGHT_WORKER_METRICS_ADDRESS"] = f"{LOOPBACK}:{ours}"
+        env["ROLLWRIGHT_TEMPORAL_METRICS_ADDRESS"] = f"{LOOPBACK}:{sdk}"
+        self.worker_metrics[name] = (
+            f"http://{LOOPBACK}:{ours}/metrics",
+            f"http://{LOOPBACK}:{sdk}/metrics",
+        )
         child = self.supervisor.start(name, [sys.executable, "-m", "worker"], env=env)
         self.out(f"  starting         {name} (pid {child.pid})")
 

@@ -34,10 +34,11 @@ def detect_layout(tree: Tree, config: FleetConfig) -> str:
     layout whose marker the repo has."""
     if config.layout:
         return config.layout
-    for kind in LAYOUTS:
+    detected = [kind for kind in LAYOUTS if kind.detected]
+    for kind in detected:
         if kind.marker.found(tree):
             return kind.name
-    missing = [f"no {kind.marker.describe()} ({kind.name})" for kind in LAYOUTS]
+    missing = [f"no {kind.marker.describe()} ({kind.name})" for kind in detected]
     listed = ", ".join(missing[:-1]) + " and " + missing[-1] if len(missing) > 1 else missing[0]
     raise FleetError(
         f"cannot tell the fleet layout: no rollwright.yaml 'layout', {listed}", path=CONFIG_FILE

@@ -2,7 +2,8 @@
 and which layouts rollwright knows (`LAYOUTS`): each one's name, the rule that detects it and
 where its `Layout` is built.
 
-The layouts (`shared.engine.atlas`, `shared.engine.dimensions`, `shared.engine.helmfile`)
+The layouts (`shared.engine.atlas`, `shared.engine.dimensions`, `shared.engine.helmfile`,
+`shared.engine.commodore`)
 implement `Layout`;
 `shared.engine.fleet` detects and builds one and adds what is common to all. rollwright.yaml's
 `layout` key accepts the names registered here (`LayoutName`). Adding a layout is a folder
@@ -126,6 +127,8 @@ class LayoutKind:
     name: str
     marker: Marker
     factory: str
+    # False: chosen only by rollwright.yaml's `layout`, never detected by its marker.
+    detected: bool = True
 
 
 # Detection order: the first layout whose marker a repo has is its layout.
@@ -145,6 +148,13 @@ LAYOUTS: tuple[LayoutKind, ...] = (
         "helmfile",
         Marker("helmfile.yaml", also=("helmfile.yaml.gotmpl", "helmfile.d/")),
         "shared.engine.helmfile.layout:HelmfileLayout",
+    ),
+    # A tenant repository has no file of its own to tell it: `layout: commodore` selects it.
+    LayoutKind(
+        "commodore",
+        Marker("rollwright.yaml"),
+        "shared.engine.commodore.layout:CommodoreLayout",
+        detected=False,
     ),
 )
 LAYOUT_NAMES: tuple[str, ...] = tuple(sorted(kind.name for kind in LAYOUTS))

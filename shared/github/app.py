@@ -367,6 +367,19 @@ class GitHubApp:
                 self._clients[installation_id] = client
         return client
 
+    def quota(self) -> dict[int, tuple[int, int]]:
+        """Installation id → (requests remaining, limit), as GitHub's last answer to each
+        installation's client said (`X-RateLimit-*`); installations not asked yet are left out
+        (reading the figure would cost a request)."""
+        with self._lock:
+            clients = dict(self._clients)
+        out = {}
+        for installation_id, client in clients.items():
+            remaining, limit = client.requester.rate_limiting
+            if limit >= 0:
+                out[installation_id] = (remaining, limit)
+        return out
+
     def _repo(self, repo: str) -> Repository:
         owner, name = _split_repo(repo)
         return self._client(repo).get_repo(f"{owner}/{name}")  # lazy: no request until used

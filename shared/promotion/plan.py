@@ -188,6 +188,16 @@ class _Fleet:
                 path=CONFIG_FILE,
             )
         self.layout = DimensionsLayout(tree, self.config)
+        if self.layout.reading.generator:
+            # Promotion copies patches into <node>/patches/ (the design document's spelling);
+            # in the generator's spelling that would be a file of the other spelling.
+            raise FleetError(
+                "promotion writes the design document's spelling (patch copies in "
+                "<node>/patches/); this repository is written in the generator's spelling "
+                "(patch-NNN.yaml beside a node's override.yaml), which rollwright reads and "
+                "renders but does not promote",
+                path=CONFIG_FILE,
+            )
         self.settings: RolloutSettings = self.config.rollout
         default_soak = self.settings.soak_seconds
         self.places = list(self.layout.places)
@@ -225,7 +235,7 @@ class _Fleet:
         if self._found is None:
             staged: dict[str, list[tuple[str, str, Section, str]]] = defaultdict(list)
             copies: dict[tuple[str, str, str, Section], dict[str, str]] = defaultdict(dict)
-            for spec in self.layout.spec.cluster_types:
+            for spec in self.layout.types.values():  # discovered components included
                 for comp in spec.components():
                     app, section = comp.name, comp.section
                     for rel in self.layout.patch_paths(spec.name, app):

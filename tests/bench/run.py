@@ -24,6 +24,7 @@ from typing import Any
 
 from shared.engine.affected import affected_between
 from tests.bench import (
+    commodore,
     fleetgen,
     fleetwide,
     helmfile,
@@ -76,6 +77,16 @@ def bench_render(work: Path) -> dict[str, Any]:
             runs["memory-1"] = run_render(fleet_dir, Path(tmp) / "out", 1)
             if not same_tree(work / "out", Path(tmp) / "out"):
                 raise SystemExit("bench: --jobs 1 and the default wrote different files")
+            # The same render without the schema checks: what they cost.
+            config = fleet_dir / "rollwright.yaml"
+            if config.exists():
+                raise SystemExit("bench: the generated fleet has a rollwright.yaml already")
+            config.write_text("schemas:\n  mode: 'off'\n")
+            try:
+                shutil.rmtree(Path(tmp) / "out")
+                runs["memory-1-unchecked"] = run_render(fleet_dir, Path(tmp) / "out", 1)
+            finally:
+                config.unlink()
     raw_rates.append(raw.rate())
     entries = list((work / "out").rglob("*"))
     return {
@@ -139,11 +150,13 @@ def report(render: dict[str, Any], changed: dict[str, float]) -> str:
         "disk": f"output on disk, `--jobs {jobs}` (the default)",
         "memory": f"output on tmpfs, `--jobs {jobs}`",
         "memory-1": "output on tmpfs, `--jobs 1`",
+        "memory-1-unchecked": "output on tmpfs, `--jobs 1`, schema checks off",
     }
+    measured = ("disk", "memory")  # the rows with targets; the others explain them
     rows: list[tuple[str, str, str, str]] = []
     for name, run in runs.items():
         rate = releases / run.seconds
-        target = name != "memory-1"
+        target = name in measured
         rows.append(
             (
                 f"full-fleet render rate, {where[name]}",
@@ -164,8 +177,8 @@ def report(render: dict[str, Any], changed: dict[str, float]) -> str:
     )
     for name, run in runs.items():
         ratio = releases / run.seconds / raw
-        target = name != "memory-1"
-        processes = "one process against one" if name == "memory-1" else f"{jobs} against one"
+        target = name in measured
+        processes = f"{jobs} against one" if target else "one process against one"
         rows.append(
             (
                 f"ratio to the raw engine, {where[name]} ({processes})",
@@ -174,7 +187,23 @@ def report(render: dict[str, Any], changed: dict[str, float]) -> str:
                 verdict(ratio >= 0.5) if target else "",
             )
         )
+    if "memory-1-unchecked" in runs:
+        checked, unchecked = runs["memory-1"], runs["memory-1-unchecked"]
+        per = (checked.user - unchecked.user) / releases * 1000
+        rows.append(
+            (
+                "cost of the schema checks (every object against the Kubernetes OpenAPI "
+                "schemas; `schemas.mode` strict against off, `--jobs 1` on tmpfs)",
+                f"{per:+.3f} ms user CPU per release (user CPU {checked.user:.1f} s against "
+                f"{unchecked.user:.1f} s, wall {checked.seconds:.1f} s against "
+                f"{unchecked.seconds:.1f} s; differences this small are the machine's noise)",
+                "—",
+                "",
+            )
+        )
     for name, run in runs.items():
+        if name == "memory-1-unchecked":
+            continue  # run for its time only
         rows.append(
             (
                 f"peak RSS of `rollwright render`, {where[name]} (sum over its processes)",
@@ -218,7 +247,9 @@ render` uses one process per CPU by default, so the required ratio compares {job
 processes with one (the `--jobs 1` row is the per-process ratio). The output tree has
 {render["files"]:.0f} files in {render["dirs"]:.0f} directories: creating them is file system
 work whose cost depends on the machine (compare the *system* CPU of the disk and the tmpfs
-runs), so the same render is also measured with its output on tmpfs.
+runs), so the same render is also measured with its output on tmpfs. Every render checks each
+object against the Kubernetes schemas (`schemas.mode: strict`, the default); one more
+`--jobs 1` run with `mode: off` gives what the checks cost.
 
 | measure | result | target | |
 |---|---|---|---|
@@ -236,6 +267,7 @@ SECTIONS: dict[str, Any] = {
     "fleetwide": fleetwide,
     "longqueue": longqueue,
     "helmfile": helmfile,
+    "commodore": commodore,
 }
 RENDER_MARKER = "## Render engine"
 

@@ -21,6 +21,8 @@ import yaml
 from shared.contracts.deploy import SEARCH_ATTRIBUTES, TASK_QUEUE, DeploymentRecord
 from shared.devstack.ports import free_port
 from shared.devstack.temporal import temporal_binary
+from shared.engine.charts import remote as charts_remote
+from shared.engine.commodore import repos as commodore_repos
 from shared.settings import Settings
 from shared.stores.blob_url import open_blob_store
 from shared.stores.sql.deliveries import DeliveryStore
@@ -449,13 +451,24 @@ def test_github_app_manifest() -> None:
     assert manifest["public"] is False
 
 
+# Read by the render engine itself (it knows no Settings): the remote charts' cache and the
+# commodore layout's git mirrors.
+ENGINE_VARIABLES = {
+    charts_remote.CACHE_ENV,
+    commodore_repos.CACHE_ENV,
+    commodore_repos.FETCH_TTL_ENV,
+}
+
+
 def test_configuration_doc_lists_every_setting() -> None:
     doc = (REPO_ROOT / "docs" / "configuration.md").read_text()
     for name in Settings.model_fields:
         assert f"`ROLLWRIGHT_{name.upper()}`" in doc, f"ROLLWRIGHT_{name.upper()} undocumented"
+    for name in ENGINE_VARIABLES:
+        assert f"`{name}`" in doc, f"{name} undocumented"
     documented = set(re.findall(r"`(ROLLWRIGHT_[A-Z_]+)`", doc))
-    fields = {f"ROLLWRIGHT_{name.upper()}" for name in Settings.model_fields}
-    assert documented <= fields, f"documented but not settings: {documented - fields}"
+    fields = {f"ROLLWRIGHT_{name.upper()}" for name in Settings.model_fields} | ENGINE_VARIABLES
+    assert documented <= fields, f"documented but not read: {documented - fields}"
 
 
 def test_operations_doc_names_attributes_and_queues() -> None:

@@ -27,14 +27,16 @@ from typing import Any, TypeVar
 
 import pytest
 from github import Auth, Github
+from prometheus_client.parser import text_string_to_metric_families
 
 from shared.contracts.deploy import QUERY_STATE, RootQueueState, deploy_workflow_id
 from shared.devstack import fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack
+from shared.notify.events import deployment_kind
 from shared.stores.blob import FileBlobStore, latest_key
-from shared.stores.sql.deployments import DeploymentStore
+from shared.stores.sql.deployments import DeploymentStore, StateChange
 from shared.stores.sql.engine import Database
 from tests.support.paths import EXAMPLES
 from tests.support.stack import serving_fleet, wait_on
@@ -81,19 +83,15 @@ class World:
         delivery = self.emulator.click_action(run.id, identifier, who)
         assert 200 <= delivery.status < 300, delivery.response
 
-    def api_deploy(
-        self, root: str, revision: str, requested_by: str | None = None
-    ) -> dict[str, Any]:
-        fields = {"repo": REPO, "root": root, "revision": revision}
-        body = json.dumps(fields | ({"requested_by": requested_by} if requested_by else {}))
-        body = body.encode()
+    def api_deploy(self, root: str, revision: str, as_user: str | None = None) -> dict[str, Any]:
+        """POST /api/deploy with the API token, or as `as_user` with a GitHub token the
+        emulator issued them (the gateway asks the emulator's `GET /user` who that is)."""
+        body = json.dumps({"repo": REPO, "root": root, "revision": revision}).encode()
+        token = self.emulator.issue_user_token(as_user) if as_user else self.stack.api_token
         request = urllib.request.Request(
             f"{self.stack.urls.gateway}/api/deploy",
             data=body,
-            headers={
-                "Content-Type": "application/json",
-                "Authorization": f"Bearer {self.stack.api_token}",
-            },
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
             method="POST",
         )
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -112,6 +110,22 @@ class World:
         )
         with urllib.request.urlopen(request, timeout=30) as answer:
             return str(answer.read().decode())
+
+    def metrics(self, url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+        """A Prometheus exposition, parsed: sample name → (labels, value) pairs."""
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            text = answer.read().decode()
+        samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+        return samples
+
+    def gateway_metrics(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        return self.metrics(f"{self.stack.urls.gateway}/metrics")
+
+    def worker_metrics(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        return self.metrics(self.stack.worker_metrics["worker"][0])
 
     def wait_for(self, what: str, probe: Callable[[], T | None]) -> T:
         return wait_on(self.stack, what, probe, timeout=STEP_TIMEOUT, poll=0.2)
@@ -239,6 +253,9 @@ def test_manual_deploy_locks_until_unlock(world: World) -> None:
         "the lock", lambda: s if (s := world.deploy_state(root)).lock.locked else None
     )
     assert locked.lock.by_deployment == manual_id
+    # the gateway's metrics show the lock from SQL, since the manual deployment published
+    held = world.wait_for("the lock in the gateway's metrics", lambda: _locked_series(world, root))
+    assert held[0]["repo"] == REPO and held[1] > time.time() - 600
 
     # a merge to that root now waits, saying why, with an Unlock button and nothing else
     _, head = world.merge(root, "env.REGION", "eu-north-1")
@@ -265,6 +282,14 @@ def test_manual_deploy_locks_until_unlock(world: World) -> None:
     assert [a["identifier"] for a in listed.actions] == ["unlock"]
     assert world.deploy_state(root).lock.locked
 
+    # the waiting merge is a queued deployment of the root in the gateway's metrics
+    depth = [
+        value
+        for labels, value in world.gateway_metrics().get("rollwright_root_queue_depth", [])
+        if labels["root"] == root
+    ]
+    assert depth == [1.0]
+
     world.click(waiting, "unlock", "dave")
     review = world.wait_for(
         "the merge's review after Unlock",
@@ -281,6 +306,81 @@ def test_manual_deploy_locks_until_unlock(world: World) -> None:
         lambda: lt if (lt := world.latest(root)) and lt["revision"] == head else None,
     )
     assert latest["state"] == "published" and latest["trigger"] == "merge"
+    assert _locked_series(world, root) is None  # unlocked: the series is gone
+
+    # the worker's own metrics: outcomes, review waits, activity durations; and the SDK's
+    def both_published() -> dict[str, list[tuple[dict[str, str], float]]] | None:
+        worker = world.worker_metrics()
+        finished = {
+            (labels["outcome"], labels["phase"]): value
+            for labels, value in worker["rollwright_deployments_finished_total"]
+        }
+        return worker if finished.get(("published", "publishing"), 0) >= 2 else None
+
+    worker = world.wait_for("manual and merge published, in the metrics", both_published)
+    reviews = {
+        labels["outcome"]: value for labels, value in worker["rollwright_review_wait_seconds_count"]
+    }
+    assert reviews.get("approved", 0) >= 2, reviews
+    renders = [
+        value
+        for labels, value in worker["rollwright_worker_activity_duration_seconds_count"]
+        if labels["activity"] == "render_root" and labels["outcome"] == "completed"
+    ]
+    assert renders and renders[0] >= 2, renders
+    # GitHub's quota as the emulator's last answers said (it counts like GitHub)
+    quota = worker["rollwright_github_rate_limit_remaining"]
+    assert quota and all(0 < value < 5000 for _, value in quota), quota
+    sdk = world.metrics(world.stack.worker_metrics["worker"][1])
+    assert any(name.startswith("temporal_") for name in sdk), sorted(sdk)[:10]
+
+    # notifications: the stack's sink got one signed event per state change an operator
+    # follows, in order, each once; the job page lists them as sent to both sinks
+    for deployment_id in (manual_id, merge_id):
+        expected = _expected_kinds(world, deployment_id)
+        assert expected[-1] == "deployment.published", expected
+        got = world.wait_for(
+            f"the notifications of {deployment_id}",
+            lambda d=deployment_id, e=expected: k if (k := _sink_kinds(world, d)) == e else None,
+        )
+        assert got == expected
+        wanted = {(k, sink) for k in expected for sink in ("slack", "webhook")}
+
+        def listed(d: str = deployment_id) -> set[tuple[str, str]]:
+            job = json.loads(world.gateway_get(f"/api/jobs/{d}"))
+            return {(n["kind"], n["sink"]) for n in job["notifications"] if n["state"] == "sent"}
+
+        assert world.wait_for(
+            "the job page's notifications", lambda w=wanted: True if listed() == w else None
+        )
+    snapshot = world.stack.sink.snapshot()  # type: ignore[union-attr]
+    assert snapshot["repeats"] == {} and snapshot["refused"] == 0
+    assert any("approved by @dave" in text for text in snapshot["slack"]), snapshot["slack"]
+
+
+def _expected_kinds(world: World, deployment_id: str) -> list[str]:
+    """The events the deployment's recorded state changes make (shared.notify.events)."""
+    database = Database(f"sqlite:///{world.stack.data_dir / 'rollwright.db'}")
+    try:
+        states = [e.state for e in DeploymentStore(database).events(deployment_id)]
+    finally:
+        database.close()
+    kinds = []
+    for previous, state in zip([None, *states], states, strict=False):
+        kind = deployment_kind(StateChange(previous, state))
+        if kind is not None:
+            kinds.append(kind)
+    return kinds
+
+
+def _sink_kinds(world: World, deployment_id: str) -> list[str]:
+    assert world.stack.sink is not None
+    return [e["type"] for e in world.stack.sink.events() if e.get("deployment_id") == deployment_id]
+
+
+def _locked_series(world: World, root: str) -> tuple[dict[str, str], float] | None:
+    series = world.gateway_metrics().get("rollwright_root_locked_since_timestamp_seconds", [])
+    return next(((labels, v) for labels, v in series if labels["root"] == root), None)
 
 
 def test_a_queued_manual_deployment_shows_as_manual(world: World) -> None:
@@ -291,7 +391,7 @@ def test_a_queued_manual_deployment_shows_as_manual(world: World) -> None:
     _, head = world.merge(root, "env.REGION", "eu-south-1")
     running = world.run_for(root, head, "action_required")
 
-    accepted = world.api_deploy(root, base, requested_by="erin")
+    accepted = world.api_deploy(root, base, as_user="erin")
     queued_id = str(accepted["deployment_id"])
 
     def queued_job() -> dict[str, Any] | None:
@@ -335,6 +435,42 @@ def _with_button(world: World, deployment_id: str, identifier: str) -> CheckRunR
     if runs and identifier in [a["identifier"] for a in runs[-1].actions]:
         return runs[-1]
     return None
+
+
+def test_a_reader_and_a_non_admin_deploying_several_roots_are_refused(world: World) -> None:
+    """The stack's gateway asks the emulator who a GitHub token is and what they may do: a
+    reader's deploy and a writer's deploy of several roots (no admin team is configured) are
+    403, audited as not counted, and queue nothing."""
+    base = fleetrepo.head(world.repo_dir)
+    world.emulator.set_permission(OWNER, NAME, "rita", "read")
+
+    def refused(login: str, body: dict[str, Any]) -> str:
+        token = world.emulator.issue_user_token(login)
+        request = urllib.request.Request(
+            f"{world.stack.urls.gateway}/api/deploy",
+            data=json.dumps({"repo": REPO, "revision": base, **body}).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+            method="POST",
+        )
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(request, timeout=30)
+        assert err.value.code == 403
+        return str(json.loads(err.value.read())["detail"])
+
+    assert "@rita has read access" in refused("rita", {"root": "prod/us-1"})
+    several = refused("walt", {"roots": ["prod/us-1", "staging/cluster-a"]})
+    assert "several roots at once needs ROLLWRIGHT_DEPLOY_ADMIN_TEAM" in several
+    audit = json.loads(world.gateway_get(f"/api/audit?repo={REPO}"))
+    mine = [
+        (e["actor"], e["root"], e["counted"])
+        for e in audit["events"]
+        if e["action"] == "deploy" and e["actor"] in ("rita", "walt")
+    ]
+    assert sorted(mine) == [
+        ("rita", "prod/us-1", False),
+        ("walt", "prod/us-1", False),
+        ("walt", "staging/cluster-a", False),
+    ]
 
 
 def test_bad_signature_is_refused_and_starts_nothing(world: World) -> None:

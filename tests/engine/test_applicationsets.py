@@ -148,11 +148,23 @@ CASES: dict[str, tuple[str, str, list[str]]] = {
             "Input should be a valid boolean"
         ],
     ),
-    # The design document's defaults give ApplicationSets a `project`: no such field.
+    # The design document's defaults give ApplicationSets a `project`: no such field, so it
+    # is ignored, and said so (the generator renders none either).
     "project in the ApplicationSet defaults": (
         "config/infra-cluster/applicationset-defaults.yaml",
         "defaults:\n  project: default\n  namespace: argocd\n",
-        ["config/infra-cluster/applicationset-defaults.yaml:2: unknown key 'defaults/project'"],
+        [
+            "config/infra-cluster/applicationset-defaults.yaml:2: warning: project in the "
+            "ApplicationSet defaults is ignored: an ApplicationSet has no project"
+        ],
+    ),
+    "project in an ApplicationSet's values": (
+        f"{SET}/staging/values.yaml",
+        "applicationsets:\n  management-cluster-root:\n    project: default\n",
+        [
+            f"{SET}/staging/values.yaml:3: unknown key "
+            "'applicationsets/management-cluster-root/project'"
+        ],
     ),
     "an application key in an ApplicationSet's directory": (
         f"{SET}/staging/values.yaml",

@@ -344,8 +344,17 @@ CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
         ["config/mc/a/e1/s1/r9: directory 'r9' is not a region of e1/s1 in config/config.yaml"],
     ),
     "unexpected yaml file": (
+        {"config/mc/a/e1/notes.yaml": "{}\n"},
+        ["config/mc/a/e1/notes.yaml: unexpected file (expected values.yaml"],
+    ),
+    "the generator's override.yaml in the document's spelling": (
         {"config/mc/a/e1/override.yaml": "{}\n"},
-        ["config/mc/a/e1/override.yaml: unexpected file (expected values.yaml"],
+        [
+            "config/mc/a/e1/override.yaml: both spellings in one repository: this is the "
+            "generator's spelling of a node's values (override.yaml), while "
+            "config/mc/application-defaults.yaml is the design document's defaults file; the "
+            "repository is read in the design document's spelling"
+        ],
     ),
     "OWNERS that does not parse": (
         {"config/mc/a/OWNERS": "approvers:\n  - x\n reviewers: [\n"},
@@ -642,7 +651,10 @@ E1 = {"mc/e1/s1/r1", "mc/e1/s1/r2", "mc/e1/s2/r1"}
         # make their renders refuse, or stop refusing.
         ("config/mc/a/e3/values.yaml", set(ROOTS)),  # not an environment
         ("config/mc/a/e1/s3/values.yaml", E1),  # s3 belongs to e2
-        ("config/mc/a/e1/override.yaml", E1),
+        ("config/mc/a/e1/notes.yaml", E1),
+        # A file of the other spelling may make the repository read in it.
+        ("config/mc/a/e1/override.yaml", set(ROOTS)),
+        ("config/mc/a/e1/s1/patch-001.yaml", set(ROOTS)),
         ("config/mc/zz/values.yaml", set(ROOTS)),  # not an application of mc
         ("config/mc/defaults.yaml", set(ROOTS)),
         ("config/rc/a/values.yaml", set(ROOTS)),  # rc is not a cluster type

@@ -43,7 +43,8 @@ def test_an_unknown_layout_names_the_registered_ones(tmp_path: Path) -> None:
     with pytest.raises(FleetErrors) as err:
         FleetConfig.load(WorkTree(tmp_path))
     assert str(err.value) == (
-        "rollwright.yaml:1: layout: Input should be 'atlas', 'dimensions' or 'helmfile'"
+        "rollwright.yaml:1: layout: Input should be 'atlas', 'commodore', 'dimensions' or "
+        "'helmfile'"
     )
 
 
@@ -55,6 +56,14 @@ def test_detection_takes_the_first_registered_marker(tmp_path: Path) -> None:
     (tmp_path / "config" / "config.yaml").write_text("{}\n")
     assert detect_layout(tree, FleetConfig()) == "dimensions"
     assert detect_layout(tree, FleetConfig(layout="atlas")) == "atlas"
+
+
+def test_the_commodore_layout_is_chosen_by_name_only(tmp_path: Path) -> None:
+    (tmp_path / "rollwright.yaml").write_text("strict: true\n")
+    tree = WorkTree(tmp_path)
+    with pytest.raises(FleetError):
+        detect_layout(tree, FleetConfig.load(tree))
+    assert detect_layout(tree, FleetConfig(layout="commodore")) == "commodore"
 
 
 def test_an_undetected_layout_names_every_marker(tmp_path: Path) -> None:

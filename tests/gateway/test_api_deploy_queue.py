@@ -56,7 +56,6 @@ async def deploy(client: httpx.AsyncClient, revision: str) -> dict[str, Any]:
         "repo": REPO.full_name,
         "root": ROOT,
         "revision": revision,
-        "requested_by": "ops",
     }
     answer = await client.post(
         "/api/deploy", json=body, headers={"Authorization": f"Bearer {TOKEN}"}

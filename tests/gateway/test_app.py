@@ -838,7 +838,6 @@ def deploy_body(**changes: Any) -> dict[str, Any]:
         "repo": f"acme/fleet-{uuid.uuid4().hex[:8]}",
         "root": "staging/cluster-a",
         "revision": sha(),
-        "requested_by": "alice",
     }
     body.update(changes)
     return body
@@ -861,6 +860,7 @@ def test_api_deploy_queues_a_manual_revision(client: TestClient, temporal: Tempo
         "job_url": f"http://localhost:8000/jobs/{deployment_id}",
         "root_url": "http://localhost:8000/roots/staging/cluster-a?repo="
         + body["repo"].replace("/", "%2F"),
+        "requested_by": "api token",
     }
     seen = temporal.seen(workflow_id, DeploySeen, lambda s: bool(s.revisions))
     owner, name = body["repo"].split("/")
@@ -878,7 +878,7 @@ def test_api_deploy_queues_a_manual_revision(client: TestClient, temporal: Tempo
             revision=body["revision"],
             trigger="manual",
             reason="api",
-            requested_by="alice",
+            requested_by="api token",  # the caller the token stands for, not a declared name
             deployment_id=deployment_id,
         )
     ]
@@ -907,13 +907,12 @@ def test_api_deploy_clones_from_the_configured_github(temporal: Temporal, tmp_pa
         tmp_path, temporal.address, github_api_url="https://ghe.example/api/v3"
     )
     body = deploy_body()
-    del body["requested_by"]
     with TestClient(create_app(settings)) as ghe:
         answer = ghe.post("/api/deploy", json=body, headers=BEARER)
     assert answer.status_code == 202, answer.text
     seen = temporal.seen(answer.json()["workflow_id"], DeploySeen, lambda s: bool(s.revisions))
     assert seen.input.repo.clone_url == f"https://ghe.example/{body['repo']}.git"
-    assert seen.revisions[0].requested_by == "api"
+    assert seen.revisions[0].requested_by == "api token"
 
 
 @pytest.mark.parametrize(

@@ -488,7 +488,7 @@ def deploy(
 
 def test_rollwright_deploy_queues_a_manual_deployment(served: tuple[World, str]) -> None:
     world, url = served
-    done = deploy(url, ROOT, "--revision", SHA.upper(), "--repo", REPO, "--requested-by", "carol")
+    done = deploy(url, ROOT, "--revision", SHA.upper(), "--repo", REPO)
     assert done.returncode == 0, done.stderr
     assert f"queued a manual deployment of {ROOT} at {SHA}" in done.stdout
     assert f"root page: {PUBLIC}/roots/prod/eu-1?repo=acme%2Ffleet" in done.stdout
@@ -498,7 +498,7 @@ def test_rollwright_deploy_queues_a_manual_deployment(served: tuple[World, str])
         SHA,
         "manual",
         "api",
-        "carol",
+        "api token",  # the caller the token stands for: nobody names themselves
     )
     as_json = deploy(url, ROOT, "--revision", SHA, "--repo", REPO, "--format", "json")
     assert as_json.returncode == 0, as_json.stderr

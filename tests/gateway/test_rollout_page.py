@@ -55,9 +55,15 @@ def scenario(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None
     return test
 
 
-def halted_at_stage() -> Fleet:
+def past_integration(stage_soak: int = 0) -> Fleet:
+    """The patch active at integration, whose root runs it verified (dep-int): the rollout
+    promotes to stage, soaking there `stage_soak` seconds."""
     fleet = Fleet(
-        plan=[NodeInfo(path=INT), NodeInfo(path=STAGE), NodeInfo(path=PROD)],
+        plan=[
+            NodeInfo(path=INT),
+            NodeInfo(path=STAGE, soak_seconds=stage_soak),
+            NodeInfo(path=PROD),
+        ],
         roots={INT: ["mc/int/us"], STAGE: ["mc/stage/us"], PROD: ["mc/prod/us"]},
     )
     fleet.start_at(1)
@@ -68,6 +74,11 @@ def halted_at_stage() -> Fleet:
         state="verified",
         contains_patch=True,
     )
+    return fleet
+
+
+def halted_at_stage() -> Fleet:
+    fleet = past_integration()
     fleet.outcomes["mc/stage/us"] = "unhealthy"
     return fleet
 
@@ -201,7 +212,11 @@ async def test_a_passed_node_shows_the_deployments_it_passed_on_not_the_roots_ne
 def reader_over(tmp_path: Path, database: Database) -> JobReader:
     settings = Settings(data_dir=tmp_path, public_url="http://rollwright.test")
     gateway = SimpleNamespace(
-        settings=settings, deployments=DeploymentStore(database), audit_trail=None, blobs=None
+        settings=settings,
+        deployments=DeploymentStore(database),
+        audit_trail=None,
+        notifications=None,
+        blobs=None,
     )
     return JobReader(cast(Gateway, gateway))
 
@@ -318,18 +333,7 @@ async def test_the_soak_counts_down_in_a_browser(tmp_path: Path) -> None:
     """The page's script counts the soak down each second, worded as the server words it."""
     expect = pytest.importorskip("playwright.async_api").expect
 
-    fleet = Fleet(
-        plan=[NodeInfo(path=INT), NodeInfo(path=STAGE, soak_seconds=600), NodeInfo(path=PROD)],
-        roots={INT: ["mc/int/us"], STAGE: ["mc/stage/us"], PROD: ["mc/prod/us"]},
-    )
-    fleet.start_at(1)
-    fleet.latest["mc/int/us"] = RootDeployment(
-        root="mc/int/us",
-        revision=fleet.tip,
-        deployment_id="dep-int",
-        state="verified",
-        contains_patch=True,
-    )
+    fleet = past_integration(stage_soak=600)
     async with rollout(fleet) as r:
         await r.start()
 
@@ -386,6 +390,7 @@ def test_each_node_says_the_soak_or_gate_still_to_wait(tmp_path: Path) -> None:
                     settings=settings,
                     deployments=DeploymentStore(database),
                     audit_trail=None,
+                    notifications=None,
                     blobs=None,
                 ),
             )

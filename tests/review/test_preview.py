@@ -155,6 +155,22 @@ def test_head_side_error_fails_and_other_roots_still_render(tmp_path: Path) -> N
     assert "| `g/c1` | **failed** |" in text
 
 
+def test_an_object_the_api_server_would_refuse_fails_the_pr_side(tmp_path: Path) -> None:
+    """The schema checks run in previews too: the pull request shows the problem, with the
+    values file and line, before it is merged."""
+    repo = web_repo(tmp_path / "fleet")
+    commit(repo, {"deployments/g/c1/cluster.values.yaml": "cluster: g/c1\nreplicas: two\n"})
+    report, _ = preview(repo)
+    [c1] = report.roots  # only the root the change reaches
+    assert c1.root == "g/c1" and c1.status == "error" and c1.head_error is not None
+    assert c1.head_error.startswith(
+        "deployments/g/c1/cluster.values.yaml:2: rendering root \"g/c1\": release 'web/web' "
+        "renders Deployment 'default/web' (templates/web/chart:web/templates/deployment.yaml): "
+        "spec.replicas: must be an integer or null, not a string"
+    )
+    assert report.failed
+
+
 def test_base_side_error_is_a_warning(tmp_path: Path) -> None:
     repo = web_repo(tmp_path / "fleet")
     commit(repo, {"deployments/g/c1/cluster.values.yaml": {"cluster": "g/c1", "broken": True}})

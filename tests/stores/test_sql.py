@@ -39,9 +39,11 @@ TABLES = {
     "webhook_deliveries",
     "jobs",
     "gateway_outbox",
+    "root_locks",
+    "notifications",
 }
 
-HEAD = "0006"  # the newest migration
+HEAD = "0008"  # the newest migration
 
 
 def _engine(url: str) -> Engine:
@@ -408,22 +410,31 @@ def _plan(database: Database, read: Any) -> str:
         return "\n".join(r[-1] for r in rows)
 
 
+ROOTS = ("prod/eu", "prod/us", "staging")
+
+
+def _forty(store: DeploymentStore) -> None:
+    """Deployment n: two repositories in turn, three roots in turn, two revisions in pairs."""
+    for n in range(40):
+        store.record(
+            _record(
+                "published",
+                n,
+                deployment_id=f"d-{n:02d}",
+                repo=("acme/fleet", "acme/other")[n % 2],
+                root=ROOTS[n % 3],
+                revision=("a" * 40, "b" * 40)[n % 4 // 2],
+            )
+        )
+
+
 def test_a_roots_page_is_read_in_index_order(sql_url: str) -> None:
     """`/roots` filters on root (and repo) and orders newest first: composite indexes let
     the database read a page in index order, with no sort of the root's whole history."""
     database = Database(sql_url)
     store = DeploymentStore(database)
     try:
-        for n in range(40):
-            store.record(
-                _record(
-                    "published",
-                    n,
-                    deployment_id=f"d-{n:02d}",
-                    repo=("acme/fleet", "acme/other")[n % 2],
-                    root=("prod/eu", "prod/us", "staging")[n % 3],
-                )
-            )
+        _forty(store)
         every_repo = _plan(database, lambda: store.of_root("prod/eu", limit=25))
         one_repo = _plan(database, lambda: store.of_root("prod/eu", limit=25, repo="acme/fleet"))
         assert "ix_deployments_root_created_at" in every_repo, every_repo
@@ -440,26 +451,12 @@ def test_a_revisions_page_is_read_in_index_order(sql_url: str) -> None:
     database = Database(sql_url)
     store = DeploymentStore(database)
     try:
-        for n in range(40):
-            store.record(
-                _record(
-                    "published",
-                    n,
-                    deployment_id=f"d-{n:02d}",
-                    repo=("acme/fleet", "acme/other")[n % 2],
-                    root=("prod/eu", "prod/us", "staging")[n % 3],
-                    revision=("a" * 40, "b" * 40)[n % 4 // 2],
-                )
-            )
+        _forty(store)
         plan = _plan(database, lambda: store.of_revision("acme/fleet", "a" * 40))
         assert "ix_deployments_repo_revision_root" in plan, plan
         assert "TEMP B-TREE" not in plan.upper() and "Sort" not in plan, plan
         rows = store.of_revision("acme/fleet", "a" * 40)
-        expected = sorted(
-            (("prod/eu", "prod/us", "staging")[n % 3], -n)
-            for n in range(40)
-            if n % 2 == 0 and n % 4 // 2 == 0
-        )
+        expected = sorted((ROOTS[n % 3], -n) for n in range(40) if n % 2 == 0 and n % 4 // 2 == 0)
         assert [(r.root, -int(r.deployment_id[2:])) for r in rows] == expected
     finally:
         database.close()

@@ -43,6 +43,9 @@ metadata:
     example.com/build: {{ .Values.build | quote }}
 spec:
   replicas: {{ .Values.replicas }}
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: web
   template:
     metadata:
       labels:

@@ -12,6 +12,9 @@ from typing import Literal
 
 from shared.contracts.deploy import ERR_CHECKOUT_GONE
 
+# The SDK counter of pinned work failing on its worker, by the step taken next (the workflow
+# emits it; deploy/monitoring/dashboard.json charts it).
+FAILURES_METRIC = "rollwright_pinned_worker_failures"
 # Workers lost before the deployment gives up and fails visibly.
 MAX_WORKER_LOSSES = 3
 # Temporal's TimeoutType name (lower case) of a task nobody took within its start limit.

@@ -183,6 +183,12 @@ class DeploymentWorkflow:
         elif step == "repin":
             self.losses += 1
             await self._repin(doing)
+        # The SDK's metrics (ROLLWRIGHT_TEMPORAL_METRICS_ADDRESS); never emitted on replay.
+        workflow.metric_meter().create_counter(
+            pinning.FAILURES_METRIC,
+            "Pinned work that failed on its worker, by what the deployment did next: "
+            "again (the worker was busy), repin (it was lost: redone on another), fail.",
+        ).add(1, {"step": step})
         return step != "fail"
 
     async def _worker_alive(self) -> bool:
@@ -294,6 +300,8 @@ class DeploymentWorkflow:
             "publishing",
             status="in_progress",
             title=f"Publishing (approved by {approved_by})",
+            # The policy sets' warnings stay visible when nobody had to click.
+            message="\n\n".join(gate.policy_lines()),
             approved_by=approved_by,
         )
         try:

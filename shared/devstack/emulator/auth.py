@@ -24,6 +24,10 @@ USER_TOKEN_TTL = 28800
 REFRESH_TOKEN_TTL = 15897600
 
 
+# GitHub's primary rate limit of an installation token (REST, per hour).
+INSTALLATION_RATE_LIMIT = 5000
+
+
 class Credentials:
     """The App's key, and the tokens the emulator issued (with their expiry)."""
 
@@ -34,6 +38,8 @@ class Credentials:
         self._token_ttl = token_ttl
         self._tokens: dict[str, tuple[int, float]] = {}  # token → (installation id, expiry)
         self._user_tokens: dict[str, tuple[str, float]] = {}  # ghu_ token → (login, expiry)
+        # installation → (start of its rate-limit hour, requests in it)
+        self._quota: dict[int, tuple[float, int]] = {}
 
     def issue_token(self, installation_id: int) -> str:
         """An installation token without the JWT dance (for tests poking the API directly)."""
@@ -41,6 +47,30 @@ class Credentials:
         with self._store.lock:
             self._tokens[token] = (installation_id, time.time() + self._token_ttl)
         return token
+
+    def quota_headers(self, authorization: str) -> dict[str, str]:
+        """GitHub's `X-RateLimit-*` headers for a request with an installation token: each
+        installation has INSTALLATION_RATE_LIMIT requests an hour, counted from the first;
+        other requests (the App's JWT, none) get none here."""
+        token = authorization.split(" ", 1)[-1].strip()
+        now = time.time()
+        with self._store.lock:
+            entry = self._tokens.get(token)
+            if entry is None or entry[1] < now:
+                return {}
+            installation = entry[0]
+            start, used = self._quota.get(installation, (now, 0))
+            if now - start >= 3600:
+                start, used = now, 0
+            used += 1
+            self._quota[installation] = (start, used)
+        return {
+            "X-RateLimit-Limit": str(INSTALLATION_RATE_LIMIT),
+            "X-RateLimit-Remaining": str(max(0, INSTALLATION_RATE_LIMIT - used)),
+            "X-RateLimit-Used": str(used),
+            "X-RateLimit-Reset": str(int(start + 3600)),
+            "X-RateLimit-Resource": "core",
+        }
 
     def expiry(self, token: str) -> float:
         """When an installation token issued here expires (`time.time()` seconds)."""

@@ -83,7 +83,9 @@ class Router:
             status, body, extra = 500, ApiError(500, f"emulator error: {err!r}").body, {}
         with self._store.lock:
             self._requests.append(RequestRecord(method, path, status))
-        return status, body, extra
+        # like GitHub, every answer to an installation token says what quota is left
+        quota = self._credentials.quota_headers(headers.get("authorization", ""))
+        return status, body, {**quota, **extra}
 
     def _answer(
         self,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.engine import render
+from shared.engine import conformance, render
 from shared.engine.atlas import affected, secrets, unread, validate
 from shared.engine.atlas.discovery import Cluster
 from shared.engine.atlas.instance_patches import apply_instance_patches
@@ -25,7 +25,7 @@ from shared.engine.atlas.planner import Planner
 from shared.engine.atlas.plans import ReleasePlan
 from shared.engine.atlas.values import Decrypt, Layer, ValueFiles, default_decrypt
 from shared.engine.config.fleet import FleetConfig
-from shared.engine.errors import FleetError, Problem
+from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.helm.engine import charts_unchanged
 from shared.engine.layout import ReleaseInfo
 from shared.engine.manifests.documents import Resource
@@ -43,6 +43,7 @@ class AtlasLayout:
         self._structure: list[Problem] | None = None
         self._unread: list[unread.Unread] | None = None
         self._empty: dict[str, list[Problem]] = {}  # root → its releases that render nothing
+        self._schema_warnings: dict[str, list[Problem]] = {}  # root → conformance warnings
 
     @property
     def tree(self) -> Tree:
@@ -129,6 +130,7 @@ class AtlasLayout:
         shown: dict[str, bytes] = {}
         owners: dict[str, str] = {}
         empty: list[Problem] = []
+        checked: list[conformance.Rendered] = []
         by_instance: dict[tuple[str, int], list[ReleasePlan]] = {}
         for plan in planner.plans(root):
             key = (plan.instance.deployment.path, plan.instance.index)
@@ -150,6 +152,9 @@ class AtlasLayout:
             apply_instance_patches(group[0].instance, [(p, r) for p, _, r in rendered])
             empty += [_renders_nothing(spec) for _, spec, resources in rendered if not resources]
             for plan, spec, resources in rendered:
+                values_files = self._values_files(sources, plan)
+                checked += [_checked(res, spec, values_files) for res in resources]
+            for plan, spec, resources in rendered:
                 with planner.naming(plan):
                     out = render.release_files(spec, resources, planner.config)
                 for path, data in out.items():
@@ -166,6 +171,10 @@ class AtlasLayout:
                     ).items():
                         shown[path if path not in shown else path + "~"] = data
         self._empty[root] = empty
+        outcome = conformance.check_root(root, checked, planner.config)
+        self._schema_warnings[root] = outcome.warnings
+        if outcome.refusals:
+            raise FleetErrors(outcome.refusals)
         return dict(sorted(files.items())), dict(sorted(shown.items()))
 
     # --- affected roots and validation -------------------------------------------------------
@@ -186,7 +195,21 @@ class AtlasLayout:
         return unread.roots_of(self._unread, root)
 
     def render_warnings(self, root: str) -> list[Problem]:
-        return list(self._empty.get(root, []))
+        return list(self._empty.get(root, [])) + self._schema_warnings.get(root, [])
+
+    def _values_files(
+        self, sources: list[secrets.Rendered], plan: ReleasePlan
+    ) -> tuple[conformance.ValuesFile, ...]:
+        """The plain values files of a release's layers, lowest precedence first (inline
+        values and encrypted files are not traced)."""
+        layers = next(layers for p, layers, _, _ in sources if p is plan)
+        tree = self.tree
+        out = []
+        for layer in layers:
+            if layer.secret or "#" in layer.source or not tree.is_file(layer.source):
+                continue
+            out.append(conformance.ValuesFile.at(tree, layer.source))
+        return tuple(out)
 
     def refusals(self, root: str) -> list[Problem]:
         """The structure problems that touch `root`; all are content (a file never read, a
@@ -199,6 +222,20 @@ class AtlasLayout:
         if not found and self.config.strict:
             found = self.unread_values(root)
         return found
+
+
+def _checked(
+    res: Resource, spec: ReleaseSpec, values_files: tuple[conformance.ValuesFile, ...]
+) -> conformance.Rendered:
+    return conformance.Rendered(
+        res.doc,
+        spec.id,
+        spec.origin,
+        spec.origin_line,
+        spec.kube_version,
+        values_files,
+        res.source,
+    )
 
 
 def _renders_nothing(spec: ReleaseSpec) -> Problem:

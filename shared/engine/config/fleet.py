@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import fnmatch
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from shared.engine import yamldoc
 from shared.engine.config.affected import AffectedSettings
 from shared.engine.config.atlas import AtlasSettings
+from shared.engine.config.commodore import CommodoreSettings
 from shared.engine.config.helmfile import HelmfileSettings
 from shared.engine.config.output import OutputSettings, RenderSettings
 from shared.engine.config.parsing import StrictModel, parse_model
+from shared.engine.config.policies import PolicySet, check_unique
 from shared.engine.config.preview import PreviewSettings
 from shared.engine.config.publish import PublishSettings
 from shared.engine.config.review import ReviewSettings
 from shared.engine.config.rollout import RolloutSettings
+from shared.engine.config.schemas import SchemaSettings
 from shared.engine.config.verify import VerifyRule
 from shared.engine.layout import LayoutName
 from shared.engine.tree import Tree
@@ -41,17 +44,34 @@ class FleetConfig(StrictModel):
     output: OutputSettings = Field(default_factory=OutputSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
     atlas: AtlasSettings = Field(default_factory=AtlasSettings)
+    commodore: CommodoreSettings = Field(default_factory=CommodoreSettings)
     helmfile: HelmfileSettings = Field(default_factory=HelmfileSettings)
     affected: AffectedSettings = Field(default_factory=AffectedSettings)
     publish: PublishSettings = Field(default_factory=PublishSettings)
     preview: PreviewSettings = Field(default_factory=PreviewSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     review: ReviewSettings = Field(default_factory=ReviewSettings)
+    policies: list[PolicySet] = Field(
+        default_factory=list,
+        description="Policy sets over the rendered manifests (docs/governance.md): Rego and "
+        "ValidatingAdmissionPolicy checks whose failing `deny` results wait for an owner of "
+        "the set to approve.",
+    )
+    schemas: SchemaSettings = Field(
+        default_factory=SchemaSettings,
+        description="Rendered objects checked against the API server's schemas and the "
+        "render's CRDs (docs/formats/rollwright-yaml.md).",
+    )
     verify: list[VerifyRule] = Field(
         default_factory=list,
         description="Delivery verification after publish (docs/verification.md): the first "
         "rule whose `roots` match a root applies; no match, no verification.",
     )
+
+    @field_validator("policies")
+    @classmethod
+    def _unique_policy_sets(cls, value: list[PolicySet]) -> list[PolicySet]:
+        return check_unique(value)
 
     @model_validator(mode="after")
     def _verify_needs_git(self) -> FleetConfig:

@@ -15,16 +15,17 @@ chart (docs/formats/dimensions.md).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from shared.engine import yamldoc
 from shared.engine.dimensions.models import (
-    DEFAULTS_FILES,
     VALUES_FILE,
     ClusterTypeSpec,
     Component,
+    Section,
 )
 from shared.engine.dimensions.sequence import Place
 from shared.engine.errors import FleetError
@@ -47,8 +48,14 @@ def template(name: str) -> str:
     )
 
 
-def chart_files(spec: ClusterTypeSpec, place: Place, values: dict[str, Any]) -> dict[str, bytes]:
-    """The chart of root `<spec.name>/<place>` from its merged `values`."""
+def chart_files(
+    spec: ClusterTypeSpec,
+    place: Place,
+    values: dict[str, Any],
+    defaults: Callable[[Section], str],
+) -> dict[str, bytes]:
+    """The chart of root `<spec.name>/<place>` from its merged `values`; `defaults` names the
+    defaults file of a section (for messages)."""
     chart: dict[str, Any] = {
         "apiVersion": "v2",
         "name": "-".join((spec.name, *place)),
@@ -64,7 +71,7 @@ def chart_files(spec: ClusterTypeSpec, place: Place, values: dict[str, Any]) -> 
     }
     for comp in spec.components():
         fields = values[comp.section][comp.name]
-        _check(comp, fields)
+        _check(comp, fields, defaults(comp.section))
         name, key = TEMPLATES[comp.section]
         try:
             text = render_template(
@@ -97,10 +104,9 @@ def _check_rendered(comp: Component, text: str) -> None:
         )
 
 
-def _check(comp: Component, fields: dict[str, Any]) -> None:
+def _check(comp: Component, fields: dict[str, Any], defaults: str) -> None:
     """The fields Argo CD needs, set somewhere in the merged values."""
     where = join(comp.dir, VALUES_FILE)
-    defaults = f"config/{comp.ctype}/{DEFAULTS_FILES[comp.section]}"
     if comp.section == "applications":
         if not isinstance(fields.get("destination"), dict):
             raise FleetError(

@@ -6,22 +6,33 @@ Helm chart of Argo CD Applications and ApplicationSets. The contract is
 docs/formats/dimensions.md. The modules of this package, in import order: `models` (the file
 formats), `patches` (patch mechanics), `sequence` (dimensions, sequence, cluster types), `files`
 (reading each file kind), `merge` (a root's values), `shadows` (pins patches override),
-`validate` (classified, scoped problems) and `chart` (the output); this module puts them
-together.
+`validate` (classified, scoped problems) and `chart` (the output), with `spelling` (the
+design document's file names or the generator's) and `discovery` (the components of a type
+that lists none); this module puts them together.
 """
 
 from __future__ import annotations
 
 import copy
+from functools import partial
 from typing import Any
 
 from shared.engine import yamldoc
 from shared.engine.config.fleet import FleetConfig
-from shared.engine.dimensions import patches, sequence
+from shared.engine.dimensions import argopass, patches, sequence, spelling
 from shared.engine.dimensions.chart import chart_files
+from shared.engine.dimensions.discovery import discover
 from shared.engine.dimensions.files import FleetFiles, is_yaml
 from shared.engine.dimensions.merge import Merger, RootState, narrow
-from shared.engine.dimensions.models import CONFIG_FILE, PATCHES_DIR
+from shared.engine.dimensions.models import (
+    AUTHOR_DEFAULTS_FILE,
+    CONFIG_FILE,
+    DEFAULTS_FILES,
+    OVERRIDE_FILE,
+    PATCHES_DIR,
+    SOPS_VALUES_FILE,
+    VALUES_FILE,
+)
 from shared.engine.dimensions.sequence import Node
 from shared.engine.dimensions.shadows import Shadow, shadowed_pins
 from shared.engine.dimensions.validate import Validator
@@ -45,10 +56,19 @@ class DimensionsLayout:
             raise FleetError("missing: the dimensions layout needs it", path=CONFIG_FILE)
         self.config_text, data = self.files.mapping(CONFIG_FILE)
         self.spec, self.sequence = sequence.parse(data, self.config_text)
-        self.types = {t.name: t for t in self.spec.cluster_types}
+        self.files.prefetch()
+        names = [t.name for t in self.spec.cluster_types]
+        self.reading = spelling.read(tree, names, self.sequence)
+        self.files.spelling = self.reading.spelling
+        self.types = {}
+        discovered: dict[str, list[Problem]] = {}
+        for index, spec in enumerate(self.spec.cluster_types):
+            self.types[spec.name], found = discover(self.files, spec, index)
+            if not spec.lists:
+                discovered[spec.name] = found
         self.places = self.sequence.places
         self.merger = Merger(self.files, self.sequence, self.types)
-        self.validator = Validator(self.merger)
+        self.validator = Validator(self.merger, self.reading, discovered)
 
     # --- the Layout protocol ---------------------------------------------------------------
 
@@ -85,14 +105,14 @@ class DimensionsLayout:
         return narrow(values, release)
 
     def render_files(self, root: str) -> dict[str, bytes]:
-        return self._files(root, self.state(root).values)
+        return self._checked(root, self._files(root, self.state(root).values))
 
     def render_redacted(self, root: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
         """(plaintext, redacted) chart files. A root with encrypted values is rendered a
         second time from perturbed secrets; what differs is secret-derived
         (shared.engine.secrets.origin)."""
         values = self.state(root).values
-        plain = self._files(root, values)
+        plain = self._checked(root, self._files(root, values))
         if not self.has_secrets(root):
             return plain, origin.hash_secret_objects(plain)
         paths = self.secret_paths(root, None)
@@ -135,9 +155,18 @@ class DimensionsLayout:
         """Every encrypted values file decrypted so far."""
         return self.files.decrypted()
 
+    def _checked(self, root: str, files: dict[str, bytes]) -> dict[str, bytes]:
+        """`files` once Argo CD's pass over the published chart works
+        (shared.engine.dimensions.argopass)."""
+        ctype, place = self.merger.split(root)
+        argopass.check(self.files, self.merger.components(ctype), place, files, root)
+        return files
+
     def _files(self, root: str, values: dict[str, Any]) -> dict[str, bytes]:
         ctype, place = self.merger.split(root)
-        return chart_files(self.types[ctype], place, values)
+        return chart_files(
+            self.types[ctype], place, values, partial(self.files.defaults_file, ctype)
+        )
 
     def affected(self, changed: set[str]) -> set[str]:
         """Roots whose render (or refusal) a change to `changed` may change: what their
@@ -149,6 +178,11 @@ class DimensionsLayout:
             parts = path.split("/")
             if parts[0] != "config" or len(parts) < 2:
                 continue
+            marks = _marks(parts)
+            if marks is not None and (marks != self.reading.spelling or self.reading.conflicts):
+                # A file of the other spelling, or of either while both appear: it may make
+                # the repository read in the other one (docs/formats/dimensions.md).
+                return set(self.merger.roots)
             if len(parts) == 2:
                 if is_yaml(parts[1]):  # a file never read: a problem of every root
                     return set(self.merger.roots)
@@ -190,18 +224,41 @@ class DimensionsLayout:
         return []
 
     def render_warnings(self, root: str) -> list[Problem]:
-        """A root whose cluster type lists no application or ApplicationSet renders a chart
-        with no object: a warning (every release here renders exactly one object)."""
+        """Warnings of a root's render: a `project` in its type's ApplicationSet defaults,
+        which is ignored (ApplicationSets have no project); and a cluster type without
+        application or ApplicationSet, whose roots render a chart with no object (every
+        release here renders exactly one object)."""
         ctype, _ = self.merger.split(root)
+        found = self._ignored_project(ctype)
         if self.merger.components(ctype):
-            return []
+            return found
         index = [t.name for t in self.spec.cluster_types].index(ctype)
         return [
+            *found,
             Problem(
                 CONFIG_FILE,
                 yamldoc.key_line(self.config_text, ("cluster_types", index)),
                 f"cluster type {ctype!r} lists no application or ApplicationSet: its roots "
                 "render a chart with no object",
+                hygiene=True,
+            ),
+        ]
+
+    def _ignored_project(self, ctype: str) -> list[Problem]:
+        rel = self.files.defaults_file(ctype, "applicationsets")
+        try:
+            self.files.defaults(ctype, "applicationsets")
+        except FleetError:
+            return []  # the file's problems are content problems, reported as such
+        if rel not in self.files.ignored_projects:
+            return []
+        line, _ = self.files.ignored_projects[rel]
+        return [
+            Problem(
+                rel,
+                line,
+                "project in the ApplicationSet defaults is ignored: an ApplicationSet has no "
+                "project (the Applications it generates take theirs from template.spec.project)",
                 hygiene=True,
             )
         ]
@@ -232,3 +289,24 @@ class DimensionsLayout:
     def shadowed_pins(self, root: str) -> list[Shadow]:
         """Values set at or below a patch's node that the patch overrides at `root`."""
         return list(shadowed_pins(self.merger, root))
+
+
+def _marks(parts: list[str]) -> spelling.Spelling | None:
+    """The spelling a path under config/ is a marker of (`spelling`), from its name alone (the
+    file may be gone): None for the files both spellings share."""
+    name = parts[-1]
+    if len(parts) == 3:
+        if name in DEFAULTS_FILES.values():
+            return spelling.DOCUMENT
+        return spelling.GENERATOR if name == AUTHOR_DEFAULTS_FILE else None
+    if len(parts) < 4:
+        return None
+    if PATCHES_DIR in parts[3:]:
+        return spelling.DOCUMENT
+    if spelling.is_author_patch(name):
+        return spelling.GENERATOR
+    if len(parts) > 4 and name == OVERRIDE_FILE:
+        return spelling.GENERATOR
+    if len(parts) > 4 and name in (VALUES_FILE, SOPS_VALUES_FILE):
+        return spelling.DOCUMENT
+    return None

@@ -19,11 +19,13 @@ from shared.engine.dimensions import patches
 from shared.engine.dimensions.files import FleetFiles
 from shared.engine.dimensions.models import (
     CONFIG_FILE,
+    PATCHES_DIR,
     SOPS_VALUES_FILE,
     ClusterTypeSpec,
     Component,
 )
 from shared.engine.dimensions.sequence import Place, Sequence
+from shared.engine.dimensions.spelling import GENERATOR
 from shared.engine.errors import FleetError
 from shared.engine.secrets import origin
 from shared.engine.secrets.redact import Redactor
@@ -49,8 +51,11 @@ def nodes_above(place: Place) -> Iterator[tuple[str, ...]]:
 
 
 def patch_node(rel: str) -> tuple[str, ...]:
-    """The node of a patch file `config/<type>/<name>/<node…>/patches/<file>` (() staged)."""
-    return tuple(rel.split("/")[3:-2])
+    """The node of a patch file `config/<type>/<name>/<node…>/patches/<file>`, or in the
+    generator's spelling `config/<type>/<name>/<node…>/patch-NNN.yaml` (() staged). No node
+    is named `patches`, so the two cannot be confused."""
+    parts = rel.split("/")
+    return tuple(parts[3:-2] if parts[-2] == PATCHES_DIR and len(parts) > 4 else parts[3:-1])
 
 
 def narrow(values: dict[str, Any], release: str) -> dict[str, Any]:
@@ -117,25 +122,72 @@ class Merger:
                 self._fake_states[root] = None
         return self._fake_states[root]
 
+    @property
+    def interleaved(self) -> bool:
+        """True in the generator's spelling: a node's patches apply right after its values
+        (override.yaml), before the next node's; else after every values level."""
+        return self.files.spelling == GENERATOR
+
     def _compute(self, root: str, *, taint: bool) -> RootState:
         ctype, place = self.split(root)
-        merged: dict[str, Any] = {}
-        for comp in self.components(ctype):
-            self.require_dir(comp)
-            layers = [self.files.defaults(ctype, comp.section), self.files.level(comp, (), taint)]
-            layers += [self.files.level(comp, node, taint) for node in nodes_above(place)]
-            merged[comp.name] = merge_all(layers)
-        active = patches.order(self.active_patches(ctype, place))
-        merged, outcomes = patches.apply_all(merged, active)
-        values: dict[str, Any] = {"cluster": self.sequence.cluster(ctype, place)}
+        if self.interleaved:
+            merged, outcomes = self._interleaved(ctype, place, taint)
+        else:
+            merged = {}
+            for comp in self.components(ctype):
+                self.require_dir(comp)
+                layers = [
+                    self.files.defaults(ctype, comp.section),
+                    self.files.level(comp, (), taint),
+                ]
+                layers += [self.files.level(comp, node, taint) for node in nodes_above(place)]
+                merged[comp.name] = merge_all(layers)
+            active = patches.order(self.active_patches(ctype, place))
+            merged, outcomes = patches.apply_all(merged, active)
+        cluster = self.sequence.cluster(ctype, place)
+        if self.interleaved:  # the generator puts the dimensions alone under `cluster`
+            del cluster["type"]
+        values: dict[str, Any] = {"cluster": cluster}
         spec = self.types[ctype]
         values["applications"] = {name: merged[name] for name in spec.applications}
         if spec.applicationsets:  # absent otherwise: fleets without them keep their output
             values["applicationsets"] = {name: merged[name] for name in spec.applicationsets}
         return RootState(values, tuple(outcomes))
 
+    def _interleaved(
+        self, ctype: str, place: Place, taint: bool
+    ) -> tuple[dict[str, Any], list[patches.Outcome]]:
+        """The generator's merge (hack/generate.py): for each component, its defaults, its
+        values.yaml, then node by node from the top the node's override.yaml and then the
+        node's patch-NNN.yaml files by name. A patch has no dependencies there, so each one
+        applies."""
+        merged: dict[str, Any] = {}
+        outcomes: list[patches.Outcome] = []
+        for comp in self.components(ctype):
+            self.require_dir(comp)
+            fields = merge_all(
+                [self.files.defaults(ctype, comp.section), self.files.level(comp, (), taint)]
+            )
+            for node in nodes_above(place):
+                fields = merge_all([fields, self.files.level(comp, node, taint)])
+                for rel in self.files.patch_files(join(comp.dir, *node)):
+                    patch = self.files.patch(rel, comp)
+                    fields = patch.apply({comp.name: fields})[comp.name]
+                    outcomes.append(patches.Outcome(patch, ()))
+            merged[comp.name] = fields
+        return merged, outcomes
+
     def active_patches(self, ctype: str, place: Place) -> list[patches.Patch]:
-        """Patches active at a root: file-name order; one copy per id (the deepest wins)."""
+        """Patches active at a root: file-name order; one copy per id (the deepest wins). In
+        the generator's spelling: every patch file of the nodes above the root, in the order
+        they apply."""
+        if self.interleaved:
+            return [
+                self.files.patch(rel, comp)
+                for comp in self.components(ctype)
+                for node in nodes_above(place)
+                for rel in self.files.patch_files(join(comp.dir, *node))
+            ]
         entries = []
         for index, comp in enumerate(self.components(ctype)):
             for depth, node in enumerate(nodes_above(place)):

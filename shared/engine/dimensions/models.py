@@ -11,6 +11,15 @@
     config/<type>/<name>/patches/*.yaml              staged patches (not applied)
     config/<type>/<name>/<node>/patches/*.yaml       active for every root under <node>
 
+The generator's spelling (the design document's author's own repository) reads the same tree
+with other names; `spelling` tells which one a repository is written in:
+
+    config/<type>/defaults.yaml                      applications.default,
+                                                     applicationsets.default
+    config/<type>/<name>/<node>/override.yaml        a node's values
+    config/<type>/<name>/patch-NNN.yaml              staged (not applied)
+    config/<type>/<name>/<node>/patch-NNN.yaml       applied at <node>, after its override
+
 The models define the formats: they parse the files (`extra="forbid"`, so an unknown key is an
 error with its line) and the JSON Schemas in docs/schemas are generated from them.
 """
@@ -34,10 +43,16 @@ SOPS_VALUES_FILE = "values.sops.yaml"
 # Within one level the encrypted file comes first, so plain values win (as in atlas).
 LEVEL_FILES = (SOPS_VALUES_FILE, VALUES_FILE)
 PATCHES_DIR = "patches"
+# The generator's spelling (docs/formats/dimensions.md, "The generator's spelling").
+AUTHOR_DEFAULTS_FILE = "defaults.yaml"
+OVERRIDE_FILE = "override.yaml"
+AUTHOR_PATCH_PREFIX = "patch-"
+AUTHOR_PATCH_SUFFIX = ".yaml"  # the generator globs patch-*.yaml: a .yml is never read
 # Keys of a sequence node besides its children (the next dimension's list).
 NODE_KEYS = ("name", "promotion", "soak")
 
-_NAME = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$"
+NAME_PATTERN = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$"
+_NAME = NAME_PATTERN
 Name = Annotated[
     str,
     Field(
@@ -97,7 +112,10 @@ class ClusterTypeSpec(_Strict):
     name: Name
     applications: list[Name] = Field(
         default_factory=list,
-        description="Applications of this type: directories config/<type>/<app>/.",
+        description="Applications of this type: directories config/<type>/<app>/. Without "
+        "applications and applicationsets, the type's directories are discovered (the "
+        "generator's way): each one whose values.yaml defines applications.<name> or "
+        "applicationsets.<name>.",
     )
     applicationsets: list[Name] = Field(
         default_factory=list,
@@ -108,8 +126,14 @@ class ClusterTypeSpec(_Strict):
         default=None, description="appVersion of the rendered charts of this type (a string)."
     )
 
+    @property
+    def lists(self) -> bool:
+        """True when config.yaml lists the type's components (else they are discovered)."""
+        return bool({"applications", "applicationsets"} & self.model_fields_set)
+
     def components(self) -> list[Component]:
-        """Applications, then ApplicationSets, in the order of config.yaml."""
+        """Applications, then ApplicationSets, in the order of config.yaml (discovered ones
+        by name)."""
         return [Component(self.name, a, "applications") for a in self.applications] + [
             Component(self.name, s, "applicationsets") for s in self.applicationsets
         ]
@@ -303,6 +327,31 @@ DEFAULTS_MODELS: dict[Section, type[BaseModel]] = {
 }
 
 
+class AuthorApplicationDefaults(_Strict):
+    default: Application | None = Field(
+        default=None, description="Laid under every application of the cluster type."
+    )
+
+
+class AuthorApplicationSetDefaults(_Strict):
+    default: ApplicationSet | None = Field(
+        default=None, description="Laid under every ApplicationSet of the cluster type."
+    )
+
+
+class AuthorDefaults(_Strict):
+    """`config/<type>/defaults.yaml`, the generator's spelling of the two defaults files."""
+
+    applications: AuthorApplicationDefaults | None = None
+    applicationsets: AuthorApplicationSetDefaults | None = None
+
+
+AUTHOR_DEFAULTS_MODELS: dict[Section, type[BaseModel]] = {
+    "applications": AuthorApplicationDefaults,
+    "applicationsets": AuthorApplicationSetDefaults,
+}
+
+
 class ValuesFile(_Strict):
     """`values.yaml` / `values.sops.yaml` at any level of an application or ApplicationSet."""
 
@@ -358,6 +407,26 @@ PATCH_MODELS: dict[Section, type[BaseModel]] = {
     "applicationsets": ApplicationSetPatchFile,
 }
 
+
+class AuthorPatchMetadata(_Strict):
+    description: str = Field(default="", description="What the patch changes and why.")
+
+
+class AuthorPatchFile(_Strict):
+    """`patch-NNN.yaml`, the generator's spelling of a patch: its id is its file name (per
+    application), its body a values file's (`applications: {<name>: ...}`)."""
+
+    metadata: AuthorPatchMetadata | None = None
+    applications: dict[str, Application] | None = Field(
+        default=None,
+        description="In an application's directory: exactly one key, the application.",
+    )
+    applicationsets: dict[str, ApplicationSet] | None = Field(
+        default=None,
+        description="In an ApplicationSet's directory: exactly one key, the ApplicationSet.",
+    )
+
+
 DIMENSIONS_SCHEMAS: dict[str, type[BaseModel] | dict[str, Any]] = {
     "dimensions-config": DimensionsConfig,
     "dimensions-application-defaults": ApplicationDefaults,
@@ -367,4 +436,6 @@ DIMENSIONS_SCHEMAS: dict[str, type[BaseModel] | dict[str, Any]] = {
     "dimensions-patch": DimensionsPatchFile,
     "dimensions-applicationset-patch": ApplicationSetPatchFile,
     "dimensions-values": ValuesFile,
+    "dimensions-author-defaults": AuthorDefaults,
+    "dimensions-author-patch": AuthorPatchFile,
 }

@@ -215,6 +215,9 @@ class Patch:
     body: dict[str, Any]
     dependencies: tuple[Dependency, ...]
     merge_strategy: dict[str, MergeStrategy]
+    # Where the body is written in the file: under `patch:`, or (the generator's spelling)
+    # under the component's section, `applications:` or `applicationsets:`.
+    body_keys: tuple[str, ...] = ("patch",)
 
     @property
     def file_name(self) -> str:
@@ -222,6 +225,10 @@ class Patch:
 
     def line(self, keys: tuple[str | int, ...]) -> int | None:
         return yamldoc.key_line(self.text, keys)
+
+    def body_line(self, pointer: str) -> int | None:
+        """The line of what the body writes at `pointer` (/<name>/...)."""
+        return self.line((*self.body_keys, *parse_pointer(pointer)))
 
     def writes(self) -> set[str]:
         """Pointers the patch sets (lists count as one leaf: they are replaced or appended)."""

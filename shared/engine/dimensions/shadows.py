@@ -10,6 +10,10 @@ A pin is shadowed at a root when an applied patch writes a path (replacing, not 
 that a values file at the patch's node or below it sets — the same path with another value, or
 a value above the path that the patch writes into. Levels above the patch's node (base values,
 a parent node) are what patches are meant to override, and are not reported.
+
+In the generator's spelling a node's patches apply right after that node's override.yaml, so
+a deeper node's override wins over them: only the override of the patch's own node is
+shadowed.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class Shadow:
     pinned: str  # what the values file sets: the same path, or one above it (/app/source)
     values_path: str
     values_line: int | None
+    interleaved: bool = False  # the generator's order: after the override of its node
 
     @property
     def node(self) -> str:
@@ -46,9 +51,10 @@ class Shadow:
     def message(self) -> str:
         where = f"{self.patch_path}:{self.patch_line}" if self.patch_line else self.patch_path
         writes = "" if self.pinned == self.pointer else f" (it writes {self.pointer})"
+        after = "the values of its node" if self.interleaved else "every values file"
         return (
             f"{self.pinned} set here is overridden by patch {self.patch_id!r} ({where}){writes}, "
-            "which applies after every values file, at"
+            f"which applies after {after}, at"
         )
 
 
@@ -66,7 +72,7 @@ def shadowed_pins(merger: Merger, root: str) -> Iterator[Shadow]:
             keys = parse_pointer(pointer)[1:]
             wanted = get_pointer(patch.body, pointer)
             for node in nodes_above(place):
-                if len(node) < depth:
+                if len(node) < depth or (merger.interleaved and len(node) > depth):
                     continue
                 for rel in merger.files.level_files(comp, node):
                     found = _pinned(merger.files.values_file(rel, comp), keys, wanted)
@@ -78,11 +84,12 @@ def shadowed_pins(merger: Merger, root: str) -> Iterator[Shadow]:
                         root=root,
                         patch_id=patch.id,
                         patch_path=patch.path,
-                        patch_line=patch.line(("patch", *parse_pointer(pointer))),
+                        patch_line=patch.body_line(pointer),
                         pointer=pointer,
                         pinned=pinned,
                         values_path=rel,
                         values_line=yamldoc.key_line(text, (comp.section, comp.name, *found)),
+                        interleaved=merger.interleaved,
                     )
 
 

@@ -31,15 +31,14 @@ from shared.engine.dimensions.models import (
     OWNERS_FILE,
     PATCHES_DIR,
     SOPS_VALUES_FILE,
-    VALUES_FILE,
     AppMetadata,
     Component,
     Owners,
 )
 from shared.engine.dimensions.shadows import shadowed_pins
+from shared.engine.dimensions.spelling import Reading, is_author_patch
 from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.tree import join
-from shared.engine.values import parse_pointer
 
 EVERY_ROOT = None
 
@@ -57,8 +56,16 @@ def _problems_of(err: FleetError) -> list[Problem]:
 class Validator:
     """The findings of one revision."""
 
-    def __init__(self, merger: Merger) -> None:
+    def __init__(
+        self, merger: Merger, reading: Reading, discovered: dict[str, list[Problem]]
+    ) -> None:
+        """`reading`: the repository's spelling and the files of the other one;
+        `discovered`: per cluster type that lists no components, the problems of its
+        directories that are none (`discovery`)."""
         self.merger = merger
+        self.reading = reading
+        self.conflicting = reading.conflicting()
+        self.discovered = discovered
         self.files = merger.files
         self.tree = merger.files.tree
         self.sequence = merger.sequence
@@ -134,6 +141,13 @@ class Validator:
 
     def _tree(self, findings: list[Finding]) -> None:
         types = self.merger.types
+        for conflict in self.reading.conflicts:
+            marker = conflict.marker
+            roots = self._under(marker.ctype, marker.node)
+            findings.append(Finding(Problem(marker.path, None, conflict.message()), roots))
+        for ctype, problems in self.discovered.items():
+            findings += [Finding(p, self._under(ctype)) for p in problems]
+        defaults_names = self.files.defaults_names()
         for entry in self.tree.listdir("config"):
             rel = join("config", entry)
             if self.tree.is_dir(rel) and entry not in types:
@@ -146,7 +160,7 @@ class Validator:
                 # The design document's tree shows a config/application-defaults.yaml.
                 message = (
                     f"unexpected file (only {CONFIG_FILE} is read here; defaults are per "
-                    f"cluster type: config/<type>/{DEFAULTS_FILES['applications']})"
+                    f"cluster type: config/<type>/{defaults_names[0]})"
                 )
                 findings.append(Finding(Problem(rel, None, message), EVERY_ROOT))
         for ti, spec in enumerate(types.values()):
@@ -155,16 +169,21 @@ class Validator:
             tdir = join("config", spec.name)
             for entry in self.tree.listdir(tdir):
                 rel = join(tdir, entry)
+                if rel in self.conflicting:
+                    continue  # a file of the other spelling: said above
                 if self.tree.is_dir(rel):
-                    if entry not in names:
+                    # In a type that lists none, a directory that is no component is a
+                    # problem of its own (`discovery`).
+                    if entry not in names and spec.name not in self.discovered:
                         message = (
                             f"application directory {entry!r} is not listed in {CONFIG_FILE} "
                             f"cluster_types[{ti}].applications or .applicationsets"
                         )
                         findings.append(Finding(Problem(rel, None, message), roots))
-                elif is_yaml(entry) and entry not in DEFAULTS_FILES.values():
-                    only = " and ".join(DEFAULTS_FILES.values())
-                    message = f"unexpected file (only {only} are read here)"
+                elif is_yaml(entry) and entry not in defaults_names:
+                    only = " and ".join(defaults_names)
+                    verb = "are" if len(defaults_names) > 1 else "is"
+                    message = f"unexpected file (only {only} {verb} read here)"
                     findings.append(Finding(Problem(rel, None, message), roots))
             for section in DEFAULTS_FILES:
                 self._collect(findings, roots, partial(self.files.defaults, spec.name, section))
@@ -207,8 +226,12 @@ class Validator:
         roots = self._under(comp.ctype, node)
         leaf = len(node) == self.sequence.depth
         child = None if leaf else self.sequence.dimension(len(node) + 1)
+        names = self.files.level_names(node)
+        generator = self.reading.generator
         for entry in self.tree.listdir(directory):
             rel = join(directory, entry)
+            if rel in self.conflicting:
+                continue  # a file of the other spelling: a problem of its own
             if self.tree.is_dir(rel):
                 if entry == PATCHES_DIR:
                     continue  # patch files are checked with the other patches
@@ -221,12 +244,15 @@ class Validator:
                 else:
                     message = f"unexpected directory below {self.sequence.dimension(len(node)).a}"
                 findings.append(Finding(Problem(rel, None, message), roots))
-            elif entry == SOPS_VALUES_FILE:
+            elif entry == SOPS_VALUES_FILE and entry in names:
                 self._encrypted.append((rel, comp, roots))
-            elif entry == VALUES_FILE:
+            elif entry in names:
                 self._collect(findings, roots, partial(self.files.values_file, rel, comp))
+            elif generator and is_author_patch(entry):
+                continue  # checked with the other patches
             elif is_yaml(entry) and not (not node and entry == METADATA_FILE):
-                expected = f"{VALUES_FILE}, {SOPS_VALUES_FILE}, {PATCHES_DIR}/"
+                patch_files = "patch-NNN.yaml" if generator else f"{PATCHES_DIR}/"
+                expected = ", ".join((*reversed(names), patch_files))  # plain file first
                 expected += f" or {child.a} directory" if child is not None else ""
                 message = f"unexpected file (expected {expected})"
                 findings.append(Finding(Problem(rel, None, message), roots))
@@ -369,12 +395,13 @@ class Validator:
         active = [o.patch for o in state.outcomes]
         for i, a in enumerate(active):
             for b in active[i + 1 :]:
+                if a.id == b.id:
+                    continue  # copies of one patch at two nodes (the generator's spelling)
                 for pointer in patches.overlap(a, b):
-                    keys = ("patch", *parse_pointer(pointer))
                     yield Problem(
                         a.path,
-                        a.line(keys),
-                        f"patches {a.id!r} and {b.id!r} ({b.path}:{b.line(keys)}) both set "
+                        a.body_line(pointer),
+                        f"patches {a.id!r} and {b.id!r} ({b.path}:{b.body_line(pointer)}) both set "
                         f"{pointer}; overlapping patches are active at",
                     )
         for shadow in shadowed_pins(self.merger, root):

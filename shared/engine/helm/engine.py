@@ -378,6 +378,58 @@ def render_chart(
     return RenderedChart(templates=templates, crds=crds)
 
 
+def render_chart_files(
+    files: dict[str, bytes], values: dict[str, Any], *, release: str, namespace: str, source: str
+) -> RenderedChart:
+    """Render a chart given as its files (path inside the chart → bytes, `Chart.yaml`
+    included), as `helm template` renders it: what Argo CD does with a published chart.
+    `source` names the chart in errors, which point at `<source>/templates/<file>` and its
+    line. Nothing is cached: the chart is one render's output."""
+    name = yaml_chart_name(files.get("Chart.yaml", b""))
+    members = [(f"{name}/{path}", data) for path, data in sorted(files.items())]
+    try:
+        chart: Any = _Chart.load_archive(tar_gz(members))
+        templates = chart.render_with(
+            values, {"name": release, "namespace": namespace, "is_install": True, "revision": 1}
+        )
+    except _helm.HelmError as err:
+        message = str(err)
+        text = f"rendering chart: {reword(_clean(message), {'Values': values})}"
+        match = _CHART_POSITION.search(message)
+        if match and match.group("file").removeprefix("templates/") in {
+            p.removeprefix("templates/") for p in files
+        }:
+            return_error = FleetError(
+                text, path=f"{source}/{match.group('file')}", line=int(match["line"])
+            )
+        else:
+            return_error = FleetError(text, path=source)
+        raise return_error from None
+    return RenderedChart(
+        templates={k: v for k, v in templates.items() if not k.endswith("NOTES.txt")}
+    )
+
+
+def yaml_chart_name(chart_yaml: bytes) -> str:
+    """A chart's `name:` read from its Chart.yaml bytes (the archive's top directory)."""
+    match = re.search(rb"^name:\s*['\"]?([A-Za-z0-9_.-]+)", chart_yaml, re.M)
+    return match.group(1).decode() if match else "chart"
+
+
+_PARSE_ONLY = "rollwright.parse-only"
+
+
+def parse_template(text: str, *, source: str) -> None:
+    """Parse `text` as a Go template with Helm's engine and its functions, without running
+    it: a syntax error raises a FleetError naming `source` and the line in `text`."""
+    body = '{{- define "' + _PARSE_ONLY + '" }}' + text + "{{- end }}"
+    chart = _template_chart(body, wrap=False)
+    try:
+        chart.render_with({}, {"name": "rollwright", "namespace": "default"})
+    except _helm.HelmError as err:
+        raise _template_error(str(err), source) from None
+
+
 # Where Helm says a template failed: `<chart>/templates/x.yaml:12:5` (or inside a subchart,
 # `<chart>/charts/<sub>/templates/x.yaml:3`).
 _CHART_POSITION = re.compile(

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from shared.engine import suggest
+from shared.engine import conformance, suggest, yamldoc
 from shared.engine.config.fleet import FleetConfig
-from shared.engine.errors import FleetError, Problem
+from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.helmfile import (
     bootstrap,
     chartify,
@@ -70,6 +70,7 @@ class HelmfileLayout:
         self.config = config
         self._plan: Plan | None = None
         self._reading: prerender.Reading | None = None
+        self._schema_warnings: dict[str, list[Problem]] = {}  # root → conformance warnings
 
     # --- planning ----------------------------------------------------------------------------
 
@@ -210,8 +211,11 @@ class HelmfileLayout:
             return {path: text.encode("utf-8") for path, text in found.files.items()}
         files: dict[str, bytes] = {}
         owners: dict[str, str] = {}
+        checked: list[conformance.Rendered] = []
         for planned in self._root(root):
-            for path, text in self._release_files(planned).items():
+            release_files = self._release_files(planned)
+            checked += self._checked(planned, release_files)
+            for path, text in release_files.items():
                 if path in files:
                     raise FleetError(
                         f"releases {owners[path]!r} and {planned.release.name!r} both write "
@@ -223,7 +227,33 @@ class HelmfileLayout:
                 owners[path] = planned.release.name
         if not files:
             raise FleetError(f"root {root!r} renders no file")
+        outcome = conformance.check_root(root, checked, self.config)
+        self._schema_warnings[root] = outcome.warnings
+        if outcome.refusals:
+            raise FleetErrors(outcome.refusals)
         return dict(sorted(files.items()))
+
+    def _checked(self, planned: Planned, files: dict[str, str]) -> list[conformance.Rendered]:
+        """The release's objects with where they came from, for the schema checks: its
+        plain YAML values files, traced in name order (helmfile merges them in the order
+        its `values` lists them, which the state file holds after templating)."""
+        release = planned.release
+        values_files = tuple(
+            conformance.ValuesFile.at(self.reading().tree, rel)  # pre-rendered ones included
+            for rel in sorted(release.inputs)
+            if rel.endswith((".yaml", ".yml")) and not rel.endswith(".sops.yaml")
+        )
+        version = self._kube_version(release.name)
+        out = []
+        for path, text in sorted(files.items()):
+            for doc in yamldoc.loads_all(text, path):
+                if isinstance(doc, dict):
+                    out.append(
+                        conformance.Rendered(
+                            doc, release.name, release.state, release.line, version, values_files
+                        )
+                    )
+        return out
 
     def _release_files(self, planned: Planned) -> dict[str, str]:
         return self._in_reading(lambda: self._render_release(planned))
@@ -302,6 +332,8 @@ class HelmfileLayout:
         for root in roots:
             try:
                 self.render_files(root)
+            except FleetErrors as err:
+                problems += err.problems
             except FleetError as err:
                 problems.append(err.problem)
         return problems
@@ -310,7 +342,9 @@ class HelmfileLayout:
         return []
 
     def render_warnings(self, root: str) -> list[Problem]:
-        return []  # a release that renders no object is an error here (kube-renderer parity)
+        # A release that renders no object is an error here (kube-renderer parity); what
+        # remains are the schema checks' warnings.
+        return list(self._schema_warnings.get(root, []))
 
     def refusals(self, root: str) -> list[Problem]:
         return []

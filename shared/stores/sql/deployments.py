@@ -17,6 +17,36 @@ from shared.stores.sql.tables import DeploymentEventRow, DeploymentRow, utc
 
 
 @dataclass(frozen=True)
+class StateChange:
+    """What `DeploymentStore.record` changed: the state left (None: a new deployment) and
+    entered, and how long the deployment had waited for review when this change ends that
+    wait (None otherwise)."""
+
+    previous: str | None
+    state: str
+    review_wait_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Deployments of one root waiting in one state (`DeploymentStore.waiting`)."""
+
+    repo: str
+    root: str
+    state: str  # queued or awaiting_review
+    count: int
+    oldest: datetime  # when the longest-waiting of them entered the state
+
+
+@dataclass(frozen=True)
+class AwaitingReview:
+    repo: str
+    root: str
+    deployment_id: str
+    since: datetime  # when it reached the review gate
+
+
+@dataclass(frozen=True)
 class FleetRoot:
     """One root on the fleet page (`DeploymentStore.fleet`)."""
 
@@ -44,11 +74,12 @@ class DeploymentStore:
     def __init__(self, database: Database) -> None:
         self._db = database
 
-    def record(self, record: DeploymentRecord) -> None:
-        """Insert or update the deployment's row, and add an event when its state changed.
+    def record(self, record: DeploymentRecord) -> StateChange | None:
+        """Insert or update the deployment's row, and add an event when its state changed;
+        that change (None: the state stayed, or a late "queued" was ignored).
 
         Idempotent (activities may retry): the same state recorded again adds no event and
-        keeps the first times it was reached."""
+        keeps the first times it was reached, so a change is reported once."""
         at = utc(record.at)
         with self._db.writing_session() as session:
             row = session.get(DeploymentRow, record.deployment_id, with_for_update=True)
@@ -59,21 +90,34 @@ class DeploymentStore:
             elif record.state == "queued" and row.state != "queued":
                 # a late "queued" (an attempt that outlived its timeout) never moves a
                 # deployment that has started back into the queue
-                return
+                return None
             else:
                 previous = row.state
             _update(row, record, at)
-            if record.state != previous:
-                session.add(
-                    DeploymentEventRow(
-                        deployment_id=record.deployment_id,
-                        state=record.state,
-                        at=at,
-                        message=record.message,
-                        check_run_id=record.check_run_id,
+            if record.state == previous:
+                session.commit()
+                return None
+            waited = None
+            if previous == "awaiting_review":
+                since = session.scalar(
+                    select(func.max(DeploymentEventRow.at)).where(
+                        DeploymentEventRow.deployment_id == record.deployment_id,
+                        DeploymentEventRow.state == "awaiting_review",
                     )
                 )
+                if since is not None:
+                    waited = max(0.0, (at - utc(since)).total_seconds())
+            session.add(
+                DeploymentEventRow(
+                    deployment_id=record.deployment_id,
+                    state=record.state,
+                    at=at,
+                    message=record.message,
+                    check_run_id=record.check_run_id,
+                )
+            )
             session.commit()
+            return StateChange(previous=previous, state=record.state, review_wait_seconds=waited)
 
     def get(self, deployment_id: str) -> DeploymentRow | None:
         with self._db.session() as session:
@@ -130,6 +174,46 @@ class DeploymentStore:
             rows = list(session.scalars(query))
         rows.sort(key=lambda row: row.root)  # stable: a root's newest stays first
         return rows
+
+    def waiting(self) -> list[Waiting]:
+        """Per repository and root: deployments queued, and deployments awaiting review, with
+        the oldest of each (read along the `state` index; the metrics of every root)."""
+        with self._db.session() as session:
+            query = (
+                select(
+                    DeploymentRow.repo,
+                    DeploymentRow.root,
+                    DeploymentRow.state,
+                    func.count(),
+                    func.min(DeploymentRow.updated_at),
+                )
+                .where(DeploymentRow.state.in_(("queued", "awaiting_review")))
+                .group_by(DeploymentRow.repo, DeploymentRow.root, DeploymentRow.state)
+                .order_by(DeploymentRow.repo, DeploymentRow.root, DeploymentRow.state)
+            )
+            return [
+                Waiting(repo, root, state, int(count), utc(oldest))
+                for repo, root, state, count, oldest in session.execute(query)
+            ]
+
+    def awaiting_review(self, *, limit: int = 5000) -> list[AwaitingReview]:
+        """Every deployment at the review gate, the longest-waiting first (reminders)."""
+        with self._db.session() as session:
+            query = (
+                select(
+                    DeploymentRow.repo,
+                    DeploymentRow.root,
+                    DeploymentRow.deployment_id,
+                    DeploymentRow.updated_at,
+                )
+                .where(DeploymentRow.state == "awaiting_review")
+                .order_by(DeploymentRow.updated_at, DeploymentRow.deployment_id)
+                .limit(limit)
+            )
+            return [
+                AwaitingReview(repo, root, deployment_id, utc(since))
+                for repo, root, deployment_id, since in session.execute(query)
+            ]
 
     def count(self, repo: str | None, root: str | None = None) -> int:
         """How many deployments `in_repo` (or `of_root`) would page through."""

@@ -105,6 +105,43 @@ class AuditRow(Base):
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class RootLockRow(Base):
+    """A root whose queue is locked (a manual deployment reached publish; nobody unlocked it
+    yet): the copy of latest.json's lock that readers of many roots use (migration 0007)."""
+
+    __tablename__ = "root_locks"
+
+    repo: Mapped[str] = mapped_column(String(255), primary_key=True)
+    root: Mapped[str] = mapped_column(String(512), primary_key=True)
+    deployment_id: Mapped[str] = mapped_column(String(64))
+    revision: Mapped[str] = mapped_column(String(64))
+    since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class NotificationRow(Base):
+    """One event for one sink (Slack, a signed webhook): written once per event id, delivered
+    by a worker's notifier (migration 0008)."""
+
+    __tablename__ = "notifications"
+    __table_args__ = (Index("ix_notifications_state_next", "state", "next_attempt_at"),)
+
+    event_id: Mapped[str] = mapped_column(String(160), primary_key=True)
+    sink: Mapped[str] = mapped_column(String(32), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    repo: Mapped[str] = mapped_column(String(255))
+    root: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    deployment_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    body: Mapped[str] = mapped_column(Text)  # the event as JSON (no secret: redacted records)
+    state: Mapped[str] = mapped_column(String(16))  # pending, sent, failed
+    attempts: Mapped[int] = mapped_column(Integer)
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_error: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
 class DeliveryRow(Base):
     """GitHub webhook deliveries seen by the gateway (X-GitHub-Delivery), for idempotency."""
 

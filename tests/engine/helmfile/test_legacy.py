@@ -235,7 +235,9 @@ def test_the_yq_generator_appends_documents_in_name_order_before_0_1_17(tmp_path
 
 CRD = (
     "---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n"
-    "  name: things.example.com\n"
+    "  name: things.example.com\nspec:\n  group: example.com\n  names:\n    kind: Thing\n"
+    "    plural: things\n  scope: Namespaced\n  versions:\n    - name: v1\n      served: true\n"
+    "      storage: true\n      schema:\n        openAPIV3Schema:\n          type: object\n"
 )
 
 

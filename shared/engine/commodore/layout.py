@@ -1,0 +1,108 @@
+"""The commodore layout: a Project Syn tenant repository as rollwright roots, one per cluster
+(rollwright.yaml `commodore.clusters`), each rendering the cluster's catalog tree
+(`manifests/<component>/…`, `refs/…`) byte for byte as Commodore 1.35 compiles it
+(docs/formats/commodore.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.engine.commodore.affected import ClassReader
+from shared.engine.commodore.catalog import compile_catalog
+from shared.engine.commodore.clusters import Clusters
+from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
+from shared.engine.errors import FleetError, Problem
+from shared.engine.layout import ReleaseInfo
+from shared.engine.secrets.origin import hash_secret_objects
+from shared.engine.tree import Tree
+
+
+class CommodoreLayout:
+    name = "commodore"
+
+    def __init__(self, tree: Tree, config: FleetConfig) -> None:
+        self.tree = tree
+        self.config = config
+        self.clusters = Clusters(config.commodore)
+        self._renders: dict[str, dict[str, bytes]] = {}
+        self._reader = ClassReader(tree)
+
+    def roots(self) -> list[str]:
+        ids = self.clusters.ids()
+        if not ids:
+            raise FleetError(
+                "rollwright.yaml commodore.clusters lists no cluster (and Lieutenant none for "
+                "the tenant): nothing would render",
+                path=CONFIG_FILE,
+            )
+        return ids
+
+    def releases(self, root: str) -> list[ReleaseInfo]:
+        return []
+
+    def values(self, root: str, release: str | None) -> dict[str, Any]:
+        """What the cluster's `params.cluster` class holds."""
+        spec = self.clusters.spec(root)
+        return {
+            "cluster": spec.parameters(),
+            "facts": spec.facts,
+            "dynamic_facts": spec.dynamic_facts,
+        }
+
+    def redacted_values(self, root: str, release: str | None) -> dict[str, Any]:
+        return self.values(root, release)
+
+    def secret_values(self) -> list[Any]:
+        return []  # references only: the catalog never holds a Vault secret's value
+
+    def render_files(self, root: str) -> dict[str, bytes]:
+        if root not in self._renders:
+            files = compile_catalog(self.tree, self.clusters.spec(root))
+            if not any(path.startswith("manifests/") for path in files):
+                raise FleetError(
+                    f"cluster {root!r} compiles no manifest: the catalog would be empty"
+                )
+            self._renders[root] = files
+        return dict(self._renders[root])
+
+    def render_redacted(self, root: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
+        plain = self.render_files(root)
+        return plain, hash_secret_objects(plain)
+
+    def affected(self, changed: set[str]) -> set[str]:
+        """The clusters whose classes may come from a changed tenant file
+        (`shared.engine.commodore.affected`): a change to one cluster's class compiles that
+        cluster, a class many include compiles those, a component version set in a class
+        compiles the clusters including it. Files that are no class (not YAML) affect none;
+        rollwright.yaml affects every cluster (`Fleet.affected`)."""
+        classes = {path for path in changed if path.endswith((".yml", ".yaml"))}
+        if not classes:
+            return set()
+        out = set()
+        for root in self.roots():
+            reads = self._reader.tenant_files(self.clusters.spec(root))
+            if reads is None or reads & classes:
+                out.add(root)
+        return out
+
+    def validate(self) -> list[Problem]:
+        problems: list[Problem] = []
+        try:
+            roots = self.roots()
+        except FleetError as err:
+            return [err.problem]
+        for root in roots:
+            try:
+                self.render_files(root)
+            except FleetError as err:
+                problems.append(err.within(f'cluster "{root}"').problem)
+        return problems
+
+    def unread_values(self, root: str | None) -> list[Problem]:
+        return []
+
+    def render_warnings(self, root: str) -> list[Problem]:
+        return []
+
+    def refusals(self, root: str) -> list[Problem]:
+        return []

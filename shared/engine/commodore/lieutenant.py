@@ -1,0 +1,94 @@
+"""The Lieutenant API as Commodore reads it: `GET /clusters/<id>`, `GET /tenants/<id>` and the
+tenant's cluster list (`GET /clusters?tenant=<id>`), with `Authorization: Bearer <token>`.
+
+    api = Lieutenant.from_settings(settings.lieutenant)
+    api.cluster("c-demo")   # {"id": ..., "tenant": ..., "facts": {...}, "gitRepo": {...}}
+
+The URL is rollwright.yaml's `commodore.lieutenant.url` or `$COMMODORE_API_URL`, the token
+`$COMMODORE_API_TOKEN`, as with Commodore. An API that cannot be reached, or answers 5xx, is
+not the fleet's fault: the error is retryable, and nothing renders from a partial answer. The
+token never appears in a message."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+
+from shared.engine.config.commodore import Lieutenant as LieutenantSettings
+from shared.engine.config.fleet import CONFIG_FILE
+from shared.engine.errors import FleetError
+
+URL_ENV = "COMMODORE_API_URL"
+TOKEN_ENV = "COMMODORE_API_TOKEN"
+TIMEOUT_SECONDS = 30.0
+
+
+class LieutenantUnreachable(FleetError):
+    retryable = True
+
+
+class Lieutenant:
+    def __init__(self, url: str, token: str) -> None:
+        self.url = url.rstrip("/")
+        self._token = token
+
+    def __repr__(self) -> str:  # the token never shows in logs or tracebacks
+        return f"Lieutenant(url={self.url!r})"
+
+    @classmethod
+    def from_settings(cls, settings: LieutenantSettings) -> Lieutenant:
+        url = settings.url or os.environ.get(URL_ENV, "")
+        if not url:
+            raise FleetError(
+                f"commodore.lieutenant: no url, and {URL_ENV} is not set", path=CONFIG_FILE
+            )
+        token = os.environ.get(TOKEN_ENV, "")
+        if not token:
+            raise FleetError(
+                f"commodore.lieutenant: {TOKEN_ENV} is not set (the Lieutenant API's token)",
+                path=CONFIG_FILE,
+            )
+        return cls(url, token)
+
+    def _get(self, path: str, params: dict[str, str] | None = None) -> Any:
+        where = f"Lieutenant {self.url}/{path}"
+        try:
+            answer = httpx.get(
+                f"{self.url}/{path}",
+                params=params,
+                headers={"Authorization": f"Bearer {self._token}"},
+                timeout=TIMEOUT_SECONDS,
+                follow_redirects=True,
+            )
+        except httpx.HTTPError as err:
+            raise LieutenantUnreachable(f"{where}: unreachable ({type(err).__name__})") from None
+        if answer.status_code >= 500:
+            raise LieutenantUnreachable(f"{where}: answered {answer.status_code}")
+        try:
+            body = answer.json() if answer.content else {}
+        except ValueError:
+            raise LieutenantUnreachable(f"{where}: the answer is not JSON") from None
+        if answer.status_code >= 400:
+            reason = body.get("reason") if isinstance(body, dict) else None
+            raise FleetError(f"{where}: answered {answer.status_code}: {reason or 'no reason'}")
+        return body
+
+    def cluster(self, cluster_id: str) -> dict[str, Any]:
+        body = self._get(f"clusters/{cluster_id}")
+        if not isinstance(body, dict) or "tenant" not in body:
+            raise FleetError(f"Lieutenant: cluster {cluster_id!r} has no tenant reference")
+        return body
+
+    def tenant(self, tenant_id: str) -> dict[str, Any]:
+        body = self._get(f"tenants/{tenant_id}")
+        if not isinstance(body, dict):
+            raise FleetError(f"Lieutenant: tenant {tenant_id!r}: not an object")
+        return body
+
+    def clusters(self, tenant_id: str) -> list[dict[str, Any]]:
+        body = self._get("clusters", {"tenant": tenant_id})
+        if not isinstance(body, list):
+            raise FleetError(f"Lieutenant: the clusters of tenant {tenant_id!r}: not a list")
+        return [c for c in body if isinstance(c, dict)]

@@ -1,0 +1,1 @@
+"""Tests of shared/notify: events, sinks, the notifier and reminders."""
