@@ -13,6 +13,7 @@ from shared.engine import yamldoc
 from shared.engine.config.affected import AffectedSettings
 from shared.engine.config.atlas import AtlasSettings
 from shared.engine.config.commodore import CommodoreSettings
+from shared.engine.config.helmfile import HelmfileSettings
 from shared.engine.config.output import OutputSettings, RenderSettings
 from shared.engine.config.parsing import StrictModel, parse_model
 from shared.engine.config.policies import PolicySet, check_unique
@@ -44,6 +45,7 @@ class FleetConfig(StrictModel):
     render: RenderSettings = Field(default_factory=RenderSettings)
     atlas: AtlasSettings = Field(default_factory=AtlasSettings)
     commodore: CommodoreSettings = Field(default_factory=CommodoreSettings)
+    helmfile: HelmfileSettings = Field(default_factory=HelmfileSettings)
     affected: AffectedSettings = Field(default_factory=AffectedSettings)
     publish: PublishSettings = Field(default_factory=PublishSettings)
     preview: PreviewSettings = Field(default_factory=PreviewSettings)
