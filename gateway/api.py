@@ -139,7 +139,10 @@ async def identified(request: Request, gw: GatewayDep) -> Caller:
         401: {"description": "No caller rollwright or GitHub vouches for."},
         403: {"description": "The caller may not deploy this (audited)."},
         404: {"description": "No API token and no GitHub App are configured: the API is off."},
-        503: {"description": "Temporal or GitHub is unavailable; nothing was queued."},
+        503: {
+            "description": "Temporal or GitHub is unavailable: nothing was queued, or (several "
+            "roots) the detail names the roots queued before it and the rest."
+        },
     },
 )
 async def deploy(
@@ -168,7 +171,7 @@ async def deploy(
         default_branch=body.default_branch,
         html_url=f"{web_base(gw.settings.github_api_url)}/{owner}/{name}",
     )
-    accepted = []
+    accepted: list[DeployAccepted] = []
     for root in body.targets:
         revision = NewRevision(
             revision=body.revision.lower(),
@@ -177,7 +180,17 @@ async def deploy(
             requested_by=caller.name,
             deployment_id=str(uuid.uuid4()),
         )
-        queued = await _queue(gw, repo, root, revision)
+        try:
+            queued = await _queue(gw, repo, root, revision)
+        except HTTPException as err:
+            if not accepted:
+                raise
+            # some roots are queued already: say which, so a retry names only the rest
+            done = ", ".join(f"{a.root} ({a.deployment_id})" for a in accepted)
+            rest = ", ".join(body.targets[len(accepted) :])
+            raise HTTPException(
+                err.status_code, f"{err.detail}; queued: {done}; not queued: {rest}"
+            ) from err
         accepted.append(queued)
         await _audit(gw, caller, body, queued, counted=True)
     if body.root is not None:

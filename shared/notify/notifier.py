@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import httpx
+from pydantic import ValidationError
 
 from shared.contracts.deploy import DeploymentRecord
 from shared.engine.config.durations import duration_seconds
@@ -32,7 +33,7 @@ from shared.stores.sql.engine import Database
 from shared.stores.sql.locks import RootLockStore
 from shared.stores.sql.notifications import Due, NewEvent, NotificationStore
 
-MAX_ATTEMPTS = 12  # 5 s doubling to 15 min: about two hours of trying
+MAX_ATTEMPTS = 12  # 5 s doubling to 15 min between them: about an hour of trying
 FIRST_BACKOFF = 5.0
 MAX_BACKOFF = 900.0
 LEASE = timedelta(seconds=60)
@@ -63,6 +64,42 @@ class Announcer:
         return self.store.add(event, self.sinks, at or datetime.now(UTC)) > 0
 
 
+class NotifyConfigError(RuntimeError):
+    """A notification setting that cannot work; the message names the variable."""
+
+
+def check_settings(settings: Settings) -> None:
+    """Refuse, at the worker's start, settings the notifier could only fail on later: a
+    webhook nobody could verify, a reminder span or hours that do not parse."""
+    if settings.notify_webhook_url and settings.notify_webhook_secret is None:
+        raise NotifyConfigError(
+            "ROLLWRIGHT_NOTIFY_WEBHOOK_URL is set without ROLLWRIGHT_NOTIFY_WEBHOOK_SECRET: "
+            "receivers check each event's signature"
+        )
+    for name in ("remind_review_after", "remind_lock_after", "remind_hours_duration"):
+        value = getattr(settings, name)
+        try:
+            _span(value)
+        except ValueError as err:
+            raise NotifyConfigError(f"ROLLWRIGHT_{name.upper()}: {err}") from err
+    if settings.remind_hours:
+        try:
+            hours = RolloutSettings(
+                timezone=settings.remind_timezone,
+                windows=[
+                    PromotionWindow(
+                        allow=settings.remind_hours, duration=settings.remind_hours_duration
+                    )
+                ],
+            )
+            window_state(hours, "reminders", datetime.now(UTC))
+        except ValidationError as err:  # the models' own checks (time zone, duration)
+            said = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in err.errors())
+            raise NotifyConfigError(f"ROLLWRIGHT_REMIND_HOURS / _TIMEZONE: {said}") from err
+        except ValueError as err:  # the schedule itself
+            raise NotifyConfigError(f"ROLLWRIGHT_REMIND_HOURS: {err}") from err
+
+
 def backoff(attempts: int) -> float:
     return float(min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** max(0, attempts - 1)))
 
@@ -76,6 +113,7 @@ class Notifier:
         sinks: list[Sink] | None = None,
         client: httpx.Client | None = None,
     ) -> None:
+        check_settings(settings)
         self.database = database
         self.settings = settings
         self.store = NotificationStore(database)
@@ -235,7 +273,7 @@ class Notifier:
                     await asyncio.to_thread(self.remind, now())
                 await asyncio.to_thread(self.deliver_due, now())
             except Exception as err:  # the database away: try again on the next turn
-                log.warning("notifier turn failed", extra={"error": f"{type(err).__name__}"})
+                log.warning("notifier turn failed", extra={"error": f"{type(err).__name__}: {err}"})
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), POLL)
 

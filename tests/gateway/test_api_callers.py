@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from gateway.access.session import Signer
 from gateway.access.viewer import SESSION_COOKIE, SESSION_PURPOSE
 from gateway.app import create_app
-from gateway.dispatcher import Dispatcher
+from gateway.dispatcher import Dispatcher, DispatchError
 from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.settings import Settings
@@ -168,3 +168,24 @@ def test_a_signed_in_person_deploys_from_the_gateways_pages_only(gw: Gateway) ->
     assert answer.status_code == 202, answer.text
     assert answer.json()["requested_by"] == "wanda"
     assert [a[:3] for a in gw.audits()] == [("wanda", "prod/eu-1", True)]
+
+
+def test_a_deploy_of_several_roots_cut_short_says_which_were_queued(gw: Gateway) -> None:
+    """Temporal goes away after the first root: the 503 names what was queued and what not."""
+    calls = 0
+    real = gw.dispatcher.queue_revision
+
+    async def flaky(repo: Any, root: str, revision: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            raise DispatchError("Temporal is unavailable")
+        return await real(repo, root, revision)
+
+    gw.dispatcher.queue_revision = flaky  # type: ignore[method-assign]
+    answer = gw.deploy(gw.token("ada"), roots=["prod/eu-1", "prod/us-1", "prod/ap-1"])
+    assert answer.status_code == 503, answer.text
+    detail = answer.json()["detail"]
+    assert "queued: prod/eu-1 (" in detail and detail.endswith("not queued: prod/us-1, prod/ap-1")
+    assert [root for _, root, _ in gw.dispatcher.queued] == ["prod/eu-1"]
+    assert [a[:3] for a in gw.audits()] == [("ada", "prod/eu-1", True)]

@@ -19,7 +19,13 @@ from activities.store import StoreActivities
 from shared.contracts.deploy import DeploymentRecord, LockState
 from shared.devstack.sink import NotificationSink
 from shared.notify.events import deployment_kind, event_id
-from shared.notify.notifier import MAX_ATTEMPTS, Announcer, Notifier, backoff
+from shared.notify.notifier import (
+    MAX_ATTEMPTS,
+    Announcer,
+    Notifier,
+    NotifyConfigError,
+    backoff,
+)
 from shared.notify.sinks import SlackSink, WebhookSink, signature
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore
@@ -302,3 +308,27 @@ def test_a_notifier_whose_lease_ran_out_cannot_mark_the_row(
     states = {n.sink: n.state for n in store.of_deployment("d-1")}
     assert states[fast.sink] == "sent"
     notifier.close()
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"notify_webhook_url": "http://x.test/hook"},
+            "ROLLWRIGHT_NOTIFY_WEBHOOK_URL is set without ROLLWRIGHT_NOTIFY_WEBHOOK_SECRET",
+        ),
+        ({"remind_review_after": "4 hours"}, "ROLLWRIGHT_REMIND_REVIEW_AFTER: '4 hours' is not"),
+        ({"remind_hours": "not a cron"}, "ROLLWRIGHT_REMIND_HOURS / _TIMEZONE"),
+        (
+            {"remind_hours": "0 9 * * 1-5", "remind_timezone": "Mars/Olympus"},
+            "unknown time zone 'Mars/Olympus'",
+        ),
+    ],
+    ids=["unsigned-webhook", "bad-span", "bad-hours", "bad-zone"],
+)
+def test_settings_the_notifier_could_only_fail_on_are_refused_at_start(
+    database: Database, settings: dict[str, str], message: str
+) -> None:
+    with pytest.raises(NotifyConfigError) as refused:
+        Notifier(database, Settings(**settings))  # type: ignore[arg-type]
+    assert message in str(refused.value)
