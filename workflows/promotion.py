@@ -434,16 +434,7 @@ class PromotionWorkflow:
             self._set("soaking", f"soaking at `{node}` until {when(until)}", ev)
             await self._wait(remaining)
             return False
-        self.evidence[node] = [
-            RootDeployment(
-                root=d.root,
-                revision=d.revision,
-                deployment_id=d.deployment_id,
-                state=d.state,
-                contains_patch=d.contains_patch,
-            )
-            for d in sorted(self.deployments.values(), key=lambda d: d.root)
-        ]
+        self.evidence[node] = rollout.evidence(self.deployments)
         return True
 
     async def _gate(self, ev: Evaluation) -> None:

@@ -102,6 +102,21 @@ def rows(
     return table
 
 
+def evidence(deployments: dict[str, RootDeployment]) -> list[RootDeployment]:
+    """What a node passed on, kept for the rollout page: each root's deployment without its
+    message (the table stays small across continue-as-new)."""
+    return [
+        RootDeployment(
+            root=d.root,
+            revision=d.revision,
+            deployment_id=d.deployment_id,
+            state=d.state,
+            contains_patch=d.contains_patch,
+        )
+        for d in sorted(deployments.values(), key=lambda d: d.root)
+    ]
+
+
 def halt_reason(failed: list[RootDeployment]) -> str:
     """Why a node halts on failed deployments: each root's state and the first line of its
     message (a verification's account goes on with a table)."""
