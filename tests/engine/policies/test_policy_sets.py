@@ -348,3 +348,70 @@ def test_admission_matching_conditions_bindings_and_parameters(tmp_path: Path) -
         # the unlabelled object or the one its match condition leaves out.
         ("c", "warn", "Deployment shop/web (deployment-0.yaml)", "always fails"),
     ]  # fmt: skip
+
+
+# --- packages and rule names ---------------------------------------------------------------
+
+K8S_POLICY = """package k8s
+
+import rego.v1
+
+deny contains "no pods" if input.kind == "Deployment"
+"""
+
+
+def test_a_package_no_file_declares_is_refused_at_its_line(tmp_path: Path) -> None:
+    """An undefined package finds nothing: it would let every object through."""
+    config = {
+        "policies": [
+            {"name": "other", "path": "o", "owners": ["a"], "packages": ["k8s"]},
+            {"name": "pods", "path": "p", "owners": ["a"]},
+        ]
+    }
+    tree = _repo(tmp_path, {"p/pods.rego": K8S_POLICY, "o/o.rego": K8S_POLICY}, config)
+    with pytest.raises(FleetError) as caught:
+        _check(tree, "r", _render(DEPLOYMENT))
+    err = caught.value
+    assert (err.path, err.line) == ("rollwright.yaml", 8)  # the entry: `packages` is default
+    assert "policies[1].packages: policy set 'pods': no .rego file in 'p' declares package " in str(
+        err
+    )
+    assert str(err).endswith("main (its files declare: k8s)")
+    config["policies"][1]["packages"] = ["main", "k8s", "lb"]  # type: ignore[index]
+    tree = _repo(tmp_path, {"p/lb.rego": V0_POLICY}, config)
+    errors = check_files(tree, FleetConfig.load(tree))
+    assert len(errors) == 1 and errors[0].line == 11  # `packages:`
+    assert "declares package main (its files declare: k8s, lb)" in str(errors[0])
+    config["policies"][1]["packages"] = ["k8s"]  # type: ignore[index]
+    tree = _repo(tmp_path, {}, config)
+    assert _check(tree, "r", _render(DEPLOYMENT))[0][3] == "no pods"
+
+
+HELPERS = """package main
+
+import rego.v1
+
+warning_threshold := 3
+
+denylist := {"web"}
+
+deny_listed contains msg if {
+  input.metadata.name in denylist
+  msg := "listed"
+}
+
+warn_replicas_2 contains "above threshold" if input.spec.replicas > warning_threshold
+
+violation contains {"msg": "a violation"} if input.kind == "Deployment"
+
+denying contains "not a deny rule" if true
+"""
+
+
+def test_rules_are_named_as_conftest_names_them(tmp_path: Path) -> None:
+    """`warning_threshold` and `denylist` are helpers, not warn and deny rules."""
+    tree = _repo(
+        tmp_path, {"p/h.rego": HELPERS}, {"policies": [{"name": "h", "path": "p", "owners": ["a"]}]}
+    )
+    got = [(g[1], g[3]) for g in _check(tree, "r", _render(DEPLOYMENT))]
+    assert got == [("deny", "a violation"), ("deny", "listed"), ("warn", "above threshold")]
