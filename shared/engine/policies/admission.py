@@ -18,12 +18,17 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+import yaml
+
 from shared.engine.errors import FleetError
 from shared.engine.policies.objects import Finding, Level, Manifest
 
 KIND = "ValidatingAdmissionPolicy"
 BINDING_KIND = "ValidatingAdmissionPolicyBinding"
 GROUP = "admissionregistration.k8s.io"
+# A binding's validationActions, as the API server accepts them.
+ACTIONS = ("Deny", "Warn", "Audit")
+_NAME = ("metadata", "name")
 
 
 def _cel() -> ModuleType:
@@ -88,21 +93,54 @@ def collect(
     manifests: Iterable[Manifest], sources: dict[str, str] | None = None
 ) -> list[AdmissionPolicy]:
     """The policies among `manifests` with the bindings naming them, every expression
-    compiled: a mistake is a FleetError at the file (and line, when `sources` has the file's
-    text) of the policy."""
+    compiled. What the API server would refuse is a FleetError at the file (and line, when
+    `sources` has the file's text) of the object: an expression that does not compile, two
+    objects of a kind with one name (the second would replace the first), a binding whose
+    `validationActions` is empty or holds something but Deny, Warn and Audit."""
+    texts = sources or {}
     policies: dict[str, AdmissionPolicy] = {}
     bindings: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str], tuple[str, int]] = {}  # (kind, name) → (file, nth there)
+    count: dict[tuple[str, str, str], int] = {}
     for manifest in manifests:
+        if not (is_policy(manifest.body) or is_binding(manifest.body)):
+            continue
+        kind = manifest.kind
+        nth = count.get((manifest.file, kind, manifest.name), 0)
+        count[(manifest.file, kind, manifest.name)] = nth + 1
+        text = texts.get(manifest.file)
+        first = seen.get((kind, manifest.name))
+        if first is not None:
+            # Lines are looked up only for a mistake: composing a file is the cost.
+            at = _object_line(texts.get(first[0]), kind, manifest.name, first[1], _NAME)
+            raise FleetError(
+                f"{kind} {manifest.name!r} is defined twice (first at "
+                f"{first[0]}{f':{at}' if at else ''}): the API server keeps one object per "
+                "name, the second would replace the first",
+                path=manifest.file,
+                line=_object_line(text, kind, manifest.name, nth, _NAME),
+            )
+        seen[(kind, manifest.name)] = (manifest.file, nth)
+        spec = manifest.body.get("spec") or {}
+        if not isinstance(spec, dict):
+            raise FleetError(
+                f"{kind} {manifest.name!r}: spec is not a mapping",
+                path=manifest.file,
+                line=_object_line(text, kind, manifest.name, nth, ("spec",)),
+            )
         if is_policy(manifest.body):
-            spec = manifest.body.get("spec") or {}
-            if not isinstance(spec, dict):
-                raise FleetError(
-                    f"{KIND} {manifest.name!r}: spec is not a mapping", path=manifest.file
-                )
             policies[manifest.name] = AdmissionPolicy(manifest.name, manifest.file, spec)
-        elif is_binding(manifest.body):
-            spec = manifest.body.get("spec") or {}
-            bindings.append(spec if isinstance(spec, dict) else {})
+        else:
+            problem = _actions_problem(spec.get("validationActions"))
+            if problem:
+                raise FleetError(
+                    f"{kind} {manifest.name!r}: spec.validationActions {problem}",
+                    path=manifest.file,
+                    line=_object_line(
+                        text, kind, manifest.name, nth, ("spec", "validationActions")
+                    ),
+                )
+            bindings.append(spec)
     for binding in bindings:
         target = policies.get(str(binding.get("policyName") or ""))
         if target is not None:
@@ -112,7 +150,7 @@ def collect(
             try:
                 _cel().compile(expression)
             except (ValueError, RuntimeError) as err:
-                text = (sources or {}).get(policy.file)
+                text = texts.get(policy.file)
                 raise FleetError(
                     f"{policy.policy}: CEL expression {expression!r} does not compile: "
                     + " ".join(str(err).split()),
@@ -120,6 +158,61 @@ def collect(
                     line=_line_of(text, expression) if text else None,
                 ) from None
     return [policies[name] for name in sorted(policies)]
+
+
+def _actions_problem(actions: Any) -> str:
+    """Why the API server refuses a binding's `validationActions` ("" when it does not)."""
+    if not actions:
+        return f"is empty: a binding needs at least one of {', '.join(ACTIONS)}"
+    if not isinstance(actions, list):
+        return f"is not a list of {', '.join(ACTIONS)}"
+    for action in actions:
+        if action not in ACTIONS:
+            return f"has {action!r}: each is one of {', '.join(ACTIONS)} (case matters)"
+    if len(set(actions)) < len(actions):
+        return "names an action twice"
+    if "Deny" in actions and "Warn" in actions:
+        return "has both Deny and Warn (the API server allows one of them)"
+    return ""
+
+
+def _object_line(
+    text: str | None, kind: str, name: str, nth: int, keys: tuple[str, ...]
+) -> int | None:
+    """The line of `keys` (as deep as they go) in the `nth` document of `text` that is a `kind`
+    named `name`."""
+    if not text:
+        return None
+    try:
+        documents = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None
+    found = [
+        doc
+        for doc in documents
+        if _child(doc, "kind") is not None
+        and getattr(_child(doc, "kind"), "value", None) == kind
+        and getattr(_child(_child(doc, "metadata"), "name"), "value", None) == name
+    ]
+    if nth >= len(found):
+        return None
+    node: yaml.Node | None = found[nth]
+    line = found[nth].start_mark.line + 1
+    for key in keys:
+        node = _child(node, key)
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    for k, v in node.value:
+        if isinstance(k, yaml.ScalarNode) and k.value == key:
+            return v  # type: ignore[no-any-return]
+    return None
 
 
 def evaluate(policy: AdmissionPolicy, manifest: Manifest, policy_set: str) -> list[Finding]:

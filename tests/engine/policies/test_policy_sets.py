@@ -415,3 +415,68 @@ def test_rules_are_named_as_conftest_names_them(tmp_path: Path) -> None:
     )
     got = [(g[1], g[3]) for g in _check(tree, "r", _render(DEPLOYMENT))]
     assert got == [("deny", "a violation"), ("deny", "listed"), ("warn", "above threshold")]
+
+
+# --- what the API server would refuse -------------------------------------------------------
+
+
+def _binding(name: str, actions: object) -> str:
+    return (
+        "apiVersion: admissionregistration.k8s.io/v1\n"
+        "kind: ValidatingAdmissionPolicyBinding\n"
+        f"metadata:\n  name: {name}\n"
+        f"spec:\n  policyName: max-replicas\n  validationActions: {actions}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("files", "where", "words"),
+    [
+        (
+            {"v/a.yaml": VAP, "v/b/again.yaml": "---\n" + VAP.replace("failurePolicy: Fail", "")},
+            ("v/b/again.yaml", 5),
+            "ValidatingAdmissionPolicy 'max-replicas' is defined twice (first at v/a.yaml:4)",
+        ),
+        (
+            {"v/a.yaml": VAP + "---\n" + BINDING + "---\n" + BINDING},
+            ("v/a.yaml", 35),
+            "ValidatingAdmissionPolicyBinding 'max-replicas' is defined twice (first at "
+            "v/a.yaml:27)",
+        ),
+        (
+            {"v/a.yaml": VAP, "v/bind.yaml": _binding("b", "[deny]")},
+            ("v/bind.yaml", 7),
+            "ValidatingAdmissionPolicyBinding 'b': spec.validationActions has 'deny': each is "
+            "one of Deny, Warn, Audit (case matters)",
+        ),
+        (
+            {"v/a.yaml": VAP, "v/bind.yaml": _binding("b", "[]")},
+            ("v/bind.yaml", 7),
+            "spec.validationActions is empty: a binding needs at least one of Deny, Warn, Audit",
+        ),
+        (
+            {"v/a.yaml": VAP, "v/bind.yaml": _binding("b", "[Deny, Warn]")},
+            ("v/bind.yaml", 7),
+            "spec.validationActions has both Deny and Warn",
+        ),
+    ],
+)
+def test_admission_objects_the_api_server_refuses(
+    tmp_path: Path, files: dict[str, str], where: tuple[str, int], words: str
+) -> None:
+    """Each would otherwise be dropped (a second policy replacing the first, a binding
+    without actions) or read as something else (`deny` as a warning)."""
+    tree = _repo(tmp_path, files, {"policies": [{"name": "c", "path": "v", "owners": ["a"]}]})
+    errors = check_files(tree, FleetConfig.load(tree))
+    assert len(errors) == 1
+    assert (errors[0].path, errors[0].line) == where
+    assert words in str(errors[0])
+
+
+def test_a_rendered_binding_without_actions_is_refused(tmp_path: Path) -> None:
+    tree = _repo(tmp_path, {}, {"policies": [{"name": "c", "rendered": True, "owners": ["a"]}]})
+    binding = yaml.safe_load(_binding("b", "[]"))
+    with pytest.raises(FleetError) as caught:
+        _check(tree, "r", {"vap.yaml": (VAP + "---\n" + yaml.safe_dump(binding)).encode()})
+    assert caught.value.path == "vap.yaml" and caught.value.line is not None
+    assert "'b': spec.validationActions is empty" in str(caught.value)
