@@ -17,6 +17,7 @@ from shared.engine.errors import FleetError
 from shared.engine.policies import admission
 from shared.engine.policies.objects import Finding, Manifest, manifests
 from shared.engine.policies.rego import RegoPolicies, declared_packages
+from shared.engine.policies.resources import ResourceNames
 from shared.engine.tree import Tree
 
 
@@ -98,6 +99,7 @@ def check_root(
     if not chosen:
         return []
     objects = list(manifests(files))
+    names = ResourceNames.of(objects)
     rendered: list[admission.AdmissionPolicy] | None = None
     found: list[Finding] = []
     for policy_set in chosen:
@@ -119,8 +121,22 @@ def check_root(
                 found += loaded.rego.evaluate(manifest)
             for policy in policies:
                 if not policy.spec.get("paramKind"):
-                    found += admission.evaluate(policy, manifest, policy_set.name)
-    return found
+                    found += admission.evaluate(policy, manifest, policy_set.name, names)
+    return _once(found)
+
+
+def _once(found: list[Finding]) -> list[Finding]:
+    """The findings, a warning about a policy itself (a kind it cannot be matched on, said
+    for each object of the kind) once."""
+    said: set[Finding] = set()
+    out = []
+    for finding in found:
+        if not finding.kind:
+            if finding in said:
+                continue
+            said.add(finding)
+        out.append(finding)
+    return out
 
 
 def check_files(tree: Tree, config: FleetConfig) -> list[FleetError]:
