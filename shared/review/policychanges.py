@@ -3,7 +3,8 @@ edits a set's files or its rollwright.yaml entry, or removes the set, could swit
 very checks that would hold it, so such a set's owners approve it whatever it finds.
 
 The sets are compared with those of the revision the review compares against (the root's
-last published render); their owners are the base's: a change cannot name its own approvers.
+last published render; on a root's first deployment, the deployed commit's parent); their
+owners are the base's: a change cannot name its own approvers.
 """
 
 from __future__ import annotations
@@ -31,17 +32,22 @@ def set_changes(
     root: str, config: FleetConfig, checkout: Path, base: str | None
 ) -> list[SetChange]:
     """The policy sets that apply to `root` (at the base or at the checkout's revision) and
-    that the checkout's revision changes against revision `base` (None: the root was never
-    published, there is nothing to compare with). A base the repository no longer has, or
-    whose rollwright.yaml cannot be read, leaves nothing known: every set that applies counts
-    as changed (the safe side)."""
-    if base is None:
-        return []
+    that the checkout's revision changes against revision `base`; None: the root was never
+    published, and the sets are compared with the deployed commit's first parent (what the
+    commit itself changes). A base the repository does not have, or whose rollwright.yaml
+    cannot be read, leaves nothing known: every set that applies counts as changed (the safe
+    side)."""
+    against = base if base is not None else "HEAD^"
     try:
-        changed = changed_files(checkout, base, "HEAD")
-        before = FleetConfig.load(GitTree(checkout, base)) if CONFIG_FILE in changed else config
+        changed = changed_files(checkout, against, "HEAD")
+        before = FleetConfig.load(GitTree(checkout, against)) if CONFIG_FILE in changed else config
     except (GitError, FleetError):
-        unknown = f"its state at the compared revision {base[:12]} cannot be read"
+        where = (
+            f"the compared revision {base[:12]}"
+            if base is not None
+            else "the deployed commit's parent (the root's first deployment)"
+        )
+        unknown = f"its state at {where} cannot be read"
         return [SetChange(s.name, list(s.owners), unknown) for s in sets_for(config, root)]
     return compare(root, before, config, changed)
 

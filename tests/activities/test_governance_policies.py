@@ -76,13 +76,17 @@ POLICIES = [
 
 
 def fleet(tmp_path: Path, *, rego: str = SECURITY) -> Path:
+    """A git repository: the example fleet, then a commit adding the policy sets (a root's
+    first deployment compares the sets with the deployed commit's parent)."""
     target = tmp_path / "fleet"
     shutil.copytree(EXAMPLES / "atlas-fleet", target)
+    commit_all(init_repo(target), "fleet")
     (target / "policies" / "security").mkdir(parents=True)
     (target / "policies" / "security" / "debug.rego").write_text(rego)
     (target / "templates" / "debug-tools" / "manifests" / "admission.yaml").write_text(ADMISSION)
     config = {"review": {"admins": ["root"]}, "policies": POLICIES}
     (target / "rollwright.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    commit_all(target, "policy sets")
     return target
 
 
@@ -272,8 +276,8 @@ def _requirements(policy: ReviewPolicy) -> list[tuple[str, list[str], int, str]]
 def test_a_revision_that_changes_a_policy_set_needs_its_owners(tmp_path: Path) -> None:
     """The sets are compared with the last published revision's: editing a set's files, its
     entry (owners, roots) or removing it needs the base's owners, whatever the sets find."""
-    checkout = init_repo(fleet(tmp_path))
-    base = commit_all(checkout, "base")
+    checkout = fleet(tmp_path)
+    base = git(checkout, "rev-parse", "HEAD")
     security = ["sec-lead", "@acme/security"]
 
     def changed(edit: Callable[[], None]) -> ReviewPolicy:
@@ -347,9 +351,30 @@ def test_a_revision_that_changes_a_policy_set_needs_its_owners(tmp_path: Path) -
     ]
 
 
+def test_a_root_s_first_deployment_compares_the_sets_with_the_commit_s_parent(
+    tmp_path: Path,
+) -> None:
+    """No render was published: what the deployed commit itself does to the sets counts."""
+    checkout = fleet(tmp_path)
+    (checkout / "policies" / "security" / "debug.rego").write_text(HARMLESS)
+    commit_all(checkout, "switch the security set off")
+    policy, _ = policy_of(tmp_path, checkout)
+    assert _requirements(policy) == [
+        ("security", ["sec-lead", "@acme/security"], 0, "files in policies/security/ changed"),
+        ("cluster", ["@acme/platform"], 1, ""),
+    ]
+    # A checkout git cannot read (no parent to compare with): every set asks.
+    shutil.rmtree(checkout / ".git")
+    policy, _ = policy_of(tmp_path, checkout)
+    unknown = (
+        "its state at the deployed commit's parent (the root's first deployment) cannot be read"
+    )
+    assert [p.changed for p in policy.policy_sets] == [unknown, unknown]
+
+
 def test_a_changed_policy_set_holds_even_review_never_and_an_empty_diff(tmp_path: Path) -> None:
-    checkout = init_repo(fleet(tmp_path))
-    base = commit_all(checkout, "base")
+    checkout = fleet(tmp_path)
+    base = git(checkout, "rev-parse", "HEAD")
     (checkout / "policies" / "security" / "debug.rego").write_text(HARMLESS)
     commit_all(checkout, "switch the security set off")
     policy, _ = policy_of(tmp_path, checkout, base)
