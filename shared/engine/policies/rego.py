@@ -1,6 +1,7 @@
 """Rego policies as conftest reads them, evaluated in-process by regopy (Microsoft's
-rego-cpp; no OPA server): every `deny…` / `violation…` rule of the set's packages is a deny,
-every `warn…` rule a warning, each producing messages (strings, or objects with `msg`).
+rego-cpp; no OPA server): every `deny` / `violation` rule (`deny_x`: conftest's names) of the
+set's packages is a deny, every `warn` rule a warning, each producing messages (strings, or
+objects with `msg`).
 Each rendered object is one `input`, as `conftest test` without `--combine` gives it."""
 
 from __future__ import annotations
