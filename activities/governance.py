@@ -47,6 +47,7 @@ from shared.review.diff import fingerprint
 from shared.review.governance import decide, policy_for, teams_named
 from shared.review.owners import changed_paths, owners_for
 from shared.review.policies import findings_of, policy_checks
+from shared.review.policychanges import SetChange, set_changes
 from shared.stores.blob import BlobStore
 
 # How long GitHub's list of a commit's pull requests is reused: every root of a merged revision
@@ -134,8 +135,15 @@ class GovernanceActivities:
                         tree, config, layout, request.root, changed, read, planner=planner
                     )
         policy = policy_for(config, request.root, layout, author=request.author, owners=owners)
-        if request.new_prefix and sets_for(config, request.root):
-            policy = self._checked(request, tree, config, policy)
+        if request.new_prefix:
+            # The sets this revision changes against the last published one: their owners
+            # approve whatever the sets find (the change may have switched them off).
+            base = None
+            if request.old_prefix:
+                base = str(load_render_meta(self.blobs, request.old_prefix).get("revision") or "")
+            changes = set_changes(request.root, config, Path(request.checkout_path), base)
+            if changes or sets_for(config, request.root):
+                policy = self._checked(request, tree, config, policy, changes)
         return policy
 
     def _checked(
@@ -144,14 +152,23 @@ class GovernanceActivities:
         tree: WorkTree,
         config: FleetConfig,
         policy: ReviewPolicy,
+        changes: list[SetChange],
     ) -> ReviewPolicy:
         """The root's policy sets run over its stored (redacted) render: every finding goes to
-        the job log, the first ones and a requirement per set with failing denies to the
-        policy."""
+        the job log, the first ones and a requirement per set with failing denies or that the
+        revision changes to the policy."""
         assert request.new_prefix is not None
         render = load_render(self.blobs, request.new_prefix)
         findings = findings_of(check_root(tree, config, request.root, render.files))
-        checks, requirements = policy_checks(config, request.root, findings)
+        checks, requirements = policy_checks(config, request.root, findings, changes)
+        for change in changes:
+            self.jobs.write(
+                request.deployment_id,
+                "policy set changed",
+                policy_set=change.policy_set,
+                changed=change.what,
+                owners=change.owners,
+            )
         for finding in findings[:JOB_LOG_FINDINGS]:
             self.jobs.write(
                 request.deployment_id,

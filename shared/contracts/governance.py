@@ -92,12 +92,14 @@ class PolicyChecks(Payload):
 
 
 class PolicySetRequirement(Payload):
-    """A policy set with failing `deny` results: an owner of the set must approve."""
+    """A policy set with failing `deny` results, or that the deployed revision changes
+    (`changed` says how): an owner of the set must approve."""
 
     name: str  # the requirement's key: `policy-set:<set>`
     policy_set: str
     owners: list[str] = Field(default_factory=list)  # logins and @org/team
     denies: int = 0
+    changed: str = ""  # "its rollwright.yaml entry changed; files in policies/x/ changed"
 
 
 class ReviewPolicy(Payload):
@@ -141,10 +143,15 @@ class ReviewPolicy(Payload):
             if policy_set is None:
                 return requirement
             names = ", ".join(_mention(p) for p in policy_set.owners)
-            denied = f"{policy_set.denies} failing " + (
-                "deny" if policy_set.denies == 1 else "denies"
-            )
-            return f"an owner of policy set `{policy_set.policy_set}` ({denied}): {names}"
+            why = []
+            if policy_set.denies:
+                why.append(
+                    f"{policy_set.denies} failing "
+                    + ("deny" if policy_set.denies == 1 else "denies")
+                )
+            if policy_set.changed:
+                why.append(f"the policy set itself changed: {policy_set.changed}")
+            return f"an owner of policy set `{policy_set.policy_set}` ({'; '.join(why)}): {names}"
         else:
             found = next((o for o in self.owners if o.name == requirement), None)
             people = found.owners if found else []

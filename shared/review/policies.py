@@ -16,6 +16,7 @@ from shared.contracts.governance import (
 from shared.engine.config.fleet import FleetConfig
 from shared.engine.policies.objects import Finding
 from shared.engine.policies.sets import sets_for
+from shared.review.policychanges import SetChange
 
 
 def findings_of(found: Iterable[Finding]) -> list[PolicyFinding]:
@@ -40,9 +41,11 @@ def findings_of(found: Iterable[Finding]) -> list[PolicyFinding]:
 
 
 def policy_checks(
-    config: FleetConfig, root: str, findings: list[PolicyFinding]
+    config: FleetConfig, root: str, findings: list[PolicyFinding], changes: list[SetChange]
 ) -> tuple[PolicyChecks, list[PolicySetRequirement]]:
-    """The check run's view of the findings, and the requirements their denies make."""
+    """The check run's view of the findings, and the requirements their denies and the
+    revision's changes to the sets make (one per set; a changed set's owners are the base's,
+    who approve its denies too)."""
     sets = sets_for(config, root)
     checks = PolicyChecks(
         sets=[s.name for s in sets],
@@ -51,15 +54,28 @@ def policy_checks(
         findings=findings[:MAX_FINDINGS],
     )
     requirements = []
+    changed = {c.policy_set: c for c in changes}
     for policy_set in sets:
         denies = sum(1 for f in findings if f.level == "deny" and f.policy_set == policy_set.name)
-        if denies:
+        change = changed.pop(policy_set.name, None)
+        if denies or change:
             requirements.append(
                 PolicySetRequirement(
                     name=POLICY_SET_PREFIX + policy_set.name,
                     policy_set=policy_set.name,
-                    owners=list(policy_set.owners),
+                    owners=list(change.owners if change else policy_set.owners),
                     denies=denies,
+                    changed=change.what if change else "",
                 )
             )
+    # Sets the revision removes, or no longer applies to the root.
+    requirements += [
+        PolicySetRequirement(
+            name=POLICY_SET_PREFIX + c.policy_set,
+            policy_set=c.policy_set,
+            owners=list(c.owners),
+            changed=c.what,
+        )
+        for c in changed.values()
+    ]
     return checks, requirements

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from shared.contracts.governance import ReviewPolicy, ReviewPolicyRequest
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore
 from tests.support.deploy_world import World, harness, latest, sha, until
+from tests.support.gitrepo import commit_all, git, init_repo
 from tests.support.paths import EXAMPLES
 
 REPO = RepoRef(owner="acme", name="fleet", installation_id=7)
@@ -74,20 +76,33 @@ POLICIES = [
 
 
 def fleet(tmp_path: Path, *, rego: str = SECURITY) -> Path:
+    """A git repository: the example fleet, then a commit adding the policy sets (a root's
+    first deployment compares the sets with the deployed commit's parent)."""
     target = tmp_path / "fleet"
     shutil.copytree(EXAMPLES / "atlas-fleet", target)
+    commit_all(init_repo(target), "fleet")
     (target / "policies" / "security").mkdir(parents=True)
     (target / "policies" / "security" / "debug.rego").write_text(rego)
     (target / "templates" / "debug-tools" / "manifests" / "admission.yaml").write_text(ADMISSION)
     config = {"review": {"admins": ["root"]}, "policies": POLICIES}
     (target / "rollwright.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    commit_all(target, "policy sets")
     return target
 
 
-def policy_of(tmp_path: Path, checkout: Path) -> tuple[ReviewPolicy, list[dict[str, object]]]:
+def policy_of(
+    tmp_path: Path, checkout: Path, base: str | None = None
+) -> tuple[ReviewPolicy, list[dict[str, object]]]:
+    """The activity's policy; `base`: the revision of the root's last published render (its
+    files are this render's: only the revision matters to the policy sets)."""
     blobs = FileBlobStore(tmp_path / "blobs")
     prefix = f"renders/acme/fleet/{ROOT}/new/"
-    save_render(blobs, prefix, "new", render_checkout(checkout, ROOT))
+    rendered = render_checkout(checkout, ROOT)
+    save_render(blobs, prefix, "new", rendered)
+    old_prefix = None
+    if base is not None:
+        old_prefix = f"renders/acme/fleet/{ROOT}/old/"
+        save_render(blobs, old_prefix, base, rendered)
     settings = Settings(data_dir=tmp_path / "state")
     jobs = JobLog(blobs)
     governance = GovernanceActivities(GitHubAccess(settings), blobs, jobs)
@@ -99,6 +114,7 @@ def policy_of(tmp_path: Path, checkout: Path) -> tuple[ReviewPolicy, list[dict[s
         deployment_id="d-1",
         author="carol",
         new_prefix=prefix,
+        old_prefix=old_prefix,
     )
     policy: ReviewPolicy = asyncio.run(ActivityEnvironment().run(governance.review_policy, request))
     return policy, jobs.read("d-1")
@@ -236,5 +252,150 @@ def test_review_never_and_warnings_only(tmp_path: Path) -> None:
             publishing = next(r for r in runs if r.title.startswith("Publishing"))
             assert "0 denied, 2 warning(s)" in publishing.summary
             assert "⚠️ warn `security` ConfigMap web/api-env" in publishing.summary
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+# --- a revision that changes a policy set -----------------------------------------------------
+
+HARMLESS = """package main
+
+import rego.v1
+
+deny contains msg if {
+  input.kind == "Namespace-that-never-is"
+  msg := "never"
+}
+"""
+
+
+def _requirements(policy: ReviewPolicy) -> list[tuple[str, list[str], int, str]]:
+    return [(p.policy_set, p.owners, p.denies, p.changed) for p in policy.policy_sets]
+
+
+def test_a_revision_that_changes_a_policy_set_needs_its_owners(tmp_path: Path) -> None:
+    """The sets are compared with the last published revision's: editing a set's files, its
+    entry (owners, roots) or removing it needs the base's owners, whatever the sets find."""
+    checkout = fleet(tmp_path)
+    base = git(checkout, "rev-parse", "HEAD")
+    security = ["sec-lead", "@acme/security"]
+
+    def changed(edit: Callable[[], None]) -> ReviewPolicy:
+        git(checkout, "reset", "-q", "--hard", base)
+        edit()
+        commit_all(checkout)
+        return policy_of(tmp_path, checkout, base)[0]
+
+    rego = checkout / "policies" / "security" / "debug.rego"
+    policy = changed(lambda: rego.write_text(HARMLESS))
+    assert _requirements(policy) == [
+        ("security", security, 0, "files in policies/security/ changed"),
+        ("cluster", ["@acme/platform"], 1, ""),
+    ]
+    assert policy.whose("policy-set:security") == (
+        "an owner of policy set `security` (the policy set itself changed: files in "
+        "policies/security/ changed): @sec-lead, @acme/security"
+    )
+
+    def entry(**update: object) -> Callable[[], None]:
+        def edit() -> None:
+            sets = [{**POLICIES[0], **update}, POLICIES[1]]
+            config = {"review": {"admins": ["root"]}, "policies": sets}
+            (checkout / "rollwright.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+        return edit
+
+    # New owners approve nothing yet: the base's do, the deny too.
+    policy = changed(entry(owners=["mallory"]))
+    assert _requirements(policy)[0] == (
+        "security",
+        security,
+        1,
+        "its rollwright.yaml entry changed",
+    )
+    # Out of the set's roots now: still the set's to approve.
+    policy = changed(entry(roots=["prod/*"]))
+    assert _requirements(policy) == [
+        ("cluster", ["@acme/platform"], 1, ""),
+        ("security", security, 0, "its rollwright.yaml entry changed"),
+    ]
+
+    def removed() -> None:
+        (checkout / "rollwright.yaml").write_text("review:\n  admins: [root]\n")
+        shutil.rmtree(checkout / "policies")
+
+    policy = changed(removed)
+    gone = "it is removed from rollwright.yaml; files in policies/security/ changed"
+    assert _requirements(policy) == [
+        ("security", security, 0, gone),
+        ("cluster", ["@acme/platform"], 0, "it is removed from rollwright.yaml"),
+    ]
+    assert policy.requirements() == ["policy", "policy-set:security", "policy-set:cluster"]
+
+    # A change elsewhere: only the denies ask.
+    policy = changed(lambda: (checkout / "README.md").write_text("fleet\n"))
+    assert [(p.policy_set, p.changed) for p in policy.policy_sets] == [
+        ("security", ""),
+        ("cluster", ""),
+    ]
+    # A base the repository does not have: nothing is known, every set asks.
+    policy, log = policy_of(tmp_path, checkout, "f" * 40)
+    unknown = "its state at the compared revision ffffffffffff cannot be read"
+    assert [(p.policy_set, p.changed) for p in policy.policy_sets] == [
+        ("security", unknown),
+        ("cluster", unknown),
+    ]
+    assert [line["policy_set"] for line in log if line["message"] == "policy set changed"][-2:] == [
+        "security",
+        "cluster",
+    ]
+
+
+def test_a_root_s_first_deployment_compares_the_sets_with_the_commit_s_parent(
+    tmp_path: Path,
+) -> None:
+    """No render was published: what the deployed commit itself does to the sets counts."""
+    checkout = fleet(tmp_path)
+    (checkout / "policies" / "security" / "debug.rego").write_text(HARMLESS)
+    commit_all(checkout, "switch the security set off")
+    policy, _ = policy_of(tmp_path, checkout)
+    assert _requirements(policy) == [
+        ("security", ["sec-lead", "@acme/security"], 0, "files in policies/security/ changed"),
+        ("cluster", ["@acme/platform"], 1, ""),
+    ]
+    # A checkout git cannot read (no parent to compare with): every set asks.
+    shutil.rmtree(checkout / ".git")
+    policy, _ = policy_of(tmp_path, checkout)
+    unknown = (
+        "its state at the deployed commit's parent (the root's first deployment) cannot be read"
+    )
+    assert [p.changed for p in policy.policy_sets] == [unknown, unknown]
+
+
+def test_a_changed_policy_set_holds_even_review_never_and_an_empty_diff(tmp_path: Path) -> None:
+    checkout = fleet(tmp_path)
+    base = git(checkout, "rev-parse", "HEAD")
+    (checkout / "policies" / "security" / "debug.rego").write_text(HARMLESS)
+    commit_all(checkout, "switch the security set off")
+    policy, _ = policy_of(tmp_path, checkout, base)
+
+    async def scenario() -> None:
+        world = World(
+            latest={ROOT: latest(L)},
+            review={"rules": [{"review": "never"}]},
+            policy_sets=policy.policy_sets[:1],
+            empty_diffs={A},
+        )
+        async with harness(world) as h:
+            await h.push(ROOT, A, by="carol")
+            deployment_id = await h.awaiting_review(ROOT, A)
+            summary = world.last(world.check_run_of(deployment_id)).summary
+            assert (
+                "an owner of policy set `security` (the policy set itself changed: files in "
+                "policies/security/ changed): @sec-lead, @acme/security"
+            ) in summary
+            await h.click(deployment_id, "approve", "mallory")
+            result = await h.review(deployment_id, "approve", "sec-lead")
+            assert result.state == "published" and result.approved_by == "@mallory, @sec-lead"
 
     asyncio.run(asyncio.wait_for(scenario(), 60))

@@ -119,6 +119,10 @@ class ReviewGate:
             if not policy.owners and not policy.policy_sets:
                 return f"rollwright (review: never, {policy.rule or 'policy'})"
             self._satisfy([POLICY_REQUIREMENT])
+        # A revision that changes a policy set publishes and becomes the base the next
+        # deployment compares the sets with: an empty diff does not let it through unseen.
+        if any(p.changed for p in policy.policy_sets):
+            return None
         return "rollwright (empty diff)" if routine and self.empty else None
 
     def carried_over(self, carried: CarryOver) -> str | None:

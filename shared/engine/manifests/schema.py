@@ -108,6 +108,21 @@ def _shipped_definitions(version: str) -> dict[str, Any]:
     return defs
 
 
+def builtin_kinds() -> frozenset[tuple[str, str]]:
+    """Kubernetes' own kinds, as (API group, kind) (`("apps", "Deployment")`, `("", "Pod")`):
+    those of the newest schema set the package ships."""
+    return _builtin_kinds(versions()[-1])
+
+
+@cache
+def _builtin_kinds(version: str) -> frozenset[tuple[str, str]]:
+    found = set()
+    for definition in _shipped_definitions(version)["$defs"].values():
+        for entry in definition.get("x-kubernetes-group-version-kind") or []:
+            found.add((str(entry.get("group") or ""), str(entry.get("kind") or "")))
+    return frozenset(found)
+
+
 @cache
 def _registry(version: str) -> Registry:
     registry: Registry = Resource.from_contents(_shipped_definitions(version)) @ Registry()

@@ -18,12 +18,18 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+import yaml
+
 from shared.engine.errors import FleetError
 from shared.engine.policies.objects import Finding, Level, Manifest
+from shared.engine.policies.resources import ResourceNames
 
 KIND = "ValidatingAdmissionPolicy"
 BINDING_KIND = "ValidatingAdmissionPolicyBinding"
 GROUP = "admissionregistration.k8s.io"
+# A binding's validationActions, as the API server accepts them.
+ACTIONS = ("Deny", "Warn", "Audit")
+_NAME = ("metadata", "name")
 
 
 def _cel() -> ModuleType:
@@ -88,21 +94,54 @@ def collect(
     manifests: Iterable[Manifest], sources: dict[str, str] | None = None
 ) -> list[AdmissionPolicy]:
     """The policies among `manifests` with the bindings naming them, every expression
-    compiled: a mistake is a FleetError at the file (and line, when `sources` has the file's
-    text) of the policy."""
+    compiled. What the API server would refuse is a FleetError at the file (and line, when
+    `sources` has the file's text) of the object: an expression that does not compile, two
+    objects of a kind with one name (the second would replace the first), a binding whose
+    `validationActions` is empty or holds something but Deny, Warn and Audit."""
+    texts = sources or {}
     policies: dict[str, AdmissionPolicy] = {}
     bindings: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str], tuple[str, int]] = {}  # (kind, name) → (file, nth there)
+    count: dict[tuple[str, str, str], int] = {}
     for manifest in manifests:
+        if not (is_policy(manifest.body) or is_binding(manifest.body)):
+            continue
+        kind = manifest.kind
+        nth = count.get((manifest.file, kind, manifest.name), 0)
+        count[(manifest.file, kind, manifest.name)] = nth + 1
+        text = texts.get(manifest.file)
+        first = seen.get((kind, manifest.name))
+        if first is not None:
+            # Lines are looked up only for a mistake: composing a file is the cost.
+            at = _object_line(texts.get(first[0]), kind, manifest.name, first[1], _NAME)
+            raise FleetError(
+                f"{kind} {manifest.name!r} is defined twice (first at "
+                f"{first[0]}{f':{at}' if at else ''}): the API server keeps one object per "
+                "name, the second would replace the first",
+                path=manifest.file,
+                line=_object_line(text, kind, manifest.name, nth, _NAME),
+            )
+        seen[(kind, manifest.name)] = (manifest.file, nth)
+        spec = manifest.body.get("spec") or {}
+        if not isinstance(spec, dict):
+            raise FleetError(
+                f"{kind} {manifest.name!r}: spec is not a mapping",
+                path=manifest.file,
+                line=_object_line(text, kind, manifest.name, nth, ("spec",)),
+            )
         if is_policy(manifest.body):
-            spec = manifest.body.get("spec") or {}
-            if not isinstance(spec, dict):
-                raise FleetError(
-                    f"{KIND} {manifest.name!r}: spec is not a mapping", path=manifest.file
-                )
             policies[manifest.name] = AdmissionPolicy(manifest.name, manifest.file, spec)
-        elif is_binding(manifest.body):
-            spec = manifest.body.get("spec") or {}
-            bindings.append(spec if isinstance(spec, dict) else {})
+        else:
+            problem = _actions_problem(spec.get("validationActions"))
+            if problem:
+                raise FleetError(
+                    f"{kind} {manifest.name!r}: spec.validationActions {problem}",
+                    path=manifest.file,
+                    line=_object_line(
+                        text, kind, manifest.name, nth, ("spec", "validationActions")
+                    ),
+                )
+            bindings.append(spec)
     for binding in bindings:
         target = policies.get(str(binding.get("policyName") or ""))
         if target is not None:
@@ -112,7 +151,7 @@ def collect(
             try:
                 _cel().compile(expression)
             except (ValueError, RuntimeError) as err:
-                text = (sources or {}).get(policy.file)
+                text = texts.get(policy.file)
                 raise FleetError(
                     f"{policy.policy}: CEL expression {expression!r} does not compile: "
                     + " ".join(str(err).split()),
@@ -122,12 +161,75 @@ def collect(
     return [policies[name] for name in sorted(policies)]
 
 
-def evaluate(policy: AdmissionPolicy, manifest: Manifest, policy_set: str) -> list[Finding]:
-    """What `policy` says of one object: a finding per failing validation and action."""
+def _actions_problem(actions: Any) -> str:
+    """Why the API server refuses a binding's `validationActions` ("" when it does not)."""
+    if not actions:
+        return f"is empty: a binding needs at least one of {', '.join(ACTIONS)}"
+    if not isinstance(actions, list):
+        return f"is not a list of {', '.join(ACTIONS)}"
+    for action in actions:
+        if action not in ACTIONS:
+            return f"has {action!r}: each is one of {', '.join(ACTIONS)} (case matters)"
+    if len(set(actions)) < len(actions):
+        return "names an action twice"
+    if "Deny" in actions and "Warn" in actions:
+        return "has both Deny and Warn (the API server allows one of them)"
+    return ""
+
+
+def _object_line(
+    text: str | None, kind: str, name: str, nth: int, keys: tuple[str, ...]
+) -> int | None:
+    """The line of `keys` (as deep as they go) in the `nth` document of `text` that is a `kind`
+    named `name`."""
+    if not text:
+        return None
+    try:
+        documents = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None
+    found = [
+        doc
+        for doc in documents
+        if _child(doc, "kind") is not None
+        and getattr(_child(doc, "kind"), "value", None) == kind
+        and getattr(_child(_child(doc, "metadata"), "name"), "value", None) == name
+    ]
+    if nth >= len(found):
+        return None
+    node: yaml.Node | None = found[nth]
+    line = found[nth].start_mark.line + 1
+    for key in keys:
+        node = _child(node, key)
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    for k, v in node.value:
+        if isinstance(k, yaml.ScalarNode) and k.value == key:
+            return v  # type: ignore[no-any-return]
+    return None
+
+
+def evaluate(
+    policy: AdmissionPolicy, manifest: Manifest, policy_set: str, names: ResourceNames
+) -> list[Finding]:
+    """What `policy` says of one object: a finding per failing validation and action, or a
+    warning that the object's resource name (which the rules match on) is not known."""
     spec = policy.spec
-    if not _matches(spec.get("matchConstraints") or {}, manifest):
+    group, version = manifest.group_version
+    resource = names.plural(group, manifest.kind)
+    matched = _matches(spec.get("matchConstraints") or {}, manifest, resource)
+    if matched is False:
         return []
-    actions = _actions(policy, manifest)
+    actions = _actions(policy, manifest, resource) if matched else None
+    if actions is None:
+        return [_unknown_resource(policy, manifest, policy_set)]
     if not actions:
         return []
     fail = spec.get("failurePolicy", "Fail") != "Ignore"
@@ -139,12 +241,11 @@ def evaluate(policy: AdmissionPolicy, manifest: Manifest, policy_set: str) -> li
     context.add_variable("oldObject", None)
     context.add_variable("params", None)
     context.add_variable("namespaceObject", None)
-    group, version = manifest.group_version
     context.add_variable(
         "request",
         {
             "kind": {"group": group, "version": version, "kind": manifest.kind},
-            "resource": {"group": group, "version": version, "resource": _resource(manifest)},
+            "resource": {"group": group, "version": version, "resource": resource},
             "name": manifest.name,
             "namespace": manifest.namespace,
             "operation": "CREATE",
@@ -206,6 +307,21 @@ def not_evaluated(policy: AdmissionPolicy, policy_set: str) -> Finding | None:
     return None
 
 
+def _unknown_resource(policy: AdmissionPolicy, manifest: Manifest, policy_set: str) -> Finding:
+    """The warning for an object whose kind's resource name is unknown: a rule naming
+    resources can be judged neither way, and rollwright does not guess it."""
+    api = str(manifest.body.get("apiVersion") or "")
+    return Finding.on(
+        None,
+        policy_set,
+        "warn",
+        f"{policy.policy} is not evaluated on kind {manifest.kind} ({api}): its resource name "
+        "is not known (no CustomResourceDefinition in the render names its plural, and it is "
+        "not a built-in kind), so the policy's resource rules cannot be matched",
+        f"{policy.policy} ({policy.file})",
+    )
+
+
 def _message(validation: dict[str, Any], expression: str, context: Any) -> str:
     if validation.get("messageExpression"):
         try:
@@ -236,14 +352,20 @@ def _expressions(spec: dict[str, Any]) -> list[str]:
     return out
 
 
-def _actions(policy: AdmissionPolicy, manifest: Manifest) -> list[Level]:
+def _actions(
+    policy: AdmissionPolicy, manifest: Manifest, resource: str | None
+) -> list[Level] | None:
     """The levels a failure reports at: from the bindings that name the policy and match
-    the object (Deny → deny; Warn and Audit → warn); no binding at all: deny."""
+    the object (Deny → deny; Warn and Audit → warn); no binding at all: deny. None: some
+    binding's resource rules cannot be judged (the resource name is unknown)."""
     if not policy.bindings:
         return ["deny"]
     levels: list[Level] = []
     for binding in policy.bindings:
-        if not _matches(binding.get("matchResources") or {}, manifest, everything=True):
+        matched = _matches(binding.get("matchResources") or {}, manifest, resource, everything=True)
+        if matched is None:
+            return None
+        if not matched:
             continue
         for action in binding.get("validationActions") or []:
             level: Level = "deny" if action == "Deny" else "warn"
@@ -252,47 +374,60 @@ def _actions(policy: AdmissionPolicy, manifest: Manifest) -> list[Level]:
     return levels
 
 
-def _matches(constraints: dict[str, Any], manifest: Manifest, *, everything: bool = False) -> bool:
+def _matches(
+    constraints: dict[str, Any],
+    manifest: Manifest,
+    resource: str | None,
+    *,
+    everything: bool = False,
+) -> bool | None:
     """Whether match constraints select the object; `everything`: no resource rules match
-    every object (a binding's matchResources) rather than none (a policy's)."""
+    every object (a binding's matchResources) rather than none (a policy's). None: it turns
+    on a rule naming resources, and the object's resource name is unknown."""
     rules = constraints.get("resourceRules")
     if rules is None and not everything:
         return False
-    if rules is not None and not any(_rule_matches(r, manifest) for r in rules):
+    unknown = False
+    if rules is not None:
+        results = [_rule_matches(r, manifest, resource) for r in rules]
+        if True not in results:
+            if None not in results:
+                return False
+            unknown = True
+    excluded = [
+        _rule_matches(r, manifest, resource) for r in constraints.get("excludeResourceRules") or []
+    ]
+    if True in excluded:
         return False
-    if any(_rule_matches(r, manifest) for r in constraints.get("excludeResourceRules") or []):
+    if not _selects(constraints.get("objectSelector") or {}, manifest.labels):
         return False
-    return _selects(constraints.get("objectSelector") or {}, manifest.labels)
+    return None if unknown or None in excluded else True
 
 
-def _rule_matches(rule: dict[str, Any], manifest: Manifest) -> bool:
+def _rule_matches(rule: dict[str, Any], manifest: Manifest, resource: str | None) -> bool | None:
+    """Whether one resource rule selects the object (None: it names resources, and the
+    object's resource name is unknown)."""
     group, version = manifest.group_version
     operations = rule.get("operations") or []
     if not any(op in ("*", "CREATE", "UPDATE") for op in operations):
         return False
     if not _among(group, rule.get("apiGroups")) or not _among(version, rule.get("apiVersions")):
         return False
-    resources = [r for r in rule.get("resources") or [] if "/" not in r or r == "*/*"]
-    if not any(r in ("*", "*/*", _resource(manifest)) for r in resources):
-        return False
     names = rule.get("resourceNames") or []
-    return not names or manifest.name in names
+    if names and manifest.name not in names:
+        return False
+    resources = [r for r in rule.get("resources") or [] if "/" not in r or r == "*/*"]
+    if any(r in ("*", "*/*") for r in resources):
+        return True
+    if not resources:
+        return False
+    if resource is None:
+        return None
+    return resource in resources
 
 
 def _among(value: str, allowed: list[str] | None) -> bool:
     return allowed is not None and ("*" in allowed or value in allowed)
-
-
-def _resource(manifest: Manifest) -> str:
-    """The resource of a kind as Kubernetes guesses it (meta.UnsafeGuessKindToResource)."""
-    kind = manifest.kind.lower()
-    if not kind or kind == "endpoints":
-        return kind
-    if kind.endswith("s"):
-        return kind + "es"
-    if kind.endswith("y"):
-        return kind[:-1] + "ies"
-    return kind + "s"
 
 
 def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:

@@ -1,6 +1,7 @@
 """Rego policies as conftest reads them, evaluated in-process by regopy (Microsoft's
-rego-cpp; no OPA server): every `deny…` / `violation…` rule of the set's packages is a deny,
-every `warn…` rule a warning, each producing messages (strings, or objects with `msg`).
+rego-cpp; no OPA server): every `deny` / `violation` rule (`deny_x`: conftest's names) of the
+set's packages is a deny, every `warn` rule a warning, each producing messages (strings, or
+objects with `msg`).
 Each rendered object is one `input`, as `conftest test` without `--combine` gives it."""
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ from shared.engine.policies.objects import Finding, Level, Manifest
 # rego-cpp's error tree: `(error 14:policies/x.rego|47|2 (errormsg 24:Invalid boolean …)`.
 # The numbers before `:` are lengths, the ones after `|` a byte offset and a length.
 _LENGTH = re.compile(r"(\d+):")
+# conftest's rule names (its `denyQ`, `warnQ` patterns): `deny`, `deny_privileged`; never a
+# helper that merely starts so (`denylist`, `warning_threshold`).
+_DENY = re.compile(r"^(deny|violation)(_[a-zA-Z0-9]+)*$")
+_WARN = re.compile(r"^warn(_[a-zA-Z0-9]+)*$")
+# A module's `package` clause (`package k8s.security`, `package data.main`).
+_PACKAGE = re.compile(
+    r"^[ \t]*package[ \t]+(?:data\.)?([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
+)
 
 
 class RegoPolicies:
@@ -115,10 +124,22 @@ def _error_message(text: str) -> str:
     return rest[: int(length)] if length.isdigit() else rest.split(")", 1)[0]
 
 
+def declared_packages(modules: Iterable[tuple[str, str]]) -> list[str]:
+    """The packages the modules declare, each once, sorted."""
+    found = set()
+    for _, text in modules:
+        for line in text.splitlines():
+            match = _PACKAGE.match(line)
+            if match:
+                found.add(match.group(1))
+                break
+    return sorted(found)
+
+
 def _level(rule: str) -> Level | None:
-    if rule.startswith(("deny", "violation")):
+    if _DENY.match(rule):
         return "deny"
-    if rule.startswith("warn"):
+    if _WARN.match(rule):
         return "warn"
     return None
 

@@ -16,7 +16,8 @@ from shared.engine.config.policies import PolicySet
 from shared.engine.errors import FleetError
 from shared.engine.policies import admission
 from shared.engine.policies.objects import Finding, Manifest, manifests
-from shared.engine.policies.rego import RegoPolicies
+from shared.engine.policies.rego import RegoPolicies, declared_packages
+from shared.engine.policies.resources import ResourceNames
 from shared.engine.tree import Tree
 
 
@@ -29,8 +30,9 @@ class LoadedSet:
     admission: list[admission.AdmissionPolicy]
 
 
-def load_set(tree: Tree, policy_set: PolicySet) -> LoadedSet:
-    """The set's folder read and compiled: a mistake in any file is a FleetError naming it."""
+def load_set(tree: Tree, policy_set: PolicySet, index: int) -> LoadedSet:
+    """The set's folder read and compiled: a mistake in any file is a FleetError naming it.
+    `index`: the set's place in rollwright.yaml `policies` (where its mistakes are)."""
     if policy_set.path is None:
         return LoadedSet(policy_set, None, [])
     if not tree.is_dir(policy_set.path):
@@ -60,8 +62,29 @@ def load_set(tree: Tree, policy_set: PolicySet) -> LoadedSet:
             ".rego file and no ValidatingAdmissionPolicy",
             path=CONFIG_FILE,
         )
+    if rego_files:
+        _check_packages(tree, policy_set, index, rego_files)
     rego = RegoPolicies(policy_set.name, rego_files, policy_set.packages) if rego_files else None
     return LoadedSet(policy_set, rego, policies)
+
+
+def _check_packages(
+    tree: Tree, policy_set: PolicySet, index: int, rego_files: list[tuple[str, str]]
+) -> None:
+    """Every package the set reads is declared by one of its files: an undefined package
+    evaluates to nothing, and a set that finds nothing would pass every object."""
+    declared = declared_packages(rego_files)
+    missing = [p for p in policy_set.packages if p not in declared]
+    if not missing:
+        return
+    text = tree.read_text(CONFIG_FILE) if tree.is_file(CONFIG_FILE) else ""
+    raise FleetError(
+        f"policies[{index}].packages: policy set {policy_set.name!r}: no .rego file in "
+        f"{policy_set.path!r} declares package {', '.join(missing)} (its files declare: "
+        f"{', '.join(declared) or 'none'})",
+        path=CONFIG_FILE,
+        line=yamldoc.key_line(text, ("policies", index, "packages")) if text else None,
+    )
 
 
 def sets_for(config: FleetConfig, root: str) -> list[PolicySet]:
@@ -76,10 +99,11 @@ def check_root(
     if not chosen:
         return []
     objects = list(manifests(files))
+    names = ResourceNames.of(objects)
     rendered: list[admission.AdmissionPolicy] | None = None
     found: list[Finding] = []
     for policy_set in chosen:
-        loaded = load_set(tree, policy_set)
+        loaded = load_set(tree, policy_set, config.policies.index(policy_set))
         policies = list(loaded.admission)
         if policy_set.rendered:
             if rendered is None:
@@ -97,16 +121,30 @@ def check_root(
                 found += loaded.rego.evaluate(manifest)
             for policy in policies:
                 if not policy.spec.get("paramKind"):
-                    found += admission.evaluate(policy, manifest, policy_set.name)
-    return found
+                    found += admission.evaluate(policy, manifest, policy_set.name, names)
+    return _once(found)
+
+
+def _once(found: list[Finding]) -> list[Finding]:
+    """The findings, a warning about a policy itself (a kind it cannot be matched on, said
+    for each object of the kind) once."""
+    said: set[Finding] = set()
+    out = []
+    for finding in found:
+        if not finding.kind:
+            if finding in said:
+                continue
+            said.add(finding)
+        out.append(finding)
+    return out
 
 
 def check_files(tree: Tree, config: FleetConfig) -> list[FleetError]:
     """Each policy set's files compiled, for validation: the mistakes, one per set."""
     errors = []
-    for policy_set in config.policies:
+    for index, policy_set in enumerate(config.policies):
         try:
-            load_set(tree, policy_set)
+            load_set(tree, policy_set, index)
         except FleetError as err:
             errors.append(err)
     return errors

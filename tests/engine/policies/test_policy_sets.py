@@ -348,3 +348,135 @@ def test_admission_matching_conditions_bindings_and_parameters(tmp_path: Path) -
         # the unlabelled object or the one its match condition leaves out.
         ("c", "warn", "Deployment shop/web (deployment-0.yaml)", "always fails"),
     ]  # fmt: skip
+
+
+# --- packages and rule names ---------------------------------------------------------------
+
+K8S_POLICY = """package k8s
+
+import rego.v1
+
+deny contains "no pods" if input.kind == "Deployment"
+"""
+
+
+def test_a_package_no_file_declares_is_refused_at_its_line(tmp_path: Path) -> None:
+    """An undefined package finds nothing: it would let every object through."""
+    config = {
+        "policies": [
+            {"name": "other", "path": "o", "owners": ["a"], "packages": ["k8s"]},
+            {"name": "pods", "path": "p", "owners": ["a"]},
+        ]
+    }
+    tree = _repo(tmp_path, {"p/pods.rego": K8S_POLICY, "o/o.rego": K8S_POLICY}, config)
+    with pytest.raises(FleetError) as caught:
+        _check(tree, "r", _render(DEPLOYMENT))
+    err = caught.value
+    assert (err.path, err.line) == ("rollwright.yaml", 8)  # the entry: `packages` is default
+    assert "policies[1].packages: policy set 'pods': no .rego file in 'p' declares package " in str(
+        err
+    )
+    assert str(err).endswith("main (its files declare: k8s)")
+    config["policies"][1]["packages"] = ["main", "k8s", "lb"]  # type: ignore[index]
+    tree = _repo(tmp_path, {"p/lb.rego": V0_POLICY}, config)
+    errors = check_files(tree, FleetConfig.load(tree))
+    assert len(errors) == 1 and errors[0].line == 11  # `packages:`
+    assert "declares package main (its files declare: k8s, lb)" in str(errors[0])
+    config["policies"][1]["packages"] = ["k8s"]  # type: ignore[index]
+    tree = _repo(tmp_path, {}, config)
+    assert _check(tree, "r", _render(DEPLOYMENT))[0][3] == "no pods"
+
+
+HELPERS = """package main
+
+import rego.v1
+
+warning_threshold := 3
+
+denylist := {"web"}
+
+deny_listed contains msg if {
+  input.metadata.name in denylist
+  msg := "listed"
+}
+
+warn_replicas_2 contains "above threshold" if input.spec.replicas > warning_threshold
+
+violation contains {"msg": "a violation"} if input.kind == "Deployment"
+
+denying contains "not a deny rule" if true
+"""
+
+
+def test_rules_are_named_as_conftest_names_them(tmp_path: Path) -> None:
+    """`warning_threshold` and `denylist` are helpers, not warn and deny rules."""
+    tree = _repo(
+        tmp_path, {"p/h.rego": HELPERS}, {"policies": [{"name": "h", "path": "p", "owners": ["a"]}]}
+    )
+    got = [(g[1], g[3]) for g in _check(tree, "r", _render(DEPLOYMENT))]
+    assert got == [("deny", "a violation"), ("deny", "listed"), ("warn", "above threshold")]
+
+
+# --- what the API server would refuse -------------------------------------------------------
+
+
+def _binding(name: str, actions: object) -> str:
+    return (
+        "apiVersion: admissionregistration.k8s.io/v1\n"
+        "kind: ValidatingAdmissionPolicyBinding\n"
+        f"metadata:\n  name: {name}\n"
+        f"spec:\n  policyName: max-replicas\n  validationActions: {actions}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("files", "where", "words"),
+    [
+        (
+            {"v/a.yaml": VAP, "v/b/again.yaml": "---\n" + VAP.replace("failurePolicy: Fail", "")},
+            ("v/b/again.yaml", 5),
+            "ValidatingAdmissionPolicy 'max-replicas' is defined twice (first at v/a.yaml:4)",
+        ),
+        (
+            {"v/a.yaml": VAP + "---\n" + BINDING + "---\n" + BINDING},
+            ("v/a.yaml", 35),
+            "ValidatingAdmissionPolicyBinding 'max-replicas' is defined twice (first at "
+            "v/a.yaml:27)",
+        ),
+        (
+            {"v/a.yaml": VAP, "v/bind.yaml": _binding("b", "[deny]")},
+            ("v/bind.yaml", 7),
+            "ValidatingAdmissionPolicyBinding 'b': spec.validationActions has 'deny': each is "
+            "one of Deny, Warn, Audit (case matters)",
+        ),
+        (
+            {"v/a.yaml": VAP, "v/bind.yaml": _binding("b", "[]")},
+            ("v/bind.yaml", 7),
+            "spec.validationActions is empty: a binding needs at least one of Deny, Warn, Audit",
+        ),
+        (
+            {"v/a.yaml": VAP, "v/bind.yaml": _binding("b", "[Deny, Warn]")},
+            ("v/bind.yaml", 7),
+            "spec.validationActions has both Deny and Warn",
+        ),
+    ],
+)
+def test_admission_objects_the_api_server_refuses(
+    tmp_path: Path, files: dict[str, str], where: tuple[str, int], words: str
+) -> None:
+    """Each would otherwise be dropped (a second policy replacing the first, a binding
+    without actions) or read as something else (`deny` as a warning)."""
+    tree = _repo(tmp_path, files, {"policies": [{"name": "c", "path": "v", "owners": ["a"]}]})
+    errors = check_files(tree, FleetConfig.load(tree))
+    assert len(errors) == 1
+    assert (errors[0].path, errors[0].line) == where
+    assert words in str(errors[0])
+
+
+def test_a_rendered_binding_without_actions_is_refused(tmp_path: Path) -> None:
+    tree = _repo(tmp_path, {}, {"policies": [{"name": "c", "rendered": True, "owners": ["a"]}]})
+    binding = yaml.safe_load(_binding("b", "[]"))
+    with pytest.raises(FleetError) as caught:
+        _check(tree, "r", {"vap.yaml": (VAP + "---\n" + yaml.safe_dump(binding)).encode()})
+    assert caught.value.path == "vap.yaml" and caught.value.line is not None
+    assert "'b': spec.validationActions is empty" in str(caught.value)
