@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from shared.engine.errors import FleetError
-from tests.engine.commodore.test_errors import append, copy_of, render_error
+from shared.engine.fleet import Fleet
+from shared.engine.tree import WorkTree
 from tests.support.commodore import publish, repo_with
 from tests.support.commodore_tenant import DEMO_CLASS, DEMO_DEFAULTS, Tenant
 from tests.support.gitrepo import git
@@ -53,9 +55,17 @@ def component_at(
     remotes = tmp_path / "remotes"
     remotes.mkdir(exist_ok=True)
     url = publish(source, remotes)
-    checkout = copy_of(tenant, tmp_path)
-    append(checkout / "common.yml", f"  components:\n    demo:\n      url: {url}\n")
+    checkout = tmp_path / "t-acme"
+    shutil.copytree(tenant.checkout, checkout, ignore=shutil.ignore_patterns(".git"))
+    common = checkout / "common.yml"
+    common.write_text(common.read_text() + f"  components:\n    demo:\n      url: {url}\n")
     return checkout
+
+
+def render_error(checkout: Path) -> FleetError:
+    with pytest.raises(FleetError) as caught:
+        Fleet.open(WorkTree(checkout)).render("c-one")
+    return caught.value
 
 
 def refused(checkout: Path) -> str:
