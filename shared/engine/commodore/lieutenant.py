@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from shared.engine.commodore.repos import shown
 from shared.engine.config.commodore import Lieutenant as LieutenantSettings
 from shared.engine.config.fleet import CONFIG_FILE
 from shared.engine.errors import FleetError
@@ -38,7 +39,7 @@ class Lieutenant:
         self._token = token
 
     def __repr__(self) -> str:  # the token never shows in logs or tracebacks
-        return f"Lieutenant(url={self.url!r})"
+        return f"Lieutenant(url={shown(self.url)!r})"
 
     @classmethod
     def from_settings(cls, settings: LieutenantSettings, line: int | None = None) -> Lieutenant:
@@ -48,7 +49,7 @@ class Lieutenant:
         operator = os.environ.get(URL_ENV, "")
         if operator and settings.url and _normal(settings.url) != _normal(operator):
             raise FleetError(
-                f"commodore.lieutenant.url {settings.url!r} is not the operator's {URL_ENV} "
+                f"commodore.lieutenant.url {shown(settings.url)!r} is not the operator's {URL_ENV} "
                 "(the Lieutenant token is sent only there): remove it or set it to that URL",
                 path=CONFIG_FILE,
                 line=line,
@@ -68,7 +69,7 @@ class Lieutenant:
         return cls(settings.url, None)
 
     def _get(self, path: str, params: dict[str, str] | None = None) -> Any:
-        where = f"Lieutenant {self.url}/{path}"
+        where = f"Lieutenant {shown(self.url)}/{path}"
         try:
             answer = httpx.get(
                 f"{self.url}/{path}",
