@@ -81,9 +81,10 @@ class Confinement:
                 os.path.join(os.path.dirname(kapitan.__file__), name),
                 *(os.path.join(p, name) for p in paths),
             ]
-            found = next((c for c in candidates if os.path.exists(c)), None)
-            if found is not None:
-                self.check("import", name, found, libraries=True)
+            # The file Kapitan would open; none: where it would look first (whether a file
+            # outside exists is not for the component to learn either).
+            found = next((c for c in candidates if os.path.exists(c)), candidates[0])
+            self.check("import", name, found, libraries=True)
             return search(cwd, name)
 
         return imports
@@ -100,12 +101,11 @@ class Confinement:
     def _kapitan_reader(self, what: str, function: Any, paths: list[str]) -> Any:
         def reader(name: str, *rest: Any) -> Any:
             candidates = [os.path.join(p, name) for p in paths]
-            found = next((c for c in candidates if os.path.exists(c)), None)
-            if found is not None:
-                self.check(what, name, found)
-                if os.path.isdir(found):  # its files, maybe links leading out
-                    for entry in os.listdir(found):
-                        self.check(what, os.path.join(name, entry), os.path.join(found, entry))
+            found = next((c for c in candidates if os.path.exists(c)), candidates[0])
+            self.check(what, name, found)
+            if os.path.isdir(found):  # its files, maybe links leading out
+                for entry in os.listdir(found):
+                    self.check(what, os.path.join(name, entry), os.path.join(found, entry))
             return function(name, *rest)
 
         return reader

@@ -89,10 +89,11 @@ def read_outside(secrets: Path) -> list[str]:
         f"std.native('dir_files_read')({json.dumps(str(secrets))})",
         f"std.native('dir_files_list')({json.dumps(str(secrets))})",
         f"std.native('jinja2_render_file')({json.dumps(str(key))}, '{{}}')",
+        f"std.native('file_exists')({json.dumps(str(secrets / 'no-such-file'))})",
     ]
 
 
-@pytest.mark.parametrize("index", range(11))
+@pytest.mark.parametrize("index", range(12))
 def test_a_component_reads_nothing_outside_its_working_directory(
     tenant: Tenant, tmp_path: Path, secrets: Path, index: int
 ) -> None:
