@@ -1,11 +1,11 @@
-"""What a component's Jsonnet may read and write while its catalog compiles: the cluster's
+"""What a component's Jsonnet may read while its catalog compiles: the cluster's
 working directory and the checkouts it links (the global repository, the components, the
 packages), and, for imports only, the Jsonnet libraries Kapitan and Commodore ship. Anything
 else, an absolute import or a `..` or symlink leading out, is refused by component and path:
 a branch names the components, and the worker's environment and files hold its secrets.
 
     confined = Confinement(workdir, "demo")
-    callbacks = confined.natives(kapitan.resources.resource_callbacks(paths))
+    callbacks = confined.natives(kapitan.resources.resource_callbacks(paths), paths)
     confined.check("file_read", name, path)   # raises, the reason in confined.refused
 
 gojsonnet turns a native's exception into "failed to execute native callback": `refused`
