@@ -20,7 +20,7 @@ from shared.engine.commodore import inventory, postprocess, refs
 from shared.engine.commodore.clusters import ClusterSpec
 from shared.engine.commodore.compile import KapitanInventory, compile_target
 from shared.engine.commodore.inventory import Places
-from shared.engine.commodore.repos import Mirrors
+from shared.engine.commodore.repos import Mirrors, shown
 from shared.engine.commodore.workdir import BOOTSTRAP, Workdir, copy_tree
 from shared.engine.errors import FleetError
 from shared.engine.tree import Tree
@@ -83,7 +83,9 @@ def _packages(workdir: Workdir, mirrors: Mirrors, places: Places) -> None:
         workdir.link(mirror.tree(sha), checkout)
         directory = checkout / spec.path if spec.path else checkout
         if not directory.is_dir():
-            raise FleetError(f"package {name!r} ({spec.url} {spec.version}) has no {spec.path}/")
+            raise FleetError(
+                f"package {name!r} ({shown(spec.url)} {spec.version}) has no {spec.path}/"
+            )
         workdir.link(directory, workdir.classes / name)
 
 
@@ -104,7 +106,7 @@ def _global(workdir: Workdir, mirrors: Mirrors, url: str, revision: str | None) 
     workdir.link(mirror.tree(sha), target)
     if not (target / GLOBAL_CLASS).is_file():
         raise FleetError(
-            f"global repository {url} has no {GLOBAL_CLASS} (class "
+            f"global repository {shown(url)} has no {GLOBAL_CLASS} (class "
             "global.commodore, which every target includes)"
         )
 
@@ -130,7 +132,7 @@ def _components(
         for folder, file in (("components", f"{name}.yml"), ("defaults", "defaults.yml")):
             source = directory / "class" / file
             if not source.is_file():
-                raise FleetError(f"{what} ({spec.url} {spec.version}) has no class/{file}")
+                raise FleetError(f"{what} ({shown(spec.url)} {spec.version}) has no class/{file}")
             workdir.link(source, workdir.classes / folder / f"{instance}.yml")
         if instance == name:
             _libraries(workdir, name, directory, names)

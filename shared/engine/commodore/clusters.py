@@ -42,8 +42,9 @@ class ClusterSpec:
 
 
 class Clusters:
-    def __init__(self, settings: CommodoreSettings) -> None:
+    def __init__(self, settings: CommodoreSettings, url_line: int | None = None) -> None:
         self.settings = settings
+        self._url_line = url_line  # rollwright.yaml's commodore.lieutenant.url, for messages
         self._api: Lieutenant | None = None
         self._tenant: dict[str, Any] | None = None
         self._answers: dict[str, dict[str, Any]] = {}
@@ -52,7 +53,7 @@ class Clusters:
     @property
     def api(self) -> Lieutenant | None:
         if self._api is None and self.settings.lieutenant is not None:
-            self._api = Lieutenant.from_settings(self.settings.lieutenant)
+            self._api = Lieutenant.from_settings(self.settings.lieutenant, self._url_line)
         return self._api
 
     def _tenant_id(self) -> str:

@@ -24,6 +24,7 @@ from kapitan.inventory.backends.reclass_rs import ReclassRsInventory
 from kapitan.refs.base import RefController, Revealer
 from kapitan.utils import prune_empty
 
+from shared.engine.commodore.confine import Confinement
 from shared.engine.commodore.workdir import Workdir
 from shared.engine.commodore.yamlout import kapitan_yaml
 from shared.engine.errors import FleetError
@@ -56,8 +57,8 @@ class KapitanInventory:
         return self._inventory.inventory
 
 
-def natives(paths: list[str], inventory: KapitanInventory) -> dict[str, Any]:
-    callbacks: dict[str, Any] = kapitan.resources.resource_callbacks(paths)
+def natives(paths: list[str], inventory: KapitanInventory, confined: Confinement) -> dict[str, Any]:
+    callbacks: dict[str, Any] = confined.natives(kapitan.resources.resource_callbacks(paths), paths)
     callbacks["inventory"] = (("target", "inv_path"), inventory.native)
     return callbacks
 
@@ -78,6 +79,8 @@ def compile_target(
             "git or http files) are not supported by the commodore layout yet"
         )
     paths = search_paths(workdir)
+    confined = Confinement(workdir, target)
+    compiled = workdir.compiled.resolve()
     controller = RefController(str(workdir.refs))
     revealer = Revealer(controller)
     for index, entry in enumerate(entries):
@@ -92,13 +95,27 @@ def compile_target(
         if output_type not in ("yaml", "yml"):
             raise FleetError(f"{where}: output_type {output_type!r} is not supported (yaml only)")
         out_dir = workdir.compiled / target.replace(".", "/") / str(entry.get("output_path", ""))
+        if not Path(os.path.realpath(out_dir)).is_relative_to(compiled):
+            raise FleetError(
+                f"{where}.output_path: {entry.get('output_path')!r} leaves compiled/{target}/"
+            )
         out_dir.mkdir(parents=True, exist_ok=True)
-        for input_path in entry.get("input_paths") or []:
+        for number, input_path in enumerate(entry.get("input_paths") or []):
             found = _expand(str(input_path), paths)
             if not found and not entry.get("ignore_missing", False):
                 raise FleetError(describe(f"{where}: input {input_path} not found"))
             for path in found:
-                _compile_file(path, out_dir, target, paths, inventory, revealer, entry, describe)
+                if not confined.allows(path):
+                    raise FleetError(
+                        describe(
+                            f"{where}.input_paths[{number}]: {str(input_path)!r} refused: "
+                            "it is outside the component's working directory"
+                        )
+                    )
+            for path in found:
+                _compile_file(
+                    path, out_dir, target, paths, inventory, revealer, entry, describe, confined
+                )
 
 
 def _expand(input_path: str, paths: list[str]) -> list[str]:
@@ -113,11 +130,12 @@ def _expand(input_path: str, paths: list[str]) -> list[str]:
     return sorted(found)
 
 
-def _jsonnet_error(target: str, text: str) -> str:
+def _jsonnet_error(target: str, text: str, reason: str | None = None) -> str:
     """gojsonnet's message as `component 'x': <file>:<line>: <error>`, its first frame the
-    place (a component file, relative to the working directory, as the component names it)."""
+    place (a component file, relative to the working directory, as the component names it);
+    `reason` in place of the error gojsonnet gives (a native's refusal)."""
     lines = text.strip().splitlines()
-    first = lines[0] if lines else text
+    first = reason or (lines[0] if lines else text)
     frame = next((m for m in map(_FRAME.search, lines[1:]) if m), None)
     if frame is None:
         return f"component {target!r}: Jsonnet error: {first}"
@@ -133,20 +151,24 @@ def _compile_file(
     revealer: Revealer,
     entry: dict[str, Any],
     describe: Callable[[str], str],
+    confined: Confinement,
 ) -> None:
-    def imports(cwd: str, name: str) -> tuple[str, bytes]:
+    def search(cwd: str, name: str) -> tuple[str, bytes]:
         found: tuple[str, bytes] = kapitan.resources.search_imports(cwd, name, paths)
         return found
 
+    confined.refused = None
     try:
         text = _gojsonnet.evaluate_file(
             path,
-            import_callback=imports,
-            native_callbacks=natives(paths, inventory),
+            import_callback=confined.imports(search, paths),
+            native_callbacks=natives(paths, inventory, confined),
             ext_vars={"target": target},
         )
-    except RuntimeError as err:
-        raise FleetError(describe(_jsonnet_error(target, str(err)))) from None
+    except (RuntimeError, UnicodeDecodeError) as err:
+        # UnicodeDecodeError: gojsonnet's text of a refused import may come back mangled.
+        message = _jsonnet_error(target, str(err), confined.refused)
+        raise FleetError(describe(message)) from None
     finally:
         # Kapitan caches imported files by path for the whole process; working directories
         # are temporary, so a later render must not see this one's files.
@@ -164,6 +186,8 @@ def _compile_file(
                 f"component {target!r}: output {key!r}: secret reference: {err}"
             ) from None
         file = out_dir / f"{key}.yaml"
+        if not Path(os.path.realpath(file)).is_relative_to(out_dir.resolve()):
+            raise FleetError(f"component {target!r}: output {key!r} leaves its output_path")
         file.parent.mkdir(parents=True, exist_ok=True)
         # Kapitan opens the file before it sees that the value is empty: an empty file.
         file.write_text(kapitan_yaml(value) if value else "")

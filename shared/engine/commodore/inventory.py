@@ -16,6 +16,7 @@ from typing import Any
 
 import reclass_rs
 
+from shared.engine.commodore.repos import shown
 from shared.engine.commodore.workdir import BOOTSTRAP, Workdir, parameters_key
 from shared.engine.errors import FleetError
 
@@ -50,7 +51,7 @@ class Places:
             return FleetError(message, path=rel.removeprefix(tenant_dir), line=line)
         if rel.startswith("inventory/classes/global/"):
             inner = rel.removeprefix("inventory/classes/global/")
-            return FleetError(f"global repository {self.global_url} {inner}{at}: {message}")
+            return FleetError(f"global repository {shown(self.global_url)} {inner}{at}: {message}")
         if rel.startswith("inventory/classes/"):
             package, _, inner = rel.removeprefix("inventory/classes/").partition("/")
             if package not in ("params", "components", "defaults") and inner:

@@ -15,6 +15,7 @@ from shared.engine.errors import FleetError, Problem
 from shared.engine.layout import ReleaseInfo
 from shared.engine.secrets.origin import hash_secret_objects
 from shared.engine.tree import Tree
+from shared.engine.yamldoc import key_line
 
 
 class CommodoreLayout:
@@ -23,7 +24,7 @@ class CommodoreLayout:
     def __init__(self, tree: Tree, config: FleetConfig) -> None:
         self.tree = tree
         self.config = config
-        self.clusters = Clusters(config.commodore)
+        self.clusters = Clusters(config.commodore, _lieutenant_url_line(tree))
         self._renders: dict[str, dict[str, bytes]] = {}
         self._reader = ClassReader(tree)
 
@@ -106,3 +107,10 @@ class CommodoreLayout:
 
     def refusals(self, root: str) -> list[Problem]:
         return []
+
+
+def _lieutenant_url_line(tree: Tree) -> int | None:
+    """rollwright.yaml's line of `commodore.lieutenant.url`, to place a refused URL."""
+    if not tree.is_file(CONFIG_FILE):
+        return None
+    return key_line(tree.read_text(CONFIG_FILE), ("commodore", "lieutenant", "url"))

@@ -4,8 +4,10 @@ tenant's cluster list (`GET /clusters?tenant=<id>`), with `Authorization: Bearer
     api = Lieutenant.from_settings(settings.lieutenant)
     api.cluster("c-demo")   # {"id": ..., "tenant": ..., "facts": {...}, "gitRepo": {...}}
 
-The URL is rollwright.yaml's `commodore.lieutenant.url` or `$COMMODORE_API_URL`, the token
-`$COMMODORE_API_TOKEN`, as with Commodore. An API that cannot be reached, or answers 5xx, is
+The URL is the operator's `$COMMODORE_API_URL`, the token `$COMMODORE_API_TOKEN`, as with
+Commodore. rollwright.yaml (which any branch changes) never chooses where the token goes: its
+`commodore.lieutenant.url` must equal `$COMMODORE_API_URL` when that is set, and without it is
+asked without a token. An API that cannot be reached, or answers 5xx, is
 not the fleet's fault: the error is retryable, and nothing renders from a partial answer. The
 token never appears in a message."""
 
@@ -13,9 +15,11 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from shared.engine.commodore.repos import shown
 from shared.engine.config.commodore import Lieutenant as LieutenantSettings
 from shared.engine.config.fleet import CONFIG_FILE
 from shared.engine.errors import FleetError
@@ -30,35 +34,47 @@ class LieutenantUnreachable(FleetError):
 
 
 class Lieutenant:
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(self, url: str, token: str | None) -> None:
         self.url = url.rstrip("/")
         self._token = token
 
     def __repr__(self) -> str:  # the token never shows in logs or tracebacks
-        return f"Lieutenant(url={self.url!r})"
+        return f"Lieutenant(url={shown(self.url)!r})"
 
     @classmethod
-    def from_settings(cls, settings: LieutenantSettings) -> Lieutenant:
-        url = settings.url or os.environ.get(URL_ENV, "")
-        if not url:
+    def from_settings(cls, settings: LieutenantSettings, line: int | None = None) -> Lieutenant:
+        """The API at the operator's `$COMMODORE_API_URL` with `$COMMODORE_API_TOKEN`. A URL in
+        rollwright.yaml (at `line`) must be that URL: a branch must not send the token to a
+        server of its choosing. Without `$COMMODORE_API_URL` it is asked without a token."""
+        operator = os.environ.get(URL_ENV, "")
+        if operator and settings.url and _normal(settings.url) != _normal(operator):
+            raise FleetError(
+                f"commodore.lieutenant.url {shown(settings.url)!r} is not the operator's {URL_ENV} "
+                "(the Lieutenant token is sent only there): remove it or set it to that URL",
+                path=CONFIG_FILE,
+                line=line,
+            )
+        if operator:
+            token = os.environ.get(TOKEN_ENV, "")
+            if not token:
+                raise FleetError(
+                    f"commodore.lieutenant: {TOKEN_ENV} is not set (the Lieutenant API's token)",
+                    path=CONFIG_FILE,
+                )
+            return cls(operator, token)
+        if not settings.url:
             raise FleetError(
                 f"commodore.lieutenant: no url, and {URL_ENV} is not set", path=CONFIG_FILE
             )
-        token = os.environ.get(TOKEN_ENV, "")
-        if not token:
-            raise FleetError(
-                f"commodore.lieutenant: {TOKEN_ENV} is not set (the Lieutenant API's token)",
-                path=CONFIG_FILE,
-            )
-        return cls(url, token)
+        return cls(settings.url, None)
 
     def _get(self, path: str, params: dict[str, str] | None = None) -> Any:
-        where = f"Lieutenant {self.url}/{path}"
+        where = f"Lieutenant {shown(self.url)}/{path}"
         try:
             answer = httpx.get(
                 f"{self.url}/{path}",
                 params=params,
-                headers={"Authorization": f"Bearer {self._token}"},
+                headers={"Authorization": f"Bearer {self._token}"} if self._token else {},
                 timeout=TIMEOUT_SECONDS,
                 follow_redirects=True,
             )
@@ -92,3 +108,10 @@ class Lieutenant:
         if not isinstance(body, list):
             raise FleetError(f"Lieutenant: the clusters of tenant {tenant_id!r}: not a list")
         return [c for c in body if isinstance(c, dict)]
+
+
+def _normal(url: str) -> str:
+    """`url` compared as a place: scheme and host in lower case, no trailing slash."""
+    parts = urlsplit(url.strip())
+    path = parts.path.rstrip("/")
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, parts.query, ""))

@@ -18,6 +18,7 @@ import _gojsonnet
 import commodore
 from commodore.helpers import yaml_load, yaml_load_all
 
+from shared.engine.commodore.confine import Confinement
 from shared.engine.commodore.workdir import Workdir
 from shared.engine.commodore.yamlout import commodore_yaml
 from shared.engine.errors import FleetError
@@ -31,9 +32,9 @@ def _list_dir(directory: str, basename: bool) -> list[str]:
     return [p.name for p in files] if basename else [str(p) for p in files]
 
 
-def _importer(workdir: Workdir) -> Any:
+def _importer(workdir: Workdir, confined: Confinement) -> Any:
     """Commodore's filter import search: the importing file's directory, the working
-    directory, Commodore's install directory, vendor/."""
+    directory, Commodore's install directory, vendor/; no absolute imports, nothing outside."""
     search = [
         workdir.root.resolve(),
         Path(commodore.__install_dir__).resolve(),
@@ -41,9 +42,12 @@ def _importer(workdir: Workdir) -> Any:
     ]
 
     def imports(base: str, rel: str) -> tuple[str, bytes]:
+        if os.path.isabs(rel):
+            raise confined.refuse("import", rel)
         for directory in [Path(base), *search]:
-            path = Path(rel) if rel.startswith("/") else directory / rel
+            path = directory / rel
             if path.is_file():
+                confined.check("import", rel, path, libraries=True)
                 return str(path), path.read_bytes()
         raise RuntimeError(f"file not found: {rel}")
 
@@ -58,6 +62,8 @@ def run_filters(
     node: dict[str, Any],
 ) -> None:
     """The filters of instance `target` of `component`, its files in `component_dir`."""
+    confined = Confinement(workdir, target)
+    compiled = workdir.compiled.resolve()
     filters = ((node["parameters"].get("commodore") or {}).get("postprocess") or {}).get(
         "filters"
     ) or []
@@ -69,6 +75,8 @@ def run_filters(
         if not isinstance(enabled, bool):
             raise FleetError(f"{where}: 'enabled' must be true or false")
         output_dir = workdir.compiled / target / str(spec["path"])
+        if not Path(os.path.realpath(output_dir)).is_relative_to(compiled):
+            raise FleetError(f"{where}.path: {spec['path']!r} leaves compiled/")
         kind, name = spec["type"], str(spec["filter"])
         args = dict(spec.get("filterargs") or {})
         if kind == "builtin":
@@ -97,6 +105,8 @@ def run_filters(
             }
         elif kind == "jsonnet":
             file = component_dir / name
+            if not Path(os.path.realpath(file)).is_relative_to(component_dir.resolve()):
+                raise FleetError(f"{where}.filter: {name!r} refused: it is outside the component")
             if not file.is_file():
                 raise FleetError(
                     f"{where}: Jsonnet filter {name!r} does not exist in the component"
@@ -106,7 +116,7 @@ def run_filters(
             ext = args
         else:
             raise FleetError(f"{where}: unknown filter type {kind!r}")
-        _run(workdir, component, node, file, output_dir, ext, where)
+        _run(workdir, component, node, file, output_dir, ext, where, confined)
 
 
 def _run(
@@ -117,6 +127,7 @@ def _run(
     output_dir: Path,
     ext: dict[str, Any],
     where: str,
+    confined: Confinement,
 ) -> None:
     # Commodore passes the component's name as both, also for an instance of another name.
     variables = {
@@ -126,21 +137,26 @@ def _run(
         "output_path": str(output_dir),
     }
     natives = {
-        "yaml_load": (("file",), yaml_load),
-        "yaml_load_all": (("file",), yaml_load_all),
-        "list_dir": (("dir", "basename"), _list_dir),
+        "yaml_load": (("file",), confined.reader("yaml_load", yaml_load)),
+        "yaml_load_all": (("file",), confined.reader("yaml_load_all", yaml_load_all)),
+        "list_dir": (("dir", "basename"), confined.reader("list_dir", _list_dir)),
         "commodore_inventory": ((), lambda: node),
     }
+    confined.refused = None
     try:
         text = _gojsonnet.evaluate_file(
             str(file),
-            import_callback=_importer(workdir),
+            import_callback=_importer(workdir, confined),
             native_callbacks=natives,
             ext_vars=variables,
         )
-    except RuntimeError as err:
-        raise FleetError(workdir.relative(f"{where}: filter failed: {err}")) from None
+    except (RuntimeError, UnicodeDecodeError) as err:
+        # UnicodeDecodeError: gojsonnet's text of a refused import may come back mangled.
+        reason = confined.refused or str(err)
+        raise FleetError(workdir.relative(f"{where}: filter failed: {reason}")) from None
     for key, value in json.loads(text).items():
         out = output_dir / f"{key}.yaml"
+        if not Path(os.path.realpath(out)).is_relative_to(output_dir.resolve()):
+            raise FleetError(f"{where}: output {key!r} leaves the filter's path")
         os.makedirs(out.parent, exist_ok=True)
         out.write_text(commodore_yaml(value))

@@ -114,7 +114,15 @@ class Mirror:
             raise RepoError(f"cannot read commit {sha[:12]} of {shown(self.url)}: {found.detail()}")
         dest.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(found.stdout)) as tar:
-            tar.extractall(dest, filter="tar")
+            try:
+                # "data": no link leads out of the files (a component's Jsonnet or Jinja2
+                # template would read the worker's files through it).
+                tar.extractall(dest, filter="data")
+            except tarfile.FilterError as err:
+                raise FleetError(
+                    f"commit {sha[:12]} of {shown(self.url)}: {err} (refused: links must "
+                    "stay inside the repository)"
+                ) from None
 
     def tree(self, sha: str) -> Path:
         """The files of commit `sha`, extracted once into the cache (`trees/<sha>`) and shared

@@ -70,7 +70,10 @@ class Lieutenant(StrictModel):
     its token is `$COMMODORE_API_TOKEN`, as with Commodore."""
 
     url: str | None = Field(
-        default=None, description="The API's URL; default: `$COMMODORE_API_URL`."
+        default=None,
+        description="The API's URL; default: `$COMMODORE_API_URL`. With that set, only the "
+        "same URL is accepted (the token goes nowhere else); without it, this URL is asked "
+        "without a token.",
     )
 
 

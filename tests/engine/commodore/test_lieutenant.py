@@ -104,12 +104,53 @@ def test_without_a_token_nothing_is_asked(
     tenant: Tenant, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("COMMODORE_API_TOKEN", raising=False)
-    checkout = with_lieutenant(
-        tenant, tmp_path, {"lieutenant": {"url": "http://127.0.0.1:9"}, "tenant": {"id": "t-acme"}}
-    )
+    monkeypatch.setenv("COMMODORE_API_URL", "http://127.0.0.1:9")
+    checkout = with_lieutenant(tenant, tmp_path, {"lieutenant": {}, "tenant": {"id": "t-acme"}})
     with pytest.raises(FleetError) as caught:
         Fleet.open(WorkTree(checkout)).roots()
     assert "COMMODORE_API_TOKEN is not set" in str(caught.value)
+
+
+def test_the_token_never_goes_to_a_url_rollwright_yaml_chooses(
+    tenant: Tenant, tmp_path: Path, lieutenant: FakeLieutenant
+) -> None:
+    with FakeLieutenant(tenant.clusters, tenant.tenants) as elsewhere:
+        checkout = with_lieutenant(
+            tenant, tmp_path, {"lieutenant": {"url": elsewhere.url}, "tenant": {"id": "t-acme"}}
+        )
+        with pytest.raises(FleetError) as caught:
+            Fleet.open(WorkTree(checkout)).roots()
+        assert elsewhere.requests == []
+    assert lieutenant.requests == []
+    assert caught.value.path == "rollwright.yaml"
+    assert caught.value.line == 3  # yaml.safe_dump: commodore, lieutenant, url
+    assert "is not the operator's COMMODORE_API_URL" in str(caught.value)
+    assert "lieutenant-test-token" not in str(caught.value)
+
+
+def test_the_operators_url_may_be_repeated_in_rollwright_yaml(
+    tenant: Tenant, tmp_path: Path, lieutenant: FakeLieutenant
+) -> None:
+    same = lieutenant.url.replace("http://", "HTTP://") + "/"
+    checkout = with_lieutenant(
+        tenant, tmp_path, {"lieutenant": {"url": same}, "tenant": {"id": "t-acme"}}
+    )
+    assert Fleet.open(WorkTree(checkout)).roots() == sorted(CLUSTERS)
+    assert all(r.endswith("Bearer lieutenant-test-token") for r in lieutenant.requests)
+
+
+def test_without_the_operators_url_rollwright_yamls_is_asked_without_the_token(
+    tenant: Tenant, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COMMODORE_API_URL", raising=False)
+    monkeypatch.setenv("COMMODORE_API_TOKEN", "lieutenant-test-token")
+    with FakeLieutenant(tenant.clusters, tenant.tenants) as api:
+        checkout = with_lieutenant(
+            tenant, tmp_path, {"lieutenant": {"url": api.url}, "tenant": {"id": "t-acme"}}
+        )
+        assert Fleet.open(WorkTree(checkout)).roots() == sorted(CLUSTERS)
+    assert api.requests
+    assert all(r.endswith(" None") for r in api.requests)
 
 
 def test_a_cluster_id_without_lieutenant_is_refused(tenant: Tenant, tmp_path: Path) -> None:
