@@ -139,8 +139,8 @@ class CatalogPublisher:
         mirror: GitMirror,
         build_tree: TreeBuilder,
     ) -> CatalogOutcome:
-        # Imported here: the commodore layout needs the rollwright[commodore] extra, which a
-        # worker serving no commodore fleet may not have.
+        # Imported on first use, as the layout registry loads the layout (a worker serving no
+        # commodore fleet may lack the rollwright[commodore] extra): Kapitan's start-up time.
         from shared.engine.commodore.clusters import Clusters  # noqa: PLC0415
         from shared.engine.commodore.compilemeta import CompileRecord, VersionInfo  # noqa: PLC0415
         from shared.engine.commodore.lieutenant import Lieutenant  # noqa: PLC0415
@@ -245,6 +245,7 @@ class CatalogPublisher:
 
 def _compiled_from(fleet: Fleet, root: str) -> object:
     """The commits the cluster's catalog was compiled from (the render just made)."""
+    # On first use, for the start-up time and the optional extra (see `publish`).
     from shared.engine.commodore.layout import CommodoreLayout  # noqa: PLC0415
 
     if not isinstance(fleet.layout, CommodoreLayout):
