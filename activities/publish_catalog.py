@@ -141,8 +141,8 @@ class CatalogPublisher:
     ) -> CatalogOutcome:
         # Imported on first use, as the layout registry loads the layout (a worker serving no
         # commodore fleet may lack the rollwright[commodore] extra): Kapitan's start-up time.
+        from shared.engine.commodore import compilemeta  # noqa: PLC0415
         from shared.engine.commodore.clusters import Clusters  # noqa: PLC0415
-        from shared.engine.commodore.compilemeta import CompileRecord, VersionInfo  # noqa: PLC0415
         from shared.engine.commodore.lieutenant import Lieutenant  # noqa: PLC0415
 
         root = request.root
@@ -192,8 +192,8 @@ class CatalogPublisher:
                 f"its catalog repository ({target.label}); archive it on purpose"
             )
         inspected = tree.inspected
-        assert isinstance(inspected, CompileRecord)
-        tenant = VersionInfo(
+        assert isinstance(inspected, compilemeta.CompileRecord)
+        tenant = compilemeta.VersionInfo(
             spec.tenant_url or request.repo.clone_url or request.repo.html_url,
             request.repo.default_branch,
             request.revision,
@@ -212,14 +212,16 @@ class CatalogPublisher:
             root=root,
             replaced=CATALOG_DIRECTORIES,
         )
-        ours = not outcome.already_published or _carries(
-            self.git.message_of(target, outcome.commit), request.deployment_id
-        )
+        landed = self.git.message_of(target, outcome.commit)
+        ours = not outcome.already_published or _carries(landed, request.deployment_id)
         reported = False
         if ours and lieutenant is not None:
-            if outcome.already_published:  # an earlier attempt's commit: its own body
-                stored = self.blobs.get(key)
-                body = json.loads(stored) if stored is not None else body
+            if outcome.already_published:
+                # Another attempt of this deployment committed meanwhile: report its commit's
+                # timestamp, the one Lieutenant must agree with.
+                stamp = compilemeta.timestamp_of(landed)
+                if stamp is not None:
+                    body["lastCompile"] = stamp.isoformat(timespec="milliseconds")
             lieutenant.post_compile_meta(root, body)
             reported = True
         link = self._pull(request, target, default) if pull and ours else ""

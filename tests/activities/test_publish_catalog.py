@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +20,14 @@ from temporalio.exceptions import ApplicationError
 
 from activities.publish_catalog import catalog_target, compile_meta_key
 from activities.publish_git import TRAILER
+from activities.publish_plaintext import PublishTree, fleet_config, publish_tree
 from activities.render import render_checkout
 from shared.contracts.deploy import RepoRef
 from shared.devstack.gitremotes import write_gitconfig
 from shared.devstack.lieutenant import LieutenantSchemas
 from shared.engine.commodore.compilemeta import timestamp_of
 from shared.engine.errors import FleetError
+from shared.engine.fleet import Fleet
 from tests.support.catalog_publish import (
     TOKEN,
     CatalogWorld,
@@ -307,3 +309,34 @@ def test_commit_and_report_equal_commodores(world: CatalogWorld, tmp_path: Path)
         body.pop("lastCompile")
         body.pop("commodoreBuildInfo")
     assert our_body == their_body
+
+
+def test_an_attempt_overtaken_by_another_reports_that_commit(world: CatalogWorld) -> None:
+    """Two attempts of one deployment (a heartbeat timeout let Temporal start a second while
+    the first still ran): the one that finds the other's commit when it pushes makes none and
+    reports the commit's own timestamp."""
+    request = world.request("c-one", "dep-1")
+    targets = world.activities.targets
+    assert targets is not None and targets.catalog is not None
+    config = fleet_config(targets.mirror, request)
+
+    def overtaken(inspect: Callable[[Fleet], object]) -> PublishTree:
+        world.publish(request)  # the other attempt commits and reports first
+        return publish_tree(
+            targets.mirror,
+            request,
+            config,
+            expected_digest=str(request.render_digest),
+            target="the catalog repository",
+            published_path=lambda path: path,
+            inspect=inspect,
+        )
+
+    outcome = targets.catalog.publish(request, config, targets.mirror, overtaken)
+    assert outcome.already_published and outcome.reported
+    assert git(world.catalog("c-one"), "rev-list", "--count", "main") == "2"
+    stamp = timestamp_of(commit_message(world.catalog("c-one")))
+    assert stamp is not None
+    bodies = [body for _, body in world.lieutenant.reported()]
+    assert len(bodies) == 2
+    assert {b["lastCompile"] for b in bodies} == {stamp.isoformat(timespec="milliseconds")}
