@@ -269,28 +269,43 @@ def test_the_installation_token_goes_only_to_the_configured_github() -> None:
 
 
 @needs_commodore
-def test_commit_and_report_equal_commodores(world: CatalogWorld, tmp_path: Path) -> None:
-    """The real Commodore pushes c-one's catalog to a copy of the same catalog repository and
+@pytest.mark.parametrize("cluster", ["c-one", "c-three"])
+def test_commit_and_report_equal_commodores(
+    world: CatalogWorld, tmp_path: Path, cluster: str
+) -> None:
+    """The real Commodore pushes the cluster's catalog to a copy of the same catalog repository and
     reports to the same Lieutenant: the commits' trees are identical, the messages too but for
     the timestamp and rollwright's trailer, the compileMeta bodies but for the timestamp and
     who compiled."""
     assert VENV is not None
+    if cluster == "c-three":
+        # Its Secrets hold the component's literal default password, which Commodore would
+        # commit as it is: rollwright refuses (publish.secrets: refuse) ...
+        with pytest.raises(ApplicationError, match=r"manifests/demo/10_secret\.yaml") as caught:
+            world.publish(world.request(cluster, "dep-0"))
+        assert caught.value.non_retryable and "changeme" not in caught.value.message
+        # ... until they are Vault references, as a tenant would make them.
+        ref = "'?{vaultkv:${cluster:tenant}/${cluster:name}/%s/password}'"
+        text = (world.tenant.checkout / "c-three.yml").read_text()
+        text = text.replace("    replicas: 3\n", f"    replicas: 3\n    password: {ref % 'next'}\n")
+        text = text.replace("      - --three\n", f"      - --three\n    password: {ref % 'demo'}\n")
+        world.commit({"c-three.yml": text}, "c-three: Vault references")
     theirs = tmp_path / "theirs.git"
-    shutil.copytree(world.catalog("c-one"), theirs)
+    shutil.copytree(world.catalog(cluster), theirs)
     home = tmp_path / "home"
     home.mkdir()
     # Commodore's git reads ~/.gitconfig: the catalog URL is the copy for it
     # (Commodore pushes an https catalog at its ssh:// twin)
-    ssh = catalog_url("c-one").replace("https://", "ssh://git@")
-    rewrites = {**world.rewrites, catalog_url("c-one"): theirs, ssh: theirs}
+    ssh = catalog_url(cluster).replace("https://", "ssh://git@")
+    rewrites = {**world.rewrites, catalog_url(cluster): theirs, ssh: theirs}
     write_gitconfig(home / ".gitconfig", rewrites)
     done = compile_with_commodore(
-        VENV, tmp_path / "work", "c-one", world.lieutenant.url, home, push=True
+        VENV, tmp_path / "work", cluster, world.lieutenant.url, home, push=True
     )
     assert done.returncode == 0, done.stderr
-    assert [c for c, _ in world.lieutenant.reported()] == ["c-one"]
-    world.publish(world.request("c-one", "dep-1"))
-    ours = world.catalog("c-one")
+    assert [c for c, _ in world.lieutenant.reported()] == [cluster]
+    world.publish(world.request(cluster, "dep-1"))
+    ours = world.catalog(cluster)
 
     assert catalog_files(ours) == catalog_files(theirs)
     assert tree_bytes(tmp_path / "work" / "catalog" / "manifests")  # it did compile
@@ -309,6 +324,9 @@ def test_commit_and_report_equal_commodores(world: CatalogWorld, tmp_path: Path)
         body.pop("lastCompile")
         body.pop("commodoreBuildInfo")
     assert our_body == their_body
+    if cluster == "c-three":  # a configuration package, with a path, in both
+        assert our_body["packages"]["monitoring"]["path"] == "classes"
+        assert "Package commits:\n * monitoring: v1.0.0 (" in our_message
 
 
 def test_an_attempt_overtaken_by_another_reports_that_commit(world: CatalogWorld) -> None:

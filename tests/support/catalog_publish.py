@@ -33,7 +33,7 @@ from tests.support.gitrepo import commit_all, git
 TOKEN = "test-token"  # the one compile_with_commodore sends
 CATALOG_HOST = "https://git.example.test/syn"
 GITHUB = "https://github.example"
-CLUSTERS = ("c-one", "c-two")
+CLUSTERS = ("c-one", "c-two", "c-three")  # c-three: a configuration package
 
 
 def catalog_url(cluster: str) -> str:
