@@ -21,7 +21,7 @@ from activities.github import GitHubAccess
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
 from activities.render import shared_fleet
-from activities.store import FILES_DIR, load_render_meta
+from activities.store import FILES_DIR, load_render, load_render_meta
 from shared.contracts.activityrefs import (
     ACT_CARRY_OVER,
     ACT_JUDGE_REVIEW,
@@ -40,11 +40,13 @@ from shared.contracts.preview import preview_fingerprints_key
 from shared.engine.atlas.layout import AtlasLayout
 from shared.engine.config.fleet import FleetConfig
 from shared.engine.fleet import detect_layout
+from shared.engine.policies.sets import check_root, sets_for
 from shared.engine.tree import WorkTree
 from shared.github.app import GitHubApp, PullOfCommit
 from shared.review.diff import fingerprint
 from shared.review.governance import decide, policy_for, teams_named
 from shared.review.owners import changed_paths, owners_for
+from shared.review.policies import findings_of, policy_checks
 from shared.stores.blob import BlobStore
 
 # How long GitHub's list of a commit's pull requests is reused: every root of a merged revision
@@ -54,6 +56,8 @@ from shared.stores.blob import BlobStore
 # safe side, but needlessly).
 PULLS_SECONDS = 60.0
 NO_PULLS_SECONDS = 5.0
+# Policy findings written to a job log one line each (an S3 append rewrites the whole log).
+JOB_LOG_FINDINGS = 200
 
 
 class GovernanceActivities:
@@ -129,7 +133,42 @@ class GovernanceActivities:
                     owners = owners_for(
                         tree, config, layout, request.root, changed, read, planner=planner
                     )
-        return policy_for(config, request.root, layout, author=request.author, owners=owners)
+        policy = policy_for(config, request.root, layout, author=request.author, owners=owners)
+        if request.new_prefix and sets_for(config, request.root):
+            policy = self._checked(request, tree, config, policy)
+        return policy
+
+    def _checked(
+        self,
+        request: ReviewPolicyRequest,
+        tree: WorkTree,
+        config: FleetConfig,
+        policy: ReviewPolicy,
+    ) -> ReviewPolicy:
+        """The root's policy sets run over its stored (redacted) render: every finding goes to
+        the job log, the first ones and a requirement per set with failing denies to the
+        policy."""
+        assert request.new_prefix is not None
+        render = load_render(self.blobs, request.new_prefix)
+        findings = findings_of(check_root(tree, config, request.root, render.files))
+        checks, requirements = policy_checks(config, request.root, findings)
+        for finding in findings[:JOB_LOG_FINDINGS]:
+            self.jobs.write(
+                request.deployment_id,
+                f"policy {finding.level}",
+                policy_set=finding.policy_set,
+                object=finding.subject(),
+                policy=finding.policy,
+                says=finding.message,
+            )
+        self.jobs.write(
+            request.deployment_id,
+            "policy checks done",
+            sets=checks.sets,
+            denies=checks.denies,
+            warnings=checks.warnings,
+        )
+        return policy.model_copy(update={"policy_sets": requirements, "checks": checks})
 
     @activity.defn(name=ACT_JUDGE_REVIEW.name)
     async def judge_review(self, request: JudgeRequest) -> Verdict:

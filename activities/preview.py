@@ -410,6 +410,13 @@ def _summary(
         f"- Resources: {c.added} added, {c.removed} removed, {c.changed} changed"
         + (f"; {c.hidden} hidden as noise" if c.hidden else ""),
     ]
+    findings = [f for r in report.roots for f in r.policies]
+    if findings:
+        denies = sum(1 for f in findings if f.level == "deny")
+        lines.append(
+            f"- Policy checks: {denies} denied, {len(findings) - denies} warning(s)"
+            + (" (deployments wait for an owner of each set)" if denies else "")
+        )
     for status, label in (("added", "Roots added"), ("removed", "Roots removed")):
         names = [r.root for r in report.roots if r.status == status]
         if names:
@@ -426,6 +433,11 @@ def _summary(
     errors = ([("the PR side", report.error)] if report.error else []) + [
         (f"`{r.root}`", r.head_error or "") for r in report.head_errors[:5]
     ]
+    errors += [
+        (f"`{r.root}` (policy sets)", r.policy_error)
+        for r in report.roots
+        if r.policy_error is not None
+    ][:5]
     if errors:
         lines += ["", "**The PR side fails to render**", ""]
         for where, message in errors:

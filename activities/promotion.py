@@ -271,16 +271,18 @@ class PromotionActivities:
     async def rollback(self, request: RollbackRequest) -> RollbackResult:
         with github_errors(), fleet_mistakes():
             result = await blocking(self._rollback, request)
-        if result.committed and self.announcer is not None and self.announcer.sinks:
+        # A retry after the revert committed finds it "already reverted": announced again,
+        # which adds nothing when the event is written (its id names the reverted promotion).
+        if result.reverted and self.announcer is not None and self.announcer.sinks:
             event = rollback_event(
                 request.repo.full_name,
                 request.patch_id,
                 request.node,
-                result.revision,
-                None,
+                result.reverted,
+                request.by,
                 datetime.now(UTC),
             )
-            await blocking(self.announcer.add, event)  # once per revert commit
+            await blocking(self.announcer.add, event)
         activity.logger.info(
             "promotion rolled back" if result.committed else "promotion not rolled back",
             extra={

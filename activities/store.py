@@ -280,11 +280,14 @@ class StoreActivities:
 
     def _record(self, record: DeploymentRecord) -> None:
         change = self.deployments.record(record)
-        if change is not None:  # once per change: a retry records none
-            if self.metrics is not None:
-                self.metrics.state_changed(change)
-            if self.announcer is not None:
-                self.announcer.deployment(record, change)
+        if change is not None and self.metrics is not None:
+            self.metrics.state_changed(change)  # once per change: a retry records none
+        if self.announcer is not None:
+            # A retry after `record` committed finds no change: the newest one is announced
+            # again, which adds nothing when its event is already written (its id is the key).
+            announced = change or self.deployments.last_change(record.deployment_id)
+            if announced is not None and announced.state == record.state:
+                self.announcer.deployment(record, announced)
         key = job_log_key(record.deployment_id)
         # Idempotent: the first state seen starts the job, a terminal one finishes it.
         self.job_index.start(record.deployment_id, record.deployment_id, "deployment", key)

@@ -30,6 +30,9 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # their INFO lines carry request URLs (GitHub's, the user lookups of POST /api/deploy)
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     uvicorn.run(
         create_app(settings),
         host=args.host,

@@ -32,9 +32,16 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
+# HTTP clients whose INFO lines carry request URLs: a Slack incoming webhook's URL is a
+# secret (the notifier posts to it), so they say only what went wrong.
+QUIET = ("httpx", "httpcore")
+
+
 def configure_logging(level: str = "info") -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    for name in QUIET:
+        logging.getLogger(name).setLevel(logging.WARNING)

@@ -527,7 +527,11 @@ class PromotionWorkflow:
             result = await calls.run(
                 ACT_PROMOTION_ROLLBACK,
                 RollbackRequest(
-                    repo=self.inp.repo, patch_id=self.inp.patch_id, node=node, reason=halt.reason
+                    repo=self.inp.repo,
+                    patch_id=self.inp.patch_id,
+                    node=node,
+                    reason=halt.reason,
+                    by=by,
                 ),
                 options=calls.GITHUB,
             )

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import httpx
@@ -37,6 +38,11 @@ TOKEN_NAME = "api token"
 LOGIN_TTL_SECONDS = 300.0
 TIMEOUT_SECONDS = 10.0
 WRITES = frozenset({"write", "admin"})
+# GitHub's token formats: prefixed (personal, OAuth, user-to-server, fine-grained, installation)
+# or an older 40-hex token (GitHub Enterprise Server)
+GITHUB_TOKEN = re.compile(
+    r"(gh[pousr]_[A-Za-z0-9_]{20,255}|github_pat_[A-Za-z0-9_]{20,255}|[0-9a-f]{40})"
+)
 
 
 class NotIdentified(Exception):
@@ -56,6 +62,8 @@ class Caller:
     kind: Literal["person", "token"]
     login: str | None = None  # a person's GitHub login
     via: Literal["github_token", "session", "api_token"] = "api_token"
+    # the GitHub token itself, kept for this request only (it must read the repository)
+    github_token: str | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -84,9 +92,10 @@ class Callers:
                 token.encode(), api.get_secret_value().encode()
             ):
                 return Caller("token")
-            if not self.settings.github_configured:
+            if not self.settings.github_configured or not GITHUB_TOKEN.fullmatch(token):
+                # another secret (the read token, an old API token) is never sent to GitHub
                 raise NotIdentified("a valid bearer token is required")
-            return Caller("person", await self._login_of(token), "github_token")
+            return Caller("person", await self._login_of(token), "github_token", token)
         if scheme:
             raise NotIdentified("a bearer token is required")
         signer = self.access.signer
@@ -127,6 +136,28 @@ class Callers:
             self._logins[digest] = (login, now + LOGIN_TTL_SECONDS)
         return login
 
+    async def _token_reads(self, token: str, repo: str) -> None:
+        """The token itself may read the repository: a token GitHub issued for something
+        else (a zero-scope sign-in to another site) says who someone is, not that they meant
+        to deploy here."""
+        try:
+            async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS) as http:
+                answer = await http.get(
+                    f"{self.settings.github_api_url.rstrip('/')}/repos/{repo}",
+                    headers={
+                        "Authorization": f"Bearer {token}",
+                        "Accept": "application/vnd.github+json",
+                    },
+                )
+        except httpx.HTTPError as err:
+            raise Unknown(
+                f"GitHub did not say what the token may read ({type(err).__name__})"
+            ) from err
+        if answer.status_code in (401, 403, 404):
+            raise Refused(f"this GitHub token cannot read {repo}: it may not deploy there")
+        if answer.status_code != 200:
+            raise Unknown(f"GitHub answered GET /repos/{repo} with {answer.status_code}")
+
     async def authorize(self, caller: Caller, repo: str, roots: list[str]) -> None:
         """Refused unless `caller` may deploy `roots` of `repo` (see the module)."""
         several = len(roots) > 1
@@ -138,6 +169,8 @@ class Callers:
                 )
             return
         assert caller.login is not None
+        if caller.github_token is not None:
+            await self._token_reads(caller.github_token, repo)
         app = self.access.github()
         try:
             permission = await run_in_threadpool(app.collaborator_permission, repo, caller.login)

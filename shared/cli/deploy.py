@@ -1,11 +1,11 @@
 """`rollwright deploy ROOT… --revision SHA [--format json]`: a manual deployment through the
 gateway's API — the rollback path (deploy an older revision) and a redeploy.
 
-It calls `POST /api/deploy` as whoever the token says: your GitHub token (`GH_TOKEN` or
-`GITHUB_TOKEN`, as `gh` and Actions set them; `gh auth token` prints yours), which the gateway
-checks with GitHub (write access to the repository; several roots at once only for the deploy
-admin team), or the API token (`ROLLWRIGHT_API_TOKEN`), which deploys as `api token`, one root at
-a time. Nobody names themselves: the check run, the job page and the audit trail show the
+It calls `POST /api/deploy` as whoever the token says: the API token (`ROLLWRIGHT_API_TOKEN`,
+taken first when set), which deploys as `api token`, one root at a time; else your GitHub token
+(`GH_TOKEN` or `GITHUB_TOKEN`; `gh auth token` prints yours), which the gateway checks with
+GitHub (write access to the repository; several roots at once only for the deploy admin
+team). Nobody names themselves: the check run, the job page and the audit trail show the
 caller GitHub vouched for. The root's DeployWorkflow queues the revision as a manual deployment:
 ahead of merged revisions, reviewed like any other, and it locks the queue for merges until
 someone clicks Unlock. Every job page shows the command that redeploys its revision.
@@ -74,8 +74,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--token",
         default=None,
-        help="bearer token (default: $GH_TOKEN or $GITHUB_TOKEN, your GitHub token; else "
-        "$ROLLWRIGHT_API_TOKEN); prefer the variables, arguments show in process lists",
+        help="bearer token (default: $ROLLWRIGHT_API_TOKEN, the machine's; else $GH_TOKEN or "
+        "$GITHUB_TOKEN, your GitHub token); prefer the variables, arguments show in process "
+        "lists",
     )
     p.add_argument(
         "--format",
@@ -89,10 +90,12 @@ def add_parsers(sub: Any) -> None:
 def cmd_deploy(args: argparse.Namespace) -> int:
     try:
         body = _request_body(args)
+        # ROLLWRIGHT_API_TOKEN first: where it is set (a pipeline) the deploy is the
+        # machine's, and GITHUB_TOKEN there is an Actions installation token, no person's.
         token = args.token or next(
             (
                 os.environ[name]
-                for name in ("GH_TOKEN", "GITHUB_TOKEN", "ROLLWRIGHT_API_TOKEN")
+                for name in ("ROLLWRIGHT_API_TOKEN", "GH_TOKEN", "GITHUB_TOKEN")
                 if os.environ.get(name)
             ),
             None,
@@ -185,18 +188,25 @@ def _post(url: str, body: dict[str, Any], token: str) -> tuple[int, Any]:
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),
-        headers={
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "Authorization": f"Bearer {token}",
-        },
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
         method="POST",
     )
+    # The token (a person's GitHub token) goes to this URL only: urllib copies ordinary
+    # headers to wherever a redirect points, and the gateway never redirects this call.
+    request.add_unredirected_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
+        with _NO_REDIRECTS.open(request, timeout=TIMEOUT_SECONDS) as response:
             return response.status, _json(response.read())
     except urllib.error.HTTPError as err:
         return err.code, _json(err.read())
+
+
+class _Refuse(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # a 3xx is answered as is: the caller prints it and exits 1
+
+
+_NO_REDIRECTS = urllib.request.build_opener(_Refuse)
 
 
 def _json(raw: bytes) -> Any:

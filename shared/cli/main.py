@@ -6,6 +6,7 @@
     rollwright render [--repo DIR] --out OUT [--root ROOT ...] [--jobs N] [--reveal[=force]]
                       [--format text|json]
     rollwright validate [--repo DIR] [--strict] [--format text|json]
+    rollwright policies [--repo DIR] [ROOT ...] [--format text|json]  (shared/cli/policies.py)
 
 Bad input never shows a traceback: fleet mistakes print `path:line: message` and exit 1.
 `render` and `validate` end with a one-line summary on stderr, in a terminal or a pipe, so a
@@ -27,6 +28,7 @@ from shared.cli import db as dbcommands
 from shared.cli import deploy as deploycommand
 from shared.cli import dev as devstack_commands
 from shared.cli import diff as preview_cli
+from shared.cli import policies as policy_cli
 from shared.cli import rollout as rollout_cli
 from shared.engine import parallel, yamldoc
 from shared.engine.affected import affected_between
@@ -283,6 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     devstack_commands.add_parsers(sub)
 
     preview_cli.add_parsers(sub)
+
+    policy_cli.add_parsers(sub)
 
     rollout_cli.add_parsers(sub)
 

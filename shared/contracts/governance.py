@@ -32,6 +32,74 @@ class OwnersRequirement(Payload):
     owners: list[str] = Field(default_factory=list)  # logins and @org/team
 
 
+PolicyLevel = Literal["deny", "warn"]
+# A policy set's requirement: `policy-set:<name>` (rollwright.yaml `policies`).
+POLICY_SET_PREFIX = "policy-set:"
+# Findings a review policy carries for the check run (the job log has more).
+MAX_FINDINGS = 30
+
+
+class PolicyFinding(Payload):
+    """One failing rule of a policy set on one rendered object (docs/governance.md)."""
+
+    policy_set: str
+    level: PolicyLevel
+    message: str  # from the redacted render: never a secret value
+    policy: str  # the rule: `data.main.deny`, `ValidatingAdmissionPolicy x: validations[0]`
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+    file: str = ""
+
+    def subject(self) -> str:
+        """`Deployment shop/web (apps/web.yaml)`."""
+        if not self.kind:
+            return "(the policy itself)"
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where} ({self.file})"
+
+
+class PolicyChecks(Payload):
+    """What the root's policy sets found on its render: totals, and the first findings
+    (denies first) up to MAX_FINDINGS."""
+
+    sets: list[str] = Field(default_factory=list)  # the sets that checked the root
+    denies: int = 0
+    warnings: int = 0
+    findings: list[PolicyFinding] = Field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """Markdown for a check run: one bullet per finding shown, and how many are not."""
+        if not self.sets:
+            return []
+        head = (
+            f"**Policy checks** ({', '.join(f'`{s}`' for s in self.sets)}): "
+            f"{self.denies} denied, {self.warnings} warning(s)."
+        )
+        out = [head]
+        if self.findings:
+            out.append(
+                "\n".join(
+                    f"- {'❌ deny' if f.level == 'deny' else '⚠️ warn'} `{f.policy_set}` "
+                    f"{f.subject()}: {f.message}"
+                    for f in self.findings
+                )
+            )
+        hidden = self.denies + self.warnings - len(self.findings)
+        if hidden > 0:
+            out.append(f"_{hidden} more finding(s) are on the job page._")
+        return out
+
+
+class PolicySetRequirement(Payload):
+    """A policy set with failing `deny` results: an owner of the set must approve."""
+
+    name: str  # the requirement's key: `policy-set:<set>`
+    policy_set: str
+    owners: list[str] = Field(default_factory=list)  # logins and @org/team
+    denies: int = 0
+
+
 class ReviewPolicy(Payload):
     """What a root's deployment needs before it publishes, resolved at its revision."""
 
@@ -42,9 +110,22 @@ class ReviewPolicy(Payload):
     author: str | None = None  # who pushed or asked for it (distinctApprover)
     rule: str = ""  # `review.rules[2]` or "" (the defaults)
     owners: list[OwnersRequirement] = Field(default_factory=list)
+    # Policy sets whose `deny` rules fail on the render, and what every set found.
+    policy_sets: list[PolicySetRequirement] = Field(default_factory=list)
+    checks: PolicyChecks | None = None
 
     def requirements(self) -> list[str]:
-        return [POLICY_REQUIREMENT, *(o.name for o in self.owners)]
+        return [
+            POLICY_REQUIREMENT,
+            *(o.name for o in self.owners),
+            *(p.name for p in self.policy_sets),
+        ]
+
+    def waived_by_admins(self) -> list[str]:
+        """The requirements an admin's approval meets: all but the policy sets', which only
+        their owners may let through."""
+        sets = {p.name for p in self.policy_sets}
+        return [r for r in self.requirements() if r not in sets]
 
     def outstanding(self, satisfied: Iterable[str]) -> list[str]:
         done = set(satisfied)
@@ -55,6 +136,15 @@ class ReviewPolicy(Payload):
         if requirement == POLICY_REQUIREMENT:
             people = self.approvers
             what = "an approver" if people else "anyone with write access"
+        elif requirement.startswith(POLICY_SET_PREFIX):
+            policy_set = next((p for p in self.policy_sets if p.name == requirement), None)
+            if policy_set is None:
+                return requirement
+            names = ", ".join(_mention(p) for p in policy_set.owners)
+            denied = f"{policy_set.denies} failing " + (
+                "deny" if policy_set.denies == 1 else "denies"
+            )
+            return f"an owner of policy set `{policy_set.policy_set}` ({denied}): {names}"
         else:
             found = next((o for o in self.owners if o.name == requirement), None)
             people = found.owners if found else []

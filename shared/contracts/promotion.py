@@ -302,6 +302,7 @@ class RollbackRequest(Payload):
     patch_id: str
     node: str  # the node whose promotion is reverted
     reason: str  # why (the halt's reason), for the commit message
+    by: str | None = None  # who clicked Roll back (None: `rollout.rollback: auto`)
 
 
 class RollbackResult(Payload):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from shared.engine.config.fleet import CONFIG_FILE
 from shared.engine.errors import FleetError, FleetErrors, Problem, by_root
 from shared.engine.fleet import Fleet, no_roots_message
+from shared.engine.policies.sets import check_files
 from shared.engine.publish_secrets import publish_refuses, secret_files, unpublishable_roots
 from shared.engine.tree import Tree
 
@@ -39,6 +40,8 @@ def check_fleet(tree: Tree, *, render: bool = True) -> Validation:
     except FleetError as err:
         return Validation([err.problem], None)
     problems = set(fleet.validate())
+    # Policy files that do not compile fail every deployment of the roots their set checks.
+    problems.update(err.problem for err in check_files(fleet.tree, fleet.config))
     try:
         roots: list[str] | None = fleet.roots()
     except FleetError:

@@ -92,7 +92,8 @@ def deployment_event(record: DeploymentRecord, change: StateChange, url: str) ->
 def rollback_event(
     repo: str, patch_id: str, node: str, commit: str, by: str | None, at: datetime
 ) -> NewEvent:
-    """A rollout's promotion reverted (the Roll back button, or `rollback: auto`)."""
+    """A rollout's promotion reverted (the Roll back button, or `rollback: auto`); `commit`
+    is the promotion commit reverted, so the event is one per promotion undone."""
     kind = "rollout.rolled_back"
     who = f" by {_login(by)}" if by else ""
     body = {

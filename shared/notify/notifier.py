@@ -89,17 +89,28 @@ class Notifier:
 
     # --- delivery ---------------------------------------------------------------------------
 
-    def deliver_due(self, now: datetime) -> int:
-        """Deliver what is due; how many rows were sent."""
+    def deliver_due(self, now: datetime, *, most: int = 50) -> int:
+        """Deliver what is due, one row claimed at a time (up to `most` this turn); how many
+        rows were sent. A row that fails unexpectedly is left to its lease and the next turn;
+        the others go on."""
         sent = 0
-        for due in self.store.claim(now, lease=LEASE):
-            sent += self._deliver(due, now)
+        for _ in range(most):
+            claimed = self.store.claim(now, lease=LEASE)
+            if not claimed:
+                break
+            try:
+                sent += self._deliver(claimed[0], now)
+            except Exception as err:  # the database away mid-row: its lease expires
+                log.warning(
+                    "notification not delivered",
+                    extra={"event": claimed[0].event_id, "error": f"{type(err).__name__}: {err}"},
+                )
         return sent
 
     def _deliver(self, due: Due, now: datetime) -> int:
         sink = self.sinks.get(due.sink)
         if sink is None:  # configured once, not any more
-            self.store.failed(due.event_id, due.sink, f"sink {due.sink!r} is not configured")
+            self.store.failed(due, f"sink {due.sink!r} is not configured")
             return 0
         request = sink.request(due.event_id, due.kind, due.body)
         try:
@@ -109,12 +120,14 @@ class Notifier:
             self._again(due, now, f"{type(err).__name__} sending to the {due.sink} sink")
             return 0
         if 200 <= answer.status_code < 300:
-            self.store.sent(due.event_id, due.sink, now)
+            if not self.store.sent(due, now):
+                log.warning("notification lease lost", extra={"event": due.event_id})
+                return 0
             log.info("notification sent", extra={"event": due.event_id, "sink": due.sink})
             return 1
         error = f"the {due.sink} sink answered HTTP {answer.status_code}"
         if 400 <= answer.status_code < 500 and answer.status_code not in (408, 429):
-            self.store.failed(due.event_id, due.sink, error)
+            self.store.failed(due, error)
             log.warning("notification refused", extra={"event": due.event_id, "error": error})
             return 0
         self._again(due, now, error)
@@ -122,11 +135,11 @@ class Notifier:
 
     def _again(self, due: Due, now: datetime, error: str) -> None:
         if due.attempts >= MAX_ATTEMPTS:
-            self.store.failed(due.event_id, due.sink, f"{error} (gave up after {due.attempts})")
+            self.store.failed(due, f"{error} (gave up after {due.attempts})")
             log.warning("notification given up", extra={"event": due.event_id, "error": error})
             return
         at = now + timedelta(seconds=backoff(due.attempts))
-        self.store.retry(due.event_id, due.sink, error, at)
+        self.store.retry(due, error, at)
 
     # --- reminders --------------------------------------------------------------------------
 

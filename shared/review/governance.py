@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from shared.contracts.deploy import Decision
 from shared.contracts.governance import (
     POLICY_REQUIREMENT,
+    POLICY_SET_PREFIX,
     WRITE_PERMISSIONS,
     GovernedAction,
     OwnersRequirement,
@@ -76,6 +77,7 @@ def teams_named(*policies: ReviewPolicy) -> list[tuple[str, str]]:
             *policy.approvers,
             *policy.admins,
             *(o for r in policy.owners for o in r.owners),
+            *(o for p in policy.policy_sets for o in p.owners),
         ]
     ]
     teams = {tuple(e[1:].split("/", 1)) for e in entries if e.startswith("@") and "/" in e}
@@ -118,8 +120,10 @@ def decide(
     if policy.approvers and matches(policy.approvers, actor, teams):
         meets.append(POLICY_REQUIREMENT)
     meets += [o.name for o in policy.owners if matches(o.owners, actor, teams)]
+    meets += [p.name for p in policy.policy_sets if matches(p.owners, actor, teams)]
     if admin:
-        meets = policy.requirements()
+        # Admins stand for the rules and OWNERS files, not for a policy set's owners.
+        meets = [*policy.waived_by_admins(), *(m for m in meets if m.startswith(POLICY_SET_PREFIX))]
     if not meets:
         # Nobody outside the approvers, owners and admins decides, either way.
         return Verdict(

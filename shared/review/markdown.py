@@ -41,6 +41,7 @@ from shared.review.report import (
 
 OPEN_ROOTS = 3  # root sections start expanded when there are this few
 ERROR_BYTES = 4_000  # one error message in the summary, at most
+MAX_POLICY_LINES = 20  # policy findings listed per root (the full report has them all)
 MIN_LIMIT = 1_024
 _MARKER_RESERVE = 300  # the marker without its link, rounded up
 _SYMBOL = {"added": "+", "removed": "-", "changed": "~"}
@@ -161,6 +162,15 @@ def _header_chunks(report: PreviewReport, repro: str | None, title: str) -> list
                 + f"Reproduce locally: {_code(command)}\n\n"
             )
         )
+    for item in report.roots:
+        if item.policy_error is not None:
+            chunks.append(
+                _Chunk(
+                    f"**Failed on the PR side**: the policy sets of root {_code(item.root)} "
+                    "cannot run.\n\n" + _fenced(_clip(item.policy_error, ERROR_BYTES))
+                )
+            )
+    chunks += _policy_chunks(report)
     # After the failures: when the budget is tight, what fails the check matters most.
     for warning in report.warnings:
         chunks.append(_Chunk(f"> **Warning:** {_inline(warning)}\n\n"))
@@ -195,6 +205,32 @@ def _header_chunks(report: PreviewReport, repro: str | None, title: str) -> list
     if quiet:
         other = " other" if rows else ""
         chunks.append(_Chunk(f"{quiet}{other} affected root(s) render identically.\n\n"))
+    return chunks
+
+
+def _policy_chunks(report: PreviewReport) -> list[_Chunk]:
+    """Each root's policy findings (docs/governance.md): denies wait for an owner of their
+    set when the change deploys; warnings are shown only."""
+    chunks = []
+    for item in report.roots:
+        if not item.policies:
+            continue
+        denies = sum(1 for f in item.policies if f.level == "deny")
+        warnings = len(item.policies) - denies
+        lines = [
+            f"**Policy checks** on {_code(item.root)}: {denies} denied"
+            + (" (the deployment will wait for an owner of each set)" if denies else "")
+            + f", {warnings} warning(s).\n\n"
+        ]
+        for finding in item.policies[:MAX_POLICY_LINES]:
+            mark = "❌ deny" if finding.level == "deny" else "⚠️ warn"
+            lines.append(
+                f"- {mark} {_code(finding.policy_set)} {_inline(finding.subject())}: "
+                f"{_inline(finding.message)}\n"
+            )
+        if len(item.policies) > MAX_POLICY_LINES:
+            lines.append(f"- … {len(item.policies) - MAX_POLICY_LINES} more in the full report\n")
+        chunks.append(_Chunk("".join(lines) + "\n"))
     return chunks
 
 

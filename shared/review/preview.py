@@ -35,16 +35,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.contracts.governance import OwnersRequirement
+from shared.contracts.governance import OwnersRequirement, PolicyFinding
 from shared.engine import parallel
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
+from shared.engine.policies.sets import check_root, sets_for
 from shared.engine.publish_secrets import unpublishable
 from shared.engine.render import Render
 from shared.engine.tree import GitError, WorkTree, changed_files, git
 from shared.review.diff import RenderFiles, diff_renders, fingerprint
 from shared.review.noise import NoiseFilter
 from shared.review.owners import owners_for
+from shared.review.policies import findings_of
 from shared.review.report import WORKING_TREE, PreviewReport, RootPreview, RootStatus
 
 # --------------------------------------------------------------------------- building
@@ -289,6 +291,7 @@ def _root_preview(
     else:
         status = "unchanged" if shown.empty else "changed"
     changes = fingerprint(old.digests if old else {}, new.digests)
+    findings, policy_error = _policies(root, head, new)
     return RootPreview(
         root,
         status,
@@ -297,7 +300,24 @@ def _root_preview(
         hidden=hidden,
         fingerprint=changes,
         owners=_owners(root, head, set(changes), old, new),
+        policies=findings,
+        policy_error=policy_error,
     )
+
+
+def _policies(root: str, head: _Side, new: RenderFiles) -> tuple[list[PolicyFinding], str | None]:
+    """What the root's policy sets find on the PR side's (redacted) render, or why they
+    cannot run (a policy file that does not compile, at its file and line)."""
+    if head.fleet is None or root not in head.roots:
+        return [], None
+    config = head.fleet.config
+    if not sets_for(config, root):
+        return [], None
+    try:
+        found = check_root(WorkTree(head.directory), config, root, new.files)
+    except FleetError as err:
+        return [], head.clean(str(err))
+    return findings_of(found), None
 
 
 def _owners(

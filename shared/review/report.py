@@ -8,7 +8,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from shared.contracts.governance import OwnersRequirement
+from shared.contracts.governance import OwnersRequirement, PolicyFinding
 from shared.review.diff import RenderDiff
 from shared.review.noise import HiddenChange
 
@@ -45,6 +45,10 @@ class RootPreview:
     fingerprint: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     # The OWNERS files of the applications the change touches (docs/governance.md).
     owners: list[OwnersRequirement] = field(default_factory=list)
+    # What the root's policy sets find on the PR side's render, and a policy file that does
+    # not compile (a fleet mistake: the preview fails, as the deployment would).
+    policies: list[PolicyFinding] = field(default_factory=list)
+    policy_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,9 @@ class PreviewReport:
     @property
     def failed(self) -> bool:
         """The head side failed to render somewhere: the check run fails, the CLI exits 2."""
-        return self.error is not None or any(r.head_error is not None for r in self.roots)
+        return self.error is not None or any(
+            r.head_error is not None or r.policy_error is not None for r in self.roots
+        )
 
     @property
     def changed(self) -> bool:
@@ -225,4 +231,7 @@ def _root_json(item: RootPreview) -> dict[str, Any]:
             for f in (diff.files if diff else [])
         ],
         "hidden": [{"path": h.path, "pointers": list(h.pointers)} for h in item.hidden],
+        # Added last: keys are only ever added.
+        "policies": [f.model_dump() for f in item.policies],
+        "policy_error": item.policy_error,
     }

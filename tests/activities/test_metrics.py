@@ -26,7 +26,7 @@ from shared.contracts.deploy import DeploymentRecord, LockState
 from shared.stores.sql.deployments import DeploymentStore, StateChange
 from shared.stores.sql.engine import Database
 from shared.stores.sql.locks import RootLockStore
-from tests.support.deploy_world import test_server_path
+from tests.support.deploy_world import test_server_path as time_skipping_server
 from worker.telemetry import ActivityMetrics, serve_metrics, split_address
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -111,6 +111,7 @@ def test_root_locks_follow_latest_json_and_the_gateway_gauges_follow_sql(
     store.record(record("queued", 0, "q-1", root="prod/us"))
     store.record(record("queued", 5, "q-2", root="prod/us"))
     store.record(record("awaiting_review", 7, "r-1", root="staging"))
+    store.record(record("awaiting_review", 40, "r-1", root="staging"))  # a click, no decision
 
     collector = FleetCollector()
     collector.state = read_fleet_state(database)
@@ -122,6 +123,10 @@ def test_root_locks_follow_latest_json_and_the_gateway_gauges_follow_sql(
     oldest = series["rollwright_root_queue_oldest_timestamp_seconds"]
     assert oldest == {("acme/fleet", "prod/us"): T0.timestamp()}
     assert series["rollwright_root_awaiting_review"] == {("acme/fleet", "staging"): 1.0}
+    entered = (T0 + timedelta(minutes=7)).timestamp()  # not restarted by the second record
+    assert series["rollwright_root_review_oldest_timestamp_seconds"] == {
+        ("acme/fleet", "staging"): entered
+    }
 
     # unlocked, dequeued, reviewed: the series go instead of keeping their last values
     locks.set("acme/fleet", "prod/eu", LockState(), T0)
@@ -210,7 +215,7 @@ def test_the_interceptor_times_each_attempt_and_counts_retries() -> None:
 
     async def scenario() -> str:
         env = await WorkflowEnvironment.start_time_skipping(
-            test_server_existing_path=test_server_path(),
+            test_server_existing_path=time_skipping_server(),
             data_converter=pydantic_data_converter,
         )
         try:

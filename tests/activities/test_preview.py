@@ -359,3 +359,44 @@ def test_the_comment_points_the_preview_page_at_its_head(
     assert raw is not None
     pointer = PreviewPointer.model_validate_json(raw)
     assert (pointer.head_sha, pointer.prefix, pointer.conclusion) == ("a" * 40, prefix, "success")
+
+
+POLICY = """package main
+
+import rego.v1
+
+deny contains msg if {
+  input.kind == "Deployment"
+  input.spec.replicas > 2
+  msg := sprintf("%s asks for %d replicas", [input.metadata.name, input.spec.replicas])
+}
+
+warn contains "a ConfigMap" if input.kind == "ConfigMap"
+"""
+
+
+def test_policy_findings_reach_the_check_run_and_the_comment(
+    previews: PreviewActivities, emulator: GitHubEmulator, tmp_path: Path
+) -> None:
+    repo, ref = seeded(emulator, tmp_path)
+    change = {
+        "rollwright.yaml": {
+            "policies": [{"name": "capacity", "path": "policies/cap", "owners": ["@acme/sre"]}]
+        },
+        "policies/cap/limits.rego": POLICY,
+        "deployments/g/c1/cluster.values.yaml": {"cluster": "g/c1", "replicas": 3},
+    }
+    head = branch(repo, "feature", change)
+    emulator.set_pull("acme", "fleet", 3, head_sha=head, head_ref="feature")
+    rev = revisions(previews, ref, head)
+    request = PreviewBuildRequest(repo=ref, pr=3, revisions=rev, base_ref="main")
+    outcome = asyncio.run(ActivityEnvironment().run(previews.preview_build, request))
+    assert outcome.conclusion == "success"
+    assert (
+        "- Policy checks: 1 denied, 2 warning(s) (deployments wait for an owner of each set)"
+        in outcome.summary
+    )
+    deny = "- ❌ deny `capacity` Deployment default/web (web/web/default/Deployment.apps_web.yaml)"
+    assert f"{deny}: web asks for 3 replicas" in outcome.text
+    comment = previews.blobs.get(outcome.comment_key)
+    assert comment is not None and f"{deny}: web asks for 3 replicas" in comment.decode()

@@ -116,7 +116,7 @@ def test_json_format_is_stable(tmp_path: Path, capsys: pytest.CaptureFixture[str
     c1, c2 = doc["roots"]
     assert list(c1) == [
         "root", "status", "base_error", "head_error", "added", "removed", "changed",
-        "resources", "hidden",
+        "resources", "hidden", "policies", "policy_error",
     ]  # fmt: skip
     assert c1["status"] == "changed" and c1["head_error"] is None
     (resource,) = c1["resources"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from shared.cli.main import main
 from tests.support.files import write_files
 from tests.support.gitrepo import commit_all, init_repo
+from tests.support.paths import EXAMPLES
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -92,3 +94,21 @@ def test_bad_explicit_tag_is_a_fleet_error(
     code, _, err = run(capsys, "roots", "--repo", str(tmp_path))
     assert code == 1
     assert "rollwright.yaml: YAML value error" in err
+
+
+def test_validate_reports_a_policy_file_that_does_not_compile(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    shutil.copytree(EXAMPLES / "atlas-fleet", tmp_path / "fleet")
+    write_files(
+        tmp_path / "fleet",
+        {
+            "rollwright.yaml": "policies:\n  - name: sec\n    path: policies/sec\n"
+            "    owners: [sec-lead]\n",
+            "policies/sec/ok.rego": 'package main\n\ndeny contains "x" if input.kind == "Nope"\n',
+            "policies/sec/bad.rego": "package main\n\ndeny contains msg if {\n  input.x == ==\n}\n",
+        },
+    )
+    code, out, _ = run(capsys, "validate", "--repo", str(tmp_path / "fleet"))
+    assert code == 1
+    assert "policies/sec/bad.rego:4: policy set 'sec': Rego: " in out

@@ -5,22 +5,29 @@ only within the configured hours."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 import pytest
+from temporalio.testing import ActivityEnvironment
 
+from activities.store import StoreActivities
 from shared.contracts.deploy import DeploymentRecord, LockState
 from shared.devstack.sink import NotificationSink
 from shared.notify.events import deployment_kind, event_id
 from shared.notify.notifier import MAX_ATTEMPTS, Announcer, Notifier, backoff
 from shared.notify.sinks import SlackSink, WebhookSink, signature
 from shared.settings import Settings
+from shared.stores.blob import FileBlobStore
 from shared.stores.sql.deployments import DeploymentStore, StateChange
 from shared.stores.sql.engine import Database
 from shared.stores.sql.locks import RootLockStore
-from shared.stores.sql.notifications import NotificationStore
+from shared.stores.sql.notifications import NewEvent, NotificationStore
+from worker.logs import configure_logging
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)  # a Monday
 
@@ -222,3 +229,76 @@ def test_reminders_once_per_span_and_only_within_the_hours(
         "acme/fleet `prod/eu` has waited for review for 4 h (deployment `r-1`)"
     )
     assert reminders[2]["summary"].startswith("acme/fleet `prod/us` has been locked for 24 h")
+
+
+def test_the_worker_logs_never_carry_a_sinks_url(
+    database: Database, sink: NotificationSink, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Slack incoming webhook's URL is a secret: the HTTP client's request lines, which name
+    it, are not logged at the worker's levels (worker/logs.py)."""
+    settings = settings_for(sink)
+    root = logging.getLogger()
+    saved, level = root.handlers[:], root.level
+    configure_logging("debug")
+    try:
+        notifier = Notifier(database, settings)
+        announce(database, notifier.announcer, record("queued", 0))
+        assert notifier.deliver_due(T0 + timedelta(hours=1)) == 2
+        notifier.close()
+    finally:
+        root.handlers[:] = saved
+        root.setLevel(level)
+    logged = capsys.readouterr().err
+    assert "notification sent" in logged  # the notifier's own lines are there
+    assert sink.slack_url not in logged and "/slack" not in logged
+
+
+class FailsOnce(Announcer):
+    """An announcer whose first write fails (the database away for a moment)."""
+
+    failed = False
+
+    def add(self, event: NewEvent, at: datetime | None = None) -> bool:
+        if not self.failed:
+            self.failed = True
+            raise OSError("database went away")
+        return super().add(event, at)
+
+
+def test_a_retried_record_still_announces_its_change(
+    tmp_path: Path, database: Database, sink: NotificationSink
+) -> None:
+    """The state change commits, then writing its event fails: the retried activity finds no
+    change to record but announces the newest one, once."""
+    announcer = FailsOnce(database, settings_for(sink))
+    store = StoreActivities(FileBlobStore(tmp_path / "blobs"), database, announcer=announcer)
+    queued = record("queued", 0)
+
+    def run() -> None:
+        asyncio.run(ActivityEnvironment().run(store.record_deployment, queued))
+
+    with pytest.raises(OSError):
+        run()
+    run()  # Temporal's retry
+    run()  # and another: nothing new
+    listed = NotificationStore(database).of_deployment("d-1")
+    assert sorted((n.kind, n.sink) for n in listed) == [
+        ("deployment.queued", "slack"),
+        ("deployment.queued", "webhook"),
+    ]
+
+
+def test_a_notifier_whose_lease_ran_out_cannot_mark_the_row(
+    database: Database, sink: NotificationSink
+) -> None:
+    notifier = Notifier(database, settings_for(sink))
+    announce(database, notifier.announcer, record("queued", 0))
+    store = NotificationStore(database)
+    (slow,) = store.claim(T0, lease=timedelta(seconds=60))
+    (fast,) = store.claim(T0 + timedelta(seconds=61), lease=timedelta(seconds=60))
+    assert (slow.event_id, slow.sink) == (fast.event_id, fast.sink)
+    assert store.sent(fast, T0 + timedelta(seconds=62)) is True
+    assert store.retry(slow, "timed out", T0 + timedelta(seconds=70)) is False  # too late
+    states = {n.sink: n.state for n in store.of_deployment("d-1")}
+    assert states[fast.sink] == "sent"
+    notifier.close()

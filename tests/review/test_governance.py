@@ -11,7 +11,13 @@ import httpx
 import pytest
 
 from shared.contracts.deploy import Decision
-from shared.contracts.governance import GovernedAction, OwnersRequirement, ReviewPolicy, Verdict
+from shared.contracts.governance import (
+    GovernedAction,
+    OwnersRequirement,
+    PolicySetRequirement,
+    ReviewPolicy,
+    Verdict,
+)
 from shared.devstack.credentials import new_app_key
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
@@ -164,6 +170,34 @@ def test_owners_and_admins_meet_their_requirements() -> None:
         policy.whose("owners:payments")
         == "an owner of `payments` (x/OWNERS): @olga, @acme/platform"
     )
+
+
+SECURITY = PolicySetRequirement(
+    name="policy-set:security", policy_set="security", owners=["sec", "@acme/security"], denies=2
+)
+
+
+def test_only_a_policy_sets_owners_meet_its_requirement() -> None:
+    policy = ReviewPolicy(admins=["@acme/platform"], owners=[OWNED], policy_sets=[SECURITY])
+    assert policy.requirements() == ["policy", "owners:payments", "policy-set:security"]
+    assert judge(policy, "sec").satisfies == ["policy", "policy-set:security"]
+    assert judge(policy, "sid", teams=frozenset({"@acme/security"})).satisfies == [
+        "policy",
+        "policy-set:security",
+    ]
+    # An admin meets the rule and the OWNERS files, not another team's policy set.
+    admin = judge(policy, "pia", teams=frozenset({"@acme/platform"}))
+    assert admin.satisfies == ["policy", "owners:payments"]
+    both = judge(policy, "pia", teams=frozenset({"@acme/platform", "@acme/security"}))
+    assert both.satisfies == policy.requirements()
+    assert policy.whose("policy-set:security") == (
+        "an owner of policy set `security` (2 failing denies): @sec, @acme/security"
+    )
+    assert ("acme", "security") in teams_named(policy)
+    # With approvers set, someone who is only a set's owner meets the set alone.
+    strict = ReviewPolicy(approvers=["alice"], policy_sets=[SECURITY])
+    assert judge(strict, "sec").satisfies == ["policy-set:security"]
+    assert not judge(strict, "bob").counts
 
 
 # --- GitHub's answers through the App client, against the emulator -----------------------

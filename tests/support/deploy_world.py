@@ -117,6 +117,8 @@ from shared.contracts.governance import (
     CarryOverRequest,
     JudgeRequest,
     OwnersRequirement,
+    PolicyChecks,
+    PolicySetRequirement,
     ReportReview,
     ReviewPolicy,
     ReviewPolicyRequest,
@@ -236,6 +238,9 @@ class World:
     judge: Callable[..., Any] | None = None
     judged: list[ActionRequest] = field(default_factory=list)  # Unlock clicks judged
     owners: list[OwnersRequirement] = field(default_factory=list)  # what OWNERS files ask
+    # What the policy sets found (tests compute them with the real engines).
+    policy_sets: list[PolicySetRequirement] = field(default_factory=list)
+    checks: PolicyChecks | None = None
     policies: list[ReviewPolicyRequest] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
     reports: list[ReportReview] = field(default_factory=list)  # to the revision summaries
@@ -475,7 +480,8 @@ class World:
         self._pinned()
         self.policies.append(req)
         config = FleetConfig.model_validate({"review": self.review})
-        return policy_for(config, req.root, "atlas", author=req.author, owners=self.owners)
+        policy = policy_for(config, req.root, "atlas", author=req.author, owners=self.owners)
+        return policy.model_copy(update={"policy_sets": self.policy_sets, "checks": self.checks})
 
     @activity.defn(name=ACT_JUDGE_REVIEW.name)
     async def judge_review(self, req: JudgeRequest) -> Verdict:

@@ -90,15 +90,15 @@ class FleetDriver:
         return after, sent
 
     def api_deploy(self, root: str, revision: str, requested_by: str) -> str:
-        """A manual deployment through `POST /api/deploy`; its deployment id."""
+        """A manual deployment through `POST /api/deploy` by `requested_by`, with a GitHub
+        token the emulator issued them (the gateway asks the emulator who that is); its
+        deployment id."""
         body = {"repo": self.full_name, "root": root, "revision": revision}
+        token = self.emulator.issue_user_token(requested_by)
         request = urllib.request.Request(
             f"{self.stack.urls.gateway}/api/deploy",
-            data=json.dumps(body | {"requested_by": requested_by}).encode(),
-            headers={
-                "Content-Type": "application/json",
-                "Authorization": f"Bearer {self.stack.api_token}",
-            },
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
             method="POST",
         )
         with urllib.request.urlopen(request, timeout=30) as response:

@@ -378,7 +378,8 @@ async def test_the_revision_summary_continues_as_new_and_keeps_its_roots() -> No
         await approve_all(h, "alice")
         done = await until(lambda: summary("6 roots: none awaiting review"), "all published", 90)
         assert done.conclusion == "success"
-        assert len(world.outcomes) == 6
+        # each deployment records its end after the check run that says it: wait for the last
+        await until(lambda: len(world.outcomes) == 6, "six outcomes recorded", 90)
         assert len(world.revision_runs(A)) == 1, "one summary check run across the runs"
         chain = await h.run_chain(handle.id, handle.result_run_id or "")
         assert len(chain) >= 2, "the summary continued as new"

@@ -12,6 +12,9 @@ from shared.contracts.governance import (
     POLICY_REQUIREMENT,
     CarryOver,
     OwnersRequirement,
+    PolicyChecks,
+    PolicyFinding,
+    PolicySetRequirement,
     ReviewPolicy,
     Verdict,
 )
@@ -108,6 +111,54 @@ def test_review_never_waives_the_approvers_but_not_the_owners() -> None:
     assert gate(ReviewPolicy(review="never", owners=[OWNERS]), changed=0).auto_approval() == (
         "rollwright (empty diff)"
     )
+
+
+SECURITY = PolicySetRequirement(
+    name="policy-set:security", policy_set="security", owners=["sec"], denies=1
+)
+CHECKS = PolicyChecks(
+    sets=["security"],
+    denies=1,
+    warnings=1,
+    findings=[
+        PolicyFinding(
+            policy_set="security",
+            level="deny",
+            message="runs as root",
+            policy="data.main.deny",
+            kind="Deployment",
+            namespace="web",
+            name="api",
+            file="web/api.yaml",
+        ),
+        PolicyFinding(
+            policy_set="security", level="warn", message="no team label", policy="data.main.warn"
+        ),
+    ],
+)
+
+
+def test_review_never_does_not_waive_a_policy_sets_deny() -> None:
+    g = gate(ReviewPolicy(review="never", policy_sets=[SECURITY], checks=CHECKS))
+    assert g.auto_approval() is None
+    assert g.policy.outstanding(g.satisfied) == [SECURITY.name]
+    text = "\n\n".join(g.lines())
+    assert "- an owner of policy set `security` (1 failing deny): @sec" in text
+    assert "**Policy checks** (`security`): 1 denied, 1 warning(s)." in text
+    assert "- ❌ deny `security` Deployment web/api (web/api.yaml): runs as root" in text
+    assert "- ⚠️ warn `security` (the policy itself): no team label" in text
+    # Warnings alone hold nothing, and show where a check run shows them.
+    calm = gate(ReviewPolicy(review="never", checks=CHECKS))
+    assert calm.auto_approval() is not None
+    assert calm.policy_lines()[0].startswith("**Policy checks**")
+    # The judge is not sent the findings.
+    assert gate(ReviewPolicy(checks=CHECKS)).judge_request(click()).policy.checks is None
+
+
+def test_findings_beyond_those_carried_are_counted() -> None:
+    many = CHECKS.model_copy(update={"denies": 40, "warnings": 5})
+    assert many.lines()[-1] == "_43 more finding(s) are on the job page._"
+    assert PolicyChecks().lines() == []
 
 
 # --- approvals adding up ------------------------------------------------------------------------

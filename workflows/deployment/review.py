@@ -69,7 +69,8 @@ class ReviewGate:
             repo=inp.repo,
             root=inp.root,
             deployment_id=inp.deployment_id,
-            policy=self.policy,
+            # The judge needs no findings (they only make the request bigger).
+            policy=self.policy.model_copy(update={"checks": None}),
             decision=click.decision,
             actor=click.by,
             satisfied=list(self.satisfied),
@@ -114,7 +115,8 @@ class ReviewGate:
         if policy.review == "always":
             return None
         if policy.review == "never" and routine:
-            if not policy.owners:
+            # Neither OWNERS nor a policy set's failing deny is the rule's to waive.
+            if not policy.owners and not policy.policy_sets:
                 return f"rollwright (review: never, {policy.rule or 'policy'})"
             self._satisfy([POLICY_REQUIREMENT])
         return "rollwright (empty diff)" if routine and self.empty else None
@@ -160,7 +162,11 @@ class ReviewGate:
             lines.append(f"@{policy.author} started this deployment and cannot approve it.")
         if (refused := refusals_block(self.refusals)) is not None:
             lines.append(refused)
-        return lines
+        return lines + self.policy_lines()
+
+    def policy_lines(self) -> list[str]:
+        """What the root's policy sets found (none configured: nothing)."""
+        return self.policy.checks.lines() if self.policy.checks else []
 
     def root_review(self, state: DeploymentState) -> RootReview:
         """How this root stands, for the revision's summary check run (Approve all)."""

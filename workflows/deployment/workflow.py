@@ -300,6 +300,8 @@ class DeploymentWorkflow:
             "publishing",
             status="in_progress",
             title=f"Publishing (approved by {approved_by})",
+            # The policy sets' warnings stay visible when nobody had to click.
+            message="\n\n".join(gate.policy_lines()),
             approved_by=approved_by,
         )
         try:

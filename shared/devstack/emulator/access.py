@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.devstack.emulator.model import ApiError, Request, Route, make_route
+from shared.devstack.emulator.model import ApiError, Repo, Request, Route, make_route
 from shared.devstack.emulator.shapes import stable_id, user_json
 from shared.devstack.emulator.state import Store
 
@@ -58,6 +58,14 @@ class Access:
         """Put `login` in the team `org/team_slug` (state `pending`: invited, not yet in)."""
         with self._store.lock:
             self._teams.setdefault((org.lower(), team_slug.lower()), {})[login.lower()] = state
+
+    def reads(self, repo: Repo, login: str) -> bool:
+        """Whether `login` may read `repo` (any permission but none)."""
+        with self._store.lock:
+            role = self._permissions.get(
+                (repo.full_name.lower(), login.lower()), self._default_permission
+            )
+        return _ROLE_PERMISSION[role] != "none"
 
     def _get_permission(self, req: Request) -> tuple[int, Any]:
         """GitHub's answer for a collaborator (or anyone: a private repository's outsiders

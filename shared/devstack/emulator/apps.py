@@ -48,7 +48,7 @@ class Installations:
             r("GET", "/app", self._get_app, "jwt", False),
             r("POST", tokens, self._create_token, "jwt", True),
             r("GET", "/repos/{owner}/{repo}/installation", self._get_installation, "jwt", False),
-            r("GET", "/repos/{owner}/{repo}", self._get_repository, "token", False),
+            r("GET", "/repos/{owner}/{repo}", self._get_repository, "repo-reader", False),
         ]
 
     def seed_repository(

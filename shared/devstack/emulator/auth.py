@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPublicKey
 
-from shared.devstack.emulator.model import DOCS, ApiError, Request, Route
+from shared.devstack.emulator.model import DOCS, ApiError, Repo, Request, Route
 from shared.devstack.emulator.state import Store
 
 # GitHub rejects an App JWT whose `exp` is more than 10 minutes ahead (clock drift allowed).
@@ -40,6 +41,8 @@ class Credentials:
         self._user_tokens: dict[str, tuple[str, float]] = {}  # ghu_ token → (login, expiry)
         # installation → (start of its rate-limit hour, requests in it)
         self._quota: dict[int, tuple[float, int]] = {}
+        # whether a user may read a repository (the collaborator permissions), for user tokens
+        self.user_reads: Callable[[Repo, str], bool] | None = None
 
     def issue_token(self, installation_id: int) -> str:
         """An installation token without the JWT dance (for tests poking the API directly)."""
@@ -105,6 +108,16 @@ class Credentials:
             self._verify_jwt(credential)
         elif route.auth == "user-token":
             request.user = self._user_of_token(credential)
+        elif route.auth == "repo-reader" and self._is_user_token(credential):
+            # A user access token sees a repository its user may read (GitHub's answer to a
+            # person's token); an installation token goes on as "token" below.
+            login = self._user_of_token(credential)
+            owner, repo = request.params["owner"], request.params["repo"]
+            with self._store.lock:
+                record = self._store.find_repo(owner, repo)
+            if record is None or self.user_reads is None or not self.user_reads(record, login):
+                raise ApiError(404, "Not Found")
+            request.repo, request.user = record, login
         elif route.auth == "org-token":
             # An installation sees the teams of the organization it is installed on (with the
             # "members: read" permission); any other organization is hidden.
@@ -154,6 +167,10 @@ class Credentials:
             raise ApiError(401, "Integration not found")
         if float(claims["exp"]) - time.time() > JWT_MAX_LIFETIME + JWT_LEEWAY:
             raise ApiError(401, "'Expiration time' claim ('exp') is too far in the future")
+
+    def _is_user_token(self, token: str) -> bool:
+        with self._store.lock:
+            return token in self._user_tokens
 
     def _user_of_token(self, token: str) -> str:
         """The login a user access token was issued to. An installation token is refused the

@@ -95,6 +95,7 @@ class GitHubEmulator(BackgroundHTTPServer):
         self._store = store = Store()
         self._credentials = Credentials(store, app_id=app_id, app_key=app_key, token_ttl=token_ttl)
         self._access = Access(store, default_permission)
+        self._credentials.user_reads = self._access.reads
         self._shapes = shapes = Shapes(app, store)
         self._installations = Installations(app, store, shapes, self._credentials, self._base_url)
         self._checks = CheckRuns(store, shapes)

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import fnmatch
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from shared.engine import yamldoc
 from shared.engine.config.affected import AffectedSettings
 from shared.engine.config.atlas import AtlasSettings
 from shared.engine.config.commodore import CommodoreSettings
+from shared.engine.config.helmfile import HelmfileSettings
 from shared.engine.config.output import OutputSettings, RenderSettings
 from shared.engine.config.parsing import StrictModel, parse_model
+from shared.engine.config.policies import PolicySet, check_unique
 from shared.engine.config.preview import PreviewSettings
 from shared.engine.config.publish import PublishSettings
 from shared.engine.config.review import ReviewSettings
@@ -43,11 +45,18 @@ class FleetConfig(StrictModel):
     render: RenderSettings = Field(default_factory=RenderSettings)
     atlas: AtlasSettings = Field(default_factory=AtlasSettings)
     commodore: CommodoreSettings = Field(default_factory=CommodoreSettings)
+    helmfile: HelmfileSettings = Field(default_factory=HelmfileSettings)
     affected: AffectedSettings = Field(default_factory=AffectedSettings)
     publish: PublishSettings = Field(default_factory=PublishSettings)
     preview: PreviewSettings = Field(default_factory=PreviewSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     review: ReviewSettings = Field(default_factory=ReviewSettings)
+    policies: list[PolicySet] = Field(
+        default_factory=list,
+        description="Policy sets over the rendered manifests (docs/governance.md): Rego and "
+        "ValidatingAdmissionPolicy checks whose failing `deny` results wait for an owner of "
+        "the set to approve.",
+    )
     schemas: SchemaSettings = Field(
         default_factory=SchemaSettings,
         description="Rendered objects checked against the API server's schemas and the "
@@ -58,6 +67,11 @@ class FleetConfig(StrictModel):
         description="Delivery verification after publish (docs/verification.md): the first "
         "rule whose `roots` match a root applies; no match, no verification.",
     )
+
+    @field_validator("policies")
+    @classmethod
+    def _unique_policy_sets(cls, value: list[PolicySet]) -> list[PolicySet]:
+        return check_unique(value)
 
     @model_validator(mode="after")
     def _verify_needs_git(self) -> FleetConfig:

@@ -17,7 +17,7 @@ _APPROVER = re.compile(
 ReviewMode = Literal["always", "on-change", "never"]
 
 
-def _check_logins(value: list[str]) -> list[str]:
+def check_logins(value: list[str]) -> list[str]:
     for entry in value:
         if not _APPROVER.match(entry):
             raise ValueError(f"{entry!r} is neither a GitHub login nor a team (@org/team)")
@@ -57,7 +57,7 @@ class ReviewRule(StrictModel):
     @field_validator("approvers")
     @classmethod
     def _check_approvers(cls, value: list[str]) -> list[str]:
-        return _check_logins(value)
+        return check_logins(value)
 
 
 class ReviewSettings(StrictModel):
@@ -77,7 +77,7 @@ class ReviewSettings(StrictModel):
     @field_validator("admins")
     @classmethod
     def _check_admins(cls, value: list[str]) -> list[str]:
-        return _check_logins(value)
+        return check_logins(value)
 
     def rule_for(self, root: str, layout: str) -> tuple[int, ReviewRule] | None:
         """The last rule matching `root` and its index, or None (the defaults apply)."""

@@ -492,16 +492,20 @@ def render_template(
     helpers: str = "",
     files: tuple[tuple[str, bytes], ...] = (),
     strict: bool = False,
+    values_alias: bool = True,
 ) -> str:
     """Render a Go template with Helm's engine; `.Values.x` and `.x` both reach `values`.
 
     `helpers` are named templates (`define`) the text may `include`; `files` are reachable as
     `$.Files.Get "<name>"`; `strict` is `missingkey=error` (helmfile's mode). The output is
     the template's, byte for byte. Errors name `source` (repo-relative path) and its line.
+    Without `values_alias`, `.` is `values` alone (`.Values` is only a key `values` has, as
+    in gomplate's context; `values` must not be empty, or the body would not run).
     """
     chart = _template_chart(text, helpers=helpers, files=files)
     context = dict(values)
-    context["Values"] = values
+    if values_alias:
+        context["Values"] = values
     options: dict[str, Any] = {"name": "rollwright", "namespace": "default", "strict": strict}
     try:
         out = chart.render_with(context, options)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import posixpath
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -196,14 +196,16 @@ def _patched(
     name: str, templates: dict[str, str], crds: dict[str, str], how: Render, release: Release
 ) -> dict[str, str]:
     """chartify's transformers: the first render through kustomize, then rendered again."""
-    if how.flags.hooks:
+    first = _helm_files(templates, crds, how.flags, release)
+    plain = replace(how.flags, hooks=False, tests=False)
+    if how.flags.hooks and first != _helm_files(templates, crds, plain, release):
         raise FleetError(
-            f"release {release.name!r}: transformers with hooks enabled are not reproduced "
-            "(Helm 3.10 writes hooks over the manifests of their template in the first render)",
+            f"release {release.name!r}: transformers on a chart rendering hooks, with hooks "
+            "enabled, are not reproduced (Helm 3.10 writes hooks over the manifests of their "
+            "template in the first render)",
             path=release.state,
             line=release.line,
         )
-    first = _helm_files(templates, crds, how.flags, release)
     files: dict[str, str] = {}
     resources: list[str] = []
     for i, (path, text) in enumerate(sorted(first.items())):

@@ -107,6 +107,10 @@ class Unsupported(Exception):
         return f" line {self.line}" + (f", column {self.column}" if self.column else "")
 
 
+class NotInContext(Unsupported):
+    """A name of Helm's root the context lacks: gomplate fails on it (missing key)."""
+
+
 @dataclass
 class _Token:
     kind: str
@@ -133,8 +137,9 @@ def _unsupported(text: str, offset: int, message: str) -> Unsupported:
     return Unsupported(message, line, column)
 
 
-def _check(text: str, tokens: list[_Token]) -> None:
-    """Refuse what gomplate and Helm's engine would not print alike."""
+def _check(text: str, tokens: list[_Token], names: frozenset[str]) -> None:
+    """Refuse what gomplate and Helm's engine would not print alike; `names` are the keys of
+    the context (a Helm root name such as `Values` is refused unless the context has it)."""
     for i, tok in enumerate(tokens):
         after = tokens[i + 1] if i + 1 < len(tokens) else None
         if tok.kind == "ident":
@@ -153,12 +158,13 @@ def _check(text: str, tokens: list[_Token]) -> None:
                     text,
                     tok.offset,
                     f"'{name}' is not one of the gomplate functions rollwright reproduces "
-                    "(docs/formats/helmfile.md, Bootstrap templates)",
+                    "(docs/formats/helmfile.md, gomplate templates)",
                 )
         elif tok.kind == "fields" and not (i and tokens[i - 1].text in NAMESPACES):
             first = tok.text.split(".")[1]
-            if first in HELM_ROOT:
-                raise _unsupported(text, tok.offset, f".{first} is not in gomplate's context")
+            if first in HELM_ROOT and first not in names:
+                found = _unsupported(text, tok.offset, f".{first} is not in gomplate's context")
+                raise NotInContext(found.message, found.line, found.column)
         elif tok.kind == "number" and _FLOAT.match(tok.text) and "x" not in tok.text.lower():
             raise _unsupported(
                 text,
@@ -186,9 +192,10 @@ def _is_print(tokens: list[_Token]) -> bool:
     return not (i < len(tokens) and tokens[i].kind == "decl")
 
 
-def translate(text: str) -> str:
+def translate(text: str, names: frozenset[str] = frozenset()) -> str:
     """The template as Helm's engine runs it, or `Unsupported` at the first part that is not
-    reproduced. Lines are kept, so runtime errors name the template's own lines."""
+    reproduced. Lines are kept, so runtime errors name the template's own lines. `names` are
+    the context's keys."""
     out: list[str] = []
     pos = 0
     for action in gotmpl.actions(text):
@@ -199,7 +206,7 @@ def translate(text: str) -> str:
             out.append(body)
             continue
         tokens = _tokens(text, action.body_start, action.body_end)
-        _check(text, tokens)
+        _check(text, tokens, names)
         rebuilt = _root_references(text, action.body_start, action.body_end, tokens)
         if _is_print(tokens):
             lead = rebuilt[: len(rebuilt) - len(rebuilt.lstrip())]
@@ -225,9 +232,14 @@ def _root_references(text: str, start: int, end: int, tokens: list[_Token]) -> s
 def render(template: str, context: dict[str, Any], *, source: str) -> str:
     """What `gomplate -c .=<context> -f <template>` writes, or `Unsupported`/`FleetError`
     (a template error of gomplate's own, with its line)."""
-    translated = gotmpl.rewrite(translate(template), source=source, dialect=GOMPLATE)
+    translated = gotmpl.rewrite(
+        translate(template, frozenset(context)), source=source, dialect=GOMPLATE
+    )
     try:
-        out = render_template(translated, context, source=source, helpers=HELPERS, strict=True)
+        # `.` is the context alone, as gomplate's `-c .=<file>` makes it.
+        out = render_template(
+            translated, context, source=source, helpers=HELPERS, strict=True, values_alias=False
+        )
     except FleetError as err:
         if _NO_VALUE in err.problem.message:
             raise Unsupported(

@@ -13,13 +13,23 @@ from __future__ import annotations
 
 import itertools
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from shared.engine import conformance, suggest, yamldoc
 from shared.engine.config.fleet import FleetConfig
 from shared.engine.errors import FleetError, FleetErrors, Problem
-from shared.engine.helmfile import bootstrap, chartify, helmout, inputs, options, pipeline
+from shared.engine.helmfile import (
+    bootstrap,
+    chartify,
+    helmout,
+    inputs,
+    legacy,
+    options,
+    pipeline,
+    prerender,
+)
 from shared.engine.helmfile.bootstrap import Bootstrap, Placement
 from shared.engine.helmfile.options import OptionError, Options
 from shared.engine.helmfile.states import Loader, Release, State
@@ -28,6 +38,7 @@ from shared.engine.secrets.origin import hash_secret_objects
 from shared.engine.tree import Tree
 from shared.engine.values import deep_merge
 
+T = TypeVar("T")
 TOP_LEVEL = ("helmfile.yaml", "helmfile.yaml.gotmpl")
 # kube-renderer's CI renders with the helm 3.10.2 binary, whose default is Kubernetes 1.25.
 DEFAULT_KUBE_VERSION = "v1.25.0"
@@ -58,6 +69,7 @@ class HelmfileLayout:
         self.tree = tree
         self.config = config
         self._plan: Plan | None = None
+        self._reading: prerender.Reading | None = None
         self._schema_warnings: dict[str, list[Problem]] = {}  # root → conformance warnings
 
     # --- planning ----------------------------------------------------------------------------
@@ -68,19 +80,44 @@ class HelmfileLayout:
                 return name
         if self.tree.is_dir("helmfile.d"):
             raise FleetError(
-                "helmfile.d/ without a helmfile.yaml: kube-renderer 0.1.20 reads helmfile.yaml "
-                "only (list helmfile.d/*.yaml under its helmfiles:)",
+                "helmfile.d/ without a helmfile.yaml: kube-renderer 0.1.17 on reads "
+                "helmfile.yaml only (list helmfile.d/*.yaml under its helmfiles:); earlier "
+                "versions' reading of each file of helmfile.d/ is not reproduced",
                 path="helmfile.d",
             )
         raise FleetError("no helmfile.yaml at the repository root", path="helmfile.yaml")
 
+    def reading(self) -> prerender.Reading:
+        """Which kube-renderer reads the repository, and the tree its helmfile sees (the
+        gomplate pre-render of kube-renderer before 0.1.17: shared.engine.helmfile.prerender)."""
+        if self._reading is None:
+            top = self.top_level()
+            found = prerender.read(self.tree, self.config.helmfile, top)
+            if not prerender.is_current(found.era) and top != "helmfile.yaml":
+                raise FleetError(
+                    f"{found.context()}: kube-renderer before 0.1.17 reads helmfile.yaml (or "
+                    f"each file of helmfile.d/, not reproduced), not {top}",
+                    path=top,
+                )
+            self._reading = found
+        return self._reading
+
     def plan(self) -> Plan:
         if self._plan is None:
-            self._plan = self._make_plan()
+            self._plan = self._in_reading(self._make_plan)
         return self._plan
 
+    def _in_reading(self, action: Callable[[], T]) -> T:
+        """`action`, its errors saying which kube-renderer's reading they come from."""
+        reading = self.reading()
+        try:
+            return action()
+        except FleetError as err:
+            raise reading.explain(err) from None
+
     def states(self) -> list[State]:
-        return Loader(self.tree).states(self.top_level())
+        reading = self.reading()
+        return Loader(reading.tree).states(self.top_level(), reading.overrides)
 
     def _make_plan(self) -> Plan:
         states = self.states()
@@ -112,6 +149,12 @@ class HelmfileLayout:
                 path=self.top_level(),
             )
         _place(plan)
+        legacy.check(
+            self.tree,
+            self.reading(),
+            [legacy.Planned(p.release, p.state, p.options) for p in plan.releases.values()],
+            states,
+        )
         _add_bootstrap(plan, states)
         _check_nesting(plan)
         return plan
@@ -196,7 +239,7 @@ class HelmfileLayout:
         its `values` lists them, which the state file holds after templating)."""
         release = planned.release
         values_files = tuple(
-            conformance.ValuesFile.at(self.tree, rel)
+            conformance.ValuesFile.at(self.reading().tree, rel)  # pre-rendered ones included
             for rel in sorted(release.inputs)
             if rel.endswith((".yaml", ".yml")) and not rel.endswith(".sops.yaml")
         )
@@ -213,25 +256,50 @@ class HelmfileLayout:
         return out
 
     def _release_files(self, planned: Planned) -> dict[str, str]:
+        return self._in_reading(lambda: self._render_release(planned))
+
+    def _render_release(self, planned: Planned) -> dict[str, str]:
         release = planned.release
         where = pipeline.Where(release.name, release.state, release.line)
-        how = chartify.Render(
-            helmout.Flags(planned.options.crds, planned.options.hooks, planned.options.tests),
-            self._kube_version(release.name),
-        )
-        files = chartify.output_files(release, self.tree, how, planned.state.repositories)
-        stream = pipeline.release_stream(files, planned.options, where)
+        era = self.reading().era
+        if not self.reading().legacy:
+            opts = planned.options
+            variants = [legacy.Steps(helmout.Flags(opts.crds, opts.hooks, opts.tests))]
+        else:
+            variants = legacy.variants(era, planned.options)
+        streams = [self._stream(planned, steps, where) for steps in variants]
+        if any(other != streams[0] for other in streams[1:]):
+            raise where.error(
+                f"kube-renderer {era.versions} renders it differently: Helm's CRDs, hooks and "
+                "tests are rendered by default before 0.1.14, tests with hooks in 0.1.14; set "
+                f"{prerender.SETTING} to the version the repository is for"
+            )
+        stream = streams[0]
         if not stream.strip():
             raise where.error(
                 "renders no object (kube-renderer would write an empty file); check its chart, "
                 "values and flags"
             )
-        return pipeline.generate(stream, planned.options, where)
+        # kube-renderer before 0.1.17 appends the yq generator's documents in name order
+        segments = legacy.yq_segments(era) if self.reading().legacy else (True,)
+        return pipeline.generate(
+            stream, planned.options, where, lexical=era.last < 17, segments=segments
+        )
+
+    def _stream(self, planned: Planned, steps: legacy.Steps, where: pipeline.Where) -> str:
+        """Steps 1 to 4 of kube-renderer on the release, as `steps` say."""
+        how = chartify.Render(steps.flags, self._kube_version(planned.release.name))
+        tree = self.reading().tree
+        files = chartify.output_files(planned.release, tree, how, planned.state.repositories)
+        return pipeline.release_stream(
+            files, planned.options, where, drops_empty=steps.drops_empty, repairs=steps.repairs
+        )
 
     def _kube_version(self, release: str) -> str:
+        tree = self.reading().tree
         for name in (f"kubeversion-{release}", "kubeversion"):
-            if self.tree.is_file(name):
-                return self.tree.read_text(name).rstrip("\n")
+            if tree.is_file(name):
+                return tree.read_text(name).rstrip("\n")
         return DEFAULT_KUBE_VERSION
 
     def render_redacted(self, root: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
@@ -246,9 +314,11 @@ class HelmfileLayout:
 
     def inputs(self, root: str) -> inputs.Inputs:
         plan = self.plan()
+        # The choice of kube-renderer's reading and its pre-render read these for every root.
+        read = inputs.Inputs(self.reading().sources)
         if self._bootstrap(root) is not None:
-            return inputs.bootstrap_inputs(plan.states)
-        found = inputs.Inputs(frozenset())
+            return inputs.bootstrap_inputs(plan.states) | read
+        found = read
         for planned in self._root(root):
             found |= inputs.release_inputs(self.tree, planned.release, planned.state)
         return found

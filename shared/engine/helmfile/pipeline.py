@@ -55,16 +55,42 @@ def _yq(where: Where, what: str, action: Callable[[], Any]) -> Any:
         raise where.error(f"render_filename_pattern: {err}") from None
 
 
-def release_stream(files: dict[str, str], options: Options, where: Where) -> str:
-    """Steps 1 to 4: the release's stream as the generator receives it."""
+def release_stream(
+    files: dict[str, str],
+    options: Options,
+    where: Where,
+    *,
+    drops_empty: bool = True,
+    repairs: bool = True,
+) -> str:
+    """Steps 1 to 4: the release's stream as the generator receives it. kube-renderer before
+    0.1.19 does not `repair` (`repairs` False: refused where it would change the stream), and
+    before 0.1.4 keeps empty documents (`drops_empty` False: refused when there is one); how
+    the yq of those versions printed either is not reproduced."""
 
     def merged() -> str:
         docs: list[yqdoc.Document] = []
         for index, path in enumerate(sorted(files)):
-            docs.extend(d for d in yqdoc.read(files[path], index) if yqdoc.length(d.node))
+            for doc in yqdoc.read(files[path], index):
+                if yqdoc.length(doc.node):
+                    docs.append(doc)
+                elif not drops_empty:
+                    raise where.error(
+                        f"{path} holds an empty document, which kube-renderer before 0.1.4 "
+                        "keeps; not reproduced"
+                    )
         return yqdoc.print_documents(docs)
 
-    text = repair(_yq(where, "rendered stream", merged))
+    text: str = _yq(where, "rendered stream", merged)
+    repaired = repair(text)
+    if not repairs and repaired != text:
+        # which documents yq then printed the Source comment with depended on its version
+        raise where.error(
+            "a `---` line follows a Source line in its rendered stream (a file of its chart "
+            "starting with `---`), which kube-renderer before 0.1.19 leaves to yq; not "
+            "reproduced"
+        )
+    text = repaired
     if options.postrender is not None:
         text = postrender(text, options.postrender, where)
     if options.remove_labels:
@@ -121,8 +147,19 @@ def _remove_labels(text: str, labels: tuple[str, ...]) -> str:
 # --- generators ------------------------------------------------------------------------------
 
 
-def generate(stream: str, options: Options, where: Where) -> dict[str, str]:
-    """Step 5: the release's files, by path below its output directory."""
+def generate(
+    stream: str,
+    options: Options,
+    where: Where,
+    *,
+    lexical: bool = False,
+    segments: tuple[bool, ...] = (True,),
+) -> dict[str, str]:
+    """Step 5: the release's files, by path below its output directory. `lexical`: the yq
+    generator appends documents in the order of their split files' names (`0 1 10 2`), as
+    kube-renderer before 0.1.17 did (`sort -V` since). `segments`: whether the yq default
+    path has its `/crds`... segments (0.1.16 on), for each version read; a document they
+    name differently is refused."""
     if options.generator == "":
         return {f"{where.release}.yaml": stream}
     if options.generator == "kustomize":
@@ -133,14 +170,25 @@ def generate(stream: str, options: Options, where: Where) -> dict[str, str]:
         inputs = {"resources.yaml": stream, "kustomization.yaml": kustomization}
         return kustomize(inputs, where.path, split=True)
     files: dict[str, str] = _yq(
-        where, "rendered stream", lambda: _split_generate(stream, options, where)
+        where,
+        "rendered stream",
+        lambda: _split_generate(stream, options, where, lexical, segments),
     )
     return files
 
 
-def _split_generate(stream: str, options: Options, where: Where) -> dict[str, str]:
+def _split_generate(
+    stream: str,
+    options: Options,
+    where: Where,
+    lexical: bool = False,
+    segments: tuple[bool, ...] = (True,),
+) -> dict[str, str]:
     out: dict[str, str] = {}
-    for index, doc in enumerate(yqdoc.read(stream)):
+    docs = list(enumerate(yqdoc.read(stream)))
+    if lexical and options.generator == "yq":
+        docs.sort(key=lambda item: f"{item[0]}.yaml")
+    for index, doc in docs:
         piece = split_text(doc)
         if options.generator == "helm":
             path = _source_path(piece)
@@ -149,7 +197,14 @@ def _split_generate(stream: str, options: Options, where: Where) -> dict[str, st
                 continue
         else:
             reread = yqdoc.read(piece)[0]
-            path = _pattern_path(reread, options)
+            paths = {_pattern_path(reread, options, with_segments) for with_segments in segments}
+            if len(paths) > 1:
+                raise where.error(
+                    f"the yq generator's default path of {' and '.join(sorted(paths))} differs "
+                    "between the kube-renderer versions read (its /crds, /tests, /hooks and "
+                    "/rbac are 0.1.16's)"
+                )
+            path = paths.pop()
         name = _inside(path, where, doc)
         out[name] = append(out.get(name, ""), piece)
     return out
@@ -177,12 +232,12 @@ def _source_path(piece: str) -> str:
     return ""
 
 
-def _pattern_path(doc: yqdoc.Document, options: Options) -> str:
+def _pattern_path(doc: yqdoc.Document, options: Options, segments: bool = True) -> str:
     if options.pattern:
         return yqexpr.evaluate(options.pattern, doc)
     if options.generator == "comment":
         return labelled(yqdoc.head_comment(doc), "Kuberenderer")
-    return default_path(yqdoc.data(doc.node))
+    return default_path(yqdoc.data(doc.node), segments=segments)
 
 
 def labelled(comment: str, label: str) -> str:
@@ -227,9 +282,10 @@ def _get(doc: Any, *keys: str) -> Any:
     return doc
 
 
-def default_path(doc: Any) -> str:
+def default_path(doc: Any, *, segments: bool = True) -> str:
     """kube-renderer's built-in yq file name: `<namespace or _cluster>[/crds][/tests]
-    [/hooks][/rbac]/<Kind>[.<group>]_<name>.yaml` (docs/formats/helmfile.md)."""
+    [/hooks][/rbac]/<Kind>[.<group>]_<name>.yaml` (docs/formats/helmfile.md); without
+    `segments` (before 0.1.16) `<namespace or _cluster>/<Kind>[.<group>]_<name>.yaml`."""
     kind = _text(_alt(_get(doc, "kind"), ""), "kind")
     api = _text(_alt(_get(doc, "apiVersion"), ""), "apiVersion")
     group = _GROUP_BEFORE_SLASH.sub(r"\1", api)
@@ -240,7 +296,7 @@ def default_path(doc: Any) -> str:
     rbac = kind in ("ClusterRole", "ClusterRoleBinding") and re.fullmatch(
         r"rbac.authorization.k8s.io", group
     )
-    segments = (
+    dirs = (
         ("/crds" if crds else "")
         + ("/tests" if hook == "test" else "")
         + ("/hooks" if (hook + argo).replace("test", "") else "")
@@ -252,4 +308,6 @@ def default_path(doc: Any) -> str:
     grouppart = "." + ((found.group(1) or "") if found else version)
     kindpart = _text(_alt(_get(doc, "kind"), "_unknown"), "kind")
     name = _text(_alt(_get(doc, "metadata", "name"), "_unknown"), "name")
-    return f"{namespace}{segments}/{kindpart}{'' if grouppart == '.' else grouppart}_{name}.yaml"
+    if not segments:
+        dirs = ""
+    return f"{namespace}{dirs}/{kindpart}{'' if grouppart == '.' else grouppart}_{name}.yaml"

@@ -147,8 +147,11 @@ class Loader:
     def __init__(self, tree: Tree) -> None:
         self.tree = Recorder(tree)
 
-    def states(self, path: str) -> list[State]:
-        return self._walk(path, {}, [], set())
+    def states(self, path: str, overrides: dict[str, Any] | None = None) -> list[State]:
+        """The states from the top-level `path` down; `overrides` are helmfile's
+        `--state-values-file` values (kube-renderer before 0.1.17 passes its root
+        `values.yaml`): the top-level state's alone, over its environment's."""
+        return self._walk(path, overrides or {}, [], set())
 
     def _walk(
         self, path: str, overrides: dict[str, Any], seen: list[str], inherited: set[str]
@@ -177,7 +180,8 @@ class Loader:
         env: dict[str, Any] = {}
         offset = 0
         for part in _PART_SEPARATOR.split(text):
-            first = self._render(part, path, base, env, offset, strict=False)
+            # helmfile's first pass already sees the overrides (its initial environment)
+            first = self._render(part, path, base, deep_merge(env, overrides), offset, strict=False)
             for base_path, line in _list_of_paths(first, "bases", path, offset):
                 layered = self._load(self._path(base, base_path, path, line), {}, seen)
                 env = deep_merge(env, layered.state.values)

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import Subquery
 
 from shared.contracts.deploy import DELIVERED_STATES, TERMINAL_STATES, DeploymentRecord
 from shared.stores.sql.engine import Database
@@ -123,6 +124,20 @@ class DeploymentStore:
         with self._db.session() as session:
             return session.get(DeploymentRow, deployment_id)
 
+    def last_change(self, deployment_id: str) -> StateChange | None:
+        """The deployment's newest recorded state change (for whoever must act on it once
+        more: an activity retried after `record` committed)."""
+        with self._db.session() as session:
+            states = session.scalars(
+                select(DeploymentEventRow.state)
+                .where(DeploymentEventRow.deployment_id == deployment_id)
+                .order_by(DeploymentEventRow.at.desc(), DeploymentEventRow.id.desc())
+                .limit(2)
+            ).all()
+        if not states:
+            return None
+        return StateChange(previous=states[1] if len(states) > 1 else None, state=states[0])
+
     def many(self, deployment_ids: list[str]) -> dict[str, DeploymentRow]:
         """The deployments of these ids that are recorded, by id (one query)."""
         if not deployment_ids:
@@ -177,37 +192,38 @@ class DeploymentStore:
 
     def waiting(self) -> list[Waiting]:
         """Per repository and root: deployments queued, and deployments awaiting review, with
-        the oldest of each (read along the `state` index; the metrics of every root)."""
+        the oldest of each (read along the `state` index; the metrics of every root). A wait
+        starts when the deployment entered its state: a record of the same state again (a
+        review click that decided nothing) does not restart it."""
+        d = DeploymentRow
+        entered = _entered_review()
         with self._db.session() as session:
-            query = (
-                select(
-                    DeploymentRow.repo,
-                    DeploymentRow.root,
-                    DeploymentRow.state,
-                    func.count(),
-                    func.min(DeploymentRow.updated_at),
-                )
-                .where(DeploymentRow.state.in_(("queued", "awaiting_review")))
-                .group_by(DeploymentRow.repo, DeploymentRow.root, DeploymentRow.state)
-                .order_by(DeploymentRow.repo, DeploymentRow.root, DeploymentRow.state)
-            )
-            return [
-                Waiting(repo, root, state, int(count), utc(oldest))
-                for repo, root, state, count, oldest in session.execute(query)
-            ]
+            queued = session.execute(
+                select(d.repo, d.root, func.count(), func.min(d.created_at))
+                .where(d.state == "queued")
+                .group_by(d.repo, d.root)
+            ).all()
+            reviews = session.execute(
+                select(d.repo, d.root, func.count(), func.min(entered.c.at))
+                .join(entered, entered.c.deployment_id == d.deployment_id)
+                .where(d.state == "awaiting_review")
+                .group_by(d.repo, d.root)
+            ).all()
+        out = [Waiting(r, root, "queued", int(n), utc(at)) for r, root, n, at in queued]
+        out += [Waiting(r, root, "awaiting_review", int(n), utc(at)) for r, root, n, at in reviews]
+        return sorted(out, key=lambda w: (w.repo, w.root, w.state))
 
     def awaiting_review(self, *, limit: int = 5000) -> list[AwaitingReview]:
-        """Every deployment at the review gate, the longest-waiting first (reminders)."""
+        """Every deployment at the review gate, the longest-waiting first (reminders), since
+        it reached the gate."""
+        d = DeploymentRow
+        entered = _entered_review()
         with self._db.session() as session:
             query = (
-                select(
-                    DeploymentRow.repo,
-                    DeploymentRow.root,
-                    DeploymentRow.deployment_id,
-                    DeploymentRow.updated_at,
-                )
-                .where(DeploymentRow.state == "awaiting_review")
-                .order_by(DeploymentRow.updated_at, DeploymentRow.deployment_id)
+                select(d.repo, d.root, d.deployment_id, entered.c.at)
+                .join(entered, entered.c.deployment_id == d.deployment_id)
+                .where(d.state == "awaiting_review")
+                .order_by(entered.c.at, d.deployment_id)
                 .limit(limit)
             )
             return [
@@ -405,3 +421,14 @@ def _deployment_filter(query: Any, repo: str | None, root: str | None) -> Any:
     if root is not None:
         query = query.where(DeploymentRow.root == root)
     return query
+
+
+def _entered_review() -> Subquery:
+    """deployment_id → when it last entered awaiting_review (its event)."""
+    e = DeploymentEventRow
+    return (
+        select(e.deployment_id, func.max(e.at).label("at"))
+        .where(e.state == "awaiting_review")
+        .group_by(e.deployment_id)
+        .subquery()
+    )

@@ -6,6 +6,7 @@ sent, retried later or failed."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -28,13 +29,14 @@ class NewEvent:
 
 @dataclass(frozen=True)
 class Due:
-    """A row leased to one notifier."""
+    """A row leased to one notifier; `token` proves the lease when the row is marked."""
 
     event_id: str
     sink: str
     kind: str
     body: str
     attempts: int
+    token: str
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,10 @@ class NotificationStore:
                     session.rollback()
         return added
 
-    def claim(self, now: datetime, *, limit: int = 20, lease: timedelta) -> list[Due]:
-        """Up to `limit` due rows, oldest first, leased to the caller until `now + lease`."""
+    def claim(self, now: datetime, *, limit: int = 1, lease: timedelta) -> list[Due]:
+        """Up to `limit` due rows, oldest first, leased to the caller until `now + lease`
+        (take one at a time, just before sending it: a batch's later rows could outlive their
+        lease while the first are sent, and another notifier would send them too)."""
         row = NotificationRow
         due = and_(
             row.state == "pending",
@@ -102,11 +106,12 @@ class NotificationStore:
             ).all()
         taken = []
         for event_id, sink in candidates:
+            token = uuid.uuid4().hex
             with self._db.writing() as connection:
                 result = connection.execute(
                     update(row)
                     .where(row.event_id == event_id, row.sink == sink, due)
-                    .values(lease_until=now + lease, attempts=row.attempts + 1)
+                    .values(lease_until=now + lease, attempts=row.attempts + 1, claim_token=token)
                 )
                 if result.rowcount != 1:  # another notifier took it
                     continue
@@ -115,27 +120,33 @@ class NotificationStore:
                         row.event_id == event_id, row.sink == sink
                     )
                 ).one()
-            taken.append(Due(event_id, sink, found.kind, found.body, found.attempts))
+            taken.append(Due(event_id, sink, found.kind, found.body, found.attempts, token))
         return taken
 
-    def sent(self, event_id: str, sink: str, now: datetime) -> None:
-        self._finish(event_id, sink, state="sent", sent_at=now, lease_until=None, last_error="")
+    def sent(self, due: Due, now: datetime) -> bool:
+        return self._finish(due, state="sent", sent_at=now, last_error="")
 
-    def retry(self, event_id: str, sink: str, error: str, at: datetime) -> None:
-        self._finish(
-            event_id, sink, state="pending", next_attempt_at=at, lease_until=None, last_error=error
-        )
+    def retry(self, due: Due, error: str, at: datetime) -> bool:
+        return self._finish(due, state="pending", next_attempt_at=at, last_error=error)
 
-    def failed(self, event_id: str, sink: str, error: str) -> None:
-        self._finish(event_id, sink, state="failed", lease_until=None, last_error=error)
+    def failed(self, due: Due, error: str) -> bool:
+        return self._finish(due, state="failed", last_error=error)
 
-    def _finish(self, event_id: str, sink: str, **values: object) -> None:
+    def _finish(self, due: Due, **values: object) -> bool:
+        """Mark a row this lease still holds; False: the lease was lost (another notifier
+        took the row), and it is left as that one marks it."""
+        row = NotificationRow
         with self._db.writing() as connection:
-            connection.execute(
-                update(NotificationRow)
-                .where(NotificationRow.event_id == event_id, NotificationRow.sink == sink)
-                .values(**values)
+            result = connection.execute(
+                update(row)
+                .where(
+                    row.event_id == due.event_id,
+                    row.sink == due.sink,
+                    row.claim_token == due.token,
+                )
+                .values(lease_until=None, claim_token=None, **values)
             )
+            return bool(result.rowcount == 1)
 
     def of_deployment(self, deployment_id: str) -> list[Sent]:
         """What was sent (or is still to be) about a deployment, oldest first."""
