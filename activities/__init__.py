@@ -25,10 +25,12 @@ from activities.metrics import WorkerMetrics
 from activities.preview import PreviewActivities
 from activities.promotion import PromotionActivities, PromotionSignals
 from activities.publish import BlobPublisher, PublishActivities, Publisher, publish_targets
+from activities.publish_catalog import PullOpener
 from activities.render import RenderActivities
 from activities.store import StoreActivities
 from activities.verify import DeliveryVerifier, VerifyPlans
 from shared.contracts.deploy import RepoRef
+from shared.github.gitdata import open_pull_request
 from shared.github.urls import clone_url
 from shared.notify.notifier import Announcer
 from shared.settings import Settings
@@ -87,7 +89,9 @@ def build_activities(
     jobs = JobLog(blobs)
     git = GitActivities(mirror, jobs, blobs)
     render = RenderActivities(settings, blobs)
-    targets = publish_targets(settings, mirror, blobs, github.token_for)
+    targets = publish_targets(
+        settings, mirror, blobs, github.token_for, open_pull=catalog_pull_opener(github)
+    )
     publish = PublishActivities(publisher, jobs, targets=targets)
     previews = PreviewActivities(settings, mirror, blobs, github)
     governance = GovernanceActivities(github, blobs, jobs)
@@ -142,6 +146,18 @@ def build_activities(
         metrics=metrics,
         _closers=closers,
     )
+
+
+def catalog_pull_opener(github: GitHubAccess) -> PullOpener:
+    """Catalog pull requests on the configured GitHub, with the App."""
+
+    def open_pull(repo: RepoRef, head: str, base: str, title: str, body: str) -> str:
+        app = github.app_for(repo)
+        return open_pull_request(
+            app, repo.full_name, head=head, base=base, title=title, body=body
+        ).url
+
+    return open_pull
 
 
 def github_remotes(settings: Settings) -> Callable[[RepoRef], str]:

@@ -5,6 +5,8 @@ The fleet chooses the target in `rollwright.yaml` at the deployment's revision
 
 - `blob` (default; the embedded stack's target): `BlobPublisher` below copies the stored
   *redacted* render to `published/<owner>/<repo>/<root>/` in the blob store.
+- `catalog` (activities.publish_catalog): a commodore cluster's catalog, committed to its
+  catalog repository as Commodore pushes it, then reported to Lieutenant.
 - `git` (activities.publish_git) and `s3` (activities.publish_s3) deliver real manifests: the
   plaintext is rebuilt on this worker (activities.publish_plaintext: a temporary worktree from
   the mirror, the same engine, a digest check against the reviewed render) and goes through
@@ -39,6 +41,7 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import ERR_NOT_CONFIGURED, fleet_mistakes, withhold_unexpected
 from activities.heartbeat import blocking
 from activities.joblog import JobLog
+from activities.publish_catalog import CatalogPublisher, PullOpener
 from activities.publish_git import (
     GitPublisher,
     GitPublishError,
@@ -134,6 +137,7 @@ class PublishTargets:
     blobs: BlobStore
     git: GitPublisher
     s3: S3Publisher | None = None  # None: S3 publishing not configured on this worker
+    catalog: CatalogPublisher | None = None  # None: no catalog publishing on this worker
 
 
 @dataclass(frozen=True)
@@ -218,6 +222,8 @@ class PublishActivities:
             return self._to_git(request, config)
         if config.publish.target == "s3":
             return self._to_s3(request, config)
+        if config.publish.target == "catalog":
+            return self._to_catalog(request, config)
         return _Published(self.publisher.name, self.publisher.publish(request), {})
 
     def _expected_digest(self, request: PublishRequest) -> str:
@@ -274,6 +280,44 @@ class PublishActivities:
             "encrypted": len(tree.encrypted),
         }
         return _Published("git", result, details)
+
+    def _to_catalog(self, request: PublishRequest, config: FleetConfig) -> _Published:
+        assert self.targets is not None
+        targets = self.targets
+        if targets.catalog is None:
+            raise ApplicationError(
+                f'publishing cluster "{request.root}" to its catalog repository: this worker '
+                "has no catalog publishing configured",
+                type=ERR_NOT_CONFIGURED,
+                non_retryable=True,
+            )
+        outcome = targets.catalog.publish(
+            request,
+            config,
+            targets.mirror,
+            lambda inspect: publish_tree(
+                targets.mirror,
+                request,
+                config,
+                expected_digest=self._expected_digest(request),
+                target=f'the catalog repository of cluster "{request.root}"',
+                published_path=lambda path: path,
+                inspect=inspect,
+            ),
+        )
+        result = PublishResult(
+            target=outcome.target,
+            already_published=outcome.already_published,
+            commit=outcome.commit,
+        )
+        details: dict[str, Any] = {
+            "commit": outcome.commit,
+            "reported": outcome.reported,
+            "files": outcome.files,
+        }
+        if outcome.pull_request:
+            details["pull_request"] = outcome.pull_request
+        return _Published("catalog", result, details)
 
     def _to_s3(self, request: PublishRequest, config: FleetConfig) -> _Published:
         assert self.targets is not None
@@ -338,10 +382,16 @@ def rollwright_version() -> str:
 
 
 VERSION = rollwright_version()
+# Where Commodore reports its own version in compileMeta (`commodoreBuildInfo`).
+BUILD_INFO = {"version": f"rollwright {VERSION}", "gitVersion": VERSION}
 
 
 def publish_targets(
-    settings: Settings, mirror: GitMirror, blobs: BlobStore, token_for: TokenProvider | None
+    settings: Settings,
+    mirror: GitMirror,
+    blobs: BlobStore,
+    token_for: TokenProvider | None,
+    open_pull: PullOpener | None = None,
 ) -> PublishTargets:
     """The git and S3 publishers of a worker, from its settings."""
     reserved = None
@@ -349,9 +399,13 @@ def publish_targets(
     if parts.scheme == "s3":  # the service's own state is never a publish target
         prefix = parts.path.strip("/")
         reserved = (parts.netloc, f"{prefix}/" if prefix else "")
+    git = GitPublisher(settings.git_dir / "publish", token_for=token_for)
     return PublishTargets(
         mirror=mirror,
         blobs=blobs,
-        git=GitPublisher(settings.git_dir / "publish", token_for=token_for),
+        git=git,
         s3=S3Publisher(s3_client_from_settings(settings), reserved=reserved),
+        catalog=CatalogPublisher(
+            git, blobs, remote_for=mirror.remote_for, open_pull=open_pull, build_info=BUILD_INFO
+        ),
     )

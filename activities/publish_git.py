@@ -32,7 +32,7 @@ import hashlib
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -71,6 +71,8 @@ class GitTarget:
     label: str  # for messages and PublishResult: `acme/fleet` or the URL
     branch: str
     auth: RepoRef | None  # whose installation token to send; None: the worker's credentials
+    # A branch that does not exist yet starts from this one's tip ("": an orphan branch).
+    base: str = ""
 
     def describe(self) -> str:
         return f'git branch "{self.branch}" of {self.label}'
@@ -165,8 +167,10 @@ class GitPublisher:
         deployment_id: str,
         message: str,
         root: str,
+        replaced: tuple[str, ...] | None = None,
     ) -> GitOutcome:
-        """Replace `prefix` (a directory, `prod/eu/`) on the target branch with `files`."""
+        """Replace `prefix` (a directory, `prod/eu/`) on the target branch with `files`; with
+        `replaced`, only those paths under it (`manifests`, `refs`: the rest is kept)."""
         scratch = self._scratch(target)
         env = self._env(target)
         with _locked(scratch):
@@ -177,7 +181,7 @@ class GitPublisher:
                     found = self._find_deployment(scratch, tip, deployment_id)
                     if found:
                         return GitOutcome(found, True, attempt - 1)
-                commit = self._build(scratch, tip, prefix, files, message)
+                commit = self._build(scratch, tip, prefix, files, message, replaced)
                 if tip is not None and self._tree(scratch, commit) == self._tree(scratch, tip):
                     return GitOutcome(tip, True, attempt - 1)
                 if self.before_push is not None:
@@ -200,6 +204,27 @@ class GitPublisher:
             tip = self._fetch(scratch, target, self._env(target), root)
             return self._find_deployment(scratch, tip, deployment_id) if tip else ""
 
+    def default_branch(self, target: GitTarget, *, root: str) -> str | None:
+        """The branch the remote's HEAD names (`git ls-remote --symref`), or None for a
+        repository without one (empty)."""
+        scratch = self._scratch(target)
+        with _locked(scratch):
+            self._init(scratch)
+            proc = self._git(
+                scratch, "ls-remote", "--symref", target.url, "HEAD", env=self._env(target)
+            )
+        if proc.returncode != 0:
+            raise self._error(root, target, "reading the default branch", proc)
+        for line in proc.out.splitlines():
+            ref, _, name = line.partition("\t")
+            if ref.startswith("ref: refs/heads/") and name == "HEAD":
+                return ref.removeprefix("ref: refs/heads/")
+        return None
+
+    def message_of(self, target: GitTarget, commit: str) -> str:
+        """The message of a commit fetched from `target` (in its scratch repository)."""
+        return self._git_ok(self._scratch(target), "log", "-1", "--format=%B", commit)
+
     # --- steps -------------------------------------------------------------------------------
 
     def _fetch(
@@ -219,6 +244,10 @@ class GitPublisher:
         if proc.returncode != 0:
             if "couldn't find remote ref" in proc.err:
                 self._git(scratch, "update-ref", "-d", remote)
+                if target.base and target.base != target.branch:
+                    return self._fetch(
+                        scratch, replace(target, branch=target.base, base=""), env, root
+                    )
                 return None  # a new branch: the first commit is an orphan
             raise self._error(root, target, "fetching the branch", proc)
         return self._git_ok(scratch, "rev-parse", "--verify", "--quiet", remote).strip()
@@ -236,7 +265,13 @@ class GitPublisher:
         ).strip()
 
     def _build(
-        self, scratch: Path, tip: str | None, prefix: str, files: dict[str, bytes], message: str
+        self,
+        scratch: Path,
+        tip: str | None,
+        prefix: str,
+        files: dict[str, bytes],
+        message: str,
+        replaced: tuple[str, ...] | None = None,
     ) -> str:
         """A commit on `tip` whose tree has `prefix` replaced by `files` (git fast-import)."""
         stamp = f"{int(datetime.now(UTC).timestamp())} +0000"
@@ -252,7 +287,10 @@ class GitPublisher:
         if tip is not None:
             out.append(f"from {tip}\n".encode())
             directory = prefix.rstrip("/")
-            out.append(b"deleteall\n" if not directory else b"D " + _quote(directory) + b"\n")
+            if replaced is not None:
+                out.extend(b"D " + _quote(prefix + path) + b"\n" for path in replaced)
+            else:
+                out.append(b"deleteall\n" if not directory else b"D " + _quote(directory) + b"\n")
         for path in sorted(files):
             blob = files[path]
             out.append(b"M 100644 inline " + _quote(prefix + path) + b"\n")

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 
 from temporalio.exceptions import ApplicationError
 
-from activities.render import render_checkout
+from activities.render import shared_fleet
 from shared.contracts.deploy import PublishRequest
 from shared.engine.config.fleet import FleetConfig
+from shared.engine.fleet import Fleet
 from shared.engine.publish_secrets import publishable_files, secret_files
+from shared.engine.render import Render
 from shared.engine.tree import GitTree
 from shared.stores.gitmirror import GitMirror
 
@@ -36,6 +38,7 @@ class PublishTree:
     files: dict[str, bytes] = field(repr=False)
     digest: str  # the plaintext digest, equal to the reviewed render's
     encrypted: list[str] = field(default_factory=list)  # files sops re-encrypted
+    inspected: object = None  # what `publish_tree`'s `inspect` read from the fleet
 
 
 def fleet_config(mirror: GitMirror, request: PublishRequest) -> FleetConfig:
@@ -52,18 +55,24 @@ def publish_tree(
     expected_digest: str,
     target: str,
     published_path: Callable[[str], str],
+    inspect: Callable[[Fleet], object] | None = None,
 ) -> PublishTree:
     """Render `request.root` at `request.revision` again and apply the secrets policy.
 
     `target` describes the destination for messages (`git branch "rendered" of acme/fleet`);
     `published_path(path)` is where a root-relative file lands there (sops picks its creation
-    rule by that path). Raises a non-retryable `ApplicationError` when the render differs
-    from the reviewed one, `FleetError`s for the fleet's mistakes.
+    rule by that path). `inspect` reads more from the fleet that rendered (a commodore
+    cluster's compile record), into `PublishTree.inspected`. Raises a non-retryable
+    `ApplicationError` when the render differs from the reviewed one, `FleetError`s for the
+    fleet's mistakes.
     """
     name = "publish-" + re.sub(r"[^A-Za-z0-9._-]", "-", request.deployment_id)
     checkout, _ = mirror.checkout(request.repo, request.revision, name)
     try:
-        render = render_checkout(checkout, request.root)
+        fleet, _ = shared_fleet(checkout, share=False)
+        present = request.root in set(fleet.roots())
+        render = fleet.render(request.root) if present else Render.of(request.root, {})
+        inspected = inspect(fleet) if inspect is not None and present else None
         if render.digest != expected_digest:
             raise ApplicationError(
                 f'publishing root "{request.root}" at {request.revision[:12]} to {target}: '
@@ -78,6 +87,8 @@ def publish_tree(
             render, policy, target=target, published_path=published_path, checkout=checkout
         )
         encrypted = sorted(secret_files(render)) if policy == "sops" else []
-        return PublishTree(files=files, digest=render.digest, encrypted=encrypted)
+        return PublishTree(
+            files=files, digest=render.digest, encrypted=encrypted, inspected=inspected
+        )
     finally:
         mirror.remove_checkout(checkout)

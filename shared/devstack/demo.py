@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
+import yaml
 
 from shared.contracts.deploy import deploy_workflow_id
-from shared.devstack import fleetrepo
+from shared.devstack import commodorerepos, fleetrepo
 from shared.devstack.emulator.model import CheckRunRecord
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.processes import ChildExited
@@ -33,6 +34,7 @@ from shared.devstack.stack import (
     StackError,
     options_from_args,
 )
+from shared.engine.config.fleet import FleetConfig
 from shared.engine.errors import FleetError
 from shared.engine.fleet import Fleet
 from shared.engine.tree import WorkTree
@@ -77,8 +79,11 @@ SCENARIOS = {
     ),
     # The web release's own values file: the one root that reads it (shared.engine.helmfile).
     "helmfile": Scenario("helmfile", "apps/web", "values/web.yaml", "region"),
+    # One cluster's class: the one cluster whose catalog changes.
+    "commodore": Scenario("commodore", "c-prod", "c-prod.yml", "parameters.echo.region"),
 }
 EXAMPLES = {layout: f"examples/{layout}-fleet" for layout in SCENARIOS}
+EXAMPLES["commodore"] = "examples/commodore-tenant"
 
 
 class DemoRefused(Exception):
@@ -87,6 +92,12 @@ class DemoRefused(Exception):
 
 def scenario_for(fleet: Path) -> Scenario:
     """The scenario for the fleet's layout, refused when the fleet lacks what it changes."""
+    try:
+        layout = FleetConfig.load(WorkTree(fleet)).layout
+    except FleetError as err:
+        raise DemoRefused(f"{fleet} is not a fleet rollwright can read: {err}") from None
+    if layout == "commodore":
+        return _commodore_scenario(fleet)
     try:
         opened = Fleet.open(WorkTree(fleet))
         roots = set(opened.roots())
@@ -104,6 +115,25 @@ def scenario_for(fleet: Path) -> Scenario:
             f"{fleet} is a {scenario.layout} fleet without root {scenario.root} or {owner}/, "
             f"which the demo changes (it sets {scenario.key} in {scenario.changed_file}); "
             f"use {example} or a copy of it"
+        )
+    return scenario
+
+
+def _commodore_scenario(fleet: Path) -> Scenario:
+    """A commodore tenant's clusters come from Lieutenant, which the stack fakes from the
+    tenant's `-repos` folder: the scenario's cluster must be there and its class here."""
+    scenario = SCENARIOS["commodore"]
+    repos = commodorerepos.repos_dir(fleet)
+    answers = repos / commodorerepos.LIEUTENANT_FILE
+    clusters: dict[str, object] = {}
+    if answers.is_file():
+        clusters = (yaml.safe_load(answers.read_text()) or {}).get("clusters") or {}
+    if scenario.root not in clusters or not (fleet / scenario.changed_file).is_file():
+        raise DemoRefused(
+            f"{fleet} is a commodore tenant without cluster {scenario.root} in {answers} or "
+            f"its class {scenario.changed_file}, which the demo changes (it sets "
+            f"{scenario.key}); use {EXAMPLES['commodore']} or a copy of it with its "
+            f"{commodorerepos.REPOS_SUFFIX} folder"
         )
     return scenario
 
@@ -204,14 +234,16 @@ def run_demo(args: argparse.Namespace) -> int:
         return 1
     data_dir, remove = _data_dir(args)
     stack = DevStack(options_from_args(args, data_dir))
-    total = 9
+    commodore = scenario.layout == "commodore"
+    total = 8 if commodore else 9
     failed = False
     try:
         with step(1, total, "start the embedded stack"):
             stack.start()
             print(_indent(stack.banner()), flush=True)
         demo = Demo(stack, stack.data_dir / "repos" / REPO, args.step_timeout, scenario)
-        links = _run_steps(demo, total, fleet)
+        run_steps = _run_commodore_steps if commodore else _run_steps
+        links = run_steps(demo, total, fleet)
         if args.keep:
             print(_indent(links, "  "), flush=True)
             print(
@@ -281,6 +313,119 @@ def _run_steps(demo: Demo, total: int, fleet: Path) -> str:
     job_url = _job_page_shown(demo, total, deployment_id, reviewers[0])
     print("\nrollwright demo: every step happened.", flush=True)
     return _links(demo, deployment_id, job_url, run, final)
+
+
+def _run_commodore_steps(demo: Demo, total: int, fleet: Path) -> str:
+    """Steps 2 to 8 on a commodore tenant; the links to what the demo made."""
+    base = _create_tenant_repos(demo, total, fleet)
+    head = _push_change(demo, total, base)
+    run = _review_asked(demo, total, head)
+    others = [
+        r.name
+        for r in demo.emulator.check_runs(OWNER, REPO)
+        if r.state["head_sha"] == head and r.name != f"rollwright/{demo.scenario.root}"
+    ]
+    if others:
+        raise StepFailed("check run asks for review with the diff", f"also {others}")
+    print("      no check run for the other clusters: their catalogs do not change", flush=True)
+    _approve(demo, total, run)
+    deployment_id = str(run.state.get("external_id") or "")
+    final = _published(demo, total, deployment_id)
+    _catalog_committed(demo, total)
+    _compile_reported(demo, total)
+    print("\nrollwright demo: every step happened.", flush=True)
+    job_url = f"{demo.stack.urls.gateway}/jobs/{deployment_id}"
+    return _links(demo, deployment_id, job_url, run, final)
+
+
+def _create_tenant_repos(demo: Demo, total: int, fleet: Path) -> str:
+    """Step 2: the tenant, global, component and catalog repositories, served by the
+    emulator, and Lieutenant's answers. The tenant repository's first commit."""
+    stack = demo.stack
+    repos = commodorerepos.repos_dir(fleet)
+    with step(2, total, f"create the tenant repo {OWNER}/{REPO} and the repos it needs"):
+        if stack.lieutenant is None:
+            raise ValueError(
+                "the demo needs the stack's fake Lieutenant (it runs with the emulator)"
+            )
+        served_at = f"{demo.emulator.url}/{OWNER}"
+        made = commodorerepos.create_commodore_repos(repos, stack.data_dir / "repos", served_at)
+        for name, path in made.repositories.items():
+            stack.add_repository(OWNER, name, path)
+        for body in made.tenants.values():
+            stack.lieutenant.add_tenant(body)
+        for body in made.clusters.values():
+            stack.lieutenant.add_cluster(body)
+        base = fleetrepo.create_fleet_repo(fleet, demo.repo_dir, message="Tenant from example")
+        stack.add_repository(OWNER, REPO, demo.repo_dir)
+        print(f"      {demo.repo_dir} at {base[:12]}", flush=True)
+        print(f"      served at {served_at}/: {', '.join(sorted(made.repositories))}", flush=True)
+        print(f"      Lieutenant {stack.lieutenant.url}: {', '.join(sorted(made.clusters))}")
+    return base
+
+
+def _published(demo: Demo, total: int, deployment_id: str) -> CheckRunRecord:
+    """Step 6; the deployment's final check run."""
+    with step(6, total, "check run reports the catalog published"):
+
+        def concluded() -> CheckRunRecord | None:
+            current = demo.deployment_run(deployment_id)
+            if current is None or current.conclusion in (None, "action_required"):
+                return None
+            return current
+
+        final = demo.wait_for("final conclusion", concluded)
+        if final.conclusion != "success":
+            raise ValueError(
+                f"check run {final.id} concluded {final.conclusion} "
+                f"({final.output.get('title')}): {final.output.get('summary')}"
+            )
+        print(f"      check run {final.id}: {final.output.get('title')}", flush=True)
+    return final
+
+
+def _catalog_committed(demo: Demo, total: int) -> None:
+    """Step 7: the changed cluster's catalog repository has Commodore's commit; the other
+    cluster's is as Lieutenant made it."""
+    root = demo.scenario.root
+    repos = demo.stack.data_dir / "repos"
+    with step(7, total, f"catalog committed to {root}'s catalog repository"):
+        catalog = repos / f"catalog-{root}.git"
+        message = fleetrepo.git(catalog, "log", "-1", "--format=%B", "main")
+        if not message.startswith("Automated catalog update from Commodore"):
+            raise ValueError(f"the last commit of {catalog} is not a catalog update: {message}")
+        deployment = fleetrepo.git(catalog, "show", "main:manifests/echo/10_deployment.yaml")
+        if NEW_REGION not in deployment:
+            raise ValueError(f"{catalog}: manifests/echo/10_deployment.yaml lacks {NEW_REGION}")
+        files = fleetrepo.git(catalog, "ls-tree", "-r", "--name-only", "main").splitlines()
+        print(_indent(message, "      │ "), flush=True)
+        print(f"      {len(files)} files: {', '.join(files)}", flush=True)
+        for other in sorted(p for p in repos.glob("catalog-*.git") if p != catalog):
+            count = fleetrepo.git(other, "rev-list", "--count", "main")
+            if count != "1":
+                raise ValueError(f"{other.name} changed ({count} commits): its cluster did not")
+            print(f"      {other.name}: unchanged", flush=True)
+
+
+def _compile_reported(demo: Demo, total: int) -> None:
+    """Step 8: compileMeta POSTed to Lieutenant for the changed cluster."""
+    root = demo.scenario.root
+    lieutenant = demo.stack.lieutenant
+    assert lieutenant is not None
+    with step(8, total, f"compile metadata reported to Lieutenant for {root}"):
+
+        def reported() -> dict[str, object] | None:
+            found = [body for cluster, body in lieutenant.reported() if cluster == root]
+            return found[-1] if found else None
+
+        body = demo.wait_for("compileMeta", reported)
+        instances = body.get("instances")
+        assert isinstance(instances, dict)
+        versions = ", ".join(f"{name} {info['version']}" for name, info in instances.items())
+        print(f"      POST /clusters/{root}/compileMeta: {versions}", flush=True)
+        others = sorted({c for c, _ in lieutenant.reported()} - {root})
+        if others:
+            raise ValueError(f"compileMeta reported for {others} too")
 
 
 def _create_fleet_repo(demo: Demo, total: int, fleet: Path) -> str:

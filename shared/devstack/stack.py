@@ -30,6 +30,7 @@ from shared.devstack import credentials, temporal
 from shared.devstack.argocd import FakeArgoCD
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.gitremotes import write_gitconfig
+from shared.devstack.lieutenant import FakeLieutenant
 from shared.devstack.ports import LOOPBACK, free_port, free_ports, port_in_use, wait_for_port
 from shared.devstack.processes import Child, Supervisor
 from shared.devstack.sink import NotificationSink
@@ -47,6 +48,9 @@ _STACK_VARS = (
     "ROLLWRIGHT_TEMPORAL_UI_URL",
     "ROLLWRIGHT_DEV_MODE",
     DEV_ARGOCD_TOKEN_VAR,
+    # the fake Lieutenant's, as Commodore reads them (commodore tenants)
+    "COMMODORE_API_URL",
+    "COMMODORE_API_TOKEN",
 )
 _GITHUB_VARS = (
     "ROLLWRIGHT_GITHUB_API_URL",
@@ -141,6 +145,7 @@ class DevStack:
         self.supervisor = Supervisor(self.data_dir / "logs")
         self.emulator: GitHubEmulator | None = None
         self.argocd: FakeArgoCD | None = None
+        self.lieutenant: FakeLieutenant | None = None
         self.sink: NotificationSink | None = None
         self.env: dict[str, str] = {}
         self.webhook_secret = ""
@@ -168,6 +173,10 @@ class DevStack:
                 self._start_emulator(gateway)
                 # Applications are added by whoever publishes to git (the demo does).
                 self.argocd = FakeArgoCD(token=secrets.token_urlsafe(24), host=LOOPBACK).start()
+                # Clusters and tenants are added by whoever serves a commodore tenant (the demo).
+                self.lieutenant = FakeLieutenant(
+                    token=secrets.token_urlsafe(24), host=LOOPBACK
+                ).start()
                 # where the worker's notifications go (both sinks: Slack's format and signed)
                 self.sink = NotificationSink(secret=secrets.token_urlsafe(24), host=LOOPBACK)
                 self.sink.start()
@@ -196,6 +205,9 @@ class DevStack:
         if self.argocd is not None:
             self.argocd.stop()
             self.argocd = None
+        if self.lieutenant is not None:
+            self.lieutenant.stop()
+            self.lieutenant = None
         if self.sink is not None:
             self.sink.stop()
             self.sink = None
@@ -394,6 +406,9 @@ class DevStack:
             )
         if self.argocd is not None:
             env[DEV_ARGOCD_TOKEN_VAR] = self.argocd.token
+        if self.lieutenant is not None:
+            env["COMMODORE_API_URL"] = self.lieutenant.url
+            env["COMMODORE_API_TOKEN"] = self.lieutenant.token
         if self.sink is not None:
             env["ROLLWRIGHT_NOTIFY_WEBHOOK_URL"] = self.sink.webhook_url
             env["ROLLWRIGHT_NOTIFY_WEBHOOK_SECRET"] = self.sink.secret

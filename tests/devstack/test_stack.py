@@ -518,6 +518,41 @@ def test_rollwright_demo_on_the_helmfile_fleet(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(240)
+def test_rollwright_demo_on_the_commodore_tenant(tmp_path: Path) -> None:
+    """`--fleet examples/commodore-tenant` runs the commodore story to the end: the check run
+    of the changed cluster only, its catalog committed to its catalog repository with
+    Commodore's message, the compile reported to the stack's fake Lieutenant; a copy of the
+    tenant without the repositories it needs is refused before anything starts."""
+    ok = _demo("--fleet", str(EXAMPLES / "commodore-tenant"), "--data-dir", str(tmp_path / "d"))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    for number in range(1, 9):
+        assert f"[{number}/8]" in ok.stdout
+    assert "every step happened" in ok.stdout
+    assert "value: eu-central-1" in ok.stdout  # in the reviewed catalog diff
+    assert "no check run for the other clusters" in ok.stdout
+    assert "│ Automated catalog update from Commodore" in ok.stdout
+    assert re.search(r"│  \* echo: v1\.0\.0 \([0-9a-f]{6}\)", ok.stdout)
+    assert "catalog-c-dev.git: unchanged" in ok.stdout
+    assert "POST /clusters/c-prod/compileMeta: echo v1.0.0, greeting v1.0.0" in ok.stdout
+    catalog = tmp_path / "d" / "repos" / "catalog-c-prod.git"
+    files = subprocess.run(
+        ["git", "-C", str(catalog), "ls-tree", "-r", "--name-only", "main"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "README.md" in files and "refs/t-acme/c-prod/greeting/password" in files
+
+    other = tmp_path / "commodore-tenant"  # no commodore-tenant-repos beside it
+    shutil.copytree(EXAMPLES / "commodore-tenant", other)
+    refused = _demo("--fleet", str(other), "--data-dir", str(tmp_path / "r"), timeout=60)
+    assert refused.returncode == 1
+    assert "is a commodore tenant without cluster c-prod" in refused.stderr
+    assert "use examples/commodore-tenant or a copy of it" in refused.stderr
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.timeout(240)
 def test_rollwright_demo_keep_prints_the_links_of_a_running_stack(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "shared.cli", "demo", "--keep", "--data-dir", str(tmp_path / "k")],

@@ -113,6 +113,8 @@ def test_sops_needs_the_fleets_sops_yaml(tmp_path: Path) -> None:
         ("  git:\n    repository: https://user:pw@host/x.git\n", 3, "expected `owner/name`"),
         ("  git:\n    branch: 'bad..branch'\n", 3, "not a valid branch name"),
         ("  target: s3\n", 1, "target s3 needs s3.bucket"),
+        ("  catalog:\n    mode: merge\n", 3, "'commit' or 'pull-request'"),
+        ("  catalog:\n    branch: 'a..b'\n", 3, "not a valid branch name"),
     ],
 )
 def test_publish_settings_errors_name_the_line(
@@ -123,6 +125,14 @@ def test_publish_settings_errors_name_the_line(
         FleetConfig.load(WorkTree(tmp_path))
     assert str(info.value).startswith(f"rollwright.yaml:{line}: ")
     assert expected in str(info.value)
+
+
+def test_the_catalog_target_needs_the_commodore_layout(tmp_path: Path) -> None:
+    (tmp_path / "rollwright.yaml").write_text("layout: atlas\npublish:\n  target: catalog\n")
+    with pytest.raises(FleetError, match=r"publish\.target catalog needs layout: commodore"):
+        FleetConfig.load(WorkTree(tmp_path))
+    (tmp_path / "rollwright.yaml").write_text("layout: commodore\npublish:\n  target: catalog\n")
+    assert FleetConfig.load(WorkTree(tmp_path)).publish.catalog.mode == "commit"
 
 
 def test_target_path() -> None:

@@ -145,10 +145,11 @@ class FakeLieutenant:
 
 
 def compile_with_commodore(
-    venv: Path, work: Path, cluster: str, api_url: str, home: Path
+    venv: Path, work: Path, cluster: str, api_url: str, home: Path, *, push: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """`commodore catalog compile <cluster>` in `work` against the fake Lieutenant: it clones
-    the global, tenant, component and catalog repositories itself; nothing is pushed."""
+    the global, tenant, component and catalog repositories itself; with `push`, it commits
+    and pushes the catalog and reports compileMeta (git reads `home`/.gitconfig)."""
     work.mkdir(parents=True, exist_ok=True)
     bin_dir = jb_standin(home / "bin")
     env = {
@@ -171,6 +172,7 @@ def compile_with_commodore(
         api_url,
         "--api-token",
         "test-token",
+        *(["--push"] if push else []),
     ]
     return subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300)
 

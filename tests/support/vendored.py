@@ -15,3 +15,5 @@ GITHUB_WEBHOOKS = FIXTURES / "github" / "webhooks"
 GITHUB_ENDPOINTS = FIXTURES / "github" / "rest" / "endpoints.json"
 # Argo CD's REST API description (argoproj/argo-cd assets/swagger.json, Apache-2.0)
 ARGOCD_SWAGGER = FIXTURES / "argocd" / "swagger.json"
+# Lieutenant's API description (projectsyn/lieutenant-api openapi.yaml, BSD-3-Clause)
+LIEUTENANT_OPENAPI = FIXTURES / "lieutenant" / "openapi.yaml"

@@ -5,6 +5,9 @@ compile, postprocessing filters; then `manifests/` from `compiled/<instance>/` a
 from the references.
 
     files = compile_catalog(tree, cluster)   # {"manifests/demo/x.yaml": b"...", ...}
+
+With a `CompileRecord`, the commits it compiled from are recorded in it (the catalog commit's
+message and Lieutenant's compileMeta, shared.engine.commodore.compilemeta).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from shared.engine.commodore import inventory, postprocess, refs
 from shared.engine.commodore.clusters import ClusterSpec
 from shared.engine.commodore.compile import KapitanInventory, compile_target
+from shared.engine.commodore.compilemeta import CompileRecord, VersionInfo
 from shared.engine.commodore.inventory import Places
 from shared.engine.commodore.repos import Mirrors, shown
 from shared.engine.commodore.workdir import BOOTSTRAP, Workdir, copy_tree
@@ -29,18 +33,22 @@ GLOBAL_CLASS = "commodore.yml"
 
 
 def compile_catalog(
-    tree: Tree, cluster: ClusterSpec, mirrors: Mirrors | None = None
+    tree: Tree,
+    cluster: ClusterSpec,
+    mirrors: Mirrors | None = None,
+    record: CompileRecord | None = None,
 ) -> dict[str, bytes]:
     mirrors = mirrors or Mirrors()
+    record = record if record is not None else CompileRecord()
     with tempfile.TemporaryDirectory(prefix="rollwright-commodore-") as tmp:
         workdir = Workdir(Path(tmp))
         workdir.create()
         places = Places(workdir, cluster.tenant_id, cluster.global_url)
-        _global(workdir, mirrors, cluster.global_url, cluster.global_revision)
+        record.global_repo = _global(workdir, mirrors, cluster.global_url, cluster.global_revision)
         copy_tree(tree, workdir.classes / cluster.tenant_id)
         workdir.write_params(cluster.parameters(), cluster.facts, cluster.dynamic_facts)
         workdir.write_target(BOOTSTRAP, [])
-        _packages(workdir, mirrors, places)
+        record.packages = _packages(workdir, mirrors, places)
         bootstrap = inventory.cluster_node(inventory.render(places))
         aliases = inventory.instances(bootstrap)
         if not aliases:
@@ -49,7 +57,9 @@ def compile_catalog(
                 "the catalog would be empty"
             )
         names = sorted(set(aliases.values()))
-        directories = _components(workdir, mirrors, bootstrap["parameters"], aliases)
+        directories = _components(
+            workdir, mirrors, bootstrap["parameters"], aliases, record.instances
+        )
         for alias, name in aliases.items():
             workdir.write_target(alias, names, directories[alias], component=name)
         workdir.write_target(BOOTSTRAP, names)
@@ -72,10 +82,11 @@ def compile_catalog(
         return _collect(workdir, list(aliases))
 
 
-def _packages(workdir: Workdir, mirrors: Mirrors, places: Places) -> None:
+def _packages(workdir: Workdir, mirrors: Mirrors, places: Places) -> dict[str, VersionInfo]:
     """Configuration packages (`pkg.<name>` in applications), found while their classes are
     not there yet, each checked out at its version and linked as class folder `<name>`."""
     first = inventory.cluster_node(inventory.render(places, ignore_class_notfound=True))
+    used: dict[str, VersionInfo] = {}
     for name in inventory.packages(first):
         spec = inventory.package_spec(first["parameters"], name)
         mirror, sha = mirrors.commit(spec.url, spec.version, what=f"package {name!r}")
@@ -87,6 +98,8 @@ def _packages(workdir: Workdir, mirrors: Mirrors, places: Places) -> None:
                 f"package {name!r} ({shown(spec.url)} {spec.version}) has no {spec.path}/"
             )
         workdir.link(directory, workdir.classes / name)
+        used[name] = VersionInfo(spec.url, spec.version, sha, mirror.short(sha), spec.path)
+    return used
 
 
 def _component_paths(workdir: Workdir, name: str) -> Callable[[str], str]:
@@ -99,7 +112,7 @@ def _component_paths(workdir: Workdir, name: str) -> Callable[[str], str]:
     return describe
 
 
-def _global(workdir: Workdir, mirrors: Mirrors, url: str, revision: str | None) -> None:
+def _global(workdir: Workdir, mirrors: Mirrors, url: str, revision: str | None) -> VersionInfo:
     what = "global repository"
     mirror, sha = mirrors.commit(url, revision, what=what)
     target = workdir.classes / "global"
@@ -109,10 +122,16 @@ def _global(workdir: Workdir, mirrors: Mirrors, url: str, revision: str | None) 
             f"global repository {shown(url)} has no {GLOBAL_CLASS} (class "
             "global.commodore, which every target includes)"
         )
+    version = revision or mirror.default_branch()
+    return VersionInfo(url, version, sha, mirror.short(sha))
 
 
 def _components(
-    workdir: Workdir, mirrors: Mirrors, parameters: dict[str, Any], aliases: dict[str, str]
+    workdir: Workdir,
+    mirrors: Mirrors,
+    parameters: dict[str, Any],
+    aliases: dict[str, str],
+    used: dict[str, VersionInfo],
 ) -> dict[str, Path]:
     """Each component checked out at its version, then each instance of another name at its
     own (by default its component's) into `dependencies/<instance>`; their classes and the
@@ -138,6 +157,10 @@ def _components(
             _libraries(workdir, name, directory, names)
             _jsonnetfile(name, checkout)
         directories[instance] = directory
+        if instance in aliases:
+            used[instance] = VersionInfo(
+                spec.url, spec.version, sha, mirror.short(sha), spec.path, component=name
+            )
     return directories
 
 

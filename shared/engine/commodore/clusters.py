@@ -29,6 +29,8 @@ class ClusterSpec:
     dynamic_facts: dict[str, Any]
     global_url: str
     global_revision: str | None
+    # The tenant repository as Lieutenant names it (`gitRepo.url`); "" without Lieutenant.
+    tenant_url: str = ""
 
     def parameters(self) -> dict[str, Any]:
         """`parameters.cluster`, as Commodore's `render_params` writes it."""
@@ -174,4 +176,5 @@ class Clusters:
             ),
             global_url=str(global_url),
             global_revision=revision,
+            tenant_url=str((tenant.get("gitRepo") or {}).get("url") or ""),
         )

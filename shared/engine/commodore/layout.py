@@ -9,7 +9,9 @@ from typing import Any
 
 from shared.engine.commodore.affected import ClassReader
 from shared.engine.commodore.catalog import compile_catalog
-from shared.engine.commodore.clusters import Clusters
+from shared.engine.commodore.clusters import Clusters, ClusterSpec
+from shared.engine.commodore.compilemeta import CompileRecord
+from shared.engine.commodore.refs import references_only
 from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
 from shared.engine.errors import FleetError, Problem
 from shared.engine.layout import ReleaseInfo
@@ -26,6 +28,7 @@ class CommodoreLayout:
         self.config = config
         self.clusters = Clusters(config.commodore, _lieutenant_url_line(tree))
         self._renders: dict[str, dict[str, bytes]] = {}
+        self._records: dict[str, CompileRecord] = {}
         self._reader = ClassReader(tree)
 
     def roots(self) -> list[str]:
@@ -58,17 +61,33 @@ class CommodoreLayout:
 
     def render_files(self, root: str) -> dict[str, bytes]:
         if root not in self._renders:
-            files = compile_catalog(self.tree, self.clusters.spec(root))
+            record = CompileRecord()
+            files = compile_catalog(self.tree, self.clusters.spec(root), record=record)
             if not any(path.startswith("manifests/") for path in files):
                 raise FleetError(
                     f"cluster {root!r} compiles no manifest: the catalog would be empty"
                 )
             self._renders[root] = files
+            self._records[root] = record
         return dict(self._renders[root])
+
+    def compiled_from(self, root: str) -> tuple[ClusterSpec, CompileRecord]:
+        """The cluster and the commits its catalog was compiled from (compiled first if it
+        was not yet): what publishing the catalog commits and reports to Lieutenant."""
+        self.render_files(root)
+        return self.clusters.spec(root), self._records[root]
 
     def render_redacted(self, root: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
         plain = self.render_files(root)
-        return plain, hash_secret_objects(plain)
+        hashed = hash_secret_objects(plain)
+        # A Secret whose every value is a secret reference (`?{vaultkv:path:hash}`) holds no
+        # secret: shown as it is, and publishable where plaintext is refused. One literal
+        # value hashes the whole file, as in every layout.
+        redacted = {
+            path: plain[path] if references_only(plain[path]) else data
+            for path, data in hashed.items()
+        }
+        return plain, redacted
 
     def affected(self, changed: set[str]) -> set[str]:
         """The clusters whose classes may come from a changed tenant file

@@ -1,5 +1,6 @@
 """The Lieutenant API as Commodore reads it: `GET /clusters/<id>`, `GET /tenants/<id>` and the
-tenant's cluster list (`GET /clusters?tenant=<id>`), with `Authorization: Bearer <token>`.
+tenant's cluster list (`GET /clusters?tenant=<id>`), with `Authorization: Bearer <token>`, and
+the compile metadata reported after a catalog is published (`POST /clusters/<id>/compileMeta`).
 
     api = Lieutenant.from_settings(settings.lieutenant)
     api.cluster("c-demo")   # {"id": ..., "tenant": ..., "facts": {...}, "gitRepo": {...}}
@@ -27,6 +28,7 @@ from shared.engine.errors import FleetError
 URL_ENV = "COMMODORE_API_URL"
 TOKEN_ENV = "COMMODORE_API_TOKEN"
 TIMEOUT_SECONDS = 30.0
+REDIRECTS = 5
 
 
 class LieutenantUnreachable(FleetError):
@@ -108,6 +110,43 @@ class Lieutenant:
         if not isinstance(body, list):
             raise FleetError(f"Lieutenant: the clusters of tenant {tenant_id!r}: not a list")
         return [c for c in body if isinstance(c, dict)]
+
+    def post_compile_meta(self, cluster_id: str, body: dict[str, Any]) -> None:
+        """`POST /clusters/<id>/compileMeta`. As Commodore, a redirect is POSTed again to its
+        location (httpx would turn a 301 or 302 into a GET); any 2xx is success."""
+        url = f"{self.url}/clusters/{cluster_id}/compileMeta"
+        where = f"Lieutenant {url}"
+        if not self._token:  # Lieutenant takes no report from nobody
+            raise FleetError(f"{where}: reporting the compile needs COMMODORE_API_TOKEN")
+        for _ in range(REDIRECTS + 1):
+            try:
+                answer = httpx.post(
+                    url,
+                    json=body,
+                    headers={"Authorization": f"Bearer {self._token}"},
+                    timeout=TIMEOUT_SECONDS,
+                    follow_redirects=False,
+                )
+            except httpx.HTTPError as err:
+                raise LieutenantUnreachable(
+                    f"{where}: unreachable ({type(err).__name__})"
+                ) from None
+            if answer.status_code in (301, 302, 307, 308) and "location" in answer.headers:
+                moved = answer.url.join(answer.headers["location"])
+                if moved.host != answer.url.host:  # the token goes to Lieutenant's host only
+                    raise FleetError(f"{where}: redirected to another host ({moved.host})")
+                url = str(moved)
+                continue
+            if answer.status_code >= 500:
+                raise LieutenantUnreachable(f"{where}: answered {answer.status_code}")
+            if answer.status_code >= 300:
+                try:
+                    reason = answer.json().get("reason") if answer.content else None
+                except (ValueError, AttributeError):
+                    reason = None
+                raise FleetError(f"{where}: answered {answer.status_code}: {reason or 'no reason'}")
+            return
+        raise LieutenantUnreachable(f"{where}: more than {REDIRECTS} redirects")
 
 
 def _normal(url: str) -> str:

@@ -11,9 +11,12 @@ import re
 from base64 import b64encode
 from typing import Any
 
+import yaml
+
 from shared.engine.commodore.workdir import BOOTSTRAP, Workdir, parameters_key
 from shared.engine.commodore.yamlout import commodore_yaml
 from shared.engine.errors import FleetError
+from shared.engine.secrets.redact import is_secret_object
 
 _REF = re.compile(r"\?{([^}]+)\}")
 
@@ -72,3 +75,28 @@ def write_refs(workdir: Workdir, nodes: dict[str, dict[str, Any]], aliases: dict
             raise FleetError(f"parameter {where!r}: vaultkv reference {ref!r} leaves refs/")
         file.parent.mkdir(parents=True, exist_ok=True)
         file.write_text(commodore_yaml(data))
+
+
+# A value that is one compiled reference and nothing else: `?{vaultkv:<path>:<hash8>}`.
+_COMPILED_REF = re.compile(r"\A\?\{[a-z0-9]+:[^{}\s]+\}\Z")
+
+
+def references_only(data: bytes) -> bool:
+    """True for a file whose `v1` Secrets hold nothing but compiled references in `data` and
+    `stringData`: a pointer into Vault, not a secret. False for any literal value, and for a
+    file that is no YAML."""
+    try:
+        docs = [d for d in yaml.safe_load_all(data) if d is not None]
+    except yaml.YAMLError:
+        return False
+    secrets = [d for d in docs if is_secret_object(d)]
+    if not secrets:
+        return False
+    for doc in secrets:
+        for field in ("data", "stringData"):
+            values = doc.get(field) or {}
+            if not isinstance(values, dict):
+                return False
+            if not all(isinstance(v, str) and _COMPILED_REF.match(v) for v in values.values()):
+                return False
+    return True

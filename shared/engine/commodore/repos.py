@@ -102,6 +102,17 @@ class Mirror:
                 return found.out.strip()
         return None
 
+    def short(self, sha: str) -> str:
+        """`git rev-parse --short=6`, as Commodore names commits in its catalog commits."""
+        found = _git("--git-dir", str(self.path), "rev-parse", "--short=6", sha)
+        return found.out.strip() if found.ok else sha[:6]
+
+    def default_branch(self) -> str:
+        """The branch the repository's HEAD names: Commodore's version of a repository
+        checked out without one."""
+        found = _git("--git-dir", str(self.path), "symbolic-ref", "--short", "HEAD")
+        return found.out.strip() if found.ok else "HEAD"
+
     def read_text(self, sha: str, rel: str) -> str | None:
         """File `rel` of commit `sha`, or None when it has none."""
         found = _git("--git-dir", str(self.path), "show", f"{sha}:{rel}")

@@ -80,6 +80,13 @@ class FleetConfig(StrictModel):
             raise ValueError("verify rules with argocd need publish.target git")
         return self
 
+    @model_validator(mode="after")
+    def _catalog_needs_commodore(self) -> FleetConfig:
+        # Only a commodore cluster has a catalog repository to publish to.
+        if self.publish.target == "catalog" and self.layout != "commodore":
+            raise ValueError("publish.target catalog needs layout: commodore")
+        return self
+
     def verify_rule(self, root: str) -> VerifyRule | None:
         """The verify rule of a root: the first whose `roots` globs match it."""
         return next(

@@ -90,13 +90,36 @@ class S3PublishSettings(StrictModel):
         return _check_template(value)
 
 
+class CatalogPublishSettings(StrictModel):
+    """Where a commodore cluster's catalog goes in its catalog repository."""
+
+    mode: Literal["commit", "pull-request"] = Field(
+        default="commit",
+        description="`commit`: to the catalog repository's default branch, as Commodore "
+        "pushes; `pull-request`: to `branch`, with a pull request into the default branch "
+        "(catalog repositories on the configured GitHub only).",
+    )
+    branch: str = Field(
+        default="rollwright/catalog",
+        description="The branch of the pull request (mode pull-request).",
+    )
+
+    @field_validator("branch")
+    @classmethod
+    def _check_branch(cls, value: str) -> str:
+        if not _BRANCH.match(value):
+            raise ValueError(f"{value!r} is not a valid branch name")
+        return value
+
+
 class PublishSettings(StrictModel):
     """Where approved renders go (docs/publishing.md)."""
 
-    target: Literal["blob", "git", "s3"] = Field(
+    target: Literal["blob", "git", "s3", "catalog"] = Field(
         default="blob",
         description="`blob`: the service's blob store (embedded stack); `git`: a branch or "
-        "repository Argo CD / Flux syncs; `s3`: a prefix for Flux Bucket sources.",
+        "repository Argo CD / Flux syncs; `s3`: a prefix for Flux Bucket sources; `catalog` "
+        "(layout commodore): each cluster's catalog repository, as Commodore pushes it.",
     )
     secrets: Literal["refuse", "sops"] = Field(
         default="refuse",
@@ -106,6 +129,7 @@ class PublishSettings(StrictModel):
     )
     git: GitPublishSettings = Field(default_factory=GitPublishSettings)
     s3: S3PublishSettings = Field(default_factory=S3PublishSettings)
+    catalog: CatalogPublishSettings = Field(default_factory=CatalogPublishSettings)
 
     @model_validator(mode="after")
     def _check_target(self) -> PublishSettings:
