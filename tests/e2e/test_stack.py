@@ -337,6 +337,11 @@ def test_manual_deploy_locks_until_unlock(world: World) -> None:
     # notifications: the stack's sink got one signed event per state change an operator
     # follows, in order, each once; the job page lists them as sent to both sinks
     for deployment_id in (manual_id, merge_id):
+        # its end is recorded a moment after its check run says so
+        world.wait_for(
+            f"{deployment_id} published in SQL",
+            lambda d=deployment_id: True if world.sql_state(d) == "published" else None,
+        )
         expected = _expected_kinds(world, deployment_id)
         assert expected[-1] == "deployment.published", expected
         got = world.wait_for(
@@ -442,7 +447,7 @@ def test_a_reader_and_a_non_admin_deploying_several_roots_are_refused(world: Wor
     reader's deploy and a writer's deploy of several roots (no admin team is configured) are
     403, audited as not counted, and queue nothing."""
     base = fleetrepo.head(world.repo_dir)
-    world.emulator.set_permission(OWNER, NAME, "rita", "read")
+    world.emulator.set_permission(OWNER, NAME, "rhoda", "read")
 
     def refused(login: str, body: dict[str, Any]) -> str:
         token = world.emulator.issue_user_token(login)
@@ -457,17 +462,17 @@ def test_a_reader_and_a_non_admin_deploying_several_roots_are_refused(world: Wor
         assert err.value.code == 403
         return str(json.loads(err.value.read())["detail"])
 
-    assert "@rita has read access" in refused("rita", {"root": "prod/us-1"})
+    assert "@rhoda has read access" in refused("rhoda", {"root": "prod/us-1"})
     several = refused("walt", {"roots": ["prod/us-1", "staging/cluster-a"]})
     assert "several roots at once needs ROLLWRIGHT_DEPLOY_ADMIN_TEAM" in several
     audit = json.loads(world.gateway_get(f"/api/audit?repo={REPO}"))
     mine = [
         (e["actor"], e["root"], e["counted"])
         for e in audit["events"]
-        if e["action"] == "deploy" and e["actor"] in ("rita", "walt")
+        if e["action"] == "deploy" and e["actor"] in ("rhoda", "walt")
     ]
     assert sorted(mine) == [
-        ("rita", "prod/us-1", False),
+        ("rhoda", "prod/us-1", False),
         ("walt", "prod/us-1", False),
         ("walt", "staging/cluster-a", False),
     ]
