@@ -114,17 +114,7 @@ class Callers:
             known = self._logins.get(digest)
         if known is not None and known[1] > now:
             return known[0]
-        try:
-            async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS) as http:
-                answer = await http.get(
-                    f"{self.settings.github_api_url.rstrip('/')}/user",
-                    headers={
-                        "Authorization": f"Bearer {token}",
-                        "Accept": "application/vnd.github+json",
-                    },
-                )
-        except httpx.HTTPError as err:
-            raise Unknown(f"GitHub did not say whose token this is ({type(err).__name__})") from err
+        answer = await self._as_token(token, "/user", "whose token this is")
         if answer.status_code in (401, 403, 404):
             raise NotIdentified("GitHub does not accept this token as a user's")
         login = answer.json().get("login") if answer.status_code == 200 else None
@@ -136,23 +126,25 @@ class Callers:
             self._logins[digest] = (login, now + LOGIN_TTL_SECONDS)
         return login
 
-    async def _token_reads(self, token: str, repo: str) -> None:
-        """The token itself may read the repository: a token GitHub issued for something
-        else (a zero-scope sign-in to another site) says who someone is, not that they meant
-        to deploy here."""
+    async def _as_token(self, token: str, path: str, asking: str) -> httpx.Response:
+        """GET `path` of the configured GitHub as the token's holder."""
         try:
             async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS) as http:
-                answer = await http.get(
-                    f"{self.settings.github_api_url.rstrip('/')}/repos/{repo}",
+                return await http.get(
+                    f"{self.settings.github_api_url.rstrip('/')}{path}",
                     headers={
                         "Authorization": f"Bearer {token}",
                         "Accept": "application/vnd.github+json",
                     },
                 )
         except httpx.HTTPError as err:
-            raise Unknown(
-                f"GitHub did not say what the token may read ({type(err).__name__})"
-            ) from err
+            raise Unknown(f"GitHub did not say {asking} ({type(err).__name__})") from err
+
+    async def _token_reads(self, token: str, repo: str) -> None:
+        """The token itself may read the repository: a token GitHub issued for something
+        else (a zero-scope sign-in to another site) says who someone is, not that they meant
+        to deploy here."""
+        answer = await self._as_token(token, f"/repos/{repo}", "what the token may read")
         if answer.status_code in (401, 403, 404):
             raise Refused(f"this GitHub token cannot read {repo}: it may not deploy there")
         if answer.status_code != 200:
