@@ -34,6 +34,7 @@ from shared.contracts.deploy import REVIEW_TIMEOUT_SECONDS, waits_task_queue
 from shared.notify.notifier import Notifier
 from shared.notify.sinks import configured_sinks
 from shared.settings import Settings
+from worker.bytecode import precompile
 from worker.logs import configure_logging
 from worker.telemetry import ActivityMetrics, serve_metrics, temporal_runtime
 from workflows.registry import WORKFLOWS
@@ -110,6 +111,7 @@ async def run_worker(
     settings: Settings, stop: asyncio.Event, *, client: Client | None = None
 ) -> None:
     """Poll both task queues until `stop` is set, then shut down gracefully."""
+    precompile()  # before the first workflow instance imports them
     client = client or await connect(settings)
     asyncio.get_running_loop().set_default_executor(
         ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="rollwright-activity")

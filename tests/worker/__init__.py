@@ -1,0 +1,1 @@
+"""Tests of the worker process's own modules (worker/)."""

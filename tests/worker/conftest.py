@@ -1,0 +1,1 @@
+"""Fixtures of the worker tests (none beyond the shared ones)."""
