@@ -282,7 +282,7 @@ class StoreActivities:
         change = self.deployments.record(record)
         if change is not None and self.metrics is not None:
             self.metrics.state_changed(change)  # once per change: a retry records none
-        if self.announcer is not None:
+        if self.announcer is not None and self.announcer.sinks:  # nothing to ask SQL for else
             # A retry after `record` committed finds no change: the newest one is announced
             # again, which adds nothing when its event is already written (its id is the key).
             announced = change or self.deployments.last_change(record.deployment_id)

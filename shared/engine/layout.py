@@ -13,10 +13,11 @@ beside `atlas/` and `dimensions/` plus one `LayoutKind` in `LAYOUTS` (docs/archi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from shared.engine.errors import Problem
+from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.tree import Tree
 
 
@@ -165,3 +166,21 @@ if TYPE_CHECKING:
     LayoutName = str
 else:
     LayoutName = Literal[LAYOUT_NAMES]
+
+
+def render_problems(layout: Layout, context: Callable[[str], str] | None = None) -> list[Problem]:
+    """`validate` of a layout whose checks are its renders: the problem of listing its roots,
+    else every root's (all of a FleetErrors; one FleetError within `context(root)`)."""
+    try:
+        roots = layout.roots()
+    except FleetError as err:
+        return [err.problem]
+    problems: list[Problem] = []
+    for root in roots:
+        try:
+            layout.render_files(root)
+        except FleetErrors as err:
+            problems += err.problems
+        except FleetError as err:
+            problems.append((err.within(context(root)) if context else err).problem)
+    return problems

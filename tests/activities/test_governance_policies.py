@@ -27,42 +27,11 @@ from shared.stores.blob import FileBlobStore
 from tests.support.deploy_world import World, harness, latest, sha, until
 from tests.support.gitrepo import commit_all, git, init_repo
 from tests.support.paths import EXAMPLES
+from tests.support.policies import ADMISSION, SECURITY
 
 REPO = RepoRef(owner="acme", name="fleet", installation_id=7)
 ROOT = "staging/cluster-a"
 A, L = sha("a"), sha("1")
-
-SECURITY = """package main
-
-import rego.v1
-
-deny contains msg if {
-  input.kind == "Deployment"
-  input.metadata.namespace == "debug"
-  msg := sprintf("debug deployment %s may not run on %s", [input.metadata.name, "staging"])
-}
-
-warn contains msg if {
-  input.kind == "ConfigMap"
-  msg := sprintf("ConfigMap %s: prefer a mounted Secret", [input.metadata.name])
-}
-"""
-
-ADMISSION = """apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata:
-  name: debug-replicas
-spec:
-  matchConstraints:
-    resourceRules:
-      - apiGroups: ["apps"]
-        apiVersions: ["v1"]
-        operations: ["CREATE", "UPDATE"]
-        resources: ["deployments"]
-  validations:
-    - expression: "object.metadata.namespace != 'debug' || object.spec.replicas == 0"
-      messageExpression: "'debug deployment ' + object.metadata.name + ' must be scaled to zero'"
-"""
 
 POLICIES = [
     {

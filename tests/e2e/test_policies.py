@@ -23,44 +23,13 @@ from shared.devstack.emulator.model import CheckRunRecord
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.stack import DevStack
 from tests.support.paths import EXAMPLES
+from tests.support.policies import ADMISSION, SECURITY
 from tests.support.stack import serving_fleet, wait_on
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 OWNER, NAME = "acme", "policed-fleet"
 ROOT = "staging/cluster-a"
-
-SECURITY = """package main
-
-import rego.v1
-
-deny contains msg if {
-  input.kind == "Deployment"
-  input.metadata.namespace == "debug"
-  msg := sprintf("debug deployment %s may not run on staging", [input.metadata.name])
-}
-
-warn contains msg if {
-  input.kind == "ConfigMap"
-  msg := sprintf("ConfigMap %s: prefer a mounted Secret", [input.metadata.name])
-}
-"""
-
-ADMISSION = """apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata:
-  name: debug-replicas
-spec:
-  matchConstraints:
-    resourceRules:
-      - apiGroups: ["apps"]
-        apiVersions: ["v1"]
-        operations: ["CREATE", "UPDATE"]
-        resources: ["deployments"]
-  validations:
-    - expression: "object.metadata.namespace != 'debug' || object.spec.replicas == 0"
-      messageExpression: "'debug deployment ' + object.metadata.name + ' must be scaled to zero'"
-"""
 
 CONFIG = {
     "policies": [

@@ -14,7 +14,7 @@ from shared.engine.commodore.compilemeta import CompileRecord
 from shared.engine.commodore.refs import references_only
 from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
 from shared.engine.errors import FleetError, Problem
-from shared.engine.layout import ReleaseInfo
+from shared.engine.layout import ReleaseInfo, render_problems
 from shared.engine.secrets.origin import hash_secret_objects
 from shared.engine.tree import Tree
 from shared.engine.yamldoc import key_line
@@ -106,17 +106,7 @@ class CommodoreLayout:
         return out
 
     def validate(self) -> list[Problem]:
-        problems: list[Problem] = []
-        try:
-            roots = self.roots()
-        except FleetError as err:
-            return [err.problem]
-        for root in roots:
-            try:
-                self.render_files(root)
-            except FleetError as err:
-                problems.append(err.within(f'cluster "{root}"').problem)
-        return problems
+        return render_problems(self, lambda root: f'cluster "{root}"')
 
     def unread_values(self, root: str | None) -> list[Problem]:
         return []

@@ -33,7 +33,7 @@ from shared.engine.helmfile import (
 from shared.engine.helmfile.bootstrap import Bootstrap, Placement
 from shared.engine.helmfile.options import OptionError, Options
 from shared.engine.helmfile.states import Loader, Release, State
-from shared.engine.layout import ReleaseInfo
+from shared.engine.layout import ReleaseInfo, render_problems
 from shared.engine.secrets.origin import hash_secret_objects
 from shared.engine.tree import Tree
 from shared.engine.values import deep_merge
@@ -324,19 +324,7 @@ class HelmfileLayout:
         return found
 
     def validate(self) -> list[Problem]:
-        problems: list[Problem] = []
-        try:
-            roots = self.roots()
-        except FleetError as err:
-            return [err.problem]
-        for root in roots:
-            try:
-                self.render_files(root)
-            except FleetErrors as err:
-                problems += err.problems
-            except FleetError as err:
-                problems.append(err.problem)
-        return problems
+        return render_problems(self)
 
     def unread_values(self, root: str | None) -> list[Problem]:
         return []
