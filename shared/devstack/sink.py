@@ -6,14 +6,13 @@ received; `rollwright demo` prints it."""
 
 from __future__ import annotations
 
-import hmac
 import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from shared.devstack.background import BackgroundHTTPServer, FakeRequestHandler
-from shared.notify.sinks import signature
+from shared.github.app import verify_webhook_signature
 
 WEBHOOK_PATH = "/webhook"
 SLACK_PATH = "/slack"
@@ -66,8 +65,8 @@ class NotificationSink(BackgroundHTTPServer):
             return 200, "ok"
         if path != WEBHOOK_PATH:
             return 404, "not found"
-        given = headers.get("x-rollwright-signature-256", "")
-        if not hmac.compare_digest(given, signature(self.secret, raw)):
+        given = headers.get("x-rollwright-signature-256")
+        if not verify_webhook_signature(self.secret, raw, given):
             with self._lock:
                 self._received.refused += 1
             return 401, "bad signature"

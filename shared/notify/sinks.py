@@ -5,12 +5,11 @@ body>`), with the event's id and type in headers so a receiver drops repeats."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 from dataclasses import dataclass
 from typing import Protocol
 
+from shared.github.app import webhook_signature  # GitHub's scheme, as documented
 from shared.settings import Settings
 
 
@@ -26,10 +25,6 @@ class Sink(Protocol):
     def name(self) -> str: ...
 
     def request(self, event_id: str, kind: str, body: str) -> Request: ...
-
-
-def signature(secret: str, body: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -60,7 +55,7 @@ class WebhookSink:
             "X-Rollwright-Event-Id": event_id,
         }
         if self.secret:
-            headers["X-Rollwright-Signature-256"] = signature(self.secret, data)
+            headers["X-Rollwright-Signature-256"] = webhook_signature(self.secret, data)
         return Request(self.url, data, headers)
 
 

@@ -18,6 +18,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.store import StoreActivities
 from shared.contracts.deploy import DeploymentRecord, LockState
 from shared.devstack.sink import NotificationSink
+from shared.github.app import webhook_signature
 from shared.notify.events import deployment_kind, event_id
 from shared.notify.notifier import (
     MAX_ATTEMPTS,
@@ -26,7 +27,7 @@ from shared.notify.notifier import (
     NotifyConfigError,
     backoff,
 )
-from shared.notify.sinks import SlackSink, WebhookSink, signature
+from shared.notify.sinks import SlackSink, WebhookSink
 from shared.settings import Settings
 from shared.stores.blob import FileBlobStore
 from shared.stores.sql.deployments import DeploymentStore, StateChange
@@ -139,7 +140,7 @@ def test_the_signature_is_what_a_receiver_checks() -> None:
     sent = WebhookSink("http://x.test/hook", "k").request(
         "e-1", "deployment.queued", '{"id":"e-1"}'
     )
-    assert sent.headers["X-Rollwright-Signature-256"] == signature("k", b'{"id":"e-1"}')
+    assert sent.headers["X-Rollwright-Signature-256"] == webhook_signature("k", b'{"id":"e-1"}')
     assert sent.headers["X-Rollwright-Event-Id"] == "e-1"
     slack = SlackSink("http://x.test/slack").request("e-1", "k", '{"summary":"s","url":"u"}')
     assert json.loads(slack.body) == {"text": "s (<u|details>)"}
