@@ -62,3 +62,17 @@ def on_disk() -> list[tuple[Path, WorkflowHistory]]:
         (path, WorkflowHistory.from_json(f"{path.parent.name}/{path.stem}", path.read_text()))
         for path in sorted(DIR.glob("*/*.json"))
     ]
+
+
+async def run_chain_to(client: Client, workflow_id: str, last_run_id: str) -> list[WorkflowHistory]:
+    """Every run of a workflow id up to `last_run_id`, oldest first, followed backwards through
+    each run's `continued_execution_run_id` (needs no first run id, which a handle may not
+    know for certain)."""
+    histories: list[WorkflowHistory] = []
+    run_id = last_run_id
+    while run_id:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        histories.insert(0, history)
+        started = history.events[0].workflow_execution_started_event_attributes
+        run_id = started.continued_execution_run_id
+    return histories

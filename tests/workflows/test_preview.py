@@ -67,7 +67,7 @@ from shared.contracts.preview import (
 from tests.support import queries
 from tests.support.deploy_world import register_search_attributes, sha, until
 from tests.support.deploy_world import test_server_path as server_path
-from tests.support.histories import keep, run_chain
+from tests.support.histories import keep, run_chain_to
 from workflows.preview import QUOTED_ERRORS, PreviewWorkflow
 
 pytestmark = pytest.mark.timeout(120)
@@ -482,7 +482,10 @@ def test_continues_as_new_after_many_heads_and_keeps_its_state() -> None:
             await h.until_done(c)
             assert world.builds == [a, b, c]
             assert (await h.state()).previews == 3
-            chain = await run_chain(h.env.client, first.id, first.result_run_id or "")
+            # from the run now current back to the first (the start's handle may name a later
+            # run when the first push raced the continue-as-new under load)
+            current = (await h.handle().describe()).run_id or ""
+            chain = await run_chain_to(h.env.client, first.id, current)
             assert len(chain) >= 2
             keep("preview-continued", chain)
 
