@@ -55,7 +55,8 @@ HISTORY_SCENARIOS = \
 	tests/workflows/test_governance.py::test_the_revision_summary_continues_as_new_and_keeps_its_roots \
 	tests/workflows/test_governed_clicks.py::test_unlock_counts_only_for_the_roots_approvers_with_write_access \
 	tests/workflows/test_governed_clicks.py::test_promote_counts_only_for_the_approvers_of_the_node_promoted_to \
-	tests/workflows/test_preview.py::test_continues_as_new_after_many_heads_and_keeps_its_state
+	tests/workflows/test_preview.py::test_continues_as_new_after_many_heads_and_keeps_its_state \
+	tests/workflows/test_hotfix.py::test_a_hotfix_locks_its_root_until_its_pull_request_is_merged
 histories: $(STAMP)
 	rm -rf tests/histories/*/
 	ROLLWRIGHT_RECORD_HISTORIES=1 $(PY) -m pytest -q $(HISTORY_SCENARIOS) \

@@ -20,6 +20,7 @@ from activities.dispatch import DispatchActivities, QueueActivities
 from activities.git import GitActivities
 from activities.github import GitHubAccess, GitHubActivities
 from activities.governance import GovernanceActivities
+from activities.hotfix import HotfixActivities
 from activities.joblog import JobLog
 from activities.metrics import WorkerMetrics
 from activities.preview import PreviewActivities
@@ -133,6 +134,7 @@ def build_activities(
         governance.judge_review,
         governance.carry_over,
         ActionJudge(github, mirror).judge_action,
+        *_hotfix_activities(github, mirror, client, settings),
     ]
     return Activities(
         all=shared + pinned,
@@ -190,3 +192,10 @@ def _promotion_activities(
 
 
 __all__ = ["Activities", "build_activities"]
+
+
+def _hotfix_activities(
+    github: GitHubAccess, mirror: GitMirror, client: Client, settings: Settings
+) -> list[Callable[..., Any]]:
+    hotfixes = HotfixActivities(github, mirror, client, settings)
+    return [hotfixes.hotfix_judge, hotfixes.hotfix_comment, hotfixes.hotfix_merged]

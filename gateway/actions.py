@@ -28,6 +28,12 @@ from shared.contracts.deploy import (
     UnlockSignal,
     deploy_workflow_id,
 )
+from shared.contracts.hotfix import (
+    HOTFIX_WORKFLOW,
+    SIGNAL_HOTFIX,
+    HotfixCommand,
+    hotfix_workflow_id,
+)
 from shared.contracts.preview import (
     PREVIEW_WORKFLOW,
     SIGNAL_PR_CLOSED,
@@ -200,6 +206,27 @@ class PreviewClosed(_Action):
         return f"signal {SIGNAL_PR_CLOSED}"
 
 
+class HotfixRequested(_Action):
+    """`/rollwright hotfix <root>…` commented on a pull request: its HotfixWorkflow judges it
+    and audits it, root by root."""
+
+    kind: Literal["hotfix"] = "hotfix"
+    repo_ref: RepoRef
+    pr: int
+    command: HotfixCommand
+
+    @property
+    def repo(self) -> str:
+        return self.repo_ref.full_name
+
+    @property
+    def target(self) -> str:
+        return hotfix_workflow_id(self.repo, self.pr)
+
+    def describe(self) -> str:
+        return f"signal-with-start {HOTFIX_WORKFLOW} {SIGNAL_HOTFIX}"
+
+
 class PromotionClick(_Click):
     """Promote / Halt / Resume / Roll back on a rollout's check run
     (`rollwright/promote: <patch>`)."""
@@ -233,7 +260,14 @@ class PromotionClick(_Click):
 
 
 Action = (
-    StartDispatch | Review | Unlock | QueueRevision | PreviewHead | PreviewClosed | PromotionClick
+    StartDispatch
+    | Review
+    | Unlock
+    | QueueRevision
+    | PreviewHead
+    | PreviewClosed
+    | PromotionClick
+    | HotfixRequested
 )
 ACTION: TypeAdapter[Action] = TypeAdapter(Annotated[Action, Field(discriminator="kind")])
 
@@ -252,7 +286,12 @@ async def deliver(action: Action, d: Dispatcher) -> Dispatched:
         case PreviewHead():
             return await d.preview_head(action.repo_ref, action.pr, action.signal)
         case PreviewClosed():
+            # The pull request's hotfixes hear of it first (a merge opens their locks); a
+            # retry of the action signals both again, which neither minds.
+            await d.hotfix_closed(action.repo, action.pr, action.signal)
             return await d.preview_closed(action.repo, action.pr, action.signal)
+        case HotfixRequested():
+            return await d.hotfix(action.repo_ref, action.pr, action.command)
         case PromotionClick():
             return await d.promotion_click(
                 action.repo, action.patch_id, action.action, action.by, action.head_sha

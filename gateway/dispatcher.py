@@ -39,6 +39,14 @@ from shared.contracts.deploy import (
     UnlockSignal,
     deploy_workflow_id,
 )
+from shared.contracts.hotfix import (
+    HOTFIX_WORKFLOW,
+    SIGNAL_HOTFIX,
+    SIGNAL_HOTFIX_CLOSED,
+    HotfixCommand,
+    HotfixInput,
+    hotfix_workflow_id,
+)
 from shared.contracts.preview import (
     PREVIEW_WORKFLOW,
     SIGNAL_PR_CLOSED,
@@ -129,6 +137,14 @@ class Dispatcher(Protocol):
 
     async def preview_closed(self, repo: str, pr: int, closed: PullRequestClosed) -> Dispatched:
         """Tell the pull request's PreviewWorkflow it closed (none running: nothing to do)."""
+        ...
+
+    async def hotfix(self, repo: RepoRef, pr: int, command: HotfixCommand) -> Dispatched:
+        """Signal-with-start the pull request's HotfixWorkflow with a hotfix command."""
+        ...
+
+    async def hotfix_closed(self, repo: str, pr: int, closed: PullRequestClosed) -> Dispatched:
+        """Tell the pull request's HotfixWorkflow it closed (none running: nothing to do)."""
         ...
 
     async def promotion_click(
@@ -260,6 +276,24 @@ class TemporalDispatcher:
 
     async def preview_closed(self, repo: str, pr: int, closed: PullRequestClosed) -> Dispatched:
         return await self._signal(preview_workflow_id(repo, pr), SIGNAL_PR_CLOSED, closed)
+
+    async def hotfix(self, repo: RepoRef, pr: int, command: HotfixCommand) -> Dispatched:
+        workflow_id = hotfix_workflow_id(repo.full_name, pr)
+        async with _calling(f"signal-with-start {HOTFIX_WORKFLOW} {workflow_id}"):
+            await self.client.start_workflow(
+                HOTFIX_WORKFLOW,
+                HotfixInput(repo=repo, pr=pr),
+                id=workflow_id,
+                task_queue=self.task_queue,
+                start_signal=SIGNAL_HOTFIX,
+                start_signal_args=[command],
+                static_summary=f"Hotfixes of pull request #{pr} in {repo.full_name}",
+                rpc_timeout=self.rpc_timeout,
+            )
+        return Dispatched(workflow_id, "queued")
+
+    async def hotfix_closed(self, repo: str, pr: int, closed: PullRequestClosed) -> Dispatched:
+        return await self._signal(hotfix_workflow_id(repo, pr), SIGNAL_HOTFIX_CLOSED, closed)
 
     async def promotion_click(
         self, repo: str, patch_id: str, action: str, by: str | None, head_sha: str | None = None

@@ -131,6 +131,24 @@ class JobLinks(BaseModel):
     deploy_workflow: str | None  # the root's DeployWorkflow
 
 
+class Hotfix(BaseModel):
+    """A deployment of an unmerged pull request's head (docs/governance.md, "Hotfixes")."""
+
+    pr: int
+    head: str
+    url: str  # the pull request on GitHub
+
+    @classmethod
+    def of(cls, row: DeploymentRow, github: str) -> Hotfix | None:
+        if row.hotfix_pr is None:
+            return None
+        return cls(
+            pr=row.hotfix_pr,
+            head=row.hotfix_head or row.revision,
+            url=f"{github}/{row.repo}/pull/{row.hotfix_pr}",
+        )
+
+
 class Job(BaseModel):
     """A deployment as the job page shows it (`GET /api/jobs/{id}`)."""
 
@@ -164,6 +182,7 @@ class Job(BaseModel):
     diff: DiffStats | None = None
     # What the review compares: the commit (subject, author, link) and the base render.
     review: ReviewContext | None = None
+    hotfix: Hotfix | None = None
 
 
 class LogPage(BaseModel):
@@ -192,6 +211,7 @@ class RootDeployment(BaseModel):
     page: str
     message: str = ""  # the outcome, as the deployment recorded it
     live: bool = False  # the root runs this deployment's render (published last)
+    hotfix: Hotfix | None = None
 
 
 class RootLock(BaseModel):
@@ -202,6 +222,7 @@ class RootLock(BaseModel):
     revision: str
     since: datetime | None = None
     locked_by: str | None = None  # who asked for the locking deployment
+    hotfix: Hotfix | None = None  # a hotfix's lock: its pull request's merge opens it
     page: str  # the locking deployment's job page
     check_run: str | None = None  # its check run on GitHub, which offers the Unlock button
 
@@ -326,6 +347,7 @@ class JobReader:
             approved_at=_utc(getattr(row, "approved_at", None)),
             finished_at=_utc(getattr(row, "finished_at", None)),
             timeline=events,
+            hotfix=Hotfix.of(row, web_base(self.settings.github_api_url)),
             audit=[AuditEvent.of(a) for a in self.audit_trail.of_deployment(deployment_id)],
             notifications=[
                 Notification(**vars(n)) for n in self.notifications.of_deployment(deployment_id)
@@ -638,6 +660,7 @@ class JobReader:
             "changed": row.changed,
             "created_at": _utc(row.created_at),
             "updated_at": _utc(row.updated_at),
+            "hotfix": Hotfix.of(row, web_base(self.settings.github_api_url)),
             "page": self.settings.job_url(row.deployment_id),
             "message": row.message or "",
         }
@@ -664,6 +687,7 @@ class JobReader:
             revision=lock.revision or latest.revision,
             since=_utc(lock.since),
             locked_by=row.requested_by if row is not None else None,
+            hotfix=Hotfix.of(row, github) if row is not None else None,
             page=self.settings.job_url(lock.by_deployment),
             check_run=f"{github}/{repo}/runs/{run}" if run else None,
         )

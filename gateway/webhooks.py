@@ -27,9 +27,12 @@ Which events do what (anything else is answered 200 `ignored`):
   id `dispatch:<repo>:<head_sha>:rerequested:<delivery>`.
 - `pull_request` opened / synchronize / reopened / ready_for_review (drafts included), and
   edited when the base branch changed → signal-with-start `preview:<repo>:<pr>` with
-  `pr_head`; `closed` → `pr_closed` to it (never starting one). Pull requests from forks are
-  ignored (docs/previews.md). `check_run.rerequested` on `rollwright/preview` previews that
-  head again.
+  `pr_head`; `closed` → `pr_closed` to it and to `hotfix:<repo>:<pr>` (never starting
+  either). Pull requests from forks are ignored (docs/previews.md). `check_run.rerequested` on
+  `rollwright/preview` previews that head again.
+- `issue_comment.created` on a pull request whose first line is `/rollwright hotfix <root>…`
+  (not by a bot) → signal-with-start `hotfix:<repo>:<pr>` with `hotfix`; the workflow judges
+  it (docs/governance.md, "Hotfixes"). Any other comment is ignored.
 - `ping`, `installation*` → 200 `acknowledged`.
 """
 
@@ -48,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.actions import (
     Action,
+    HotfixRequested,
     PreviewClosed,
     PreviewHead,
     PromotionClick,
@@ -57,6 +61,7 @@ from gateway.actions import (
     Unlock,
 )
 from gateway.context import Gateway, GatewayDep
+from gateway.names import check_root
 from shared.contracts.checkrun import REVISION_CHECK_NAME, root_from_check_run_name
 from shared.contracts.deploy import (
     DispatchInput,
@@ -67,6 +72,7 @@ from shared.contracts.deploy import (
     dispatch_workflow_id,
 )
 from shared.contracts.governance import APPROVE_ALL_ID, revision_review_workflow_id
+from shared.contracts.hotfix import HOTFIX_COMMAND, MAX_HOTFIX_ROOTS, HotfixCommand
 from shared.contracts.preview import (
     PREVIEW_CHECK_NAME,
     PullRequestClosed,
@@ -183,6 +189,7 @@ class PullRequest(_GitHubModel):
     draft: bool = False
     merged: bool | None = None
     title: str = ""
+    merge_commit_sha: str | None = None
 
 
 class BaseChange(_GitHubModel):
@@ -199,6 +206,32 @@ class PullRequestEvent(_GitHubModel):
     pull_request: PullRequest
     repository: Repository
     changes: PullRequestChanges | None = None
+    sender: Account | None = None
+    installation: Installation | None = None
+
+
+class CommentUser(_GitHubModel):
+    login: str
+    type: str = "User"
+
+
+class IssueComment(_GitHubModel):
+    id: int
+    body: str = ""
+    user: CommentUser
+
+
+class Issue(_GitHubModel):
+    number: int
+    # present (an object of links) when the issue is a pull request
+    pull_request: dict[str, Any] | None = None
+
+
+class IssueCommentEvent(_GitHubModel):
+    action: str
+    issue: Issue
+    comment: IssueComment
+    repository: Repository
     sender: Account | None = None
     installation: Installation | None = None
 
@@ -262,6 +295,8 @@ def route_event(
         return _check_suite(CheckSuiteEvent.model_validate(payload), app_id, delivery_id)
     if event == "pull_request":
         return _pull_request(PullRequestEvent.model_validate(payload), delivery_id)
+    if event == "issue_comment":
+        return _issue_comment(IssueCommentEvent.model_validate(payload), delivery_id)
     if event == "installation" or event in ACKNOWLEDGED_EVENTS:
         return Acknowledge(f"{event} acknowledged")
     return Ignore(f"event {event!r} is not handled")
@@ -367,7 +402,10 @@ def _pull_request(ev: PullRequestEvent, delivery_id: str) -> Route:
             repo=repo.full_name,
             pr=ev.number,
             signal=PullRequestClosed(
-                merged=bool(pull.merged), sender=sender, delivery_id=delivery_id
+                merged=bool(pull.merged),
+                sender=sender,
+                delivery_id=delivery_id,
+                merge_commit_sha=pull.merge_commit_sha if pull.merged else None,
             ),
         )
     retargeted = ev.action == "edited" and ev.changes is not None and ev.changes.base is not None
@@ -394,6 +432,52 @@ def _pull_request(ev: PullRequestEvent, delivery_id: str) -> Route:
             }
         ),
     )
+
+
+def _issue_comment(ev: IssueCommentEvent, delivery_id: str) -> Route:
+    """`/rollwright hotfix <root>…` on a pull request. Whether it may deploy is the
+    HotfixWorkflow's to judge (it asks GitHub and reads the default branch): here only the
+    command's shape is checked."""
+    if ev.action != "created":
+        return Ignore(f"issue_comment.{ev.action} is not handled")
+    if ev.issue.pull_request is None:
+        return Ignore(f"#{ev.issue.number} is an issue, not a pull request")
+    if ev.comment.user.type == "Bot":
+        return Ignore("comments by bots are not commands")
+    parsed = hotfix_command(ev.comment.body)
+    if parsed is None:
+        return Ignore("not a rollwright command")
+    roots, problem = parsed
+    # A malformed command is answered too: the workflow refuses it with a comment saying why.
+    return HotfixRequested(
+        repo_ref=ev.repository.ref(ev.installation),
+        pr=ev.issue.number,
+        command=HotfixCommand(
+            by=ev.comment.user.login,
+            roots=roots,
+            problem=problem,
+            comment_id=ev.comment.id,
+            delivery_id=delivery_id,
+        ),
+    )
+
+
+def hotfix_command(body: str) -> tuple[list[str], str] | None:
+    """The roots of a `/rollwright hotfix <root>…` comment (its first line; roots separated by
+    spaces or commas) and what is wrong with it (empty: nothing), or None when it is no such
+    command."""
+    first = body.strip().splitlines()[0].strip() if body.strip() else ""
+    if first != HOTFIX_COMMAND and not first.startswith(HOTFIX_COMMAND + " "):
+        return None
+    roots = list(dict.fromkeys(first[len(HOTFIX_COMMAND) :].replace(",", " ").split()))
+    if len(roots) > MAX_HOTFIX_ROOTS:
+        return [], f"a hotfix names at most {MAX_HOTFIX_ROOTS} roots; this one names {len(roots)}"
+    for root in roots:
+        try:
+            check_root(root)
+        except ValueError:
+            return [], f"`{root[:100]}` is not a root id"
+    return roots, ""
 
 
 def _preview_check_run(ev: CheckRunEvent, app_id: str | None) -> Route:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
+from workflows.hotfix import HotfixWorkflow
 from workflows.preview import PreviewWorkflow
 from workflows.promotion import PromotionWorkflow
 from workflows.revision import RevisionReviewWorkflow
@@ -20,4 +21,5 @@ WORKFLOWS: tuple[type, ...] = (
     PreviewWorkflow,
     PromotionWorkflow,
     RevisionReviewWorkflow,
+    HotfixWorkflow,
 )

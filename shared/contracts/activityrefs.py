@@ -48,6 +48,12 @@ from shared.contracts.governance import (
     ReviewPolicyRequest,
     Verdict,
 )
+from shared.contracts.hotfix import (
+    HotfixCommentRequest,
+    HotfixJudgeRequest,
+    HotfixMergedRequest,
+    HotfixVerdict,
+)
 from shared.contracts.preview import (
     PreviewBuildRequest,
     PreviewCommentRef,
@@ -213,6 +219,21 @@ ACT_PREVIEW_BUILD: ActivityRef[PreviewBuildRequest, PreviewOutcome] = ActivityRe
 )
 ACT_PREVIEW_COMMENT: ActivityRef[PreviewCommentRequest, PreviewCommentRef] = ActivityRef(
     "preview_comment", PreviewCommentRequest, PreviewCommentRef
+)
+
+# --- hotfixes ---------------------------------------------------------------------------------
+# Whether a `/rollwright hotfix` command may deploy (the pull request, its reviews and checks,
+# the commenter, rollwright.yaml's `hotfix` on the default branch).
+ACT_HOTFIX_JUDGE: ActivityRef[HotfixJudgeRequest, HotfixVerdict] = ActivityRef(
+    "hotfix_judge", HotfixJudgeRequest, HotfixVerdict
+)
+# The sticky `rollwright:hotfix` comment on the pull request; answers its id.
+ACT_HOTFIX_COMMENT: ActivityRef[HotfixCommentRequest, int] = ActivityRef(
+    "hotfix_comment", HotfixCommentRequest, int
+)
+# Signal-with-start `hotfix_merged` to each hotfixed root's queue.
+ACT_HOTFIX_MERGED: ActivityRef[HotfixMergedRequest, None] = ActivityRef(
+    "hotfix_merged", HotfixMergedRequest, None
 )
 
 # Every activity a worker must register (the test of the registration walks this).

@@ -9,6 +9,7 @@ from shared.contracts.deploy import (
     CheckRunAction,
     CheckRunRequest,
     DeploymentInput,
+    HotfixRef,
     LockState,
     QueueItem,
     RepoRef,
@@ -136,12 +137,15 @@ def summary(
     queue_markdown: str,
     message: str = "",
     details_url: str | None = None,
+    hotfix: HotfixRef | None = None,
 ) -> str:
     parts = [
         f"**{state}** — root `{root}` at `{short(revision)}`",
         "",
         f"- Trigger: {trigger}" + (f" by @{requested_by}" if requested_by else ""),
     ]
+    if hotfix is not None:
+        parts.append(hotfix_line(hotfix))
     if approved_by:
         parts.append(f"- Approved by: {approved_by}")
     if details_url:
@@ -170,8 +174,10 @@ def request(
     text: str = "",
     actions: list[CheckRunAction] | None = None,
     details_url: str | None = None,
+    hotfix: HotfixRef | None = None,
 ) -> CheckRunRequest:
-    """The complete check run of one deployment: every update sends all of it."""
+    """The complete check run of one deployment: every update sends all of it. A hotfix says
+    so in its title and summary."""
     return CheckRunRequest.model_validate(
         {
             "repo": repo,
@@ -181,7 +187,7 @@ def request(
             "external_id": deployment_id,
             "status": status,
             "conclusion": conclusion,
-            "title": title,
+            "title": f"Hotfix: {title}" if hotfix is not None else title,
             "summary": summary(
                 state=title,
                 root=root,
@@ -192,6 +198,7 @@ def request(
                 queue_markdown=queue_markdown,
                 message=message,
                 details_url=details_url,
+                hotfix=hotfix,
             ),
             "text": text,
             "actions": actions or [],
@@ -229,6 +236,7 @@ def deployment_request(
         message=message,
         text=text,
         actions=actions,
+        hotfix=inp.hotfix,
     )
 
 
@@ -261,4 +269,14 @@ def queue_item_request(
         queue_markdown=queue_markdown,
         message=message,
         actions=actions,
+        hotfix=item.hotfix,
+    )
+
+
+def hotfix_line(hotfix: HotfixRef) -> str:
+    """How a check run names a hotfix: its pull request and head, and the lock it takes."""
+    pr = f"[#{hotfix.pr}]({hotfix.url})" if hotfix.url else f"#{hotfix.pr}"
+    return (
+        f"- **Hotfix** from pull request {pr} at `{short(hotfix.head)}`, not merged: once "
+        "published it locks the root until the pull request is merged or someone clicks Unlock"
     )

@@ -42,6 +42,8 @@ SIGNAL_NEW_REVISION = "new_revision"
 SIGNAL_UNLOCK = "unlock"
 SIGNAL_DEPLOYMENT_UPDATE = "deployment_update"
 SIGNAL_REVIEW = "review"
+# A pull request whose head was hotfixed to the root was merged: the hotfix lock opens.
+SIGNAL_HOTFIX_MERGED = "hotfix_merged"
 QUERY_STATE = "state"
 # revision (str) -> the deployment id running or queued for it, or None; answers however long
 # the queue is (the state query shows only its front)
@@ -134,6 +136,20 @@ class RepoRef(Payload):
         return f"{self.owner}/{self.name}"
 
 
+class HotfixRef(Payload):
+    """A deployment of an unmerged pull request's head (`/rollwright hotfix`): which pull
+    request, at which head. It locks its root until that pull request is merged or someone
+    clicks Unlock (docs/governance.md, "Hotfixes")."""
+
+    pr: int
+    head: str
+    url: str = ""  # the pull request's page, for links
+
+    @property
+    def label(self) -> str:
+        return f"hotfix from #{self.pr}"
+
+
 # --- DispatchWorkflow ------------------------------------------------------------------------
 
 
@@ -196,6 +212,16 @@ class NewRevision(Payload):
     # picks one (workflow.uuid4) when absent, or keeps the queued item's when the revision is
     # already queued or running.
     deployment_id: str | None = None
+    # A hotfix (trigger manual, reason "hotfix"): the pull request whose head this is.
+    hotfix: HotfixRef | None = None
+
+
+class HotfixMerged(Payload):
+    """Signal: the pull request of a hotfix was merged (the hotfix lock opens)."""
+
+    pr: int
+    merge_commit_sha: str | None = None
+    by: str | None = None  # who merged it
 
 
 class UnlockSignal(Payload):
@@ -215,6 +241,7 @@ class QueueItem(Payload):
     check_run_id: int | None = None  # the queued item's check run, when one was created
     # Whether this deployment locks the queue once it reaches publish (see DeployWorkflow).
     locks_queue: bool = False
+    hotfix: HotfixRef | None = None
 
 
 class LockState(Payload):
@@ -224,6 +251,8 @@ class LockState(Payload):
     by_deployment: str | None = None
     revision: str | None = None
     since: datetime | None = None
+    # Locked by a hotfix: the merge of its pull request opens the lock.
+    hotfix: HotfixRef | None = None
 
 
 class FleetRoots(Payload):
@@ -263,6 +292,7 @@ class LatestDeployment(Payload):
     locks_queue: bool | None = None
     unlocked_by: str | None = None
     unlocked_at: datetime | None = None
+    hotfix: HotfixRef | None = None
 
 
 def locks_queue(latest: LatestDeployment) -> bool:
@@ -284,6 +314,7 @@ def lock_from_latest(latest: LatestDeployment | None) -> LockState:
         by_deployment=latest.deployment_id,
         revision=latest.revision,
         since=latest.finished_at,
+        hotfix=latest.hotfix,
     )
 
 
@@ -323,6 +354,9 @@ class RootQueueInput(Payload):
     unlock_unsaved: bool = False
     # Unlock clicks that did not count, as the waiting check runs list them (the newest).
     unlock_refusals: list[str] = Field(default_factory=list)
+    # Pull requests merged after they were hotfixed here: a hotfix of one of them that ends
+    # later does not lock the queue.
+    merged_hotfixes: list[int] = Field(default_factory=list)
 
 
 class RootQueueState(Payload):
@@ -380,10 +414,11 @@ class DeploymentInput(Payload):
     require_confirmation: bool = False
     # Copied into latest.json: this deployment locks the queue once it reaches publish.
     locks_queue: bool = False
+    hotfix: HotfixRef | None = None
 
 
 # Where a person acted: a check run button, a job page button, the API, a PR review.
-AuditSource = Literal["check_run", "page", "api", "pr_review"]
+AuditSource = Literal["check_run", "page", "api", "pr_review", "pr_comment", "pr_merge"]
 
 
 class ReviewSignal(Payload):
@@ -603,3 +638,4 @@ class DeploymentRecord(Payload):
     changed: int | None = None
     message: str = ""
     at: datetime
+    hotfix: HotfixRef | None = None

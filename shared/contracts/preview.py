@@ -104,6 +104,7 @@ class PullRequestClosed(Payload):
     merged: bool = False
     sender: str | None = None
     delivery_id: str | None = None
+    merge_commit_sha: str | None = None
 
 
 # --- workflow input, state, result ---------------------------------------------------------------

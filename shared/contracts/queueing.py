@@ -17,6 +17,7 @@ from shared.contracts.deploy import (
     SA_REPO,
     SA_ROOT,
     SIGNAL_NEW_REVISION,
+    HotfixMerged,
     NewRevision,
     RepoRef,
     RootQueueInput,
@@ -48,14 +49,15 @@ async def signal_queue(
     repo: RepoRef,
     root: str,
     signal: str,
-    arg: NewRevision | UnlockSignal,
+    arg: NewRevision | UnlockSignal | HotfixMerged,
     *,
     rpc_timeout: timedelta | None = None,
 ) -> str:
-    """Send `signal` (`new_revision`, or `unlock`: a finished queue rebuilds its lock from
-    latest.json, then judges the click) to the root's DeployWorkflow, starting the workflow
-    when it is not running; returns the workflow id. `RollwrightRepo` and `RollwrightRoot` are
-    set from the start, so the Temporal UI finds a root's queue before its first task runs."""
+    """Send `signal` to the root's DeployWorkflow, starting the workflow when it is not
+    running; returns the workflow id. `new_revision` queues; `unlock` and `hotfix_merged`
+    reach a finished queue too, which rebuilds its lock from latest.json first.
+    `RollwrightRepo` and `RollwrightRoot` are set from the start, so the Temporal UI finds a
+    root's queue before its first task runs."""
     workflow_id = deploy_workflow_id(repo.full_name, root)
     await client.start_workflow(
         DEPLOY_WORKFLOW,

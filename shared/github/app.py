@@ -253,6 +253,31 @@ class PullReview:
     commit_id: str
 
 
+@dataclass(frozen=True)
+class PullInfo:
+    """A pull request as a hotfix is judged on it."""
+
+    number: int
+    state: str  # open, closed
+    merged: bool
+    draft: bool
+    head_sha: str
+    head_repo: str | None  # owner/name of the head's repository (None: deleted fork)
+    author: str | None
+    html_url: str
+
+
+@dataclass(frozen=True)
+class CommitCheck:
+    """A check run or a commit status on a commit, as one: `app` is the check run's app id
+    (None for a status), `outcome` its conclusion, or its status while it has none."""
+
+    kind: Literal["check run", "status"]
+    name: str
+    outcome: str
+    app: int | None = None
+
+
 class GitHubApp:
     """One GitHub App (id + private key) talking to one GitHub (api.github.com, GHES, emulator).
 
@@ -462,6 +487,67 @@ class GitHubApp:
             ]
 
         return self._call(f"listing the reviews of {repo}#{number}", ask)
+
+    def pull(self, repo: str, number: int) -> PullInfo:
+        """Pull request `number` (`GET /repos/{owner}/{repo}/pulls/{number}`)."""
+
+        def ask() -> PullInfo:
+            _, data = self._client(repo).requester.requestJsonAndCheck(
+                "GET", f"/repos/{repo}/pulls/{number}"
+            )
+            head = data.get("head") or {}
+            return PullInfo(
+                number=int(data["number"]),
+                state=str(data.get("state")),
+                merged=bool(data.get("merged")),
+                draft=bool(data.get("draft")),
+                head_sha=str(head.get("sha")),
+                head_repo=(head.get("repo") or {}).get("full_name"),
+                author=(data.get("user") or {}).get("login"),
+                html_url=str(data.get("html_url") or ""),
+            )
+
+        return self._call(f"reading pull request {repo}#{number}", ask)
+
+    def commit_checks(self, repo: str, sha: str) -> list[CommitCheck]:
+        """Every check run (the newest of each name and app) and commit status (the newest
+        of each context) on `sha`."""
+
+        def ask() -> list[CommitCheck]:
+            requester = self._client(repo).requester
+            checks: list[CommitCheck] = []
+            page = 1
+            while True:
+                _, data = requester.requestJsonAndCheck(
+                    "GET",
+                    f"/repos/{repo}/commits/{sha}/check-runs",
+                    parameters={"per_page": 100, "page": page, "filter": "latest"},
+                )
+                runs = data.get("check_runs") or []
+                for run in runs:
+                    checks.append(
+                        CommitCheck(
+                            kind="check run",
+                            name=str(run.get("name")),
+                            outcome=str(run.get("conclusion") or run.get("status")),
+                            app=(run.get("app") or {}).get("id"),
+                        )
+                    )
+                if len(runs) < 100:
+                    break
+                page += 1
+            _, combined = requester.requestJsonAndCheck(
+                "GET", f"/repos/{repo}/commits/{sha}/status", parameters={"per_page": 100}
+            )
+            for status in combined.get("statuses") or []:
+                checks.append(
+                    CommitCheck(
+                        kind="status", name=str(status.get("context")), outcome=str(status["state"])
+                    )
+                )
+            return checks
+
+        return self._call(f"listing the checks of {repo}@{sha[:12]}", ask)
 
     # -- check runs
 

@@ -69,7 +69,8 @@ def deployment_event(record: DeploymentRecord, change: StateChange, url: str) ->
     words = _WORDS[kind]
     if kind == "deployment.approved" and record.approved_by:
         words = f"approved by {_login(record.approved_by)}"
-    summary = f"{record.repo} `{record.root}`: deployment of `{record.revision[:12]}` {words}"
+    what = f"hotfix from #{record.hotfix.pr}" if record.hotfix else "deployment"
+    summary = f"{record.repo} `{record.root}`: {what} of `{record.revision[:12]}` {words}"
     body = {
         "id": event_id(kind, record.deployment_id),
         "type": kind,
@@ -82,6 +83,8 @@ def deployment_event(record: DeploymentRecord, change: StateChange, url: str) ->
         "previous": change.previous,
         "requested_by": record.requested_by,
         "approved_by": record.approved_by,
+        # a hotfix: the unmerged pull request and the head deployed (null otherwise)
+        "hotfix": record.hotfix.model_dump(mode="json") if record.hotfix else None,
         "at": record.at.isoformat(),
         "url": url,
         "summary": summary,

@@ -43,7 +43,7 @@ TABLES = {
     "notifications",
 }
 
-HEAD = "0008"  # the newest migration
+HEAD = "0009"  # the newest migration
 
 
 def _engine(url: str) -> Engine:

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         dispatch_workflow_id,
     )
     from shared.contracts.governance import REVISION_REVIEW_WORKFLOW
+    from shared.contracts.hotfix import HOTFIX_WORKFLOW
     from shared.contracts.preview import PREVIEW_WORKFLOW
     from shared.contracts.promotion import PROMOTION_WORKFLOW
     from shared.engine.config.fleet import FleetConfig
@@ -70,6 +71,7 @@ WORKFLOW_TYPES = {
     PREVIEW_WORKFLOW,
     PROMOTION_WORKFLOW,
     REVISION_REVIEW_WORKFLOW,
+    HOTFIX_WORKFLOW,
 }
 BUSY_WORKFLOWS = [RootQueueWorkflow, DeploymentWorkflow, DispatchWorkflow]
 

@@ -54,6 +54,7 @@ class Progress:
             changed=diff.changed if diff else None,
             message=message,
             at=at,
+            hotfix=inp.hotfix,
         )
 
     def latest(
@@ -86,6 +87,7 @@ class Progress:
                 else (previous.published_revision if previous else None)
             ),
             locks_queue=inp.locks_queue,
+            hotfix=inp.hotfix,
         )
 
     def update(

@@ -192,7 +192,13 @@ class ReviewGate:
 def why_asked(inp: DeploymentInput) -> list[str]:
     """Why the deployment asks for a review whatever its policy: manual, or diverged."""
     why = []
-    if inp.trigger == "manual":
+    if inp.hotfix is not None:
+        why.append(
+            f"This is a **hotfix** from pull request #{inp.hotfix.pr}, not merged: it always "
+            "asks for confirmation, and once published it locks the root until the pull "
+            "request is merged or someone clicks Unlock."
+        )
+    elif inp.trigger == "manual":
         why.append("This is a manual deployment: it always asks for confirmation.")
     if inp.relation == "diverged":
         latest = checkrun.short(inp.latest.revision if inp.latest else "")

@@ -120,7 +120,8 @@ class DeploymentWorkflow:
             repo=inp.repo.full_name,
             root=inp.root,
             revision=inp.revision,
-            trigger=inp.trigger,
+            # `RollwrightTrigger = "hotfix"` lists the hotfixes
+            trigger="hotfix" if inp.hotfix is not None else inp.trigger,
             state="rendering",
         )
         self.task_queue = await calls.run(ACT_WORKER_TASK_QUEUE, None, options=calls.WORKER_QUEUE)
@@ -532,7 +533,8 @@ class DeploymentWorkflow:
         self._state = state
         searchattrs.upsert(state=state, keys=(SA_STATE,))
         workflow.set_current_details(
-            f"**{state}** — `{inp.root}` at `{checkrun.short(inp.revision)}` ({inp.trigger})"
+            f"**{state}** — `{inp.root}` at `{checkrun.short(inp.revision)}` "
+            f"({inp.hotfix.label if inp.hotfix else inp.trigger})"
             + (f"\n\n{message}" if message else "")
         )
         request = checkrun.deployment_request(

@@ -1,8 +1,9 @@
 """The rules of one root's deployment queue, with no Temporal in them.
 
-Manual deployments run before merged revisions, first in first out within each; a revision is
-queued once (a manual request for a queued merge promotes it); a manual deployment that reached
-publish locks merged revisions out until someone clicks Unlock; a re-run repeats only the
+Manual deployments (hotfixes among them) run before merged revisions, first in first out within
+each; a revision is queued once (a manual request for a queued merge promotes it); a manual
+deployment that reached publish locks merged revisions out until someone clicks Unlock (a
+hotfix's lock also opens when its pull request is merged); a re-run repeats only the
 latest attempt; a root holds at most `max_queued` merges. The queue also knows which items'
 check runs and SQL rows are still to be written, so a long queue is written in batches and
 only where something changed. `RootQueueWorkflow` keeps the Temporal loop around it.
@@ -132,6 +133,7 @@ class RootQueue:
             reason=signal.reason,
             enqueued_at=now,
             locks_queue=locks,
+            hotfix=signal.hotfix,
         )
         self._insert(item)
         self.item_changed(item)
@@ -144,6 +146,7 @@ class RootQueue:
         item.requested_by = signal.requested_by
         item.reason = signal.reason
         item.locks_queue = locks
+        item.hotfix = signal.hotfix
         # Stable: manual before merge, FIFO within each priority.
         self.items.sort(key=lambda i: 0 if i.trigger == "manual" else 1)
         self.item_changed(item)

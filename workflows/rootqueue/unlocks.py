@@ -10,6 +10,7 @@ from datetime import datetime
 
 from shared.contracts.deploy import (
     AuditRecord,
+    HotfixMerged,
     LatestDeployment,
     LockState,
     QueueItem,
@@ -87,3 +88,36 @@ def to_show(queue: RootQueue, signal: UnlockSignal) -> list[QueueItem]:
     if len(waiting) <= SHOW_ON_ALL:
         return waiting
     return [item for item in waiting if item.check_run_id == signal.check_run_id]
+
+
+# --- a hotfix's pull request merged ---------------------------------------------------------
+
+
+def opened_by_merge(lock: LockState, merged: HotfixMerged) -> bool:
+    """Whether the merge of `merged`'s pull request opens this lock: the lock is a hotfix's
+    from that pull request. The merged revision deploys through the queue as every merge does;
+    no one is asked (the lock was taken for exactly this wait)."""
+    return lock.locked and lock.hotfix is not None and lock.hotfix.pr == merged.pr
+
+
+def merge_by(merged: HotfixMerged) -> str:
+    """Who opened the lock, as latest.json and the root page show it."""
+    return f"merge of #{merged.pr}" + (f" by {merged.by}" if merged.by else "")
+
+
+def merge_audit_record(
+    repo: RepoRef, root: str, lock: LockState, merged: HotfixMerged, *, at: datetime
+) -> AuditRecord:
+    """The audit row of a hotfix lock opened by its pull request's merge."""
+    commit = f" as {merged.merge_commit_sha[:12]}" if merged.merge_commit_sha else ""
+    return AuditRecord(
+        repo=repo.full_name,
+        root=root,
+        deployment_id=lock.by_deployment,
+        action="unlock",
+        actor=merged.by,
+        source="pr_merge",
+        counted=True,
+        reason=f"pull request #{merged.pr} was merged{commit}: the hotfix lock opens",
+        at=at,
+    )

@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         SA_ROOT,
         SA_STATE,
         SIGNAL_DEPLOYMENT_UPDATE,
+        SIGNAL_HOTFIX_MERGED,
         SIGNAL_NEW_REVISION,
         SIGNAL_UNLOCK,
         STATE_QUEUE_ITEMS,
@@ -59,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         DeploymentRecords,
         DeploymentState,
         DeploymentUpdate,
+        HotfixMerged,
         LatestDeployment,
         LoadLatestRequest,
         NewRevision,
@@ -107,6 +109,7 @@ class RootQueueWorkflow:
         self.running_done: Callable[[], bool] | None = None  # the running child's end
         self.ended: dict[str, DeploymentUpdate] = {}  # terminal updates, by deployment id
         self.idle_since: datetime | None = None
+        self.merged_hotfixes: list[int] = []  # hotfixed pull requests merged since
 
     # --- signals and queries ---------------------------------------------------------------
 
@@ -145,6 +148,23 @@ class RootQueueWorkflow:
                 self.queue.item_changed(item)
         at = workflow.now()
         await clicks.audit(unlocks.audit_record(self.inp.repo, root, lock, signal, verdict, at=at))
+
+    @workflow.signal(name=SIGNAL_HOTFIX_MERGED)
+    async def hotfix_merged(self, merged: HotfixMerged) -> None:
+        """A hotfixed pull request was merged: its lock opens now, or a hotfix of it still
+        queued or running does not lock when it ends (docs/governance.md, "Hotfixes")."""
+        # Signal-with-start of a finished root: the lock is rebuilt from latest.json first.
+        await workflow.wait_condition(lambda: self.started)
+        if merged.pr not in self.merged_hotfixes:
+            self.merged_hotfixes.append(merged.pr)
+        lock = self.queue.lock
+        if not unlocks.opened_by_merge(lock, merged):
+            return
+        self._unlock_now(UnlockSignal(by=unlocks.merge_by(merged)))
+        at = workflow.now()
+        await clicks.audit(
+            unlocks.merge_audit_record(self.inp.repo, self.inp.root, lock, merged, at=at)
+        )
 
     def _unlock_now(self, signal: UnlockSignal) -> None:
         if not self.queue.lock.locked or self.latest is None:
@@ -203,6 +223,7 @@ class RootQueueWorkflow:
         self.inp = inp
         self._judged()
         self.unlock_refusals = list(inp.unlock_refusals)
+        self.merged_hotfixes = list(dict.fromkeys(inp.merged_hotfixes + self.merged_hotfixes))
         self.queue = RootQueue.unpack(
             inp.queue_packed,
             inp.lock,
@@ -333,6 +354,7 @@ class RootQueueWorkflow:
                 unrecorded=self.queue.unrecorded,
                 unlock_unsaved=self.unlock_unsaved,
                 unlock_refusals=self.unlock_refusals,
+                merged_hotfixes=self.merged_hotfixes,
             )
         )
 
@@ -540,6 +562,7 @@ class RootQueueWorkflow:
             queue_summary=self._queue_markdown(),
             require_confirmation=item.trigger == "manual" or relation == "diverged",
             locks_queue=item.locks_queue,
+            hotfix=item.hotfix,
         )
 
     def _after_deployment(
@@ -559,6 +582,10 @@ class RootQueueWorkflow:
             self.latest = latest
             self.queue.follow_lock(lock_from_latest(latest))
             self.unlock_unsaved = False
+            hotfix = latest.hotfix
+            if hotfix is not None and hotfix.pr in self.merged_hotfixes:
+                # Its pull request was merged while it ran: the wait it locks for is over.
+                self._unlock_now(UnlockSignal(by=unlocks.merge_by(HotfixMerged(pr=hotfix.pr))))
         self.current = None
 
     async def _deployment_failed(self, item: QueueItem, message: str) -> None:
@@ -645,6 +672,7 @@ class RootQueueWorkflow:
             check_run_id=item.check_run_id,
             message=message,
             at=workflow.now(),
+            hotfix=item.hotfix,
         )
 
     def _writing_on(self) -> bool:

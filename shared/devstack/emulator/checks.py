@@ -1,5 +1,7 @@
 """Check runs in the GitHub emulator: create, update and get them, each with the full history
-of its creates and updates, and the check suite of their head commit.
+of its creates and updates, and the check suite of their head commit; list a commit's (with
+other apps' runs, which tests add as a CI would); and commit statuses with their combined
+state.
 
 GitHub behaviour modelled on purpose (and relied on by the worker's check-run cache):
 - a completed check run stays completed: a later update keeps its id, may change its
@@ -39,6 +41,8 @@ class CheckRuns:
         self._store = store
         self._shapes = shapes
         self._suites: dict[tuple[str, str], int] = {}  # (repo, head sha) → check suite id
+        # (repo, sha) → context → (state, updated at): the newest status of each context
+        self._statuses: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
 
     def routes(self) -> list[Route]:
         r = make_route
@@ -48,7 +52,59 @@ class CheckRuns:
             r("POST", runs, self._create_check_run, "token", True),
             r("PATCH", run, self._update_check_run, "token", True),
             r("GET", run, self._get_check_run, "token", False),
+            r(
+                "GET",
+                "/repos/{owner}/{repo}/commits/{ref}/check-runs",
+                self._of_commit,
+                "token",
+                False,
+            ),
+            r("GET", "/repos/{owner}/{repo}/commits/{ref}/status", self._combined, "token", False),
         ]
+
+    def add_foreign_check_run(
+        self,
+        owner: str,
+        repo: str,
+        head_sha: str,
+        name: str,
+        *,
+        conclusion: str | None,
+        status: str = "completed",
+        app_id: int = 15368,
+        app_slug: str = "github-actions",
+    ) -> int:
+        """Another app's check run on `head_sha` (a CI's): listed with the App's own."""
+        with self._store.lock:
+            record = self._store.repo(owner, repo)
+            run_id = self._store.next_id("check_run")
+            now = utc_now()
+            state: dict[str, Any] = {
+                "name": name,
+                "head_sha": head_sha,
+                "external_id": "",
+                "details_url": None,
+                "status": "completed" if conclusion else status,
+                "conclusion": conclusion,
+                "started_at": now,
+                "completed_at": now if conclusion else None,
+                "output": {"title": None, "summary": None, "text": None, "annotations_count": 0},
+                "actions": [],
+                "check_suite_id": self._suite_for(record, head_sha),
+                "app": {"id": app_id, "slug": app_slug},
+            }
+            run = CheckRunRecord(run_id, record.owner, record.name, state)
+            run.history.append(CheckRunUpdate("POST", {}, copy.deepcopy(state), now))
+            self._store.check_runs[run_id] = run
+            return run_id
+
+    def set_status(self, owner: str, repo: str, sha: str, context: str, state: str) -> None:
+        """A commit status (`error`, `failure`, `pending` or `success`) of `context` on `sha`."""
+        if state not in ("error", "failure", "pending", "success"):
+            raise ValueError(f"unknown status state {state!r}")
+        with self._store.lock:
+            key = (self._store.repo(owner, repo).full_name.lower(), sha)
+            self._statuses.setdefault(key, {})[context] = (state, utc_now())
 
     def check_runs(self, owner: str, repo: str) -> list[CheckRunRecord]:
         """Every check run of the repository, oldest first, each with its full history."""
@@ -135,6 +191,49 @@ class CheckRuns:
     def _get_check_run(self, req: Request) -> tuple[int, Any]:
         run = repo_record(self._store.check_runs, req, "check_run_id")
         return 200, self._shapes.check_run(run, req.base)
+
+    def _of_commit(self, req: Request) -> tuple[int, Any]:
+        """`GET …/commits/{ref}/check-runs`: the newest run of each name and app on the
+        commit (GitHub's `filter=latest`, its default), paginated in the body's list."""
+        assert req.repo is not None
+        sha = req.params["ref"]
+        newest: dict[tuple[str, int], CheckRunRecord] = {}
+        for run in self._store.check_runs.values():
+            if (run.owner, run.repo) != (req.repo.owner, req.repo.name):
+                continue
+            if run.state["head_sha"] != sha:
+                continue
+            app = run.state.get("app") or {"id": -1}
+            newest[(run.name, int(app["id"]))] = run  # ids grow: the last is the newest
+        runs = [self._shapes.check_run(r, req.base) for r in newest.values()]
+        page = max(1, int(req.query.get("page", ["1"])[0]))
+        per_page = min(100, max(1, int(req.query.get("per_page", ["30"])[0])))
+        chunk = runs[(page - 1) * per_page : page * per_page]
+        return 200, {"total_count": len(runs), "check_runs": chunk}
+
+    def _combined(self, req: Request) -> tuple[int, Any]:
+        """`GET …/commits/{ref}/status`: the combined state and the newest status of each
+        context (`pending` with none, as GitHub says)."""
+        assert req.repo is not None
+        sha = req.params["ref"]
+        found = self._statuses.get((req.repo.full_name.lower(), sha), {})
+        states = [state for state, _ in found.values()]
+        if any(s in ("error", "failure") for s in states):
+            combined = "failure"
+        elif states and all(s == "success" for s in states):
+            combined = "success"
+        else:
+            combined = "pending"
+        statuses = [
+            {"context": context, "state": state, "updated_at": at, "created_at": at}
+            for context, (state, at) in sorted(found.items())
+        ]
+        return 200, {
+            "state": combined,
+            "sha": sha,
+            "total_count": len(statuses),
+            "statuses": statuses,
+        }
 
     def _suite_for(self, repo: Repo, head_sha: str) -> int:
         key = (repo.full_name.lower(), head_sha)

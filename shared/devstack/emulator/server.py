@@ -123,6 +123,8 @@ class GitHubEmulator(BackgroundHTTPServer):
         self.pulls = self._pulls.pulls
         self.check_runs = self._checks.check_runs
         self.check_run = self._checks.check_run
+        self.add_foreign_check_run = self._checks.add_foreign_check_run
+        self.set_status = self._checks.set_status
         self.comments = self._comments.comments
         self.add_comment = self._comments.add_comment
         self.issue_oauth_code = self._oauth.issue_oauth_code

@@ -223,7 +223,8 @@ class Shapes:
             },
             "name": state["name"],
             "check_suite": suite,
-            "app": self.app(base),
+            # another app's run (a CI's, added by tests) names that app
+            "app": {**self.app(base), **state["app"]} if "app" in state else self.app(base),
             "pull_requests": pulls,
         }
 

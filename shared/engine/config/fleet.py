@@ -14,6 +14,7 @@ from shared.engine.config.affected import AffectedSettings
 from shared.engine.config.atlas import AtlasSettings
 from shared.engine.config.commodore import CommodoreSettings
 from shared.engine.config.helmfile import HelmfileSettings
+from shared.engine.config.hotfix import HotfixSettings
 from shared.engine.config.output import OutputSettings, RenderSettings
 from shared.engine.config.parsing import StrictModel, parse_model
 from shared.engine.config.policies import PolicySet, check_unique
@@ -51,6 +52,11 @@ class FleetConfig(StrictModel):
     preview: PreviewSettings = Field(default_factory=PreviewSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     review: ReviewSettings = Field(default_factory=ReviewSettings)
+    hotfix: HotfixSettings | None = Field(
+        default=None,
+        description="Hotfixes from unmerged pull requests (docs/governance.md): what a pull "
+        "request must meet before `/rollwright hotfix <root>` deploys its head. Absent: none.",
+    )
     policies: list[PolicySet] = Field(
         default_factory=list,
         description="Policy sets over the rendered manifests (docs/governance.md): Rego and "

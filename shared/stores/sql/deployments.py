@@ -383,6 +383,9 @@ def _update(row: DeploymentRow, record: DeploymentRecord, at: datetime) -> None:
     row.changed = record.changed
     row.message = record.message
     row.updated_at = at
+    if record.hotfix is not None:  # rows written without it keep what an earlier one said
+        row.hotfix_pr = record.hotfix.pr
+        row.hotfix_head = record.hotfix.head
     if row.started_at is None and record.state != "queued":
         row.started_at = at
     if row.approved_at is None and (record.state == "approved" or record.approved_by):

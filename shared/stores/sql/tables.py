@@ -66,6 +66,9 @@ class DeploymentRow(Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     approved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # a hotfix: the unmerged pull request and the head deployed (migration 0009)
+    hotfix_pr: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    hotfix_head: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class DeploymentEventRow(Base):
