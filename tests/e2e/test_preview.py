@@ -37,6 +37,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from gateway.app import create_app
 from shared.contracts.deploy import QUERY_STATE, SIGNAL_REVIEW, NewRevision, RepoRef, ReviewSignal
+from shared.contracts.hotfix import HOTFIX_COMMENT_MARKER
 from shared.contracts.preview import (
     PREVIEW_CHECK_NAME,
     PreviewState,
@@ -60,6 +61,7 @@ from tests.support.markdown import assert_valid, paragraphs
 from tests.support.preview import commit, web_repo
 from tests.support.pull_requests import OPENED, SYNCHRONIZE, pr_payload
 from tests.support.secrets import KEY_VARIABLES, app_chart_files, assert_hidden
+from tests.support.vendored import GITHUB_WEBHOOKS
 from worker.main import run_worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -73,6 +75,7 @@ PUBLIC_URL = "http://rollwright.test"
 STEP_TIMEOUT = 90.0
 SECRET_OLD = "old-Pa55w0rd-9qXz"
 SECRET_NEW = "new-Pa55w0rd-4kLm"
+ISSUE_COMMENT = "issue_comment.created.0.json"
 T = TypeVar("T")
 
 
@@ -279,6 +282,70 @@ class Fleet:
         )
         assert answer.status_code == 202, answer.text
         assert answer.json()["workflow_id"] == preview_workflow_id(self.full_name, self.pr)
+
+    def comment_command(self, login: str, body: str) -> None:
+        """`login` comments `body` on the pull request (GitHub's own payload, signed)."""
+        payload: dict[str, Any] = json.loads((GITHUB_WEBHOOKS / ISSUE_COMMENT).read_text())
+        payload["issue"]["number"] = self.pr
+        payload["issue"]["pull_request"] = {"url": f"{self.stack.emulator.url}/pulls/{self.pr}"}
+        payload["comment"].update({"id": 990000 + len(self.comments()), "body": body})
+        payload["comment"]["user"].update({"login": login, "type": "User"})
+        payload["repository"].update(
+            {"name": self.name, "full_name": self.full_name, "default_branch": "main"}
+        )
+        payload["repository"]["owner"]["login"] = OWNER
+        payload["installation"] = {"id": INSTALLATION}
+        self._post("issue_comment", payload)
+
+    def close_merged(self, head: str, merged: str) -> None:
+        """The pull request is merged as `merged`: its `closed` webhook."""
+        self.stack.emulator.set_pull(
+            OWNER,
+            self.name,
+            self.pr,
+            head_sha=head,
+            head_ref=self.branch,
+            base_ref="main",
+            state="closed",
+            merged=True,
+            merge_commit_sha=merged,
+        )
+        payload = pr_payload(
+            OPENED,
+            repo=self.full_name,
+            clone_url=str(self.path),
+            installation=INSTALLATION,
+            number=self.pr,
+            head=head,
+            branch=self.branch,
+            base=merged,
+        )
+        payload["action"] = "closed"
+        payload["pull_request"].update(
+            {"state": "closed", "merged": True, "merge_commit_sha": merged}
+        )
+        self._post("pull_request", payload)
+
+    def _post(self, event: str, payload: dict[str, Any]) -> None:
+        body = json.dumps(payload).encode()
+        answer = self.stack.gateway.post(
+            "/events",
+            content=body,
+            headers={
+                "Content-Type": "application/json",
+                "X-GitHub-Event": event,
+                "X-GitHub-Delivery": str(uuid.uuid4()),
+                "X-Hub-Signature-256": webhook_signature(SECRET, body),
+            },
+        )
+        assert answer.status_code == 202, answer.text
+
+    def hotfix_comment(self, word: str) -> CommentRecord:
+        def probe() -> CommentRecord | None:
+            found = [c for c in self.comments() if HOTFIX_COMMENT_MARKER in c.body]
+            return found[-1] if found and word in found[-1].body else None
+
+        return self.stack.wait_for(f"the hotfix comment saying {word!r}", probe)
 
     # --- what GitHub shows
 
@@ -548,3 +615,73 @@ def signal_review(stack: Stack, run: CheckRunRecord, by: str) -> None:
     )
     handle = stack.env.client.get_workflow_handle(run.state["external_id"])
     stack.run(handle.signal(SIGNAL_REVIEW, click))
+
+
+# --------------------------------------------------------------------------- hotfixes
+
+
+def test_a_hotfix_comment_deploys_the_head_through_review_and_locks_the_root_until_merged(
+    stack: Stack,
+) -> None:
+    """`/rollwright hotfix g/c1` commented on an approved pull request (GitHub's own
+    issue_comment payload, signed, through the gateway): the real HotfixWorkflow judges it
+    with the real activity against the emulator, the head is deployed through review as a
+    hotfix, the root locks a later merge out, and the pull request's merge (its `closed`
+    webhook) opens the lock: the merge deploys."""
+    fleet = new_fleet(stack, {"rollwright.yaml": {"hotfix": {"roots": ["g/*"], "approvals": 1}}})
+    emulator = stack.emulator
+    for login in ("alice", "bob"):
+        emulator.set_permission(OWNER, fleet.name, login, "write")
+    repo = RepoRef(
+        owner=OWNER, name=fleet.name, installation_id=INSTALLATION, clone_url=str(fleet.path)
+    )
+    base = fleet.head("main")
+    deploy(stack, repo, base)
+    signal_review(stack, wait_for_deployment(stack, fleet, base, "action_required"), "alice")
+    wait_for_deployment(stack, fleet, base, "success")
+
+    head = fleet.open(greeting("g/c1", "hello from the hotfix"))
+    fleet.finished_run(head)  # its preview; rollwright's own runs are not the checks judged
+    emulator.add_foreign_check_run(OWNER, fleet.name, head, "ci", conclusion="success")
+    fleet.comment_command("alice", "/rollwright hotfix g/c1")
+    refused = fleet.hotfix_comment("refused")
+    assert "1 approving review(s) of the head" in refused.body
+    assert not [
+        r
+        for r in emulator.check_runs(OWNER, fleet.name)
+        if r.name == "rollwright/g/c1" and r.state["head_sha"] == head
+    ]
+
+    emulator.add_review(OWNER, fleet.name, fleet.pr, "bob", "APPROVED", commit_id=head)
+    fleet.comment_command("alice", "/rollwright hotfix g/c1")
+    queued = fleet.hotfix_comment("queued")
+    assert f"Hotfix of #{fleet.pr} queued by @alice" in queued.body
+    asking = wait_for_deployment(stack, fleet, head, "action_required")
+    assert asking.output["title"].startswith("Hotfix: ")
+    assert f"**Hotfix** from pull request [#{fleet.pr}]" in asking.output["summary"]
+    signal_review(stack, asking, "bob")
+    published = wait_for_deployment(stack, fleet, head, "success")
+    job = stack.gateway.get(f"/api/jobs/{published.state['external_id']}").json()
+    assert job["hotfix"]["pr"] == fleet.pr and job["requested_by"] == "alice"
+
+    # The pull request's merge commit, pushed before GitHub says the pull request closed,
+    # waits for the lock ...
+    git(fleet.path, "merge", "-q", "--no-ff", "-m", f"Merge #{fleet.pr}", fleet.branch)
+    merged = fleet.head("main")
+    deploy(stack, repo, merged)
+
+    def waiting() -> CheckRunRecord | None:
+        runs = [
+            r
+            for r in emulator.check_runs(OWNER, fleet.name)
+            if r.name == "rollwright/g/c1" and r.state["head_sha"] == merged
+        ]
+        unlock = runs and any(a["identifier"] == "unlock" for a in runs[-1].state["actions"])
+        return runs[-1] if unlock else None
+
+    stack.wait_for("the merge waiting for the hotfix lock", waiting)
+    # ... until the pull request is closed as merged: the lock opens and the merge deploys
+    # (the render the hotfix published: nothing to review).
+    fleet.close_merged(head, merged)
+    done = wait_for_deployment(stack, fleet, merged, "success")
+    assert "Hotfix" not in done.output["title"]

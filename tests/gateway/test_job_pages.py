@@ -22,11 +22,12 @@ from pydantic import SecretStr
 from gateway.app import create_app
 from gateway.dispatcher import Dispatcher
 from gateway.pages import marked_parts
-from shared.contracts.deploy import AuditRecord
+from shared.contracts.deploy import AuditRecord, HotfixRef, LatestDeployment
 from shared.devstack.emulator.server import GitHubEmulator
 from shared.devstack.ports import free_port
 from shared.review.diff import diff_renders
 from shared.review.diffdoc import diff_document, document_key
+from shared.stores.blob import latest_key
 from tests.support.gitrepo import commit_all, init_repo
 from tests.support.pages import DEP, NEW, OLD, PUBLIC, REPO, ROOT, SHA, T0, UI, World, cm
 from tests.support.serving import serving
@@ -581,3 +582,37 @@ def test_live_parts_are_the_page_without_log_and_diff(world: World) -> None:
     assert 'data-live="?live=1"' in page
     script = world.client.get("/static/job.js").text
     assert 'var LIVE = ["state", "facts", "review-actions", "timeline-section"];' in script
+
+
+# --- hotfixes ----------------------------------------------------------------------------------
+
+
+def test_a_hotfix_is_marked_on_the_job_and_root_pages_and_its_lock_names_the_pull_request(
+    world: World,
+) -> None:
+    hotfix = HotfixRef(pr=12, head=SHA, url=f"https://github.com/{REPO}/pull/12")
+    world.record("awaiting_review", T0, trigger="manual", hotfix=hotfix)
+    world.record("published", T0 + timedelta(minutes=1), trigger="manual")  # a row without it
+    latest = LatestDeployment(
+        deployment_id=DEP,
+        revision=SHA,
+        trigger="manual",
+        state="published",
+        finished_at=T0 + timedelta(minutes=1),
+        locks_queue=True,
+        hotfix=hotfix,
+    )
+    world.blobs.put(latest_key(REPO, ROOT), latest.model_dump_json().encode())
+
+    job = world.client.get(f"/api/jobs/{DEP}").json()
+    assert job["hotfix"] == {"pr": 12, "head": SHA, "url": f"https://github.com/{REPO}/pull/12"}
+    page = text_of(world.client.get(f"/jobs/{DEP}").text)
+    assert f"manual — hotfix from pull request #12 at {SHA[:12]} , not merged" in page
+
+    root = world.client.get(f"/api/roots/{ROOT}", params={"repo": REPO}).json()
+    assert root["deployments"][0]["hotfix"]["pr"] == 12
+    [lock] = root["locks"]
+    assert lock["hotfix"]["pr"] == 12
+    html = world.client.get(f"/roots/{ROOT}", params={"repo": REPO}).text
+    assert "hotfix #12" in text_of(html)
+    assert "until pull request #12 , whose head it hotfixed , is merged" in text_of(html)

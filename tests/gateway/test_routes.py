@@ -8,7 +8,14 @@ from urllib.parse import urlencode
 
 import pytest
 
-from gateway.actions import ACTION, QueueRevision, Review, StartDispatch, Unlock
+from gateway.actions import (
+    ACTION,
+    HotfixRequested,
+    QueueRevision,
+    Review,
+    StartDispatch,
+    Unlock,
+)
 from gateway.metrics import GatewayMetrics, event_label
 from gateway.outbox import OutboxOptions
 from gateway.webhooks import Acknowledge, Ignore, parse_body, route_event
@@ -219,3 +226,59 @@ def test_approve_all_on_the_revision_summary_goes_to_its_workflow() -> None:
     foreign = ours("check_run.requested_action.6.json", name="rollwright", app=9)
     foreign["requested_action"] = {"identifier": "approve_all"}
     assert isinstance(route("check_run", foreign), Ignore)
+
+
+# --------------------------------------------------------------------------- hotfix commands
+
+
+def comment(body: str, *, on_pull: bool = True, user_type: str = "User") -> dict[str, Any]:
+    """GitHub's own issue_comment.created example, its issue made a pull request."""
+    payload = load("issue_comment.created.0.json")
+    payload["comment"]["body"] = body
+    payload["comment"]["user"]["type"] = user_type
+    if on_pull:
+        number = payload["issue"]["number"]
+        api = payload["repository"]["url"]
+        payload["issue"]["pull_request"] = {
+            "url": f"{api}/pulls/{number}",
+            "html_url": f"{payload['repository']['html_url']}/pull/{number}",
+        }
+    return payload
+
+
+def test_a_hotfix_command_on_a_pull_request_goes_to_its_hotfix_workflow() -> None:
+    routed = route("issue_comment", comment("/rollwright hotfix prod/eu, prod/us prod/eu\nplease"))
+    assert isinstance(routed, HotfixRequested)
+    assert routed.target == "hotfix:Codertocat/Hello-World:1"
+    assert routed.command.by == "Codertocat"
+    assert routed.command.roots == ["prod/eu", "prod/us"]
+    assert routed.command.problem == ""
+    assert routed.command.comment_id == 492700400
+    assert ACTION.validate_json(ACTION.dump_json(routed)) == routed  # survives the outbox
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("/rollwright hotfix ../etc", "`../etc` is not a root id"),
+        ("/rollwright hotfix " + " ".join(f"r{i}" for i in range(21)), "at most 20 roots"),
+    ],
+)
+def test_a_malformed_hotfix_command_is_answered_with_what_is_wrong(body: str, problem: str) -> None:
+    routed = route("issue_comment", comment(body))
+    assert isinstance(routed, HotfixRequested)
+    assert routed.command.roots == [] and problem in routed.command.problem
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        comment("/rollwright hotfix prod/eu", on_pull=False),  # an issue
+        comment("/rollwright hotfix prod/eu", user_type="Bot"),  # a bot, rollwright itself too
+        comment("lgtm\n/rollwright hotfix prod/eu"),  # not on the first line
+        comment("/rollwright hotfixes prod/eu"),
+        {**comment("/rollwright hotfix prod/eu"), "action": "edited"},
+    ],
+)
+def test_other_comments_are_no_commands(payload: dict[str, Any]) -> None:
+    assert isinstance(route("issue_comment", payload), Ignore)

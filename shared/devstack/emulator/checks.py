@@ -70,7 +70,7 @@ class CheckRuns:
         name: str,
         *,
         conclusion: str | None,
-        status: str = "completed",
+        status: str = "queued",
         app_id: int = 15368,
         app_slug: str = "github-actions",
     ) -> int:

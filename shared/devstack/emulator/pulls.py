@@ -89,13 +89,15 @@ class Pulls:
         title: str | None = None,
         user_login: str = "octocat",
         merge_commit_sha: str | None = None,
+        fork: str | None = None,
     ) -> dict[str, Any]:
         """Create or replace pull request `number` (its issue takes comments from now on).
 
         In a repository seeded with `git_dir`, GitHub's pull refs are written there too:
         `refs/pull/N/head` (the head commit) and, while the pull request is open,
         `refs/pull/N/merge` (a real merge commit of the base branch tip and the head; none when
-        they conflict, and `mergeable` then says False).
+        they conflict, and `mergeable` then says False). `fork`: `owner/name` of the
+        repository the head comes from, when it is a fork.
         """
         with self._store.lock:
             record = self._store.repo(owner, repo)
@@ -127,6 +129,7 @@ class Pulls:
                 "title": title or f"Pull request {number}",
                 "user": user_login,
                 "merge_commit_sha": merge_commit_sha,
+                "fork": fork,
                 "created_at": previous.get("created_at") or utc_now(),
                 "updated_at": utc_now(),
             }

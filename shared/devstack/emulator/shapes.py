@@ -285,7 +285,7 @@ class Shapes:
             "review_comment_url": f"{api}/pulls/comments{{/number}}",
             "comments_url": f"{api}/issues/{number}/comments",
             "statuses_url": f"{api}/statuses/{pull['head_sha']}",
-            "head": self._pull_side(repo, pull["head_ref"], pull["head_sha"], base),
+            "head": self._head(repo, pull, base),
             "base": self._pull_side(repo, pull["base_ref"], pull["base_sha"], base),
             "author_association": "MEMBER",
             "auto_merge": None,
@@ -313,6 +313,16 @@ class Shapes:
             "deletions": 0,
             "changed_files": 0,
         }
+
+    def _head(self, repo: Repo, pull: dict[str, Any], base: str) -> dict[str, Any]:
+        side = self._pull_side(repo, pull["head_ref"], pull["head_sha"], base)
+        fork = pull.get("fork")
+        if fork:  # a fork's head: its repository is the fork (tests name it)
+            owner, _, name = fork.partition("/")
+            side["label"] = f"{owner}:{pull['head_ref']}"
+            side["repo"] = {**side["repo"], "name": name, "full_name": fork, "fork": True}
+            side["repo"]["owner"] = user_json(owner, stable_id(owner), "User", base)
+        return side
 
     def _pull_side(self, repo: Repo, ref: str, sha: str, base: str) -> dict[str, Any]:
         return {
