@@ -445,8 +445,15 @@ def test_github_app_manifest() -> None:
         "pull_requests": "write",
         "metadata": "read",
         "members": "read",  # team approvers in review policies (docs/governance.md)
+        "statuses": "read",  # a hotfix's pull request must have green statuses
     }
-    assert set(manifest["default_events"]) == {"push", "pull_request", "check_run", "check_suite"}
+    assert set(manifest["default_events"]) == {
+        "push",
+        "pull_request",
+        "check_run",
+        "check_suite",
+        "issue_comment",  # `/rollwright hotfix` commands (docs/governance.md)
+    }
     assert manifest["hook_attributes"]["url"].endswith("/events")
     assert manifest["public"] is False
 

@@ -18,8 +18,9 @@ APP_PERMISSIONS = {
     "contents": "write",
     "metadata": "read",
     "pull_requests": "write",
+    "statuses": "read",
 }
-APP_EVENTS = ("check_run", "check_suite", "pull_request", "push")
+APP_EVENTS = ("check_run", "check_suite", "issue_comment", "pull_request", "push")
 _REPO_URLS = (
     ("forks", "/forks"),
     ("keys", "/keys{/key_id}"),
