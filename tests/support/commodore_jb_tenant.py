@@ -129,7 +129,7 @@ def write_gitconfig(path: Path, remotes: Path) -> Path:
         f'[url "{remotes.as_uri()}/"]\n'
         f"\tinsteadOf = https://{HOST}/acme/\n"
         f"\tinsteadOf = ssh://git@{HOST}/acme/\n"
-        "[protocol \"file\"]\n\tallow = always\n"
+        '[protocol "file"]\n\tallow = always\n'
     )
     return path
 
