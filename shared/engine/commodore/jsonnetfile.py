@@ -132,12 +132,12 @@ def parse(text: str, where: str) -> JsonnetFile:
     entries = data.get("dependencies") or []
     if not isinstance(entries, list):
         raise FleetError(f"{where}: dependencies: must be a list")
-    ordered: dict[str, Dependency] = {}
-    for index, entry in enumerate(entries):
-        key = f"dependencies[{index}]"
-        dep = _dependency(entry, key, version, where)
-        # jb keeps a repeated name where it first appeared, with the last entry's contents
-        ordered[dep.name] = dep
+    deps = [_dependency(e, f"dependencies[{i}]", version, where) for i, e in enumerate(entries)]
+    # jb's ordered maps (a Python dict alike): a repeated key keeps the place where it first
+    # appeared and the contents of its last entry; a version 0 file is keyed by `name` first
+    if version == 0:
+        deps = list({d.legacy_name_compat: d for d in deps}.values())
+    ordered = {d.name: d for d in deps}
     return JsonnetFile(list(ordered.values()), legacy if version == 1 else True)
 
 

@@ -118,6 +118,13 @@ class Mirror:
         found = _git("--git-dir", str(self.path), "show", f"{sha}:{rel}")
         return found.out if found.ok else None
 
+    def paths(self, sha: str) -> list[str]:
+        """The paths of the files of commit `sha`."""
+        found = _git("--git-dir", str(self.path), "ls-tree", "-r", "-z", "--name-only", sha)
+        if not found.ok:
+            raise RepoError(f"cannot read commit {sha[:12]} of {shown(self.url)}: {found.detail()}")
+        return [p for p in found.out.split("\0") if p]
+
     def extract(self, sha: str, dest: Path) -> None:
         """The files of commit `sha` into `dest` (created), without .git."""
         found = _git("--git-dir", str(self.path), "archive", "--format=tar", sha)

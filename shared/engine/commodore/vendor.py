@@ -36,11 +36,14 @@ from pathlib import Path
 from shared.engine.commodore import jsonnetfile
 from shared.engine.commodore.confine import Confinement
 from shared.engine.commodore.jsonnetfile import Dependency, GitSource, JsonnetFile
-from shared.engine.commodore.repos import Mirrors, shown
+from shared.engine.commodore.repos import Mirror, Mirrors, shown
 from shared.engine.commodore.workdir import Workdir
 from shared.engine.errors import FleetError
 
 LIB = "lib"
+# jb fetches these remotes as GitHub's archives (`git archive` on GitHub's side), every other
+# by a git checkout.
+GITHUB_ARCHIVES = "https://github.com/"
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,8 @@ class _Installer:
         source = dep.source
         what = f"{where} {jsonnetfile.FILE}: {dep.key} ({dep.name})"
         mirror, sha = self.mirrors.commit(source.remote, dep.version, what=what)
+        if not source.remote.startswith(GITHUB_ARCHIVES):
+            self._check_attributes(mirror, sha, dep, where)
         files = mirror.tree(sha)
         subdir = source.subdir.strip("/")
         found = files / subdir if subdir else files
@@ -181,6 +186,21 @@ class _Installer:
         # package resolves in vendor/, as with jb, not in the cache
         shutil.copytree(found, directory, symlinks=True)
         return Package(dep, directory, via, sha)
+
+    def _check_attributes(self, mirror: Mirror, sha: str, dep: Dependency, where: str) -> None:
+        """The cache's trees are `git archive`'s, which honours the export-ignore and
+        export-subst attributes; jb checks out repositories other than GitHub's, which does
+        not: such a repository would differ, so it is refused."""
+        for rel in mirror.paths(sha):
+            if posixpath.basename(rel) != ".gitattributes":
+                continue
+            text = mirror.read_text(sha, rel) or ""
+            if "export-ignore" in text or "export-subst" in text:
+                raise FleetError(
+                    f"{where} {jsonnetfile.FILE}: {dep.key} ({dep.name}): {rel} sets "
+                    "export-ignore or export-subst, which the commodore layout does not "
+                    "support in a jsonnet dependency outside https://github.com/"
+                )
 
     def _local_directory(self, dep: Dependency, parent: Package, where: str) -> Path:
         """A local dependency's directory: relative to the jsonnetfile.json naming it, where

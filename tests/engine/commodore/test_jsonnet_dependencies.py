@@ -395,3 +395,23 @@ def test_a_library_reading_outside_its_package_through_a_link_is_refused(
     deps = jsonnetfile(git_dep(lib_remote("lib-link"), "main"))
     err = render_error(with_component(jb_tenant, tmp_path, {"jsonnetfile.json": deps}))
     assert "refused: links must stay inside the repository" in str(err)
+
+
+def test_export_attributes_outside_github_are_refused(jb_tenant: JbTenant, tmp_path: Path) -> None:
+    """jb checks such a repository out, which ignores export-ignore; the cache's trees are
+    `git archive`'s, which honours it: the vendored files would differ."""
+    remote = library(
+        jb_tenant,
+        "lib-attributes",
+        {
+            ".gitattributes": "tests/ export-ignore\n",
+            "x.libsonnet": "{}\n",
+            "tests/t.jsonnet": "{}\n",
+        },
+    )
+    deps = jsonnetfile(git_dep(remote, "main"))
+    err = render_error(with_component(jb_tenant, tmp_path, {"jsonnetfile.json": deps}))
+    assert str(err).startswith(
+        f"component 'jbdemo': jsonnetfile.json: dependencies[0] ({HOST}/acme/lib-attributes): "
+        ".gitattributes sets export-ignore or export-subst"
+    ), str(err)
