@@ -2,8 +2,9 @@
 repositories of our own, and its catalog as the real Commodore 1.35.1 compiles it.
 
 The libraries live at `https://git.example.com/acme/<lib>.git` (what jsonnetfile.json names;
-jb fetches only https and ssh remotes); git reaches them through `url.<file>.insteadOf`
-in the `gitconfig` the tenant brings, for rollwright's mirrors and for the jb stand-in alike:
+jb fetches only https and ssh remotes); git reaches them, and `https://github.com/acme/<lib>`
+too, through `url.<file>.insteadOf` in the `gitconfig` the tenant brings, for rollwright's
+mirrors and for the jb stand-in alike:
 
 - `lib-a`, tagged v1.0.0 and v2.0.0: `a.libsonnet` says its version;
 - `lib-b` (branch main, a version 0 jsonnetfile.json): needs lib-a v2.0.0 and lib-d, and
@@ -129,6 +130,7 @@ def write_gitconfig(path: Path, remotes: Path) -> Path:
         f'[url "{remotes.as_uri()}/"]\n'
         f"\tinsteadOf = https://{HOST}/acme/\n"
         f"\tinsteadOf = ssh://git@{HOST}/acme/\n"
+        "\tinsteadOf = https://github.com/acme/\n"
         '[protocol "file"]\n\tallow = always\n'
     )
     return path

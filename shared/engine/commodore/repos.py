@@ -80,9 +80,15 @@ class Mirror:
     url: str
     path: Path
 
-    def find(self, revision: str | None) -> str | None:
+    def find(self, revision: str | None, *, listed_first: bool = False) -> str | None:
         """The commit `revision` (a branch, tag or commit; None: the default branch) names in
-        the mirror, or None."""
+        the mirror, or None. With `listed_first`, the first branch or tag `git ls-remote
+        --heads --tags <revision>` would list (by name, its last parts `revision`) comes
+        first: how jsonnet-bundler resolves a version of a GitHub repository."""
+        if listed_first and revision:
+            listed = self._listed(revision)
+            if listed is not None:
+                return listed
         wanted = revision or "HEAD"
         candidates = (
             [wanted]
@@ -100,6 +106,29 @@ class Mirror:
             )
             if found.ok:
                 return found.out.strip()
+        return None
+
+    def _listed(self, pattern: str) -> str | None:
+        refs = _git(
+            "--git-dir",
+            str(self.path),
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads",
+            "refs/tags",
+        )
+        for ref in sorted(refs.out.split("\n") if refs.ok else []):
+            if ref and f"/{ref}".endswith(f"/{pattern}"):
+                found = _git(
+                    "--git-dir",
+                    str(self.path),
+                    "rev-parse",
+                    "--verify",
+                    "--quiet",
+                    f"{ref}^{{commit}}",
+                )
+                if found.ok:
+                    return found.out.strip()
         return None
 
     def short(self, sha: str) -> str:
@@ -177,20 +206,23 @@ class Mirrors:
         name = hashlib.sha256(url.encode()).hexdigest()[:32]
         return Mirror(url, self.root / f"{name}.git")
 
-    def commit(self, url: str, revision: str | None, *, what: str) -> tuple[Mirror, str]:
-        """The mirror of `url` and the commit `revision` names: from the mirror when it was
-        fetched within the TTL (or `revision` is a commit it holds), else after a fetch."""
+    def commit(
+        self, url: str, revision: str | None, *, what: str, listed_first: bool = False
+    ) -> tuple[Mirror, str]:
+        """The mirror of `url` and the commit `revision` names (`Mirror.find`): from the
+        mirror when it was fetched within the TTL (or `revision` is a commit it holds), else
+        after a fetch."""
         mirror = self.mirror(url)
         missing = False
         if mirror.path.is_dir():
             immutable = bool(revision and _FULL_SHA.match(revision))
             if immutable or self._fresh(mirror):
-                sha = mirror.find(revision)
+                sha = mirror.find(revision, listed_first=listed_first)
                 if sha is not None:
                     return mirror, sha
                 missing = True  # a tag or branch pushed since the last fetch
         self._fetch(mirror, what, force=missing)
-        sha = mirror.find(revision)
+        sha = mirror.find(revision, listed_first=listed_first)
         if sha is None:
             raise FleetError(
                 f"{what}: version {revision or 'HEAD'!r} is no branch, tag or commit of "

@@ -41,8 +41,8 @@ from shared.engine.commodore.workdir import Workdir
 from shared.engine.errors import FleetError
 
 LIB = "lib"
-# jb fetches these remotes as GitHub's archives (`git archive` on GitHub's side), every other
-# by a git checkout.
+# jb fetches these remotes as GitHub's archives (`git archive` on GitHub's side) of the commit
+# `git ls-remote` lists first for the version, every other by a git checkout of the version.
 GITHUB_ARCHIVES = "https://github.com/"
 
 
@@ -169,8 +169,11 @@ class _Installer:
             return Package(dep, directory, via)
         source = dep.source
         what = f"{where} {jsonnetfile.FILE}: {dep.key} ({dep.name})"
-        mirror, sha = self.mirrors.commit(source.remote, dep.version, what=what)
-        if not source.remote.startswith(GITHUB_ARCHIVES):
+        github = source.remote.startswith(GITHUB_ARCHIVES)
+        mirror, sha = self.mirrors.commit(
+            source.remote, dep.version, what=what, listed_first=github
+        )
+        if not github:
             self._check_attributes(mirror, sha, dep, where)
         files = mirror.tree(sha)
         subdir = source.subdir.strip("/")

@@ -415,3 +415,57 @@ def test_export_attributes_outside_github_are_refused(jb_tenant: JbTenant, tmp_p
         f"component 'jbdemo': jsonnetfile.json: dependencies[0] ({HOST}/acme/lib-attributes): "
         ".gitattributes sets export-ignore or export-subst"
     ), str(err)
+
+
+def test_github_versions_resolve_as_ls_remote_lists_them(
+    jb_tenant: JbTenant, tmp_path: Path
+) -> None:
+    """jb resolves a version of an https://github.com/ repository with `git ls-remote --heads
+    --tags <version>` (the first ref listed, by name: a branch before a tag, `a/main` before
+    `main`) and checks out any other repository's version (a tag before a branch)."""
+    twin = repo_with(tmp_path / "src" / "lib-twin", {"twin.libsonnet": "'tag v1'\n"}, tag="v1")
+    for branch, text in (("v1", "branch v1"), ("a/main", "branch a/main"), ("main", "main")):
+        if branch != "main":
+            git(twin, "switch", "-q", "-c", branch, "main")
+        else:
+            git(twin, "switch", "-q", "main")
+        repo_with(twin, {"twin.libsonnet": f"'{text}'\n"})
+    remote = publish(twin, jb_tenant.remotes)
+    listed = git(tmp_path, "ls-remote", "--heads", "--tags", "--refs", remote, "main")
+    assert [line.split("\t")[1] for line in listed.splitlines()] == [
+        "refs/heads/a/main",
+        "refs/heads/main",
+    ]
+    deps = jsonnetfile(
+        git_dep("https://github.com/acme/lib-twin.git", "v1", name="gh-v1"),
+        git_dep(f"https://{HOST}/acme/lib-twin.git", "v1", name="ex-v1"),
+    )
+    main = """\
+{
+  '00_twins': {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'twins' },
+    data: {
+      gh: import 'github.com/acme/lib-twin/twin.libsonnet',
+      ex: import 'git.example.com/acme/lib-twin/twin.libsonnet',
+    },
+  },
+}
+"""
+    files = {"jsonnetfile.json": deps, "component/main.jsonnet": main}
+    out = render(with_component(jb_tenant, tmp_path, files))["manifests/jbdemo/00_twins.yaml"]
+    # github.com: the branch v1; elsewhere: the tag v1
+    assert b"gh: branch v1\n" in out and b"ex: tag v1\n" in out
+    deps = jsonnetfile(
+        git_dep("https://github.com/acme/lib-twin.git", "v1"),
+        git_dep("https://github.com/acme/lib-twin.git", "main"),  # the same package: it wins
+    )
+    files = {
+        "jsonnetfile.json": deps,
+        "component/main.jsonnet": main.replace(
+            "      ex: import 'git.example.com/acme/lib-twin/twin.libsonnet',\n", ""
+        ),
+    }
+    out = render(with_component(jb_tenant, tmp_path / "2", files))["manifests/jbdemo/00_twins.yaml"]
+    assert b"gh: branch a/main\n" in out
