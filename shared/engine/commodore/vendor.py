@@ -27,6 +27,7 @@ cluster is refused, naming the component, the file and the key.
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import shutil
@@ -66,13 +67,18 @@ class Package:
         return isinstance(self.dependency.source, GitSource)
 
     def describe(self) -> str:
+        """The package, its source and where it was asked for."""
         source = self.dependency.source
+        if self.top:
+            return f"{self.name} (Commodore's local dependency {source_text(source)})"
+        asked = f"required by {self.via}, {jsonnetfile.FILE} {self.dependency.key}"
         if isinstance(source, GitSource):
-            return (
-                f"{self.name} ({shown(source.remote)} {self.dependency.version}, required by "
-                f"{self.via})"
-            )
-        return f"{self.name} (local {source.directory}, required by {self.via})"
+            return f"{self.name} ({shown(source.remote)} {self.dependency.version}, {asked})"
+        return f"{self.name} (local {source_text(source)}, {asked})"
+
+
+def source_text(source: GitSource | jsonnetfile.LocalSource) -> str:
+    return source.remote if isinstance(source, GitSource) else source.directory
 
 
 def install(workdir: Workdir, mirrors: Mirrors, components: list[str]) -> list[Package]:
@@ -194,16 +200,13 @@ class _Installer:
         """The cache's trees are `git archive`'s, which honours the export-ignore and
         export-subst attributes; jb checks out repositories other than GitHub's, which does
         not: such a repository would differ, so it is refused."""
-        for rel in mirror.paths(sha):
-            if posixpath.basename(rel) != ".gitattributes":
-                continue
-            text = mirror.read_text(sha, rel) or ""
-            if "export-ignore" in text or "export-subst" in text:
-                raise FleetError(
-                    f"{where} {jsonnetfile.FILE}: {dep.key} ({dep.name}): {rel} sets "
-                    "export-ignore or export-subst, which the commodore layout does not "
-                    "support in a jsonnet dependency outside https://github.com/"
-                )
+        found = _export_attributes(mirror, sha)
+        if found:
+            raise FleetError(
+                f"{where} {jsonnetfile.FILE}: {dep.key} ({dep.name}): {found} sets "
+                "export-ignore or export-subst, which the commodore layout does not support "
+                "in a jsonnet dependency outside https://github.com/"
+            )
 
     def _local_directory(self, dep: Dependency, parent: Package, where: str) -> Path:
         """A local dependency's directory: relative to the jsonnetfile.json naming it, where
@@ -268,3 +271,15 @@ def _via(parent: Package) -> str:
 
 def _overlap(a: str, b: str) -> bool:
     return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+@functools.lru_cache(maxsize=1024)
+def _export_attributes(mirror: Mirror, sha: str) -> str | None:
+    """The first .gitattributes of commit `sha` setting export-ignore or export-subst
+    (a commit never changes: asked once per process)."""
+    for rel in mirror.paths(sha):
+        if posixpath.basename(rel) == ".gitattributes":
+            text = mirror.read_text(sha, rel) or ""
+            if "export-ignore" in text or "export-subst" in text:
+                return rel
+    return None

@@ -243,7 +243,8 @@ def test_invalid_json_of_a_library_names_the_library_and_who_needs_it(
     err = render_error(with_component(jb_tenant, tmp_path, {"jsonnetfile.json": deps}))
     assert str(err).startswith(
         f"{HOST}/acme/lib-broken (https://{HOST}/acme/lib-broken.git main, required by "
-        "component 'jbdemo'): jsonnetfile.json:2: not valid JSON"
+        "component 'jbdemo', jsonnetfile.json dependencies[0]): jsonnetfile.json:2: not valid "
+        "JSON"
     ), str(err)
 
 
@@ -265,12 +266,15 @@ def test_a_missing_subdir_is_named(jb_tenant: JbTenant, tmp_path: Path) -> None:
                 git_dep(lib_remote("lib-c"), "main", name="lib-a"),
             ],
             f"{HOST}/acme/lib-c (https://{HOST}/acme/lib-c.git main, required by component "
-            f"'jbdemo'): its legacy name vendor/lib-a is already {HOST}/acme/lib-a",
+            f"'jbdemo', jsonnetfile.json dependencies[1]): its legacy name vendor/lib-a is "
+            f"already {HOST}/acme/lib-a (https://{HOST}/acme/lib-a.git v1.0.0, required by "
+            "component 'jbdemo', jsonnetfile.json dependencies[0])",
         ),
         (  # a legacy name taken by Commodore's own local dependency
             [git_dep(lib_remote("lib-c"), "main", name="jbother")],
             f"{HOST}/acme/lib-c (https://{HOST}/acme/lib-c.git main, required by component "
-            "'jbdemo'): its legacy name vendor/jbother is already jbother (local",
+            "'jbdemo', jsonnetfile.json dependencies[0]): its legacy name vendor/jbother is "
+            "already jbother (Commodore's local dependency dependencies/jbother)",
         ),
         (  # a package inside another's directory
             [
@@ -284,7 +288,7 @@ def test_a_missing_subdir_is_named(jb_tenant: JbTenant, tmp_path: Path) -> None:
         (  # a local directory named as another component
             [{"source": {"local": {"directory": "vendored/jbother"}}}],
             "component 'jbdemo': jsonnetfile.json: dependencies[0].source.local: "
-            "vendor/jbother is already jbother (local dependencies/jbother",
+            "vendor/jbother is already jbother (Commodore's local dependency dependencies/jbother)",
         ),
     ],
     ids=["legacy-name", "legacy-name-of-a-component", "nested-directory", "local-name"],
