@@ -473,3 +473,49 @@ def test_github_versions_resolve_as_ls_remote_lists_them(
     }
     out = render(with_component(jb_tenant, tmp_path / "2", files))["manifests/jbdemo/00_twins.yaml"]
     assert b"gh: branch a/main\n" in out
+
+
+def install_for(tmp_path: Path, files: dict[str, str]) -> tuple[list[str], Path]:
+    """vendor/ for one component `solo` holding `files`: the packages' names and vendor/."""
+    component = tmp_path / "solo"
+    for rel, text in files.items():
+        (component / rel).parent.mkdir(parents=True, exist_ok=True)
+        (component / rel).write_text(text)
+    workdir = Workdir(tmp_path / "work")
+    workdir.create()
+    workdir.link(component, workdir.component_dir("solo"))
+    packages = vendor.install(workdir, Mirrors(), ["solo"])
+    return [p.name for p in packages], workdir.vendor
+
+
+def test_a_single_dependency_brings_none_of_its_own(tmp_path: Path) -> None:
+    deps = jsonnetfile(git_dep(f"https://{HOST}/acme/lib-b", "main", single=True))
+    names, _ = install_for(tmp_path, {"jsonnetfile.json": deps})
+    assert names == ["solo", "lib", f"{HOST}/acme/lib-b"]
+    deps = jsonnetfile(git_dep(f"https://{HOST}/acme/lib-b", "main"))
+    names, _ = install_for(tmp_path / "2", {"jsonnetfile.json": deps})
+    assert names == [
+        "solo",
+        "lib",
+        f"{HOST}/acme/lib-b",
+        f"{HOST}/acme/lib-a",
+        f"{HOST}/acme/lib-d",
+    ]
+
+
+def test_a_local_dependency_of_a_local_dependency_is_relative_to_its_file(
+    tmp_path: Path,
+) -> None:
+    """jb resolves a nested local directory from the file naming it, not from the top."""
+    files = {
+        "jsonnetfile.json": jsonnetfile({"source": {"local": {"directory": "libs/outer"}}}),
+        "libs/outer/jsonnetfile.json": jsonnetfile(
+            {"source": {"local": {"directory": "../inner"}}}
+        ),
+        "libs/outer/o.libsonnet": "{}\n",
+        "libs/inner/i.libsonnet": "{}\n",
+    }
+    names, vendored = install_for(tmp_path, files)
+    assert names == ["solo", "lib", "outer", "inner"]
+    assert os.readlink(vendored / "inner") == "../dependencies/solo/libs/inner"
+    assert (vendored / "inner" / "i.libsonnet").is_file()
