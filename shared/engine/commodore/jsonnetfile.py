@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from shared.engine.commodore.repos import shown
 from shared.engine.errors import FleetError
 
 FILE = "jsonnetfile.json"
@@ -209,7 +210,7 @@ def _git(git: Any, key: str, file_version: int, where: str) -> GitSource:
     parsed = parse_remote(remote)
     if parsed is None:
         raise FleetError(
-            f"{where}: {key}.remote: {remote!r} is no git remote jsonnet-bundler can parse "
+            f"{where}: {key}.remote: {shown(remote)!r} is no git remote jsonnet-bundler can parse "
             "(https://<host>/<path>/<repo>[.git], ssh://git@<host>/<path>/<repo>.git or "
             "git@<host>:<path>/<repo>.git)"
         )

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from shared.engine.commodore.jsonnetfile import GitSource, parse
+from shared.engine.errors import FleetError
 
 
 def one(remote: str, subdir: str = "", version: int = 1) -> tuple[str, str, str]:
@@ -116,3 +117,20 @@ def test_a_repeated_dependency_keeps_its_first_place_and_its_last_version() -> N
         ("github.com/acme/b", "x"),
         ("github.com/acme/c", "c"),
     ]
+
+
+def test_a_remote_never_shows_its_password() -> None:
+    text = json.dumps(
+        {
+            "version": 1,
+            "dependencies": [
+                {"source": {"git": {"remote": "ftp://user:s3cret@host/x"}}, "version": "main"}
+            ],
+        }
+    )
+    with pytest.raises(FleetError) as caught:
+        parse(text, "jsonnetfile.json")
+    assert "s3cret" not in str(caught.value) and "ftp://user@host/x" in str(caught.value)
+    # jb keeps host, path and repository only: credentials never reach git or a message
+    remote = "https://user:s3cret@github.com/acme/lib.git"
+    assert one(remote) == ("github.com/acme/lib", "lib", "https://github.com/acme/lib.git")
