@@ -4,6 +4,7 @@ reading jsonnet-bundler's source (pkg/packages.go `Ensure`/`ensure`/`linkLegacy`
 `Install`, pkg/local.go, spec/v1/deps/git.go), independently of rollwright's
 shared/engine/commodore/vendor.py, which the tests compare with it:
 
+- a file's dependencies are read into an ordered map by package name;
 - the dependencies of `jsonnetfile.json` are installed in order, then each one's own
   `jsonnetfile.json` (skipped for `single`) in the same way; a name installed before keeps its
   version;
@@ -55,10 +56,13 @@ def _name(dep: dict[str, Any]) -> str:
 
 
 def _load(path: Path) -> tuple[list[dict[str, Any]], bool]:
+    """A file's dependencies in jb's ordered map (a repeated key keeps its first place and
+    takes its last entry: so does a dict); version 0 files are keyed by `name` first."""
     data = json.loads(path.read_text())
+    deps = list(data.get("dependencies") or [])
     if data.get("version", 0) == 0:  # jb's v0: every dependency named, legacy imports on
-        return list(data.get("dependencies", [])), True
-    return list(data.get("dependencies", [])), data.get("legacyImports", True)
+        deps = list({d["name"]: d for d in deps}.values())
+    return list({_name(d): d for d in deps}.values()), data.get("legacyImports", True)
 
 
 def jb_install(work: Path, env: dict[str, str]) -> None:

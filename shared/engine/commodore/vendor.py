@@ -14,7 +14,8 @@ transitively:
 jb's order, which decides versions: the dependencies a jsonnetfile.json lists are installed
 first, in order, then each one's own jsonnetfile.json in the same way; a name already
 installed keeps the version it was installed at (the first wins: the components in name
-order, each component's own before those of its libraries). The legacy-name symlinks follow
+order, each component's whole tree before the next component's; each file's own dependencies
+before those of its libraries). The legacy-name symlinks follow
 the same order. No lock file takes part: Commodore deletes its own before `jb install`, and jb
 reads no dependency's.
 

@@ -519,3 +519,75 @@ def test_a_local_dependency_of_a_local_dependency_is_relative_to_its_file(
     assert names == ["solo", "lib", "outer", "inner"]
     assert os.readlink(vendored / "inner") == "../dependencies/solo/libs/inner"
     assert (vendored / "inner" / "i.libsonnet").is_file()
+
+
+def compare_with_jb(tmp_path: Path, components: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """vendor/ for `components` (name -> files) by rollwright and by the jb re-enactment,
+    which must be the same tree; returned."""
+    workdir = Workdir(tmp_path / "rollwright")
+    workdir.create()
+    work = tmp_path / "jb"
+    (work / "dependencies" / "lib").mkdir(parents=True)
+    for name, files in components.items():
+        for rel, text in files.items():
+            for root in (tmp_path / "src" / name, work / "dependencies" / name):
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_text(text)
+        workdir.link(tmp_path / "src" / name, workdir.component_dir(name))
+    vendor.install(workdir, Mirrors(), list(components))
+    deps = [
+        {"source": {"local": {"directory": f"dependencies/{d}"}}}
+        for d in [*sorted(components), "lib"]
+    ]
+    data = {"version": 1, "dependencies": deps, "legacyImports": True}
+    (work / "jsonnetfile.json").write_text(json.dumps(data, indent=4) + "\n")
+    jb_install(work, dict(os.environ))
+    ours = vendor_tree(workdir.root)
+    assert ours == vendor_tree(work)
+    return ours
+
+
+A = f"{HOST}/acme/lib-a/a.libsonnet"
+
+
+def test_a_components_whole_tree_comes_before_the_next_component(tmp_path: Path) -> None:
+    """jb goes depth first by component: lib-a v2.0.0, which `alpha` needs through lib-b,
+    wins over the v1.0.0 `beta` asks for directly."""
+    tree = compare_with_jb(
+        tmp_path,
+        {
+            "beta": {"jsonnetfile.json": jsonnetfile(git_dep(lib_remote("lib-a"), "v1.0.0"))},
+            "alpha": {
+                "jsonnetfile.json": jsonnetfile(git_dep(f"https://{HOST}/acme/lib-b", "main"))
+            },
+        },
+    )
+    assert tree[A] == b"{ version: '2.0.0' }\n"
+
+
+def test_within_a_file_the_last_entry_of_a_package_wins(tmp_path: Path) -> None:
+    deps = jsonnetfile(
+        git_dep(lib_remote("lib-a"), "v1.0.0"),
+        git_dep(lib_remote("lib-c"), "main"),
+        git_dep(f"git@{HOST}:acme/lib-a.git", "v2.0.0", name="second"),
+    )
+    tree = compare_with_jb(tmp_path, {"solo": {"jsonnetfile.json": deps}})
+    assert tree[A] == b"{ version: '2.0.0' }\n"
+    assert tree["second"] == ("link", f"vendor/{HOST}/acme/lib-a")
+
+
+def test_single_and_nested_local_dependencies_as_jb(tmp_path: Path) -> None:
+    files = {
+        "jsonnetfile.json": jsonnetfile(
+            git_dep(f"https://{HOST}/acme/lib-b", "main", single=True),
+            {"source": {"local": {"directory": "libs/outer"}}},
+        ),
+        "libs/outer/jsonnetfile.json": jsonnetfile(
+            {"source": {"local": {"directory": "../inner"}}},
+            git_dep(lib_remote("lib-d"), "v1.0.0"),
+        ),
+        "libs/inner/i.libsonnet": "{}\n",
+    }
+    tree = compare_with_jb(tmp_path, {"solo": files})
+    assert f"{HOST}/acme/lib-d/d.libsonnet" in tree and A not in tree
+    assert tree["inner"] == ("link", "dependencies/solo/libs/inner")
