@@ -266,11 +266,11 @@ parameters:
     return JbTenant(tenant_repo, remotes, gitconfig, clusters, tenants, sources)
 
 
-def commodore_jb_catalog(venv: Path, tenant: JbTenant, base: Path) -> tuple[dict[str, bytes], Path]:
-    """The catalog Commodore compiles for c-jb (manifests/ and refs/), and its working
-    directory. A first run (against the fake Lieutenant) clones the repositories and lays
-    out the working directory; its jb, the stand-in of tests/support/commodore.py, links only
-    Commodore's local dependencies, so Kapitan fails on the first import of a library. Then
+def commodore_jb_catalog(venv: Path, tenant: JbTenant, base: Path) -> dict[str, bytes]:
+    """The catalog Commodore compiles for c-jb (manifests/ and refs/). A first run (against
+    the fake Lieutenant) clones the repositories and lays out the working directory; its jb,
+    the stand-in of tests/support/commodore.py, links only Commodore's local dependencies, so
+    Kapitan fails on the first import of a library. Then
     vendor/ is laid out as jb would (tests/support/jsonnet_bundler.py) and Commodore compiles
     again with `--local --no-fetch-dependencies`."""
     home, work = base / "home", base / "work"
@@ -287,4 +287,4 @@ def commodore_jb_catalog(venv: Path, tenant: JbTenant, base: Path) -> tuple[dict
     assert done.returncode == 0, f"commodore --local failed:\n{done.stdout}\n{done.stderr}"
     files = {f"manifests/{k}": v for k, v in tree_bytes(work / "catalog/manifests").items()}
     files |= {f"refs/{k}": v for k, v in tree_bytes(work / "catalog/refs").items()}
-    return files, work
+    return files

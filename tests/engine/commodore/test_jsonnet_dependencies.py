@@ -25,20 +25,13 @@ from tests.support.commodore_jb_tenant import (
     CLUSTER,
     HOST,
     JbTenant,
-    build_jb_tenant,
-    commodore_jb_catalog,
     git_dep,
     jsonnetfile,
     lib_remote,
 )
-from tests.support.commodore_tenant import VENV, needs_commodore
+from tests.support.commodore_tenant import needs_commodore
 from tests.support.gitrepo import git
 from tests.support.jsonnet_bundler import jb_install
-
-
-@pytest.fixture(scope="session")
-def jb_tenant(tmp_path_factory: pytest.TempPathFactory) -> JbTenant:
-    return build_jb_tenant(tmp_path_factory.mktemp("commodore-jb-tenant"))
 
 
 @pytest.fixture(autouse=True)
@@ -46,23 +39,13 @@ def _git_reaches_the_libraries(jb_tenant: JbTenant, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(jb_tenant.gitconfig))
 
 
-@pytest.fixture(scope="session")
-def commodore_run(
-    jb_tenant: JbTenant, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[dict[str, bytes], Path]:
-    assert VENV is not None
-    return commodore_jb_catalog(VENV, jb_tenant, tmp_path_factory.mktemp("commodore-jb-run"))
-
-
 def render(checkout: Path) -> dict[str, bytes]:
     return Fleet.open(WorkTree(checkout)).layout.render_files(CLUSTER)
 
 
 @needs_commodore
-def test_catalog_equals_commodores(
-    jb_tenant: JbTenant, commodore_run: tuple[dict[str, bytes], Path]
-) -> None:
-    theirs, _ = commodore_run
+def test_catalog_equals_commodores(jb_tenant: JbTenant, commodore_jb_run: dict[str, bytes]) -> None:
+    theirs = commodore_jb_run
     ours = render(jb_tenant.checkout)
     assert sorted(ours) == sorted(theirs)
     for path, data in theirs.items():
