@@ -145,11 +145,20 @@ class FakeLieutenant:
 
 
 def compile_with_commodore(
-    venv: Path, work: Path, cluster: str, api_url: str, home: Path, *, push: bool = False
+    venv: Path,
+    work: Path,
+    cluster: str,
+    api_url: str,
+    home: Path,
+    *,
+    push: bool = False,
+    local: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """`commodore catalog compile <cluster>` in `work` against the fake Lieutenant: it clones
     the global, tenant, component and catalog repositories itself; with `push`, it commits
-    and pushes the catalog and reports compileMeta (git reads `home`/.gitconfig)."""
+    and pushes the catalog and reports compileMeta (git reads `home`/.gitconfig). With
+    `local`, `--local --no-fetch-dependencies`: it compiles the working directory `work` as a
+    previous run left it, its vendor/ included, and asks Lieutenant nothing."""
     work.mkdir(parents=True, exist_ok=True)
     bin_dir = jb_standin(home / "bin")
     env = {
@@ -168,10 +177,11 @@ def compile_with_commodore(
         "catalog",
         "compile",
         cluster,
-        "--api-url",
-        api_url,
-        "--api-token",
-        "test-token",
+        *(
+            ["--local", "--no-fetch-dependencies"]
+            if local
+            else ["--api-url", api_url, "--api-token", "test-token"]
+        ),
         *(["--push"] if push else []),
     ]
     return subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300)

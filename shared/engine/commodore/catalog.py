@@ -12,14 +12,13 @@ message and Lieutenant's compileMeta, shared.engine.commodore.compilemeta).
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from shared.engine.commodore import inventory, postprocess, refs
+from shared.engine.commodore import inventory, postprocess, refs, vendor
 from shared.engine.commodore.clusters import ClusterSpec
 from shared.engine.commodore.compile import KapitanInventory, compile_target
 from shared.engine.commodore.compilemeta import CompileRecord, VersionInfo
@@ -66,7 +65,7 @@ def compile_catalog(
         nodes = inventory.render(places)
         inventory.check_overrides(nodes[BOOTSTRAP]["parameters"], aliases)
         inventory.check_instances(nodes, aliases)
-        _vendor(workdir, names)
+        vendor.install(workdir, mirrors, names)
         refs.write_refs(workdir, nodes, aliases)
         kapitan = KapitanInventory(workdir)
         for alias in aliases:
@@ -155,7 +154,6 @@ def _components(
             workdir.link(source, workdir.classes / folder / f"{instance}.yml")
         if instance == name:
             _libraries(workdir, name, directory, names)
-            _jsonnetfile(name, checkout)
         directories[instance] = directory
         if instance in aliases:
             used[instance] = VersionInfo(
@@ -178,34 +176,6 @@ def _libraries(workdir: Workdir, name: str, directory: Path, names: list[str]) -
                 "component (Commodore refuses it)"
             )
         workdir.link(file, workdir.lib / file.name)
-
-
-def _jsonnetfile(name: str, checkout: Path) -> None:
-    """Remote Jsonnet dependencies are jsonnet-bundler's to fetch: not supported yet."""
-    if (checkout / "jsonnetfile.jsonnet").is_file():
-        raise FleetError(
-            f"component {name!r}: jsonnetfile.jsonnet is not supported by the commodore layout yet"
-        )
-    file = checkout / "jsonnetfile.json"
-    if not file.is_file():
-        return
-    try:
-        deps = json.loads(file.read_text()).get("dependencies") or []
-    except ValueError as err:
-        raise FleetError(f"component {name!r}: jsonnetfile.json: {err}") from None
-    if deps:
-        raise FleetError(
-            f"component {name!r}: jsonnetfile.json lists dependencies, which the commodore "
-            "layout cannot fetch yet (jsonnet-bundler)"
-        )
-
-
-def _vendor(workdir: Workdir, names: list[str]) -> None:
-    """What `jb install` links for Commodore's jsonnetfile.json: each component's checkout
-    and dependencies/lib, under vendor/ by their directory names."""
-    for name in names:
-        workdir.link(workdir.component_dir(name), workdir.vendor / name)
-    workdir.link(workdir.lib, workdir.vendor / "lib")
 
 
 def _collect(workdir: Workdir, names: list[str]) -> dict[str, bytes]:

@@ -80,9 +80,15 @@ class Mirror:
     url: str
     path: Path
 
-    def find(self, revision: str | None) -> str | None:
+    def find(self, revision: str | None, *, listed_first: bool = False) -> str | None:
         """The commit `revision` (a branch, tag or commit; None: the default branch) names in
-        the mirror, or None."""
+        the mirror, or None. With `listed_first`, the first branch or tag `git ls-remote
+        --heads --tags <revision>` would list (by name, its last parts `revision`) comes
+        first: how jsonnet-bundler resolves a version of a GitHub repository."""
+        if listed_first and revision:
+            listed = self._listed(revision)
+            if listed is not None:
+                return listed
         wanted = revision or "HEAD"
         candidates = (
             [wanted]
@@ -102,6 +108,29 @@ class Mirror:
                 return found.out.strip()
         return None
 
+    def _listed(self, pattern: str) -> str | None:
+        refs = _git(
+            "--git-dir",
+            str(self.path),
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads",
+            "refs/tags",
+        )
+        for ref in sorted(refs.out.split("\n") if refs.ok else []):
+            if ref and f"/{ref}".endswith(f"/{pattern}"):
+                found = _git(
+                    "--git-dir",
+                    str(self.path),
+                    "rev-parse",
+                    "--verify",
+                    "--quiet",
+                    f"{ref}^{{commit}}",
+                )
+                if found.ok:
+                    return found.out.strip()
+        return None
+
     def short(self, sha: str) -> str:
         """`git rev-parse --short=6`, as Commodore names commits in its catalog commits."""
         found = _git("--git-dir", str(self.path), "rev-parse", "--short=6", sha)
@@ -117,6 +146,13 @@ class Mirror:
         """File `rel` of commit `sha`, or None when it has none."""
         found = _git("--git-dir", str(self.path), "show", f"{sha}:{rel}")
         return found.out if found.ok else None
+
+    def paths(self, sha: str) -> list[str]:
+        """The paths of the files of commit `sha`."""
+        found = _git("--git-dir", str(self.path), "ls-tree", "-r", "-z", "--name-only", sha)
+        if not found.ok:
+            raise RepoError(f"cannot read commit {sha[:12]} of {shown(self.url)}: {found.detail()}")
+        return [p for p in found.out.split("\0") if p]
 
     def extract(self, sha: str, dest: Path) -> None:
         """The files of commit `sha` into `dest` (created), without .git."""
@@ -170,20 +206,23 @@ class Mirrors:
         name = hashlib.sha256(url.encode()).hexdigest()[:32]
         return Mirror(url, self.root / f"{name}.git")
 
-    def commit(self, url: str, revision: str | None, *, what: str) -> tuple[Mirror, str]:
-        """The mirror of `url` and the commit `revision` names: from the mirror when it was
-        fetched within the TTL (or `revision` is a commit it holds), else after a fetch."""
+    def commit(
+        self, url: str, revision: str | None, *, what: str, listed_first: bool = False
+    ) -> tuple[Mirror, str]:
+        """The mirror of `url` and the commit `revision` names (`Mirror.find`): from the
+        mirror when it was fetched within the TTL (or `revision` is a commit it holds), else
+        after a fetch."""
         mirror = self.mirror(url)
         missing = False
         if mirror.path.is_dir():
             immutable = bool(revision and _FULL_SHA.match(revision))
             if immutable or self._fresh(mirror):
-                sha = mirror.find(revision)
+                sha = mirror.find(revision, listed_first=listed_first)
                 if sha is not None:
                     return mirror, sha
                 missing = True  # a tag or branch pushed since the last fetch
         self._fetch(mirror, what, force=missing)
-        sha = mirror.find(revision)
+        sha = mirror.find(revision, listed_first=listed_first)
         if sha is None:
             raise FleetError(
                 f"{what}: version {revision or 'HEAD'!r} is no branch, tag or commit of "

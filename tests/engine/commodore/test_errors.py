@@ -134,26 +134,6 @@ def test_kapitan_inputs_other_than_jsonnet_are_refused(tenant: Tenant, tmp_path:
     assert "input_type 'helm' is not supported by the commodore layout" in str(err)
 
 
-def test_remote_jsonnet_dependencies_are_refused(tenant: Tenant, tmp_path: Path) -> None:
-    repo = repo_with(
-        tmp_path / "src" / "component-demo",
-        {
-            "class/defaults.yml": DEMO_DEFAULTS,
-            "class/demo.yml": DEMO_CLASS,
-            "component/main.jsonnet": "{}\n",
-            "jsonnetfile.json": '{"version": 1, "dependencies": [{"source": {"git": '
-            '{"remote": "https://github.com/bitnami-labs/kube-libsonnet"}}}]}\n',
-        },
-        tag="v1.0.0",
-    )
-    (tmp_path / "remotes").mkdir()
-    url = publish(repo, tmp_path / "remotes")
-    checkout = copy_of(tenant, tmp_path)
-    append(checkout / "common.yml", f"  components:\n    demo:\n      url: {url}\n")
-    err = render_error(checkout)
-    assert "jsonnetfile.json lists dependencies" in str(err)
-
-
 def test_no_cluster_is_an_error_not_an_empty_success(
     tenant: Tenant, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
