@@ -260,34 +260,48 @@ class TemporalDispatcher:
         return holding
 
     async def preview_head(self, repo: RepoRef, pr: int, head: PullRequestHead) -> Dispatched:
-        workflow_id = preview_workflow_id(repo.full_name, pr)
-        async with _calling(f"signal-with-start {PREVIEW_WORKFLOW} {workflow_id}"):
-            await self.client.start_workflow(
-                PREVIEW_WORKFLOW,
-                PreviewInput(repo=repo, pr=pr),
-                id=workflow_id,
-                task_queue=self.task_queue,
-                start_signal=SIGNAL_PR_HEAD,
-                start_signal_args=[head],
-                static_summary=f"Preview of pull request #{pr} in {repo.full_name}",
-                rpc_timeout=self.rpc_timeout,
-            )
-        return Dispatched(workflow_id, "queued")
+        return await self._signal_with_start(
+            PREVIEW_WORKFLOW,
+            PreviewInput(repo=repo, pr=pr),
+            preview_workflow_id(repo.full_name, pr),
+            SIGNAL_PR_HEAD,
+            head,
+            f"Preview of pull request #{pr} in {repo.full_name}",
+        )
 
     async def preview_closed(self, repo: str, pr: int, closed: PullRequestClosed) -> Dispatched:
         return await self._signal(preview_workflow_id(repo, pr), SIGNAL_PR_CLOSED, closed)
 
     async def hotfix(self, repo: RepoRef, pr: int, command: HotfixCommand) -> Dispatched:
-        workflow_id = hotfix_workflow_id(repo.full_name, pr)
-        async with _calling(f"signal-with-start {HOTFIX_WORKFLOW} {workflow_id}"):
+        return await self._signal_with_start(
+            HOTFIX_WORKFLOW,
+            HotfixInput(repo=repo, pr=pr),
+            hotfix_workflow_id(repo.full_name, pr),
+            SIGNAL_HOTFIX,
+            command,
+            f"Hotfixes of pull request #{pr} in {repo.full_name}",
+        )
+
+    async def _signal_with_start(
+        self,
+        workflow: str,
+        inp: object,
+        workflow_id: str,
+        signal: str,
+        arg: object,
+        summary: str,
+    ) -> Dispatched:
+        """Signal `workflow_id` (a pull request's workflow), starting it with `inp` first
+        when it is not running."""
+        async with _calling(f"signal-with-start {workflow} {workflow_id}"):
             await self.client.start_workflow(
-                HOTFIX_WORKFLOW,
-                HotfixInput(repo=repo, pr=pr),
+                workflow,
+                inp,
                 id=workflow_id,
                 task_queue=self.task_queue,
-                start_signal=SIGNAL_HOTFIX,
-                start_signal_args=[command],
-                static_summary=f"Hotfixes of pull request #{pr} in {repo.full_name}",
+                start_signal=signal,
+                start_signal_args=[arg],
+                static_summary=summary,
                 rpc_timeout=self.rpc_timeout,
             )
         return Dispatched(workflow_id, "queued")

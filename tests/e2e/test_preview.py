@@ -269,19 +269,8 @@ class Fleet:
             base=self.head("main"),
             before=before,
         )
-        body = json.dumps(payload).encode()
-        answer = self.stack.gateway.post(
-            "/events",
-            content=body,
-            headers={
-                "Content-Type": "application/json",
-                "X-GitHub-Event": "pull_request",
-                "X-GitHub-Delivery": str(uuid.uuid4()),
-                "X-Hub-Signature-256": webhook_signature(SECRET, body),
-            },
-        )
-        assert answer.status_code == 202, answer.text
-        assert answer.json()["workflow_id"] == preview_workflow_id(self.full_name, self.pr)
+        answer = self._post("pull_request", payload)
+        assert answer["workflow_id"] == preview_workflow_id(self.full_name, self.pr)
 
     def comment_command(self, login: str, body: str) -> None:
         """`login` comments `body` on the pull request (GitHub's own payload, signed)."""
@@ -326,7 +315,8 @@ class Fleet:
         )
         self._post("pull_request", payload)
 
-    def _post(self, event: str, payload: dict[str, Any]) -> None:
+    def _post(self, event: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Deliver a webhook as GitHub does, signed; the gateway's answer."""
         body = json.dumps(payload).encode()
         answer = self.stack.gateway.post(
             "/events",
@@ -339,6 +329,8 @@ class Fleet:
             },
         )
         assert answer.status_code == 202, answer.text
+        answered: dict[str, Any] = answer.json()
+        return answered
 
     def hotfix_comment(self, word: str) -> CommentRecord:
         def probe() -> CommentRecord | None:
