@@ -15,15 +15,17 @@ from __future__ import annotations
 import fnmatch
 import importlib
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared.engine import suggest
 from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
 from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.layout import LAYOUTS, Layout, LayoutKind, ReleaseInfo
-from shared.engine.render import Render
 from shared.engine.secrets.redact import Redactor
 from shared.engine.tree import Tree
+
+if TYPE_CHECKING:
+    from shared.engine.render import Render
 
 T = TypeVar("T")
 LayoutFactory = Callable[[Tree, FleetConfig], Layout]
@@ -113,6 +115,10 @@ class Fleet:
     def render(self, root: str) -> Render:
         """The root's render: `files` redacted, plaintext only through `reveal()`."""
         self.check_root(root)
+
+        # The renderer (the Helm engine, chart fetching) loads with the first render, not for
+        # what only reads the fleet (`roots --changed`, `values`): start-up time.
+        from shared.engine.render import Render  # noqa: PLC0415
 
         def compute() -> Render:
             self._refuse(root)
