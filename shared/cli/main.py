@@ -146,16 +146,23 @@ def cmd_render(args: argparse.Namespace) -> int:
     # end, each mistake once with its roots, and nothing of them is written.
     failures: list[tuple[str, FleetError]] = []
     done: list[str] = []
+    written: dict[str, int] = {}
     try:
         for root in parallel.render_into(
-            fleet, roots, args.jobs, out, reveal=bool(args.reveal), failures=failures
+            fleet,
+            roots,
+            args.jobs,
+            out,
+            reveal=bool(args.reveal),
+            failures=failures,
+            written=written,
         ):
             done.append(root)
             progress.step(root)
     except parallel.WorkerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    files = sum(_count_files(out / root) for root in done)
+    files = sum(written[root] for root in done)
     elapsed = progress.elapsed
     problems = by_root(failures, name_roots=len(roots) > 1)
     if failures:
@@ -192,10 +199,6 @@ def _problem_json(problem: Problem) -> dict[str, object]:
         "severity": "warning" if problem.hygiene else "error",
         "message": problem.message,
     }
-
-
-def _count_files(directory: Path) -> int:
-    return sum(len(names) for _, _, names in os.walk(directory))
 
 
 def _jobs(text: str) -> int:

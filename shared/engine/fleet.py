@@ -66,6 +66,9 @@ class Fleet:
         self.tree = tree
         self.config = config
         self.layout = layout
+        # the roots list `check_root` last saw and its set: a fleet render checks every root,
+        # and a set per check made that quadratic in the number of roots
+        self._known: tuple[list[str], frozenset[str]] | None = None
 
     @classmethod
     def open(cls, tree: Tree) -> Fleet:
@@ -89,7 +92,10 @@ class Fleet:
 
     def check_root(self, root: str) -> None:
         roots = self.roots()
-        if root not in set(roots):
+        known = self._known
+        if known is None or known[0] is not roots:
+            known = self._known = (roots, frozenset(roots))
+        if root not in known[1]:
             hint = suggest.hint(root, roots)
             raise FleetError(f"unknown root {root!r}{hint}; `rollwright roots` lists them")
 

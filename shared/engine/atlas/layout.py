@@ -46,6 +46,9 @@ class AtlasLayout:
         self._unread: list[unread.Unread] | None = None
         self._empty: dict[str, list[Problem]] = {}  # root → its releases that render nothing
         self._schema_warnings: dict[str, list[Problem]] = {}  # root → conformance warnings
+        # values file → its traced form, None when not traced; the layout reads one revision,
+        # and most files are layers of many releases (global, group, template values)
+        self._traced: dict[str, conformance.ValuesFile | None] = {}
 
     @property
     def tree(self) -> Tree:
@@ -223,11 +226,19 @@ class AtlasLayout:
 
         layers = next(layers for p, layers, _, _ in sources if p is plan)
         tree = self.tree
+        traced = self._traced
         out = []
         for layer in layers:
-            if layer.secret or "#" in layer.source or not tree.is_file(layer.source):
+            if layer.secret:
                 continue
-            out.append(ValuesFile.at(tree, layer.source))
+            source = layer.source
+            if source in traced:
+                found = traced[source]
+            else:
+                plain = "#" not in source and tree.is_file(source)
+                found = traced[source] = ValuesFile.at(tree, source) if plain else None
+            if found is not None:
+                out.append(found)
         return tuple(out)
 
     def refusals(self, root: str) -> list[Problem]:
