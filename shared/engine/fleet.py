@@ -66,8 +66,9 @@ class Fleet:
         self.tree = tree
         self.config = config
         self.layout = layout
-        # the roots list `check_root` last saw and its set: a fleet render checks every root,
-        # and a set per check made that quadratic in the number of roots
+        # the roots `check_root` last saw and their set: a fleet render checks every root, and
+        # a set built per check made that quadratic in the number of roots (comparing the
+        # lists is cheap: the same strings)
         self._known: tuple[list[str], frozenset[str]] | None = None
 
     @classmethod
@@ -93,7 +94,7 @@ class Fleet:
     def check_root(self, root: str) -> None:
         roots = self.roots()
         known = self._known
-        if known is None or known[0] is not roots:
+        if known is None or known[0] != roots:
             known = self._known = (roots, frozenset(roots))
         if root not in known[1]:
             hint = suggest.hint(root, roots)

@@ -161,6 +161,12 @@ def prepared_chart(spec: ReleaseSpec, tree: Tree, resolver: ChartResolver) -> tu
     """(the chart's own path, the chart to render): the second has its Chart.yaml
     dependencies built in (`shared.engine.charts.dependencies`), or is the first when none
     are missing."""
+    chart_dir, path, _ = _prepared(spec, tree, resolver)
+    return chart_dir, path
+
+
+def _prepared(spec: ReleaseSpec, tree: Tree, resolver: ChartResolver) -> tuple[Path, Path, bool]:
+    """`prepared_chart`, and whether the chart is a directory of the repository."""
     chart_dir = resolver.resolve(spec.source, tree, spec.origin, spec.origin_line)
     local = spec.source.kind == "chart" and chart_dir.is_dir()
     path = dependencies.prepare(
@@ -172,7 +178,7 @@ def prepared_chart(spec: ReleaseSpec, tree: Tree, resolver: ChartResolver) -> tu
         repositories=spec.repositories,
         refuse="it is not in charts/ and the release says skipDeps" if spec.skip_deps else None,
     )
-    return chart_dir, path
+    return chart_dir, path, local
 
 
 def render_release(
@@ -215,8 +221,7 @@ def _chart_resources(
 ) -> tuple[list[Resource], list[Resource]]:
     """(the resources a chart renders, the CRDs only consulted for their kinds' scope)."""
     kind = spec.source.kind
-    chart_dir, path = prepared_chart(spec, tree, resolver)
-    local = kind == "chart" and chart_dir.is_dir()
+    chart_dir, path, local = _prepared(spec, tree, resolver)
     try:
         check_chart(path, spec)
         rendered = render_chart(

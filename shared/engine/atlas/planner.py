@@ -25,6 +25,7 @@ from shared.engine.atlas.discovery import (
     check_entry_helmfile,
     clusters,
     deployment_defs,
+    deployment_dirs,
     dpath,
 )
 from shared.engine.atlas.files import (
@@ -107,6 +108,7 @@ class Planner:
         self._environments: dict[tuple[LevelSource, ...], tuple[dict[str, Any], list[Layer]]] = {}
         self._chart_defaults: dict[ChartSource, dict[str, Any]] = {}
         self._last_plans: tuple[str, list[ReleasePlan]] | None = None
+        self._deployment_dirs: dict[str, list[str]] = {}  # scope → `deployment_dirs`
 
     def clusters(self) -> dict[str, Cluster]:
         if self._clusters is None:
@@ -262,11 +264,18 @@ class Planner:
         return (cluster.group,)
 
     def _instances(self, cluster: Cluster) -> Iterator[InstancePlan]:
-        for defn in deployment_defs(self.tree, cluster, self.groups(cluster)).values():
+        defs = deployment_defs(self.tree, cluster, self.groups(cluster), self._scope_dirs)
+        for defn in defs.values():
             loaded = self.deployment(defn)
             for index, inst in enumerate(loaded.model.apps):
                 if not inst.disabled:
                     yield self._instance(cluster, loaded, index, inst)
+
+    def _scope_dirs(self, scope: str) -> list[str]:
+        found = self._deployment_dirs.get(scope)
+        if found is None:
+            found = self._deployment_dirs[scope] = deployment_dirs(self.tree, scope)
+        return found
 
     def _levels(self, cluster: Cluster, defn: DeploymentDef) -> list[LevelSource]:
         files = self.files
