@@ -156,6 +156,10 @@ class ChartResolver:
             raise FleetError(f"chart {source.path!r} not found", path=origin, line=line)
         return path
 
+    def is_directory(self, path: Path) -> bool:
+        """Whether a chart `resolve` gave is a directory (else an archive)."""
+        return path.is_dir()
+
 
 def prepared_chart(spec: ReleaseSpec, tree: Tree, resolver: ChartResolver) -> tuple[Path, Path]:
     """(the chart's own path, the chart to render): the second has its Chart.yaml
@@ -168,7 +172,7 @@ def prepared_chart(spec: ReleaseSpec, tree: Tree, resolver: ChartResolver) -> tu
 def _prepared(spec: ReleaseSpec, tree: Tree, resolver: ChartResolver) -> tuple[Path, Path, bool]:
     """`prepared_chart`, and whether the chart is a directory of the repository."""
     chart_dir = resolver.resolve(spec.source, tree, spec.origin, spec.origin_line)
-    local = spec.source.kind == "chart" and chart_dir.is_dir()
+    local = spec.source.kind == "chart" and resolver.is_directory(chart_dir)
     path = dependencies.prepare(
         chart_dir,
         source=spec.source.describe(),

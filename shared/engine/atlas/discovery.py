@@ -170,9 +170,10 @@ def check_entry_helmfile(tree: Tree) -> None:
                 )
 
 
-def clusters(tree: Tree) -> list[Cluster]:
-    """Every leaf cluster, sorted by id; duplicate leaf names are an error."""
-    leaves = survey(tree).leaves
+def clusters(tree: Tree, found: Survey | None = None) -> list[Cluster]:
+    """Every leaf cluster, sorted by id; duplicate leaf names are an error. `found`: the
+    survey of the whole of deployments/ when the caller has it."""
+    leaves = (found or survey(tree)).leaves
     problems = duplicate_names(leaves)
     if problems:
         raise FleetError(problems[0].message, path=problems[0].path)

@@ -22,11 +22,13 @@ from shared.engine import render, suggest, yamldoc
 from shared.engine.atlas.discovery import (
     Cluster,
     DeploymentDef,
+    Survey,
     check_entry_helmfile,
     clusters,
     deployment_defs,
     deployment_dirs,
     dpath,
+    survey,
 )
 from shared.engine.atlas.files import (
     CLUSTER_STEM,
@@ -80,6 +82,7 @@ class _LocalCharts(render.ChartResolver):
 
     def __init__(self) -> None:
         self._found: dict[str, Path] = {}
+        self._dirs: dict[Path, bool] = {}
 
     def resolve(
         self, source: ChartSource, tree: Tree, origin: str, line: int | None = None
@@ -89,6 +92,12 @@ class _LocalCharts(render.ChartResolver):
         found = self._found.get(source.path)
         if found is None:
             found = self._found[source.path] = super().resolve(source, tree, origin, line)
+        return found
+
+    def is_directory(self, path: Path) -> bool:
+        found = self._dirs.get(path)
+        if found is None:
+            found = self._dirs[path] = path.is_dir()
         return found
 
 
@@ -102,6 +111,7 @@ class Planner:
         self.files = ValueFiles(tree, config.atlas.env)
         self.resolver = _LocalCharts()
         self._clusters: dict[str, Cluster] | None = None
+        self._survey: Survey | None = None
         self._deployments: dict[str, LoadedDeployment] = {}
         self._helmfiles: dict[tuple[str, str], Helmfile] = {}
         self.releases = ReleaseReader(tree, self.files)
@@ -113,8 +123,14 @@ class Planner:
     def clusters(self) -> dict[str, Cluster]:
         if self._clusters is None:
             check_entry_helmfile(self.tree)
-            self._clusters = {c.id: c for c in clusters(self.tree)}
+            self._clusters = {c.id: c for c in clusters(self.tree, self.survey())}
         return self._clusters
+
+    def survey(self) -> Survey:
+        """The walk of the whole of deployments/ (discovery and validation share it)."""
+        if self._survey is None:
+            self._survey = survey(self.tree)
+        return self._survey
 
     def roots(self) -> list[str]:
         return list(self.clusters())
