@@ -55,11 +55,12 @@ class Render:
     def __init__(self, root: str, plain: dict[str, bytes], redacted: dict[str, bytes]) -> None:
         self.root = root
         self._plain = dict(sorted(plain.items()))
-        self.files = dict(sorted(redacted.items()))
-        self.file_digests = {
-            p: "sha256:" + hashlib.sha256(d).hexdigest() for p, d in self._plain.items()
-        }
-        self.digest = digest_files(self._plain)
+        # A render without secrets has one tree (its own copy: callers may change `files`).
+        self.files = dict(self._plain) if redacted is plain else dict(sorted(redacted.items()))
+        # Each file hashed once, for its digest and the render's (`digest_files`).
+        hashes = {p: hashlib.sha256(d).digest() for p, d in self._plain.items()}
+        self.file_digests = {p: "sha256:" + h.hex() for p, h in hashes.items()}
+        self.digest = _digest_hashes(hashes)
 
     @classmethod
     def of(
@@ -133,11 +134,16 @@ def leaf_pointers(docs: list[Any]) -> Iterator[tuple[str, Any]]:
 
 
 def digest_files(files: dict[str, bytes]) -> str:
+    return _digest_hashes({path: hashlib.sha256(data).digest() for path, data in files.items()})
+
+
+def _digest_hashes(hashes: dict[str, bytes]) -> str:
+    """`digest_files` of files given by their SHA-256 digests."""
     h = hashlib.sha256()
-    for path in sorted(files):
+    for path in sorted(hashes):
         h.update(path.encode())
         h.update(b"\0")
-        h.update(hashlib.sha256(files[path]).digest())
+        h.update(hashes[path])
     return "sha256:" + h.hexdigest()
 
 
