@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 # Start-up time: every run imports this module and builds every subcommand's parser, so it
 # and the parser modules below import only argparse-level code, the error classes `main`
 # catches and the tree's GitError; each command imports the engine parts it uses when it runs
-# (`rollwright --help` loads no engine; `roots --changed` no renderer).
+# (`rollwright --help` loads no fleet model or renderer; `roots --changed` no renderer).
 from shared.cli import db as dbcommands
 from shared.cli import deploy as deploycommand
 from shared.cli import dev as devstack_commands
