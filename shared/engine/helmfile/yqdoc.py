@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -136,7 +137,8 @@ def _parse(text: str, offset: int) -> list[Document]:
     if not rest.strip():
         return []
     base_line = text.count("\n", 0, offset)
-    read = _read.get(rest)
+    with _read_lock:
+        read = _read.get(rest)
     if read is None:
         try:
             events = list(yaml.parse(rest, Loader=_Loader))
@@ -146,18 +148,21 @@ def _parse(text: str, offset: int) -> list[Document]:
             line = base_line + mark.line + 1 if mark is not None else None
             raise NotReproduced(f"not valid YAML: {getattr(err, 'problem', err)}", line) from None
         read = (events, _comments(rest, spans))
-        if len(_read) >= _READ_KEPT:
-            _read.pop(next(iter(_read)))
-        _read[rest] = read
+        with _read_lock:
+            if len(_read) >= _READ_KEPT:
+                _read.pop(next(iter(_read)))
+            _read[rest] = read
     builder = _Builder(rest, base_line, read[1])
     return builder.documents(read[0])  # fresh nodes: callers change them
 
 
 # A release's pipeline reads the same text more than once (a split piece, then the same piece
 # appended to its file): the events and comments of the last texts read are kept (events are
-# only read; `_Builder` makes new nodes each time). Errors are not kept.
+# only read; `_Builder` makes new nodes each time). Errors are not kept. Activities render
+# on several threads, hence the lock.
 _READ_KEPT = 64
 _read: dict[str, tuple[list[Any], list[int]]] = {}
+_read_lock = threading.Lock()
 
 
 def _scalar_spans(text: str, events: list[Any]) -> list[tuple[int, int]]:
