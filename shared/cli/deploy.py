@@ -22,8 +22,6 @@ import os
 import re
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from typing import Any
 
 FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}([0-9a-fA-F]{24})?$")
@@ -185,6 +183,15 @@ def _origin_repo() -> str | None:
 
 
 def _post(url: str, body: dict[str, Any], token: str) -> tuple[int, Any]:
+    # `shared.cli.main` builds this parser on every run; urllib's HTTP client (http.client,
+    # ssl, email) loads only when `deploy` posts, for start-up time.
+    import urllib.error  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    class Refuse(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None  # a 3xx is answered as is: the caller prints it and exits 1
+
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),
@@ -195,18 +202,10 @@ def _post(url: str, body: dict[str, Any], token: str) -> tuple[int, Any]:
     # headers to wherever a redirect points, and the gateway never redirects this call.
     request.add_unredirected_header("Authorization", f"Bearer {token}")
     try:
-        with _NO_REDIRECTS.open(request, timeout=TIMEOUT_SECONDS) as response:
+        with urllib.request.build_opener(Refuse).open(request, timeout=TIMEOUT_SECONDS) as response:
             return response.status, _json(response.read())
     except urllib.error.HTTPError as err:
         return err.code, _json(err.read())
-
-
-class _Refuse(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None  # a 3xx is answered as is: the caller prints it and exits 1
-
-
-_NO_REDIRECTS = urllib.request.build_opener(_Refuse)
 
 
 def _json(raw: bytes) -> Any:

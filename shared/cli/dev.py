@@ -1,6 +1,6 @@
 """`rollwright dev` and `rollwright demo`: argument parsing and the foreground loop.
 
-Kept light at import time (argparse, and the supervisor's exception) because `shared.cli.main`
+Kept light at import time (argparse alone) because `shared.cli.main`
 builds every subcommand's parser on each run; the stack itself is imported when one of these
 commands runs.
 """
@@ -14,8 +14,6 @@ import sys
 from pathlib import Path
 from types import FrameType
 from typing import Any
-
-from shared.devstack.processes import ChildExited
 
 
 def add_parsers(sub: Any) -> None:
@@ -116,6 +114,7 @@ def stop_on_sigterm() -> None:
 
 def cmd_dev(args: argparse.Namespace) -> int:
     # Start-up time: the dev stack (Temporal client, emulator) loads only for `dev` / `demo`.
+    from shared.devstack.processes import ChildExited  # noqa: PLC0415
     from shared.devstack.stack import DevStack, StackError, options_from_args  # noqa: PLC0415
 
     data_dir = args.data_dir or Path(os.environ.get("ROLLWRIGHT_DATA_DIR") or ".rollwright")

@@ -23,13 +23,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shared.engine import parallel
+# Start-up time: `shared.cli.main` builds this parser on every run, so the renderer and the
+# preview report load only when `diff` runs (in `_diff`, `_check` and `_limit`).
 from shared.engine.errors import FleetError, FleetErrors
-from shared.engine.fleet import Fleet
 from shared.engine.tree import GitError, WorkTree, git
-from shared.review import preview
-from shared.review.markdown import MIN_LIMIT, report_markdown
-from shared.review.report import report_json, report_unified, short_revision
 
 EXIT_SAME = 0
 EXIT_CHANGED = 1
@@ -121,6 +118,8 @@ def _positive(text: str) -> int:
 
 
 def _limit(text: str) -> int:
+    from shared.review.markdown import MIN_LIMIT  # noqa: PLC0415 (start-up time, see the imports)
+
     value = _positive(text)
     if value < MIN_LIMIT:
         raise argparse.ArgumentTypeError(f"a preview needs at least {MIN_LIMIT} bytes")
@@ -161,6 +160,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    # Start-up time, see the imports.
+    from shared.review import preview  # noqa: PLC0415
+    from shared.review.markdown import report_markdown  # noqa: PLC0415
+    from shared.review.report import report_json, report_unified, short_revision  # noqa: PLC0415
+
     repo = Path(args.repo)
     base = args.base
     if args.merge_base:
@@ -201,6 +205,10 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    # Start-up time, see the imports.
+    from shared.engine import parallel  # noqa: PLC0415
+    from shared.engine.fleet import Fleet  # noqa: PLC0415
+
     repo = Path(args.repo)
     if not repo.is_dir():
         return _error(f"--repo {args.repo!r} is not a directory")

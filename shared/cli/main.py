@@ -23,23 +23,28 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+# Start-up time: every run imports this module and builds every subcommand's parser, so it
+# and the parser modules below import only argparse-level code, the error classes `main`
+# catches and the tree's GitError; each command imports the engine parts it uses when it runs
+# (`rollwright --help` loads no fleet model or renderer; `roots --changed` no renderer).
 from shared.cli import db as dbcommands
 from shared.cli import deploy as deploycommand
 from shared.cli import dev as devstack_commands
 from shared.cli import diff as preview_cli
 from shared.cli import policies as policy_cli
 from shared.cli import rollout as rollout_cli
-from shared.engine import parallel, yamldoc
-from shared.engine.affected import affected_between
 from shared.engine.errors import ROOTS_NAMED, FleetError, FleetErrors, Problem, by_root
-from shared.engine.fleet import Fleet
-from shared.engine.secrets.redact import keyed_markers
 from shared.engine.tree import GitError, WorkTree
-from shared.engine.validate import check_fleet
+
+if TYPE_CHECKING:
+    from shared.engine.fleet import Fleet
 
 
 def _fleet(args: argparse.Namespace) -> Fleet:
+    from shared.engine.fleet import Fleet  # noqa: PLC0415 (start-up time, see the imports)
+
     repo = Path(args.repo)
     if not repo.is_dir():
         raise FleetError(f"--repo {args.repo!r} is not a directory")
@@ -51,6 +56,9 @@ def cmd_roots(args: argparse.Namespace) -> int:
         base, sep, head = args.changed.partition("..")
         if not sep or not base or not head:
             raise FleetError(f"--changed wants BASE..HEAD, got {args.changed!r}")
+        # Start-up time: only the fleet model, not the renderer or the other commands.
+        from shared.engine.affected import affected_between  # noqa: PLC0415
+
         roots = affected_between(Path(args.repo), base, head)
     else:
         roots = _fleet(args).require_roots()
@@ -78,6 +86,8 @@ def cmd_values(args: argparse.Namespace) -> int:
     if _reveal_refused(args):
         return 2
     fleet = _fleet(args)
+    from shared.engine import yamldoc  # noqa: PLC0415 (start-up time, see the imports)
+
     values = fleet.values(args.root, args.release, reveal=bool(args.reveal))
     if args.format == "json":
         sys.stdout.write(json.dumps(values, indent=2, default=str) + "\n")
@@ -120,6 +130,8 @@ class _Progress:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    from shared.engine import parallel  # noqa: PLC0415 (start-up time, see the imports)
+
     if _reveal_refused(args):
         return 2
     fleet = _fleet(args)
@@ -134,16 +146,23 @@ def cmd_render(args: argparse.Namespace) -> int:
     # end, each mistake once with its roots, and nothing of them is written.
     failures: list[tuple[str, FleetError]] = []
     done: list[str] = []
+    written: dict[str, int] = {}
     try:
         for root in parallel.render_into(
-            fleet, roots, args.jobs, out, reveal=bool(args.reveal), failures=failures
+            fleet,
+            roots,
+            args.jobs,
+            out,
+            reveal=bool(args.reveal),
+            failures=failures,
+            written=written,
         ):
             done.append(root)
             progress.step(root)
     except parallel.WorkerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    files = sum(_count_files(out / root) for root in done)
+    files = sum(written[root] for root in done)
     elapsed = progress.elapsed
     problems = by_root(failures, name_roots=len(roots) > 1)
     if failures:
@@ -182,10 +201,6 @@ def _problem_json(problem: Problem) -> dict[str, object]:
     }
 
 
-def _count_files(directory: Path) -> int:
-    return sum(len(names) for _, _, names in os.walk(directory))
-
-
 def _jobs(text: str) -> int:
     try:
         jobs = int(text)
@@ -197,6 +212,8 @@ def _jobs(text: str) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from shared.engine.validate import check_fleet  # noqa: PLC0415 (start-up time, see the imports)
+
     result = check_fleet(WorkTree(Path(args.repo)))
     problems = result.problems
     errors = sum(1 for p in problems if not p.hygiene)
@@ -307,6 +324,9 @@ def local_marker_key() -> bytes | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Start-up time: `--help` and usage errors exit before the secrets module loads.
+    from shared.engine.secrets.redact import keyed_markers  # noqa: PLC0415
+
     try:
         with keyed_markers(local_marker_key()):
             code: int = args.func(args)

@@ -19,10 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.engine.errors import FleetError
-from shared.engine.fleet import Fleet
-from shared.engine.policies.sets import check_root, sets_for
 from shared.engine.tree import WorkTree
-from shared.review.policies import findings_of
 
 
 def add_parsers(sub: Any) -> None:
@@ -37,6 +34,12 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_policies(args: argparse.Namespace) -> int:
+    # `shared.cli.main` builds this parser on every run; the renderer and the policy engine
+    # load only when `policies` runs, for start-up time.
+    from shared.engine.fleet import Fleet  # noqa: PLC0415
+    from shared.engine.policies.sets import check_root, sets_for  # noqa: PLC0415
+    from shared.review.policies import findings_of  # noqa: PLC0415
+
     repo = Path(args.repo)
     if not repo.is_dir():
         raise FleetError(f"--repo {args.repo!r} is not a directory")

@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from shared.engine.config.fleet import FleetConfig
 from shared.engine.errors import FleetError, FleetErrors
 from shared.engine.tree import GitError, WorkTree, git
 
@@ -139,6 +138,7 @@ def _apply(repo: Path, change: Any, *, commit: bool) -> int:
 
 def cmd_rollout_status(args: argparse.Namespace) -> int:
     # Start-up time: the promotion engine (croniter, ruamel.yaml) loads only for its commands.
+    from shared.engine.config.fleet import FleetConfig  # noqa: PLC0415
     from shared.engine.config.windows import window_state  # noqa: PLC0415
     from shared.promotion import plan as promotion  # noqa: PLC0415
 

@@ -15,15 +15,17 @@ from __future__ import annotations
 import fnmatch
 import importlib
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared.engine import suggest
 from shared.engine.config.fleet import CONFIG_FILE, FleetConfig
 from shared.engine.errors import FleetError, FleetErrors, Problem
 from shared.engine.layout import LAYOUTS, Layout, LayoutKind, ReleaseInfo
-from shared.engine.render import Render
 from shared.engine.secrets.redact import Redactor
 from shared.engine.tree import Tree
+
+if TYPE_CHECKING:
+    from shared.engine.render import Render
 
 T = TypeVar("T")
 LayoutFactory = Callable[[Tree, FleetConfig], Layout]
@@ -64,6 +66,10 @@ class Fleet:
         self.tree = tree
         self.config = config
         self.layout = layout
+        # the roots `check_root` last saw and their set: a fleet render checks every root, and
+        # a set built per check made that quadratic in the number of roots (comparing the
+        # lists is cheap: the same strings)
+        self._known: tuple[list[str], frozenset[str]] | None = None
 
     @classmethod
     def open(cls, tree: Tree) -> Fleet:
@@ -87,7 +93,10 @@ class Fleet:
 
     def check_root(self, root: str) -> None:
         roots = self.roots()
-        if root not in set(roots):
+        known = self._known
+        if known is None or known[0] != roots:
+            known = self._known = (roots, frozenset(roots))
+        if root not in known[1]:
             hint = suggest.hint(root, roots)
             raise FleetError(f"unknown root {root!r}{hint}; `rollwright roots` lists them")
 
@@ -113,6 +122,10 @@ class Fleet:
     def render(self, root: str) -> Render:
         """The root's render: `files` redacted, plaintext only through `reveal()`."""
         self.check_root(root)
+
+        # The renderer (the Helm engine, chart fetching) loads with the first render, not for
+        # what only reads the fleet (`roots --changed`, `values`): start-up time.
+        from shared.engine.render import Render  # noqa: PLC0415
 
         def compute() -> Render:
             self._refuse(root)

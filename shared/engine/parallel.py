@@ -73,17 +73,41 @@ def write_root(target: Path, files: dict[str, bytes]) -> None:
     """Replace the directory `target` with exactly `files` (relative path → bytes)."""
     if target.exists():
         shutil.rmtree(target)
-    # Plain string paths and one makedirs per directory: a fleet render writes tens of
-    # thousands of files, and pathlib plus a mkdir per file added seconds.
+    if not files:
+        return  # a root without files has no directory
+    # Plain string paths, one mkdir per directory and unbuffered writes: a fleet render
+    # writes tens of thousands of files in deep trees, and pathlib, a makedirs per file (its
+    # stat of every parent) and buffered file objects added seconds.
     base = os.fspath(target)
-    made: set[str] = set()
+    os.makedirs(base, exist_ok=True)
+    made: set[str] = {""}  # below `base`, which is new: what is not in `made` is not there
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)  # as open("wb")
     for rel, data in files.items():
-        directory, _, _ = rel.rpartition("/")
+        directory = rel.rpartition("/")[0]
         if directory not in made:
-            os.makedirs(os.path.join(base, directory), exist_ok=True)
-            made.add(directory)
-        with open(os.path.join(base, rel), "wb") as fh:
-            fh.write(data)
+            _make_below(base, directory, made)
+        fd = os.open(os.path.join(base, rel), flags, 0o666)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+
+
+def _make_below(base: str, directory: str, made: set[str]) -> None:
+    """Create `base/directory` and the parents of it not in `made` yet (all new)."""
+    parts = directory.split("/")
+    for end in range(1, len(parts) + 1):
+        prefix = "/".join(parts[:end])
+        if prefix not in made:
+            path = os.path.join(base, prefix)
+            try:
+                os.mkdir(path)
+            except FileExistsError:
+                if not os.path.isdir(path):  # as makedirs(exist_ok=True): `a/./b`
+                    raise
+            made.add(prefix)
 
 
 def render_all(
@@ -100,7 +124,10 @@ def render_all(
     """
     workers = worker_count(len(roots), jobs, min_roots_per_worker)
     if not workers or not isinstance(fleet.tree, WorkTree):
-        yield from fleet.render_all(roots)
+        for _, render in _serial(fleet, roots):
+            if isinstance(render, Exception):
+                raise render
+            yield render
         return
     job = _Job(marker_key=redact.marker_key())
     pool: _Pool | None = None
@@ -117,6 +144,31 @@ def render_all(
             pool.terminate()
 
 
+def _serial(
+    fleet: Fleet, roots: list[str], *, keep_going: bool = False
+) -> Iterator[tuple[str, Render | Exception]]:
+    """Each root's render, or what it raised, in order, rendered in this process. Chunks of
+    roots render under one `charts_unchanged`, as a worker's do (a fleet's roots share their
+    charts: fingerprinting them once a root cost as much as a few renders), never held open
+    across a `yield`. A root that raises ends the chunk and the renders (with `keep_going`,
+    only a fleet error does not)."""
+    for start in range(0, len(roots), MAX_CHUNK):
+        done: list[tuple[str, Render | Exception]] = []
+        stop = False
+        with charts_unchanged():
+            for root in roots[start : start + MAX_CHUNK]:
+                try:
+                    done.append((root, fleet.render(root)))
+                except Exception as err:
+                    done.append((root, err))
+                    stop = not keep_going or not isinstance(err, FleetError)
+                    if stop:
+                        break
+        yield from done
+        if stop:
+            return
+
+
 def render_into(
     fleet: Fleet,
     roots: list[str],
@@ -126,9 +178,11 @@ def render_into(
     reveal: bool,
     min_roots_per_worker: int = MIN_ROOTS_PER_WORKER,
     failures: list[tuple[str, FleetError]] | None = None,
+    written: dict[str, int] | None = None,
 ) -> Iterator[str]:
     """Write each root's files (redacted, or plaintext with `reveal`) to `out/<root>/`, in
-    root order, yielding each root once its directory is in place.
+    root order, yielding each root once its directory is in place; with `written`, the number
+    of files written for it is set there first (root → files), so nobody walks the tree again.
 
     A fleet error in a root is raised when the caller reaches it; with `failures`, it is
     appended there instead (root, error) and the roots after it are rendered all the same.
@@ -136,15 +190,16 @@ def render_into(
     """
     workers = worker_count(len(roots), jobs, min_roots_per_worker)
     if not workers or not isinstance(fleet.tree, WorkTree):
-        for root in roots:
-            try:
-                render = fleet.render(root)
-            except FleetError as err:
-                if failures is None:
-                    raise
-                failures.append((root, err))
+        for root, render in _serial(fleet, roots, keep_going=failures is not None):
+            if isinstance(render, Exception):
+                if failures is None or not isinstance(render, FleetError):
+                    raise render
+                failures.append((root, render))
                 continue
-            write_root(out / render.root, render.reveal() if reveal else render.files)
+            files = render.reveal() if reveal else render.files
+            write_root(out / render.root, files)
+            if written is not None:
+                written[render.root] = len(files)
             yield render.root
         return
     made_out = not out.exists()
@@ -173,6 +228,8 @@ def render_into(
             if source.exists():  # a root without files has no directory, as in write_root
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.rename(source, target)
+            if written is not None:
+                written[result.root] = result.written
             yield result.root
         pool.close()
     finally:
@@ -207,6 +264,7 @@ class _Done:
     root: str
     files: dict[str, bytes] | None = None  # plaintext; None when written to staging
     redacted: dict[str, bytes] | None = None  # None: the same as `files`
+    written: int = 0  # the files written to staging
 
 
 @dataclass(frozen=True)
@@ -253,7 +311,7 @@ class _Worker:
             if self.job.staging is not None:
                 files = render.reveal() if self.job.reveal else render.files
                 write_root(Path(self.job.staging) / str(index), files)
-                return _Done(index, root)
+                return _Done(index, root, written=len(files))
         except FleetErrors as err:
             return _Failed(root, "fleet-many", tuple(err.problems))
         except FleetError as err:

@@ -55,11 +55,12 @@ class Render:
     def __init__(self, root: str, plain: dict[str, bytes], redacted: dict[str, bytes]) -> None:
         self.root = root
         self._plain = dict(sorted(plain.items()))
-        self.files = dict(sorted(redacted.items()))
-        self.file_digests = {
-            p: "sha256:" + hashlib.sha256(d).hexdigest() for p, d in self._plain.items()
-        }
-        self.digest = digest_files(self._plain)
+        # A render without secrets has one tree (its own copy: callers may change `files`).
+        self.files = dict(self._plain) if redacted is plain else dict(sorted(redacted.items()))
+        # Each file hashed once, for its digest and the render's (`digest_files`).
+        hashes = {p: hashlib.sha256(d).digest() for p, d in self._plain.items()}
+        self.file_digests = {p: "sha256:" + h.hex() for p, h in hashes.items()}
+        self.digest = _digest_hashes(hashes)
 
     @classmethod
     def of(
@@ -133,11 +134,16 @@ def leaf_pointers(docs: list[Any]) -> Iterator[tuple[str, Any]]:
 
 
 def digest_files(files: dict[str, bytes]) -> str:
+    return _digest_hashes({path: hashlib.sha256(data).digest() for path, data in files.items()})
+
+
+def _digest_hashes(hashes: dict[str, bytes]) -> str:
+    """`digest_files` of files given by their SHA-256 digests."""
     h = hashlib.sha256()
-    for path in sorted(files):
+    for path in sorted(hashes):
         h.update(path.encode())
         h.update(b"\0")
-        h.update(hashlib.sha256(files[path]).digest())
+        h.update(hashes[path])
     return "sha256:" + h.hexdigest()
 
 
@@ -156,13 +162,23 @@ class ChartResolver:
             raise FleetError(f"chart {source.path!r} not found", path=origin, line=line)
         return path
 
+    def is_directory(self, path: Path) -> bool:
+        """Whether a chart `resolve` gave is a directory (else an archive)."""
+        return path.is_dir()
+
 
 def prepared_chart(spec: ReleaseSpec, tree: Tree, resolver: ChartResolver) -> tuple[Path, Path]:
     """(the chart's own path, the chart to render): the second has its Chart.yaml
     dependencies built in (`shared.engine.charts.dependencies`), or is the first when none
     are missing."""
+    chart_dir, path, _ = _prepared(spec, tree, resolver)
+    return chart_dir, path
+
+
+def _prepared(spec: ReleaseSpec, tree: Tree, resolver: ChartResolver) -> tuple[Path, Path, bool]:
+    """`prepared_chart`, and whether the chart is a directory of the repository."""
     chart_dir = resolver.resolve(spec.source, tree, spec.origin, spec.origin_line)
-    local = spec.source.kind == "chart" and chart_dir.is_dir()
+    local = spec.source.kind == "chart" and resolver.is_directory(chart_dir)
     path = dependencies.prepare(
         chart_dir,
         source=spec.source.describe(),
@@ -172,7 +188,7 @@ def prepared_chart(spec: ReleaseSpec, tree: Tree, resolver: ChartResolver) -> tu
         repositories=spec.repositories,
         refuse="it is not in charts/ and the release says skipDeps" if spec.skip_deps else None,
     )
-    return chart_dir, path
+    return chart_dir, path, local
 
 
 def render_release(
@@ -215,8 +231,7 @@ def _chart_resources(
 ) -> tuple[list[Resource], list[Resource]]:
     """(the resources a chart renders, the CRDs only consulted for their kinds' scope)."""
     kind = spec.source.kind
-    chart_dir, path = prepared_chart(spec, tree, resolver)
-    local = kind == "chart" and chart_dir.is_dir()
+    chart_dir, path, local = _prepared(spec, tree, resolver)
     try:
         check_chart(path, spec)
         rendered = render_chart(

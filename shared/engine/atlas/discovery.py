@@ -11,6 +11,7 @@ computation surveys one cluster's subtree, not the whole fleet.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shared.engine.atlas.files import APPS, DEPLOYMENTS, TEMPLATES, join
@@ -169,9 +170,10 @@ def check_entry_helmfile(tree: Tree) -> None:
                 )
 
 
-def clusters(tree: Tree) -> list[Cluster]:
-    """Every leaf cluster, sorted by id; duplicate leaf names are an error."""
-    leaves = survey(tree).leaves
+def clusters(tree: Tree, found: Survey | None = None) -> list[Cluster]:
+    """Every leaf cluster, sorted by id; duplicate leaf names are an error. `found`: the
+    survey of the whole of deployments/ when the caller has it."""
+    leaves = (found or survey(tree)).leaves
     problems = duplicate_names(leaves)
     if problems:
         raise FleetError(problems[0].message, path=problems[0].path)
@@ -179,16 +181,30 @@ def clusters(tree: Tree) -> list[Cluster]:
 
 
 def deployment_defs(
-    tree: Tree, cluster: Cluster, groups: tuple[str, ...] | None = None
+    tree: Tree,
+    cluster: Cluster,
+    groups: tuple[str, ...] | None = None,
+    dirs: Callable[[str], list[str]] | None = None,
 ) -> dict[str, DeploymentDef]:
     """The deployments of a cluster from the global level, `groups` (default: every group
-    above it) and its own; the most specific definition of a name wins wholesale."""
+    above it) and its own; the most specific definition of a name wins wholesale. `dirs`
+    lists a scope's deployment directories (default: `deployment_dirs` of `tree`; a planner
+    keeps them, the global and group scopes being shared by many clusters)."""
     found: dict[str, DeploymentDef] = {}
     inner = cluster.groups if groups is None else groups
     scopes = [("", "global")] + [(g, "group") for g in inner] + [(cluster.id, "cluster")]
     for scope, level in scopes:
-        apps = dpath(scope, APPS)
-        for name in tree.listdir(apps):
-            if not name.startswith(".") and tree.is_dir(join(apps, name)):
-                found[name] = DeploymentDef(name, scope, level)
+        for name in dirs(scope) if dirs is not None else deployment_dirs(tree, scope):
+            found[name] = DeploymentDef(name, scope, level)
     return dict(sorted(found.items()))
+
+
+def deployment_dirs(tree: Tree, scope: str) -> list[str]:
+    """The deployment directories in the apps/ of `scope` (a group or cluster id, "" for
+    the global level), sorted."""
+    apps = dpath(scope, APPS)
+    return [
+        name
+        for name in tree.listdir(apps)
+        if not name.startswith(".") and tree.is_dir(join(apps, name))
+    ]

@@ -15,9 +15,8 @@ plans through one `Planner` and renders each release with `shared.engine.render`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from shared.engine import conformance, render
 from shared.engine.atlas import affected, secrets, unread, validate
 from shared.engine.atlas.discovery import Cluster
 from shared.engine.atlas.instance_patches import apply_instance_patches
@@ -32,6 +31,9 @@ from shared.engine.manifests.documents import Resource
 from shared.engine.release import ReleaseSpec
 from shared.engine.tree import Tree
 
+if TYPE_CHECKING:
+    from shared.engine import conformance
+
 __all__ = ["AtlasLayout", "Layer"]
 
 
@@ -44,6 +46,9 @@ class AtlasLayout:
         self._unread: list[unread.Unread] | None = None
         self._empty: dict[str, list[Problem]] = {}  # root → its releases that render nothing
         self._schema_warnings: dict[str, list[Problem]] = {}  # root → conformance warnings
+        # values file → its traced form, None when not traced; the layout reads one revision,
+        # and most files are layers of many releases (global, group, template values)
+        self._traced: dict[str, conformance.ValuesFile | None] = {}
 
     @property
     def tree(self) -> Tree:
@@ -125,6 +130,10 @@ class AtlasLayout:
             return self._render(root, redact=True)
 
     def _render(self, root: str, *, redact: bool) -> tuple[dict[str, bytes], dict[str, bytes]]:
+        # The renderer and the schema checks (jsonschema, the OpenAPI schemas) load with the
+        # first render, not for `roots --changed`, which only plans: start-up time.
+        from shared.engine import conformance, render  # noqa: PLC0415
+
         planner = self.planner
         files: dict[str, bytes] = {}
         shown: dict[str, bytes] = {}
@@ -153,7 +162,18 @@ class AtlasLayout:
             empty += [_renders_nothing(spec) for _, spec, resources in rendered if not resources]
             for plan, spec, resources in rendered:
                 values_files = self._values_files(sources, plan)
-                checked += [_checked(res, spec, values_files) for res in resources]
+                checked += [
+                    conformance.Rendered(
+                        res.doc,
+                        spec.id,
+                        spec.origin,
+                        spec.origin_line,
+                        spec.kube_version,
+                        values_files,
+                        res.source,
+                    )
+                    for res in resources
+                ]
             for plan, spec, resources in rendered:
                 with planner.naming(plan):
                     out = render.release_files(spec, resources, planner.config)
@@ -202,13 +222,23 @@ class AtlasLayout:
     ) -> tuple[conformance.ValuesFile, ...]:
         """The plain values files of a release's layers, lowest precedence first (inline
         values and encrypted files are not traced)."""
+        from shared.engine.conformance import ValuesFile  # noqa: PLC0415 (start-up time, `_render`)
+
         layers = next(layers for p, layers, _, _ in sources if p is plan)
         tree = self.tree
+        traced = self._traced
         out = []
         for layer in layers:
-            if layer.secret or "#" in layer.source or not tree.is_file(layer.source):
+            if layer.secret:
                 continue
-            out.append(conformance.ValuesFile.at(tree, layer.source))
+            source = layer.source
+            if source in traced:
+                found = traced[source]
+            else:
+                plain = "#" not in source and tree.is_file(source)
+                found = traced[source] = ValuesFile.at(tree, source) if plain else None
+            if found is not None:
+                out.append(found)
         return tuple(out)
 
     def refusals(self, root: str) -> list[Problem]:
@@ -222,20 +252,6 @@ class AtlasLayout:
         if not found and self.config.strict:
             found = self.unread_values(root)
         return found
-
-
-def _checked(
-    res: Resource, spec: ReleaseSpec, values_files: tuple[conformance.ValuesFile, ...]
-) -> conformance.Rendered:
-    return conformance.Rendered(
-        res.doc,
-        spec.id,
-        spec.origin,
-        spec.origin_line,
-        spec.kube_version,
-        values_files,
-        res.source,
-    )
 
 
 def _renders_nothing(spec: ReleaseSpec) -> Problem:

@@ -22,10 +22,13 @@ from shared.engine import render, suggest, yamldoc
 from shared.engine.atlas.discovery import (
     Cluster,
     DeploymentDef,
+    Survey,
     check_entry_helmfile,
     clusters,
     deployment_defs,
+    deployment_dirs,
     dpath,
+    survey,
 )
 from shared.engine.atlas.files import (
     CLUSTER_STEM,
@@ -79,6 +82,7 @@ class _LocalCharts(render.ChartResolver):
 
     def __init__(self) -> None:
         self._found: dict[str, Path] = {}
+        self._dirs: dict[Path, bool] = {}
 
     def resolve(
         self, source: ChartSource, tree: Tree, origin: str, line: int | None = None
@@ -88,6 +92,12 @@ class _LocalCharts(render.ChartResolver):
         found = self._found.get(source.path)
         if found is None:
             found = self._found[source.path] = super().resolve(source, tree, origin, line)
+        return found
+
+    def is_directory(self, path: Path) -> bool:
+        found = self._dirs.get(path)
+        if found is None:
+            found = self._dirs[path] = path.is_dir()
         return found
 
 
@@ -101,18 +111,26 @@ class Planner:
         self.files = ValueFiles(tree, config.atlas.env)
         self.resolver = _LocalCharts()
         self._clusters: dict[str, Cluster] | None = None
+        self._survey: Survey | None = None
         self._deployments: dict[str, LoadedDeployment] = {}
         self._helmfiles: dict[tuple[str, str], Helmfile] = {}
         self.releases = ReleaseReader(tree, self.files)
         self._environments: dict[tuple[LevelSource, ...], tuple[dict[str, Any], list[Layer]]] = {}
         self._chart_defaults: dict[ChartSource, dict[str, Any]] = {}
         self._last_plans: tuple[str, list[ReleasePlan]] | None = None
+        self._deployment_dirs: dict[str, list[str]] = {}  # scope → `deployment_dirs`
 
     def clusters(self) -> dict[str, Cluster]:
         if self._clusters is None:
             check_entry_helmfile(self.tree)
-            self._clusters = {c.id: c for c in clusters(self.tree)}
+            self._clusters = {c.id: c for c in clusters(self.tree, self.survey())}
         return self._clusters
+
+    def survey(self) -> Survey:
+        """The walk of the whole of deployments/ (discovery and validation share it)."""
+        if self._survey is None:
+            self._survey = survey(self.tree)
+        return self._survey
 
     def roots(self) -> list[str]:
         return list(self.clusters())
@@ -262,11 +280,18 @@ class Planner:
         return (cluster.group,)
 
     def _instances(self, cluster: Cluster) -> Iterator[InstancePlan]:
-        for defn in deployment_defs(self.tree, cluster, self.groups(cluster)).values():
+        defs = deployment_defs(self.tree, cluster, self.groups(cluster), self._scope_dirs)
+        for defn in defs.values():
             loaded = self.deployment(defn)
             for index, inst in enumerate(loaded.model.apps):
                 if not inst.disabled:
                     yield self._instance(cluster, loaded, index, inst)
+
+    def _scope_dirs(self, scope: str) -> list[str]:
+        found = self._deployment_dirs.get(scope)
+        if found is None:
+            found = self._deployment_dirs[scope] = deployment_dirs(self.tree, scope)
+        return found
 
     def _levels(self, cluster: Cluster, defn: DeploymentDef) -> list[LevelSource]:
         files = self.files

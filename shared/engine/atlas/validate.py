@@ -9,7 +9,7 @@ to `shared.engine.validate`.
 from __future__ import annotations
 
 from shared.engine import yamldoc
-from shared.engine.atlas.discovery import DeploymentDef, dpath, duplicate_names, survey
+from shared.engine.atlas.discovery import DeploymentDef, dpath, duplicate_names
 from shared.engine.atlas.files import (
     APPS,
     CLUSTER_FILES,
@@ -50,7 +50,7 @@ def validate(planner: Planner) -> list[Problem]:
 
 def structure(planner: Planner) -> list[Problem]:
     tree, files = planner.tree, planner.files
-    found = survey(tree)
+    found = planner.survey()
     problems = duplicate_names(found.leaves)
     leaves = set(found.leaves)
     # every directory above a leaf is a group

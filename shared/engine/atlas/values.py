@@ -203,6 +203,7 @@ class ValueFiles:
         self.tree = tree
         self.env = dict(env or {})  # what `env` / `requiredEnv` see (rollwright.yaml atlas.env)
         self._listing: dict[str, frozenset[str]] = {}
+        self._exists: dict[str, bool] = {}
         self._levels: dict[tuple[str, str], tuple[str, ...]] = {}
         self._text: dict[str, str] = {}
         self._plain: dict[str, dict[str, Any]] = {}
@@ -216,8 +217,11 @@ class ValueFiles:
         return names
 
     def exists(self, rel: str) -> bool:
-        directory, _, name = rel.rpartition("/")
-        return name in self.listing(directory) and self.tree.is_file(rel)
+        found = self._exists.get(rel)
+        if found is None:
+            directory, _, name = rel.rpartition("/")
+            found = self._exists[rel] = name in self.listing(directory) and self.tree.is_file(rel)
+        return found
 
     def level_files(self, directory: str, stem: str) -> tuple[str, ...]:
         """Existing files of one level in `directory`, in merge order."""

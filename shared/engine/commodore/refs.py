@@ -77,6 +77,7 @@ def write_refs(workdir: Workdir, nodes: dict[str, dict[str, Any]], aliases: dict
         file.write_text(commodore_yaml(data))
 
 
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # how PyYAML tells UTF-16 from UTF-8
 # A value that is one compiled reference and nothing else: `?{vaultkv:<path>:<hash8>}`.
 _COMPILED_REF = re.compile(r"\A\?\{[a-z0-9]+:[^{}\s]+\}\Z")
 
@@ -85,6 +86,10 @@ def references_only(data: bytes) -> bool:
     """True for a file whose `v1` Secrets hold nothing but compiled references in `data` and
     `stringData`: a pointer into Vault, not a secret. False for any literal value, and for a
     file that is no YAML."""
+    if b"Secret" not in data and b"\\" not in data and not data.startswith(_UTF16_BOMS):
+        # No kind can read `Secret` without those bytes: only an escape (`\`) or UTF-16
+        # could spell it otherwise. Most files of a catalog are not parsed again.
+        return False
     try:
         docs = [d for d in yaml.safe_load_all(data) if d is not None]
     except yaml.YAMLError:

@@ -145,12 +145,19 @@ class _Cache:
 
 _charts = _Cache()
 _chart_crds = _Cache()
+# A loaded chart never changes, and each of these is a call into Go and a JSON document:
+# read once per chart (a fleet renders one chart for many releases, and every render asks
+# for its metadata twice). Callers only read what they get.
+_chart_meta = _Cache()
+_chart_deps = _Cache()
 _templates = _Cache()
 
 
 def clear_caches() -> None:
     _charts.clear()
     _chart_crds.clear()
+    _chart_meta.clear()
+    _chart_deps.clear()
     _templates.clear()
 
 
@@ -292,13 +299,17 @@ def chart_defaults(path: Path, source: str) -> dict[str, Any]:
 
 
 def chart_metadata(path: Path, source: str) -> dict[str, Any]:
-    meta: dict[str, Any] = _load_chart(path, source).metadata
+    """The chart's Chart.yaml as Helm loaded it (shared: not to be changed)."""
+    key, chart = _load_chart_keyed(path, source)
+    meta: dict[str, Any] = _chart_meta.get(key, lambda: chart.metadata)
     return meta
 
 
 def loaded_dependencies(path: Path, source: str) -> list[dict[str, Any]]:
-    """Metadata of the subcharts Helm loads from the chart's charts/ (by chart name)."""
-    deps: list[dict[str, Any]] = _load_chart(path, source).dependencies
+    """Metadata of the subcharts Helm loads from the chart's charts/ (by chart name; shared:
+    not to be changed)."""
+    key, chart = _load_chart_keyed(path, source)
+    deps: list[dict[str, Any]] = _chart_deps.get(key, lambda: chart.dependencies)
     return deps
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -136,20 +137,50 @@ def _parse(text: str, offset: int) -> list[Document]:
     if not rest.strip():
         return []
     base_line = text.count("\n", 0, offset)
-    try:
-        events = list(yaml.parse(rest, Loader=_Loader))
-        spans = sorted(
+    with _read_lock:
+        read = _read.get(rest)
+    if read is None:
+        try:
+            events = list(yaml.parse(rest, Loader=_Loader))
+            spans = _scalar_spans(rest, events)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            line = base_line + mark.line + 1 if mark is not None else None
+            raise NotReproduced(f"not valid YAML: {getattr(err, 'problem', err)}", line) from None
+        read = (events, _comments(rest, spans))
+        with _read_lock:
+            if len(_read) >= _READ_KEPT:
+                _read.pop(next(iter(_read)))
+            _read[rest] = read
+    builder = _Builder(rest, base_line, read[1])
+    return builder.documents(read[0])  # fresh nodes: callers change them
+
+
+# A release's pipeline reads the same text more than once (a split piece, then the same piece
+# appended to its file): the events and comments of the last texts read are kept (events are
+# only read; `_Builder` makes new nodes each time). Errors are not kept. Activities render
+# on several threads, hence the lock.
+_READ_KEPT = 64
+_read: dict[str, tuple[list[Any], list[int]]] = {}
+_read_lock = threading.Lock()
+
+
+def _scalar_spans(text: str, events: list[Any]) -> list[tuple[int, int]]:
+    """Where each scalar of `text` is, as (start, end) of its token: a scalar event begins
+    and ends where its token does unless an anchor or a tag comes first, so only then are
+    the tokens scanned again. Scalars the parser supplies (an empty value) take no room."""
+    scalars: list[Any] = [e for e in events if isinstance(e, yaml.ScalarEvent)]
+    if any(e.anchor is not None or e.tag is not None for e in scalars):
+        return sorted(
             (t.start_mark.index, t.end_mark.index)
-            for t in yaml.scan(rest, Loader=_Loader)
+            for t in yaml.scan(text, Loader=_Loader)
             if isinstance(t, yaml.ScalarToken)
         )
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = base_line + mark.line + 1 if mark is not None else None
-        raise NotReproduced(f"not valid YAML: {getattr(err, 'problem', err)}", line) from None
-    comments = _comments(rest, spans)
-    builder = _Builder(rest, base_line, comments)
-    return builder.documents(events)
+    return sorted(
+        (e.start_mark.index, e.end_mark.index)
+        for e in scalars
+        if e.start_mark.index < e.end_mark.index
+    )
 
 
 def _comments(text: str, spans: list[tuple[int, int]]) -> list[int]:

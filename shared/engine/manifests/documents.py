@@ -7,6 +7,7 @@ under the root; `rollwright.yaml` may set another pattern (see `OutputPattern`).
 
 from __future__ import annotations
 
+import functools
 import pickle
 import re
 from collections import OrderedDict
@@ -209,6 +210,8 @@ def hook_section(res: Resource) -> str:
 
 def cluster_scoped_kinds(resources: list[Resource], extra: frozenset[str]) -> frozenset[str]:
     """Built-in kinds, configured ones, and kinds of cluster-scoped CRDs in this render."""
+    if not any(res.kind == "CustomResourceDefinition" for res in resources):
+        return _known_kinds(extra)  # the common case, asked twice for every release
     kinds = set(CLUSTER_SCOPED_KINDS) | set(extra)
     for res in resources:
         if res.kind == "CustomResourceDefinition":
@@ -218,6 +221,11 @@ def cluster_scoped_kinds(resources: list[Resource], extra: frozenset[str]) -> fr
                 if isinstance(names, dict) and names.get("kind"):
                     kinds.add(str(names["kind"]))
     return frozenset(kinds)
+
+
+@functools.lru_cache(maxsize=64)
+def _known_kinds(extra: frozenset[str]) -> frozenset[str]:
+    return CLUSTER_SCOPED_KINDS | extra
 
 
 def apply_namespace(res: Resource, namespace: str, cluster_kinds: frozenset[str]) -> None:
@@ -266,9 +274,12 @@ def file_name(
         "name": _safe(res.name),
     }
     path = pattern.format(**fields)
-    return re.sub(r"/{2,}", "/", path).lstrip("/")
+    if "//" in path:
+        path = re.sub(r"/{2,}", "/", path)
+    return path.lstrip("/")
 
 
+@functools.lru_cache(maxsize=4096)  # kinds, namespaces and names recur across releases
 def _safe(part: str) -> str:
     return _UNSAFE.sub("_", part)
 

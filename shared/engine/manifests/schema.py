@@ -61,6 +61,7 @@ def _versions() -> list[str]:
     return list(dict.fromkeys(kv.all_versions()))
 
 
+@cache  # once per version: every render of a root asks for it
 def schema_version(kube_version: str) -> SchemaVersion:
     """The shipped schema set for `kube_version` (`v1.31.2`, `1.31`): the newest not newer
     than it; outside the shipped range, the nearest end, with a note saying so."""

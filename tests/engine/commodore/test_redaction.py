@@ -40,3 +40,16 @@ def test_a_literal_value_is_no_reference() -> None:
     assert not references_only(b"{not yaml")
     both = SECRET.format(value="?{vaultkv:a/b:12345678}") + "---\n" + SECRET.format(value="x")
     assert not references_only(both.encode())
+
+
+def test_a_secret_spelled_otherwise_is_still_read() -> None:
+    """Files without the bytes `Secret` are passed over unparsed; a kind spelled with an
+    escape, or a file in UTF-16, is still read as the Secret it is."""
+    reference = "?{vaultkv:t-acme/c-one/demo/password:2d615000}"
+    escaped = SECRET.format(value=reference).replace("kind: Secret", 'kind: "Secr\\x65t"')
+    assert b"Secret" not in escaped.encode()
+    assert references_only(escaped.encode())
+    utf16 = SECRET.format(value=reference).encode("utf-16")
+    assert b"Secret" not in utf16
+    assert references_only(utf16)
+    assert not references_only(SECRET.format(value="hunter2").encode("utf-16"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from shared.engine.helmfile import yqdoc
@@ -53,3 +55,32 @@ def test_deleting_the_last_key_leaves_an_empty_flow_map() -> None:
     docs = yqdoc.read("metadata:\n  labels:\n    a: b\n")
     yqdoc.delete(docs[0].node, ("metadata", "labels", "a"))
     assert yqdoc.print_documents(docs) == "metadata:\n  labels: {}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "refusal"),
+    [
+        # `#` inside scalars is no comment: plain, quoted, block, flow and empty values
+        ("a: x#y\nb: 'p # q'\nc: \"r # s\"\nd: |\n  # t\ne: {f: '#'}\ng:\n", None),
+        ("a: 1\nb: x # trailing\n", "a comment inside a document ('# trailing')"),
+        ("a: 1\nb:  # after an empty value\n", "a comment inside a document"),
+        # an anchor or a tag before a scalar moves its event, not its token
+        ("a: &x 1 # c\n", "anchors and aliases are not reproduced"),
+        ("a: !t v # c\n", "the explicit tag !t is not reproduced"),
+    ],
+)
+def test_comments_are_told_from_scalars(text: str, refusal: str | None) -> None:
+    if refusal is None:
+        assert yqdoc.read(text)
+        return
+    with pytest.raises(yqdoc.NotReproduced, match=re.escape(refusal)):
+        yqdoc.read(text)
+
+
+def test_a_text_read_again_gives_new_nodes() -> None:
+    """The second read of a text (kept events) builds nodes of its own: a change to the
+    first read's documents does not reach it."""
+    text = "metadata:\n  labels:\n    a: b\n"
+    first = yqdoc.read(text)
+    yqdoc.delete(first[0].node, ("metadata", "labels", "a"))
+    assert yqdoc.print_documents(yqdoc.read(text)) == text
