@@ -12,9 +12,10 @@ The workers run with `PYTHONDONTWRITEBYTECODE=1` (as deploy/Dockerfile sets it) 
 bytecode kept apart under `PYTHONPYCACHEPREFIX`, so only the worker's own start-up step
 (worker/bytecode.py) writes the workflow modules' bytecode.
 `ROLLWRIGHT_BENCH_FLEETWIDE_BYTECODE=off` points that prefix beneath a plain file, where
-nothing can be written: the step then writes
-nothing and the sandbox compiles the workflow modules for every workflow instance, as before the
-step existed. The worker CPU per deployment of both runs is what the step saves.
+nothing can be written, for both workers, `split` for the second one only: the step then
+writes nothing and the sandbox compiles the workflow modules for every workflow instance, as
+before the step existed. The worker CPU per deployment with and without is what the step saves
+(`split` compares the two workers of one run: same load, same time).
 
 Run alone: `python -m tests.bench.run --only fleetwide [--write docs/benchmarks.md]`.
 """
@@ -41,13 +42,15 @@ from tests.support.cluster import Cluster, Fleet
 GROUPS = int(os.environ.get("ROLLWRIGHT_BENCH_FLEETWIDE_GROUPS", "10"))
 CLUSTERS = int(os.environ.get("ROLLWRIGHT_BENCH_FLEETWIDE_CLUSTERS", "100"))
 RELEASES = 10
-# "off": the workers cannot write the workflow modules' bytecode (see the module's text).
+# "off": the workers cannot write the workflow modules' bytecode, "split": w2 cannot (see the
+# module's text).
 BYTECODE = os.environ.get("ROLLWRIGHT_BENCH_FLEETWIDE_BYTECODE", "on")
+WITHOUT_BYTECODE = {"on": (), "off": ("w1", "w2"), "split": ("w2",)}
 # The section this run writes: with the bytecode step off, one of its own beside the usual one.
 MARKER = (
     "## Fleet-wide change"
     if BYTECODE == "on"
-    else "## Workflow bytecode step off: fleet-wide change"
+    else f"## Workflow bytecode ({BYTECODE}): fleet-wide change"
 )
 # The pinned activities of a deployment, counted per scheduling in its history.
 PINNED = ("checkout", "render_root", "diff_render", "review_policy")
@@ -60,13 +63,21 @@ TARGET_BYTES = 1 << 20
 
 
 def bench_fleetwide(work: Path) -> dict[str, Any]:
-    if BYTECODE not in ("on", "off"):
-        raise SystemExit(f"ROLLWRIGHT_BENCH_FLEETWIDE_BYTECODE is {BYTECODE!r}: on or off")
-    cache = work / "fleetwide-pycache"
-    if BYTECODE == "off":
-        cache.write_text("a file: no bytecode can be written beneath it\n")
-        cache = cache / "never"
-    env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(cache)}
+    if BYTECODE not in WITHOUT_BYTECODE:
+        raise SystemExit(f"ROLLWRIGHT_BENCH_FLEETWIDE_BYTECODE is {BYTECODE!r}: on, off or split")
+    nowhere = work / "no-bytecode"
+    nowhere.write_text("a file: no bytecode can be written beneath it\n")
+    env = {
+        worker: {
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONPYCACHEPREFIX": str(
+                nowhere / "never"
+                if worker in WITHOUT_BYTECODE[BYTECODE]
+                else work / f"pycache-{worker}"
+            ),
+        }
+        for worker in ("w1", "w2")
+    }
     cluster = Cluster(work / "fleetwide-stack", owner="bench", worker_env=env)
     cluster.start()
     try:
@@ -85,40 +96,47 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _cpu(cluster: Cluster) -> dict[str, float]:
-    """CPU seconds so far of both workers together and of the Temporal dev server."""
-    workers = sum(_cpu_seconds(child.pid) for child in cluster.workers.values())
-    temporal = _cpu_seconds(cluster.stack.supervisor.child("temporal").pid)
-    return {"workers": workers, "temporal": temporal}
+    """CPU seconds so far of each worker and of the Temporal dev server."""
+    cpu = {worker: _cpu_seconds(child.pid) for worker, child in cluster.workers.items()}
+    cpu["temporal"] = _cpu_seconds(cluster.stack.supervisor.child("temporal").pid)
+    return cpu
 
 
-def _pinned_schedulings(cluster: Cluster) -> tuple[int, Counter[str], int]:
+def _pinned_schedulings(cluster: Cluster) -> tuple[int, Counter[str], int, Counter[str]]:
     """From every DeploymentWorkflow's history: how many there are, how often each pinned
-    activity was scheduled, and how many of those schedulings timed out unstarted."""
+    activity was scheduled, how many of those schedulings timed out unstarted, and on which
+    worker each deployment rendered (its last render's queue)."""
 
-    async def count(workflow_id: str, run_id: str | None) -> tuple[Counter[str], int]:
+    async def count(workflow_id: str, run_id: str | None) -> tuple[Counter[str], int, str]:
         handle = cluster.temporal.client.get_workflow_handle(workflow_id, run_id=run_id)
         scheduled: Counter[str] = Counter()
         unstarted = 0
+        rendered_on = "none"
         async for event in handle.fetch_history_events():
             if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-                name = event.activity_task_scheduled_event_attributes.activity_type.name
+                attributes = event.activity_task_scheduled_event_attributes
+                name = attributes.activity_type.name
                 if name in PINNED:
                     scheduled[name] += 1
+                if name == "render_root":
+                    rendered_on = attributes.task_queue.name.rsplit("/", 1)[-1]
             elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
                 failure = event.activity_task_timed_out_event_attributes.failure
                 kind = failure.timeout_failure_info.timeout_type
                 if kind == TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START:
                     unstarted += 1
-        return scheduled, unstarted
+        return scheduled, unstarted, rendered_on
 
     total: Counter[str] = Counter()
     unstarted = 0
+    workers: Counter[str] = Counter()
     deployments = cluster.temporal.executions(f'WorkflowType = "{DEPLOYMENT_WORKFLOW}"')
     for execution in deployments:
-        scheduled, timed_out = cluster.temporal.run(count(execution.id, execution.run_id))
+        scheduled, timed_out, worker = cluster.temporal.run(count(execution.id, execution.run_id))
         total.update(scheduled)
         unstarted += timed_out
-    return len(deployments), total, unstarted
+        workers[worker] += 1
+    return len(deployments), total, unstarted, workers
 
 
 def _measure(cluster: Cluster, fleet: Fleet) -> dict[str, Any]:
@@ -180,7 +198,7 @@ def _measure(cluster: Cluster, fleet: Fleet) -> dict[str, Any]:
     assert dispatch is not None, "the push started no DispatchWorkflow"
     dispatch_info = dispatch.raw_description.workflow_execution_info
     counts = Counter(outcome.get(root, "pending") for root in fleet.roots)
-    deployments, scheduled, unstarted_tasks = _pinned_schedulings(cluster)
+    deployments, scheduled, unstarted_tasks, rendered_on = _pinned_schedulings(cluster)
     return {
         "bytecode": BYTECODE,
         "cpu": cpu,
@@ -188,6 +206,7 @@ def _measure(cluster: Cluster, fleet: Fleet) -> dict[str, Any]:
         "deployments": deployments,
         "scheduled": scheduled,
         "unstarted_tasks": unstarted_tasks,
+        "rendered_on": rendered_on,
         "roots": len(fleet.roots),
         "seconds": elapsed,
         "outcomes": counts,
@@ -218,6 +237,9 @@ def report(result: dict[str, Any]) -> str:
     roots = result["roots"]
     deployments = max(1, result["deployments"])
     scheduled = result["scheduled"]
+    cpu, rendered_on = result["cpu"], result["rendered_on"]
+    workers_cpu = sum(seconds for name, seconds in cpu.items() if name != "temporal")
+    bytecode = {"on": "yes", "off": "**no**", "split": "w1 yes, **w2 no**"}[result["bytecode"]]
     per_root = result["requests"] / roots
     events, sizes = result["events"] or [0], result["bytes"] or [0]
     kinds = ", ".join(f"{kind} {n / roots:.2f}" for kind, n in result["kinds"].most_common())
@@ -274,13 +296,23 @@ def report(result: dict[str, Any]) -> str:
         (
             "worker CPU per deployment, push → the limit or every root in review (both workers' "
             "processes and their ended children, over the DeploymentWorkflows started); "
-            "workflow bytecode written at worker start: "
-            + ("yes" if result["bytecode"] == "on" else "**no** (the step could not write it)"),
-            f"{result['cpu']['workers'] / deployments:.2f} s "
-            f"({result['cpu']['workers']:.0f} s over {deployments:,}); Temporal dev server "
-            f"{result['cpu']['temporal'] / deployments:.2f} s ({result['cpu']['temporal']:.0f} s)",
+            "workflow bytecode written at worker start: " + bytecode,
+            f"{workers_cpu / deployments:.2f} s ({workers_cpu:.0f} s over {deployments:,}); "
+            f"Temporal dev server {cpu['temporal'] / deployments:.2f} s ({cpu['temporal']:.0f} s)",
             "—",
             "",
+        ),
+        *(
+            (
+                f"  {worker}'s CPU per deployment it rendered (bytecode written: "
+                f"{'no' if worker in WITHOUT_BYTECODE[result['bytecode']] else 'yes'})",
+                f"{cpu[worker] / max(1, rendered_on[worker]):.2f} s ({cpu[worker]:.0f} s over "
+                f"{rendered_on[worker]:,})",
+                "—",
+                "",
+            )
+            for worker in ("w1", "w2")
+            if worker in cpu
         ),
         (
             "pinned tasks scheduled (the workflows' histories): checkouts for the deployments; "
