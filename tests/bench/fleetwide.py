@@ -337,6 +337,8 @@ def report(result: dict[str, Any]) -> str:
         f"- Load: 1-, 5-, 15-minute averages {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f} "
         "when the wait ended (other work on the machine shows in the figures)"
     )
+    if result["bytecode"] != "on":
+        load_line += f"\n- With `ROLLWRIGHT_BENCH_FLEETWIDE_BYTECODE={result['bytecode']}`"
     return f"""{MARKER}
 
 {section_header("fleetwide")}{load_line}
