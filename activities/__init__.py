@@ -4,7 +4,9 @@
 git cache and GitHub App and returns the callables a `temporalio.worker.Worker` takes:
 `all` for the shared task queue, `pinned` for this worker's own queue (checkout, render,
 diff and cleanup run where the checkout is; a PR preview's fetch and render run where its
-mirror was fetched; publish works from the stored render and may run on any worker).
+mirror was fetched; publish works from the stored render and may run on any worker),
+`waits` for the waits queue and `admitting` for the admission queue (`worker_task_queue`,
+answered once this worker has room: activities.admission).
 """
 
 from __future__ import annotations
