@@ -4,7 +4,9 @@
 git cache and GitHub App and returns the callables a `temporalio.worker.Worker` takes:
 `all` for the shared task queue, `pinned` for this worker's own queue (checkout, render,
 diff and cleanup run where the checkout is; a PR preview's fetch and render run where its
-mirror was fetched; publish works from the stored render and may run on any worker).
+mirror was fetched; publish works from the stored render and may run on any worker),
+`waits` for the waits queue and `admitting` for the admission queue (`worker_task_queue`,
+answered once this worker has room: activities.admission).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from temporalio.client import Client
 
+from activities.admission import Admission
 from activities.authority import ActionJudge
 from activities.dispatch import DispatchActivities, QueueActivities
 from activities.git import GitActivities
@@ -48,11 +51,13 @@ class Activities:
     all: list[Callable[..., Any]]
     pinned: list[Callable[..., Any]]
     waits: list[Callable[..., Any]]
+    admitting: list[Callable[..., Any]]  # for the admission queue (worker_task_queue)
     mirror: GitMirror
     blobs: BlobStore
     database: Database
     github: GitHubAccess
     metrics: WorkerMetrics
+    admission: Admission | None = None  # deployments holding this worker (worker_task_queue)
     _closers: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:
@@ -69,6 +74,7 @@ def build_activities(
     github: GitHubAccess | None = None,
     publisher: Publisher | None = None,
     metrics: WorkerMetrics | None = None,
+    admission: Admission | None = None,
 ) -> Activities:
     """Every activity the workflows call (the ACT_* names of shared.contracts.deploy)."""
     closers: list[Callable[[], None]] = []  # only what is built here
@@ -110,7 +116,7 @@ def build_activities(
     store = StoreActivities(blobs, database, metrics, announcer)
     checks = GitHubActivities(settings, github, jobs)
     dispatch = DispatchActivities(client, settings)
-    queues = QueueActivities(settings, client)
+    queues = QueueActivities(settings, client, admission)
     shared: list[Callable[..., Any]] = [
         git.affected_roots,
         git.revision_relation,
@@ -141,11 +147,14 @@ def build_activities(
         pinned=pinned,
         # also on the shared queue: dispatches scheduled before the waits queue existed
         waits=[dispatch.await_dispatch],
+        # also on the shared queue: previews, and deployments started before admission
+        admitting=[queues.worker_task_queue],
         mirror=mirror,
         blobs=blobs,
         database=database,
         github=github,
         metrics=metrics,
+        admission=admission,
         _closers=closers,
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 from temporalio import activity
@@ -10,8 +11,10 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.admission import Admission
 from activities.heartbeat import HEARTBEAT_SECONDS, beat
 from shared.contracts.activityrefs import (
     ACT_AWAIT_DISPATCH,
@@ -26,6 +29,7 @@ from shared.contracts.deploy import (
     DeploymentResult,
     DeploymentStatus,
     SignalDeploysRequest,
+    admission_task_queue,
 )
 from shared.contracts.governance import (
     REVISION_REVIEW_WORKFLOW,
@@ -148,14 +152,42 @@ class QueueActivities:
     """Pins a deployment to the worker that picked up its first activity, and tells a busy
     worker from a lost one."""
 
-    def __init__(self, settings: Settings, client: Client) -> None:
+    def __init__(
+        self, settings: Settings, client: Client, admission: Admission | None = None
+    ) -> None:
         self.settings = settings
         self.client = client
+        self.admission = admission
 
     @activity.defn(name=ACT_WORKER_TASK_QUEUE.name)
     async def worker_task_queue(self) -> str:
-        """Runs on the shared queue; every later activity of the deployment goes to the queue
-        returned here, so the checkout stays on this worker's disk."""
+        """Every later activity of the deployment goes to the queue returned here, so the
+        checkout stays on this worker's disk. Asked on the admission queue (deployments), the
+        answer waits until this worker has room for the deployment (activities.admission);
+        on the shared queue (previews, deployments started before admission) it comes at
+        once. A worker that begins to stop hands its waiting deployments back: Temporal asks
+        again, and another worker answers."""
+        info = activity.info()
+        admitting = info.task_queue == admission_task_queue(self.settings.task_queue)
+        if self.admission is not None and admitting and info.workflow_id:
+            admitted = asyncio.ensure_future(
+                self.admission.admit(info.workflow_id, on_wait=activity.heartbeat)
+            )
+            stopping = asyncio.ensure_future(activity.wait_for_worker_shutdown())
+            try:
+                await asyncio.wait({admitted, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopping.cancel()
+                if not admitted.done():
+                    admitted.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await admitted
+            if admitted.cancelled():
+                raise ApplicationError(
+                    f"worker {self.settings.worker_id} is stopping: another worker takes the "
+                    "deployment"
+                )
+            admitted.result()
         return self.settings.worker_task_queue
 
     @activity.defn(name=ACT_WORKER_ALIVE.name)

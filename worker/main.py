@@ -1,12 +1,14 @@
 """The worker process: `python -m worker` (configuration: ROLLWRIGHT_* variables).
 
-Two Temporal workers share one process and one client (pydantic data converter):
+Temporal workers share one process and one client (pydantic data converter):
 
 - the shared task queue (`settings.task_queue`): every workflow and every activity;
 - this worker's own queue (`settings.worker_task_queue`, `<task_queue>/<worker_id>`): the
   activities a deployment pins to the worker holding its checkout (checkout, render, diff,
   publish, cleanup). A DeploymentWorkflow learns the name from `worker_task_queue`, which runs
-  on the shared queue and so is answered by whichever worker picked the deployment up.
+  on the admission queue and is answered by a worker once it has room for the deployment
+  (activities.admission);
+- the waits queue (activities that only wait on another workflow) and the admission queue.
 
 A worker that dies takes its queue with it: the pinned activities' schedule-to-start timeout
 then fails the deployment visibly instead of waiting forever.
@@ -27,13 +29,19 @@ from datetime import timedelta
 from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 
 from activities import Activities, build_activities
-from shared.contracts.deploy import REVIEW_TIMEOUT_SECONDS, waits_task_queue
+from activities.admission import Admission
+from shared.contracts.deploy import (
+    REVIEW_TIMEOUT_SECONDS,
+    admission_task_queue,
+    waits_task_queue,
+)
 from shared.notify.notifier import Notifier
 from shared.notify.sinks import configured_sinks
 from shared.settings import Settings
+from worker.admission import AdmissionRelease
 from worker.bytecode import precompile
 from worker.logs import configure_logging
 from worker.telemetry import ActivityMetrics, serve_metrics, temporal_runtime
@@ -52,10 +60,19 @@ THREADS = 64
 # Activities that only wait on another workflow (a dispatch waiting for the previous one; a
 # long poll each, no thread): a burst of pushes queues hundreds at once.
 WAIT_SLOTS = 2000
+# Deployments this worker takes off the admission queue to wait for its room: a few, so that
+# the others wait in Temporal's queue for whichever worker has room first.
+ADMISSION_SLOTS = 2
 
 
 def pinned_concurrency() -> int:
     return max(4, 2 * (os.cpu_count() or 1))
+
+
+def admitted_deployments() -> int:
+    """Deployments holding this worker at once (activities.admission): twice its pinned slots,
+    so that a slot freed between one deployment's steps finds the next one's task queued."""
+    return 2 * pinned_concurrency()
 
 
 log = logging.getLogger("rollwright.worker")
@@ -74,9 +91,10 @@ async def connect(settings: Settings) -> Client:
 
 
 def build_workers(client: Client, settings: Settings, activities: Activities) -> list[Worker]:
-    """The shared-queue worker (workflows + all activities), the pinned-queue worker and the
-    waits-queue worker."""
-    interceptors = [ActivityMetrics(activities.metrics)]
+    """The shared-queue worker (workflows + all activities), the pinned-queue worker, the
+    waits-queue worker and the admission-queue worker."""
+    interceptors: list[Interceptor] = [ActivityMetrics(activities.metrics)]
+    releasing = [AdmissionRelease(activities.admission)] if activities.admission else []
     shared = Worker(
         client,
         task_queue=settings.task_queue,
@@ -91,7 +109,7 @@ def build_workers(client: Client, settings: Settings, activities: Activities) ->
         activities=activities.pinned,
         max_concurrent_activities=pinned_concurrency(),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
-        interceptors=interceptors,
+        interceptors=[*interceptors, *releasing],
         # A cancellation reaches an activity in a heartbeat's answer; the SDK sends them at
         # most this often. A superseded PR preview stops rendering within seconds.
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
@@ -104,7 +122,15 @@ def build_workers(client: Client, settings: Settings, activities: Activities) ->
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         interceptors=interceptors,
     )
-    return [shared, own, waits]
+    admitting = Worker(
+        client,
+        task_queue=admission_task_queue(settings.task_queue),
+        activities=activities.admitting,
+        max_concurrent_activities=ADMISSION_SLOTS,
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        interceptors=interceptors,
+    )
+    return [shared, own, waits, admitting]
 
 
 async def run_worker(
@@ -116,7 +142,7 @@ async def run_worker(
     asyncio.get_running_loop().set_default_executor(
         ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="rollwright-activity")
     )
-    activities = build_activities(settings, client)
+    activities = build_activities(settings, client, admission=Admission(admitted_deployments()))
     stop_metrics: Callable[[], None] | None = None
     try:
         if settings.worker_metrics_address:

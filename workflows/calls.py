@@ -39,9 +39,10 @@ class Options:
 
 
 _BEAT = timedelta(minutes=1)
-# A pinned task nobody takes within this time means its worker is gone: the deployment then
-# redoes its work on another worker. Workers run a few activities at once, so a live worker
-# takes a task within seconds; a false alarm only costs a render.
+# A pinned task nobody takes within this time means its worker is gone or busy: the
+# deployment asks Temporal whether the worker still polls, and asks it again or redoes its work
+# on another worker. A worker admits only a few deployments at once (ADMISSION), so a live
+# worker takes a task within seconds, even in a fleet-wide change.
 _PINNED_START = timedelta(seconds=30)
 _PINNED_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1), maximum_attempts=5)
 # A row or a notification for people: a few quick attempts, then the workflow goes on.
@@ -58,6 +59,11 @@ RECORD = Options(timedelta(seconds=30), _FEW_QUICK)
 NOTIFY = Options(timedelta(minutes=1), _FEW_QUICK)
 # Runs on the shared queue and names the worker's own queue (pins what follows to it).
 WORKER_QUEUE = Options(timedelta(seconds=30))
+# The same for a deployment, on the admission queue: the answer comes once a worker has room
+# for it (activities.admission), so a fleet-wide change waits there, with no start limit, not
+# on the workers' own queues. It heartbeats while a worker holds it waiting: one lost
+# meanwhile hands it to another within a minute.
+ADMISSION = Options(timedelta(hours=6), heartbeat=_BEAT)
 # Asks Temporal whether a worker still polls its queue; unanswered, the worker counts as lost.
 WORKER_ALIVE = Options(timedelta(seconds=30), _FEW_QUICK)
 

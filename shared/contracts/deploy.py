@@ -32,6 +32,13 @@ def waits_task_queue(task_queue: str) -> str:
     return f"{task_queue}#waits"
 
 
+def admission_task_queue(task_queue: str) -> str:
+    """Where a deployment asks for its worker (worker_task_queue), beside the shared queue:
+    each worker takes a task from it only when it can soon admit the deployment, so the ones
+    waiting stay in this queue, for whichever worker has room first."""
+    return f"{task_queue}#admission"
+
+
 DISPATCH_WORKFLOW = "DispatchWorkflow"
 DEPLOY_WORKFLOW = "DeployWorkflow"
 # One deployment of one root to one revision. Registered as "RenderWorkflow", its name before

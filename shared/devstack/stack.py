@@ -433,12 +433,15 @@ class DevStack:
             lambda: _http_ok(f"{self.urls.gateway}/healthz"),
         )
 
-    def start_worker(self, worker_id: str | None = None) -> Child:
+    def start_worker(
+        self, worker_id: str | None = None, *, env: Mapping[str, str] | None = None
+    ) -> Child:
         """Start a worker process and wait until it polls. `worker_id` names it (child
         `worker-<id>`, `ROLLWRIGHT_WORKER_ID`, its own task queue) and gives it a git cache of
         its own, as separate hosts have: several workers, or one started again after a crash.
-        Without it: the stack's one worker, `<hostname>-<pid>`, the data directory's cache."""
-        env = dict(self.env)
+        Without it: the stack's one worker, `<hostname>-<pid>`, the data directory's cache.
+        `env`: variables for this worker on top of the stack's."""
+        env = {**self.env, **(env or {})}
         name = "worker"
         if worker_id is not None:
             name = f"worker-{worker_id}"

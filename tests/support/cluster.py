@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -203,9 +203,17 @@ class Fleet(FleetDriver):
 class Cluster:
     """The stack with two workers. `start()`, then `fleet()` per repository; `stop()` always."""
 
-    def __init__(self, work: Path, *, owner: str) -> None:
+    def __init__(
+        self,
+        work: Path,
+        *,
+        owner: str,
+        worker_env: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         self.work = work
         self.owner = owner
+        # by worker id: variables on top of the stack's
+        self.worker_env = {w: dict(env) for w, env in (worker_env or {}).items()}
         options = StackOptions(
             data_dir=work / "stack", worker=False, headless_ui=True, env=inherited_env()
         )
@@ -250,7 +258,8 @@ class Cluster:
     # --- processes
 
     def start_worker(self, worker_id: str) -> Child:
-        self.workers[worker_id] = child = self.stack.start_worker(worker_id)
+        env = self.worker_env.get(worker_id)
+        self.workers[worker_id] = child = self.stack.start_worker(worker_id, env=env)
         self.started_workers += 1
         return child
 

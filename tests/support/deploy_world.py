@@ -106,6 +106,7 @@ from shared.contracts.deploy import (
     RootQueueState,
     SignalDeploysRequest,
     Trigger,
+    admission_task_queue,
     deploy_workflow_id,
     waits_task_queue,
 )
@@ -830,8 +831,14 @@ async def harness(
         waits = Worker(
             env.client, task_queue=waits_task_queue(TASK_QUEUE), activities=[world.await_dispatch]
         )
+        # deployments ask for their worker there (activities.admission)
+        admitting = Worker(
+            env.client,
+            task_queue=admission_task_queue(TASK_QUEUE),
+            activities=[world.worker_task_queue],
+        )
         async with contextlib.AsyncExitStack() as stack:
-            for worker in (shared, pinned, waits, *spares.values()):
+            for worker in (shared, pinned, waits, admitting, *spares.values()):
                 await stack.enter_async_context(worker)
             h = Harness(env=env, world=world, spares=spares, shared=shared)
             try:

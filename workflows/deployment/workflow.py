@@ -66,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         RenderRequest,
         RenderSummary,
         ReviewSignal,
+        admission_task_queue,
     )
     from shared.contracts.governance import (
         CarryOverRequest,
@@ -124,7 +125,7 @@ class DeploymentWorkflow:
             trigger="hotfix" if inp.hotfix is not None else inp.trigger,
             state="rendering",
         )
-        self.task_queue = await calls.run(ACT_WORKER_TASK_QUEUE, None, options=calls.WORKER_QUEUE)
+        self.task_queue = await self._admitted_worker()
         await self._set_state("rendering", status="in_progress", title="Rendering")
         while True:
             try:
@@ -172,6 +173,17 @@ class DeploymentWorkflow:
             return options
         return dataclasses.replace(options, schedule_to_start=self.pinned_start)
 
+    async def _admitted_worker(self) -> str:
+        """The own queue of a worker with room for this deployment: asked on the admission
+        queue, where it may wait through a fleet-wide change (calls.ADMISSION). The same
+        activity, command and result as before admission: only where it runs changed."""
+        return await calls.run(
+            ACT_WORKER_TASK_QUEUE,
+            None,
+            options=calls.ADMISSION,
+            task_queue=admission_task_queue(workflow.info().task_queue),
+        )
+
     async def _tries_again(self, err: ActivityError, doing: str) -> bool:
         """Whether pinned work that failed with `err` is done again: asked again of its worker
         when that is only busy, or redone on a live worker when it was lost, up to
@@ -202,7 +214,7 @@ class DeploymentWorkflow:
     async def _repin(self, doing: str) -> None:
         """Ask the shared queue for a live worker and tell the check run why it starts over."""
         lost = self.task_queue
-        self.task_queue = await calls.run(ACT_WORKER_TASK_QUEUE, None, options=calls.WORKER_QUEUE)
+        self.task_queue = await self._admitted_worker()
         workflow.logger.warning(
             "worker lost: rendering again",
             extra={"lost": lost, "now": self.task_queue, "losses": self.losses},
