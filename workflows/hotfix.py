@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from shared.contracts.preview import PullRequestClosed
     from workflows import calls
     from workflows.hotfixwords import comment_body, refused_verdict
+    from workflows.quoting import quoted
 
 MAX_HISTORY_EVENTS = 2_000
 MAX_COMMANDS_PER_RUN = 50
@@ -108,7 +109,7 @@ class HotfixWorkflow:
         except ActivityError as err:
             # GitHub or the mirror did not answer after a few attempts: refused, and the
             # comment says so; commenting again asks again.
-            verdict = refused_verdict(f"it could not be judged: {err.cause or err}")
+            verdict = refused_verdict(f"it could not be judged: {quoted(err)}")
         queued: list[str] = []
         if verdict.allowed:
             queued = await self._queue(command, verdict)
@@ -131,9 +132,9 @@ class HotfixWorkflow:
                 options=calls.SIGNAL_DEPLOYS,
             )
         except ActivityError as err:
-            workflow.logger.warning("hotfix not queued: %s", err.cause or err)
+            workflow.logger.warning("hotfix not queued: %s", quoted(err))
             verdict.allowed = False
-            verdict.reasons.append(f"the roots' queues could not be reached: {err.cause or err}")
+            verdict.reasons.append(f"the roots' queues could not be reached: {quoted(err)}")
             return []
         self.hotfixed += [root for root in command.roots if root not in self.hotfixed]
         return list(command.roots)

@@ -40,7 +40,6 @@ with workflow.unsafe.imports_passed_through():
         ACT_WORKER_TASK_QUEUE,
     )
     from shared.contracts.deploy import (
-        ERR_FLEET,
         QUERY_STATE,
         SA_REPO,
         SA_REVISION,
@@ -49,7 +48,6 @@ with workflow.unsafe.imports_passed_through():
         CheckRunRequest,
     )
     from shared.contracts.preview import (
-        ERR_PREVIEW_REVISION,
         FORCING_ACTIONS,
         PREVIEW_CHECK_NAME,
         PREVIEW_WORKFLOW,
@@ -69,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         preview_external_id,
     )
     from workflows import calls, searchattrs
+    from workflows.quoting import quoted
 
 # Long enough that a busy pull request's history stays readable, well under Temporal's limits
 # (each head carries its check run text, up to 64 KiB, twice).
@@ -84,19 +83,6 @@ INFRA_RETRY_PAUSES = (
     timedelta(minutes=2),
     timedelta(minutes=4),
     timedelta(minutes=8),
-)
-# Error types whose messages rollwright writes from safe text, so a check run may quote them:
-# fleet errors (redacted), a missing revision or base branch, GitHub's answers, no App
-# configured (activities/errors.py, activities/github.py). Anything else shows its type only.
-QUOTED_ERRORS = frozenset(
-    {
-        ERR_FLEET,
-        ERR_PREVIEW_REVISION,
-        "RevisionNotFound",
-        "GitHubRequestError",
-        "GitHubRetryableError",
-        "NotConfigured",
-    }
 )
 
 
@@ -245,7 +231,7 @@ class PreviewWorkflow:
         try:
             outcome = work.result()
         except ActivityError as err:
-            await self._failed(run, _message(err))
+            await self._failed(run, quoted(err))
             return
         run.base_sha = outcome.revisions.base_sha
         run.rendered_sha = outcome.revisions.head_sha
@@ -295,10 +281,10 @@ class PreviewWorkflow:
                 if not pauses or not _infrastructure(err):
                     raise
                 pause = pauses.pop(0)
-                run.message = f"retrying in {pause}: {_message(err)}"
+                run.message = f"retrying in {pause}: {quoted(err)}"
                 workflow.logger.warning(
                     "preview failed on infrastructure, retrying",
-                    extra={"head": head.head_sha, "error": _message(err), "pause": str(pause)},
+                    extra={"head": head.head_sha, "error": quoted(err), "pause": str(pause)},
                 )
                 self._details()
                 await workflow.sleep(pause, summary="infrastructure retry")
@@ -348,10 +334,10 @@ class PreviewWorkflow:
             )
             self.comment_id = ref.comment_id
         except ActivityError as err:
-            workflow.logger.warning("writing the preview comment failed: %s", _message(err))
+            workflow.logger.warning("writing the preview comment failed: %s", quoted(err))
             # At most 1,000 characters: the summary leaves room for this much (SUMMARY_RESERVE).
             comment_note = (
-                f"\n\nThe pull request comment could not be written: {_message(err)[:1000]}"
+                f"\n\nThe pull request comment could not be written: {quoted(err)[:1000]}"
             )
         run.conclusion = outcome.conclusion
         await self._check_run(
@@ -415,7 +401,7 @@ class PreviewWorkflow:
             ref = await calls.run(ACT_CHECK_RUN, request, options=calls.GITHUB)
         except ActivityError as err:
             # The comment still tells the story; a refused check run must not stop previews.
-            workflow.logger.warning("writing the preview check run failed: %s", _message(err))
+            workflow.logger.warning("writing the preview check run failed: %s", quoted(err))
             return
         run.check_run_id = ref.check_run_id
 
@@ -459,22 +445,3 @@ def _infrastructure(err: ActivityError) -> bool:
     if isinstance(cause, ActivityTimeout):
         return True
     return isinstance(cause, ApplicationError) and not cause.non_retryable
-
-
-def _message(err: ActivityError) -> str:
-    """What a check run, the comment note, the state and the log may say about `err`: the
-    message of an error rollwright words itself (a fleet error's is redacted by
-    `shared.engine.fleet`), else only the error's type. Any other message may quote a secret."""
-    cause = err.cause
-    if isinstance(cause, ApplicationError) and cause.type in QUOTED_ERRORS:
-        return cause.message
-    if isinstance(cause, ApplicationError):
-        kind = cause.type or "ApplicationError"
-        return (
-            f"an unexpected `{kind}` in `{err.activity_type or 'an activity'}` (its message is "
-            "not shown here, as it may quote a secret); see the worker log"
-        )
-    if isinstance(cause, ActivityTimeout):
-        kind = cause.type.name.lower() if cause.type else "unknown"
-        return f"the worker did not finish in time ({kind} timeout)"
-    return str(cause or err)

@@ -68,7 +68,8 @@ from tests.support import queries
 from tests.support.deploy_world import register_search_attributes, sha, until
 from tests.support.deploy_world import test_server_path as server_path
 from tests.support.histories import keep, run_chain_to
-from workflows.preview import QUOTED_ERRORS, PreviewWorkflow
+from workflows.preview import PreviewWorkflow
+from workflows.quoting import QUOTED_ERRORS
 
 pytestmark = pytest.mark.timeout(120)
 
