@@ -668,7 +668,7 @@ class Harness:
         state: RootQueueState = await until(probe, what)
         return state
 
-    async def awaiting_review(self, root: str, revision: str) -> str:
+    async def awaiting_review(self, root: str, revision: str, timeout: float = 15.0) -> str:
         """Wait for a deployment of `revision` to sit at the review gate (its check run asks
         for Approve / Reject); its deployment id. Read from the check-run double, not by
         query, so continue-as-new cannot get in the way."""
@@ -682,7 +682,9 @@ class Harness:
                     return last.external_id
             return None
 
-        deployment_id: str = await until(asking, f"{root} at {revision[:8]} awaiting review")
+        deployment_id: str = await until(
+            asking, f"{root} at {revision[:8]} awaiting review", timeout
+        )
         return deployment_id
 
     async def review(

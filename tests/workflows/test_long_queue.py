@@ -74,7 +74,9 @@ def _assert_short(histories: list[WorkflowHistory]) -> None:
 
 
 async def _deployment_awaiting_review(h: Harness, revision: str) -> str:
-    deployment_id: str = await h.awaiting_review(ROOT, revision)
+    # Real time on the dev server, next to thousands of check runs being written again (after
+    # the Unlock): on a loaded machine the first deployment took over 15 s to ask once.
+    deployment_id: str = await h.awaiting_review(ROOT, revision, timeout=60)
     return deployment_id
 
 
