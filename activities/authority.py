@@ -83,8 +83,7 @@ class ActionJudge:
         repo = request.repo
         revision = request.revision
         if revision is None:
-            self.mirror.fetch(repo)
-            revision = self.mirror.resolve(repo, f"refs/heads/{repo.default_branch}")
+            revision = self.mirror.default_tip(repo)
         tree = GitTree(self.mirror.ensure(repo, revision), revision)
         if request.root is not None:
             roots = [request.root]

@@ -44,7 +44,7 @@ from shared.engine.policies.sets import check_root, sets_for
 from shared.engine.tree import WorkTree
 from shared.github.app import GitHubApp, PullOfCommit
 from shared.review.diff import fingerprint
-from shared.review.governance import decide, policy_for, teams_named
+from shared.review.governance import approvers_of, decide, policy_for, teams_named
 from shared.review.owners import changed_paths, owners_for
 from shared.review.policies import findings_of, policy_checks
 from shared.review.policychanges import SetChange, set_changes
@@ -309,15 +309,8 @@ def who_is(app: GitHubApp, repo: str, login: str, *policies: ReviewPolicy) -> tu
 
 
 def head_approvers(app: GitHubApp, repo: str, number: int, head: str) -> list[str]:
-    """Who approves pull request `number` at its head `head`: each reviewer's last approving
-    or blocking review (comments do not count) must approve that very commit."""
-    latest: dict[str, tuple[str, str]] = {}
-    for review in app.pull_reviews(repo, number):
-        if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED") and review.login:
-            latest[review.login.lower()] = (review.state, review.commit_id)
-    return sorted(
-        login for login, (state, commit) in latest.items() if state == "APPROVED" and commit == head
-    )
+    """Who approves pull request `number` at its head `head` (`approvers_of`)."""
+    return approvers_of(app.pull_reviews(repo, number), head)
 
 
 def owners_report(

@@ -118,8 +118,7 @@ class HotfixActivities:
         return app.is_team_member(repo, org, slug, author)
 
     def _settings(self, repo: RepoRef) -> HotfixSettings | None:
-        self.mirror.fetch(repo)
-        tip = self.mirror.resolve(repo, f"refs/heads/{repo.default_branch}")
+        tip = self.mirror.default_tip(repo)
         return FleetConfig.load(GitTree(self.mirror.ensure(repo, tip), tip)).hotfix
 
     def _roots_at(self, repo: RepoRef, head: str) -> tuple[frozenset[str] | None, str]:

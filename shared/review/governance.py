@@ -21,6 +21,7 @@ from shared.contracts.governance import (
     Verdict,
 )
 from shared.engine.config.fleet import FleetConfig
+from shared.github.app import PullReview
 
 # What each governed button does, as the refusals say it ("only people with write access
 # may unlock a root's queue").
@@ -191,3 +192,27 @@ def _first_rows(actor: str | None, permission: str, repo: str, what: str) -> Ver
             f"write access may {what}",
         )
     return None
+
+
+# A review's state that stands until the same reviewer submits another (a comment does not
+# replace an approval or a change request, as on GitHub).
+STANDING = frozenset({"APPROVED", "CHANGES_REQUESTED", "DISMISSED"})
+
+
+def standing_reviews(reviews: Iterable[PullReview]) -> dict[str, PullReview]:
+    """Each reviewer's last standing review (by lowercase login), from reviews oldest first."""
+    standing: dict[str, PullReview] = {}
+    for review in reviews:
+        if review.state in STANDING and review.login:
+            standing[review.login.lower()] = review
+    return standing
+
+
+def approvers_of(reviews: Iterable[PullReview], head: str) -> list[str]:
+    """Who approves the commit `head`: reviewers whose standing review approves that very
+    commit (an approval of an earlier head vouches for nothing later)."""
+    return sorted(
+        login
+        for login, review in standing_reviews(reviews).items()
+        if review.state == "APPROVED" and review.commit_id == head
+    )

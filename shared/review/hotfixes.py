@@ -12,12 +12,10 @@ from dataclasses import dataclass, field
 
 from shared.engine.config.hotfix import HotfixSettings
 from shared.github.app import CommitCheck, PullInfo, PullReview
+from shared.review.governance import approvers_of, standing_reviews
 
 WRITES = frozenset({"write", "admin"})
 GREEN = frozenset({"success", "neutral", "skipped"})
-# A review's state that stands until the same reviewer submits another (COMMENTED does not
-# replace an approval or a change request, as on GitHub).
-STANDING = frozenset({"APPROVED", "CHANGES_REQUESTED", "DISMISSED"})
 
 
 @dataclass(frozen=True)
@@ -121,19 +119,12 @@ def _roots(facts: HotfixFacts, settings: HotfixSettings, out: Judgement) -> None
 
 def _approvals(facts: HotfixFacts, settings: HotfixSettings, out: Judgement) -> None:
     pull = facts.pull
-    standing: dict[str, PullReview] = {}
-    for review in facts.reviews:  # oldest first: the last standing one of each reviewer
-        if review.state in STANDING:
-            standing[review.login.lower()] = review
+    standing = standing_reviews(facts.reviews)
     author = (pull.author or "").lower()
     blocking = sorted(r.login for r in standing.values() if r.state == "CHANGES_REQUESTED")
     for login in blocking:
         out.reasons.append(f"@{login} requested changes")
-    approvers = sorted(
-        r.login
-        for r in standing.values()
-        if r.state == "APPROVED" and r.commit_id == pull.head_sha and r.login.lower() != author
-    )
+    approvers = [a for a in approvers_of(facts.reviews, pull.head_sha) if a != author]
     if settings.approvals == 0:
         return
     if len(approvers) >= settings.approvals:

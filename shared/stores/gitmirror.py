@@ -217,6 +217,12 @@ class GitMirror:
                     )
         return mirror
 
+    def default_tip(self, repo: RepoRef) -> str:
+        """The tip of the repository's default branch, fetched now: the rollwright.yaml in
+        force (who may click, who may hotfix)."""
+        self.fetch(repo)
+        return self.resolve(repo, f"refs/heads/{repo.default_branch}")
+
     def resolve(self, repo: RepoRef, revision: str) -> str:
         mirror = self.mirror_path(repo)
         proc = self._git(mirror, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")

@@ -286,8 +286,8 @@ class Fleet:
         payload["installation"] = {"id": INSTALLATION}
         self._post("issue_comment", payload)
 
-    def close_merged(self, head: str, merged: str) -> None:
-        """The pull request is merged as `merged`: its `closed` webhook."""
+    def merged_on_github(self, head: str, merged: str) -> None:
+        """GitHub has the pull request merged as `merged` (no webhook)."""
         self.stack.emulator.set_pull(
             OWNER,
             self.name,
@@ -299,6 +299,10 @@ class Fleet:
             merged=True,
             merge_commit_sha=merged,
         )
+
+    def close_merged(self, head: str, merged: str) -> None:
+        """The pull request is merged as `merged`: its `closed` webhook."""
+        self.merged_on_github(head, merged)
         payload = pr_payload(
             OPENED,
             repo=self.full_name,
@@ -559,17 +563,7 @@ def test_an_approved_pull_request_deploys_without_asking_again(stack: Stack) -> 
     emulator.add_review(OWNER, fleet.name, fleet.pr, "alice", "APPROVED", commit_id=head)
     git(fleet.path, "merge", "-q", "--no-ff", "-m", "Merge #2", fleet.branch)
     merged = fleet.head("main")
-    emulator.set_pull(
-        OWNER,
-        fleet.name,
-        fleet.pr,
-        head_sha=head,
-        head_ref=fleet.branch,
-        base_ref="main",
-        state="closed",
-        merged=True,
-        merge_commit_sha=merged,
-    )
+    fleet.merged_on_github(head, merged)
     deploy(stack, repo, merged)
     done = wait_for_deployment(stack, fleet, merged, "success")
     assert "approved in #2 by @alice" in done.output["summary"]

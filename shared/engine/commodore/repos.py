@@ -95,18 +95,7 @@ class Mirror:
             if revision is None
             else [f"refs/tags/{wanted}", f"refs/heads/{wanted}", wanted]
         )
-        for name in candidates:
-            found = _git(
-                "--git-dir",
-                str(self.path),
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                f"{name}^{{commit}}",
-            )
-            if found.ok:
-                return found.out.strip()
-        return None
+        return next(filter(None, (self._commit(name) for name in candidates)), None)
 
     def _listed(self, pattern: str) -> str | None:
         refs = _git(
@@ -119,17 +108,17 @@ class Mirror:
         )
         for ref in sorted(refs.out.split("\n") if refs.ok else []):
             if ref and f"/{ref}".endswith(f"/{pattern}"):
-                found = _git(
-                    "--git-dir",
-                    str(self.path),
-                    "rev-parse",
-                    "--verify",
-                    "--quiet",
-                    f"{ref}^{{commit}}",
-                )
-                if found.ok:
-                    return found.out.strip()
+                commit = self._commit(ref)
+                if commit is not None:
+                    return commit
         return None
+
+    def _commit(self, name: str) -> str | None:
+        """The commit `name` (a ref or a sha) names in the mirror, or None."""
+        found = _git(
+            "--git-dir", str(self.path), "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"
+        )
+        return found.out.strip() if found.ok else None
 
     def short(self, sha: str) -> str:
         """`git rev-parse --short=6`, as Commodore names commits in its catalog commits."""
