@@ -88,6 +88,7 @@ def bench_render(work: Path) -> dict[str, Any]:
             finally:
                 config.unlink()
     raw_rates.append(raw.rate())
+    floor = raw.round_trip_rate()
     entries = list((work / "out").rglob("*"))
     return {
         "roots": roots,
@@ -99,6 +100,7 @@ def bench_render(work: Path) -> dict[str, Any]:
         "load": (load_before, os.getloadavg()[0]),
         "raw_rate": max(raw_rates),
         "raw_rates": raw_rates,
+        "floor_rate": floor,
         "raw_renders": len(raw.jobs),
     }
 
@@ -153,6 +155,9 @@ def report(render: dict[str, Any], changed: dict[str, float]) -> str:
         "memory-1-unchecked": "output on tmpfs, `--jobs 1`, schema checks off",
     }
     measured = ("disk", "memory")  # the rows with targets; the others explain them
+    # Ratio targets: the default `--jobs` against the raw engine's one process, and one
+    # process against one.
+    ratio_targets = {"disk": 0.7, "memory": 0.7, "memory-1": 0.5}
     rows: list[tuple[str, str, str, str]] = []
     for name, run in runs.items():
         rate = releases / run.seconds
@@ -175,16 +180,27 @@ def report(render: dict[str, Any], changed: dict[str, float]) -> str:
             "",
         )
     )
+    floor = render["floor_rate"]
+    rows.append(
+        (
+            "the raw engine plus PyYAML's own round trip: each rendered document parsed and "
+            "dumped once with libyaml (C loader and dumper, rollwright's output settings), "
+            "nothing written, one process",
+            f"{floor:.0f} releases/s, ratio {floor / raw:.3f} to the raw engine",
+            "—",
+            "",
+        )
+    )
     for name, run in runs.items():
         ratio = releases / run.seconds / raw
-        target = name in measured
-        processes = f"{jobs} against one" if target else "one process against one"
+        wanted = ratio_targets.get(name)
+        processes = f"{jobs} against one" if name in measured else "one process against one"
         rows.append(
             (
                 f"ratio to the raw engine, {where[name]} ({processes})",
                 f"{ratio:.3f}",
-                "≥ 0.5" if target else "—",
-                verdict(ratio >= 0.5) if target else "",
+                f"≥ {wanted}" if wanted else "—",
+                verdict(ratio >= wanted) if wanted else "",
             )
         )
     if "memory-1-unchecked" in runs:
@@ -249,7 +265,11 @@ processes with one (the `--jobs 1` row is the per-process ratio). The output tre
 work whose cost depends on the machine (compare the *system* CPU of the disk and the tmpfs
 runs), so the same render is also measured with its output on tmpfs. Every render checks each
 object against the Kubernetes schemas (`schemas.mode: strict`, the default); one more
-`--jobs 1` run with `mode: off` gives what the checks cost.
+`--jobs 1` run with `mode: off` gives what the checks cost. The round-trip row is a reference
+for the ratios: the raw engine with nothing added but PyYAML's own parse and dump of each
+rendered document through libyaml (rollwright's files are PyYAML's bytes; its faster paths
+reproduce them, tests/engine/test_yamldoc.py), before any values layering, post-processing,
+checks or files.
 
 | measure | result | target | |
 |---|---|---|---|
