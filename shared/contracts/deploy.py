@@ -364,6 +364,9 @@ class RootQueueInput(Payload):
     # Pull requests merged after they were hotfixed here: a hotfix of one of them that ends
     # later does not lock the queue.
     merged_hotfixes: list[int] = Field(default_factory=list)
+    # Their merge signals (who merged, the merge commit), for the audit row of a hotfix lock
+    # that opens as its deployment ends; runs before these were kept carried the numbers alone.
+    merged_hotfix_signals: list[HotfixMerged] = Field(default_factory=list)
 
 
 class RootQueueState(Payload):

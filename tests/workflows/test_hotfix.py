@@ -203,3 +203,61 @@ def test_a_refused_hotfix_deploys_nothing_and_says_why() -> None:
         assert refused == [(ROOT, False), (OTHER, False)]
 
     asyncio.run(scenario())
+
+
+@pytest.mark.timeout(120)
+def test_a_hotfix_whose_pull_request_merges_while_it_deploys_leaves_the_root_unlocked() -> None:
+    async def scenario() -> None:
+        world = World(latest={ROOT: latest(L)}, empty_diffs={MERGE})
+        world.relations[(L, HEAD)] = "diverged"
+        doubles = HotfixDoubles()
+        doubles.verdicts = [allowed()]
+        async with harness(world, WORKFLOWS, activities=doubles.activities()) as h:
+            doubles.client = h.client
+            handle = await command(h.client, "alice", [ROOT])
+            deployment = await h.awaiting_review(ROOT, HEAD)
+            # Merged while the hotfix waits for its review: nothing is locked yet ...
+            await handle.signal(
+                SIGNAL_HOTFIX_CLOSED,
+                PullRequestClosed(merged=True, sender="carol", merge_commit_sha=MERGE),
+            )
+            assert await handle.result() == [ROOT]
+            await until(lambda: doubles.merged != [], "the merge signalled")
+            assert [a for a in world.audits if a.source == "pr_merge"] == []
+
+            # ... and the hotfix, published, does not lock: the lock it takes opens at once,
+            # audited as the merge's, and the latest render says who opened it.
+            done = await h.review(deployment, "approve", "bob")
+            assert done.state == "published"
+            await until(
+                lambda: any(a.source == "pr_merge" for a in world.audits), "the lock audited"
+            )
+            opened = [a for a in world.audits if a.source == "pr_merge"]
+            assert len(opened) == 1
+            assert (opened[0].action, opened[0].actor, opened[0].counted) == (
+                "unlock",
+                "carol",
+                True,
+            )
+            assert opened[0].deployment_id == deployment
+            assert opened[0].reason == (
+                f"pull request #{PR} was merged as {MERGE[:12]}: the hotfix lock opens as its "
+                "deployment ends"
+            )
+            state = await h.state(ROOT)
+            assert not state.lock.locked
+            assert world.latest[ROOT].unlocked_by == f"merge of #{PR} by carol"
+
+            # The merge deploys without anyone clicking Unlock.
+            await h.push(ROOT, MERGE)
+            await until(
+                lambda: any(r.revision == MERGE and r.state == "published" for r in world.records),
+                "the merge published",
+            )
+            assert not _waiting_for_unlock(world, MERGE)
+
+            queue = h.deploy(ROOT)
+            desc = await queue.describe()
+            keep("hotfix-merged-while-deploying", await h.run_chain(queue.id, desc.run_id or ""))
+
+    asyncio.run(scenario())

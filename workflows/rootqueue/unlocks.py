@@ -106,10 +106,18 @@ def merge_by(merged: HotfixMerged) -> str:
 
 
 def merge_audit_record(
-    repo: RepoRef, root: str, lock: LockState, merged: HotfixMerged, *, at: datetime
+    repo: RepoRef,
+    root: str,
+    lock: LockState,
+    merged: HotfixMerged,
+    *,
+    at: datetime,
+    while_deploying: bool = False,
 ) -> AuditRecord:
-    """The audit row of a hotfix lock opened by its pull request's merge."""
+    """The audit row of a hotfix lock opened by its pull request's merge (`while_deploying`:
+    the merge came while the hotfix was queued or deploying; its lock opens as it ends)."""
     commit = f" as {merged.merge_commit_sha[:12]}" if merged.merge_commit_sha else ""
+    opens = "opens as its deployment ends" if while_deploying else "opens"
     return AuditRecord(
         repo=repo.full_name,
         root=root,
@@ -118,6 +126,6 @@ def merge_audit_record(
         actor=merged.by,
         source="pr_merge",
         counted=True,
-        reason=f"pull request #{merged.pr} was merged{commit}: the hotfix lock opens",
+        reason=f"pull request #{merged.pr} was merged{commit}: the hotfix lock {opens}",
         at=at,
     )

@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_UNLOCK,
         STATE_QUEUE_ITEMS,
         TERMINAL_STATES,
+        AuditRecord,
         CheckRunBatch,
         CurrentDeployment,
         DeploymentInput,
@@ -90,6 +91,9 @@ QUEUED_BATCH = 50  # queued check runs or rows per activity
 DETACHED_CHECK = timedelta(minutes=30)
 # Unlock clicks are judged by the review policy (docs/workflow-versions.md).
 JUDGED_UNLOCK = "DeployWorkflow-judged-unlock"
+# A hotfix lock that opens as its deployment ends (its pull request merged meanwhile) is
+# audited like one its merge opens (docs/workflow-versions.md).
+MERGE_AUDIT = "DeployWorkflow-hotfix-merge-audit"
 
 
 @workflow.defn(name=DEPLOY_WORKFLOW)
@@ -110,6 +114,8 @@ class RootQueueWorkflow:
         self.ended: dict[str, DeploymentUpdate] = {}  # terminal updates, by deployment id
         self.idle_since: datetime | None = None
         self.merged_hotfixes: list[int] = []  # hotfixed pull requests merged since
+        self.merges: dict[int, HotfixMerged] = {}  # their merge signals, by pull request
+        self.unaudited: list[AuditRecord] = []  # locks opened as a deployment ended
 
     # --- signals and queries ---------------------------------------------------------------
 
@@ -157,6 +163,7 @@ class RootQueueWorkflow:
         await workflow.wait_condition(lambda: self.started)
         if merged.pr not in self.merged_hotfixes:
             self.merged_hotfixes.append(merged.pr)
+        self.merges.setdefault(merged.pr, merged)
         lock = self.queue.lock
         if not unlocks.opened_by_merge(lock, merged):
             return
@@ -224,6 +231,8 @@ class RootQueueWorkflow:
         self._judged()
         self.unlock_refusals = list(inp.unlock_refusals)
         self.merged_hotfixes = list(dict.fromkeys(inp.merged_hotfixes + self.merged_hotfixes))
+        for merged in inp.merged_hotfix_signals:
+            self.merges.setdefault(merged.pr, merged)
         self.queue = RootQueue.unpack(
             inp.queue_packed,
             inp.lock,
@@ -355,6 +364,7 @@ class RootQueueWorkflow:
                 unlock_unsaved=self.unlock_unsaved,
                 unlock_refusals=self.unlock_refusals,
                 merged_hotfixes=self.merged_hotfixes,
+                merged_hotfix_signals=list(self.merges.values()),
             )
         )
 
@@ -386,6 +396,7 @@ class RootQueueWorkflow:
         update = self.ended.pop(item.deployment_id)
         self.detached = None
         self._after_deployment(item, update.state, update.message, update.latest)
+        await self._audit_merges()
         return True
 
     async def _ask_detached(self, item: QueueItem) -> bool:
@@ -397,6 +408,7 @@ class RootQueueWorkflow:
         if found.result is not None:
             done = found.result
             self._after_deployment(item, done.state, done.message, done.latest)
+            await self._audit_merges()
         else:
             await self._deployment_failed(item, f"The deployment workflow ended ({found.status}).")
         return True
@@ -528,6 +540,7 @@ class RootQueueWorkflow:
             return
         self.ended.pop(item.deployment_id, None)
         self._after_deployment(item, result.state, result.message, result.latest)
+        await self._audit_merges()
 
     async def _relation(self, item: QueueItem) -> Relation | None:
         """How the item's revision stands to the latest deployed one; None when that cannot
@@ -565,6 +578,14 @@ class RootQueueWorkflow:
             hotfix=item.hotfix,
         )
 
+    async def _audit_merges(self) -> None:
+        """The audit rows of hotfix locks that opened as their deployment ended (patch
+        MERGE_AUDIT; before it, such a lock opened without one)."""
+        records, self.unaudited = self.unaudited, []
+        if records and workflow.patched(MERGE_AUDIT):
+            for record in records:
+                await clicks.audit(record)
+
     def _after_deployment(
         self,
         item: QueueItem,
@@ -585,7 +606,20 @@ class RootQueueWorkflow:
             hotfix = latest.hotfix
             if hotfix is not None and hotfix.pr in self.merged_hotfixes:
                 # Its pull request was merged while it ran: the wait it locks for is over.
-                self._unlock_now(UnlockSignal(by=unlocks.merge_by(HotfixMerged(pr=hotfix.pr))))
+                merged = self.merges.get(hotfix.pr) or HotfixMerged(pr=hotfix.pr)
+                lock = self.queue.lock
+                if lock.locked:
+                    self.unaudited.append(
+                        unlocks.merge_audit_record(
+                            self.inp.repo,
+                            self.inp.root,
+                            lock,
+                            merged,
+                            at=workflow.now(),
+                            while_deploying=True,
+                        )
+                    )
+                self._unlock_now(UnlockSignal(by=unlocks.merge_by(merged)))
         self.current = None
 
     async def _deployment_failed(self, item: QueueItem, message: str) -> None:
