@@ -13,7 +13,8 @@ what they may approve, and the summary then says which roots still need someone 
 from __future__ import annotations
 
 import builtins
-from datetime import timedelta
+import contextlib
+from datetime import datetime, timedelta
 from typing import Literal
 
 from temporalio import workflow
@@ -46,6 +47,12 @@ MAX_HISTORY_EVENTS = 10_000
 # Once every reported deployment has finished and nothing was reported for this long, the
 # workflow ends (a later report starts it again, with a fresh check run).
 QUIET = timedelta(hours=1)
+# A fleet-wide change reports by the hundred, and every report asked for the whole summary
+# (a row a root) to be written again: one write per report made the summary most of the
+# change's GitHub requests and Temporal payloads. Written at most this often; clicks act at
+# once (patch PACED_WRITES, docs/workflow-versions.md).
+PACE = timedelta(seconds=3)
+PACED_WRITES = "RevisionReviewWorkflow-paced-writes"
 
 
 @workflow.defn(name=REVISION_REVIEW_WORKFLOW)
@@ -55,6 +62,7 @@ class RevisionReviewWorkflow:
         self.dirty = False
         self.clicks: list[ReviewSignal] = []
         self.check_run_id: int | None = None
+        self.written_at: datetime | None = None
 
     @workflow.signal(name=SIGNAL_ROOT_REVIEW)
     def root_review(self, review: RootReview) -> None:
@@ -85,6 +93,7 @@ class RevisionReviewWorkflow:
         for carried in inp.roots:
             self.roots.setdefault(carried.root, carried)  # a signal that came first is newer
         self.check_run_id = self.check_run_id or inp.check_run_id
+        paced = workflow.patched(PACED_WRITES)  # decided once a run, at its start
         while True:
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -112,16 +121,32 @@ class RevisionReviewWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not (self.dirty or self.clicks):
                     return
+            if paced and self.dirty and not self.clicks:
+                await self._paced()
             while self.clicks:
                 await self._approve_all(self.clicks.pop(0))
             if self.dirty:
                 self.dirty = False
                 await self._write()
+                self.written_at = workflow.now()
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
         limit = self.inp.max_history_events or MAX_HISTORY_EVENTS
         return info.is_continue_as_new_suggested() or info.get_current_history_length() > limit
+
+    async def _paced(self) -> None:
+        """Wait out what is left of PACE since the last write (reports gather meanwhile);
+        a click ends the wait."""
+        if self.written_at is None:
+            return
+        left = self.written_at + PACE - workflow.now()
+        if left <= timedelta(0):
+            return
+        with contextlib.suppress(builtins.TimeoutError):
+            await workflow.wait_condition(
+                lambda: bool(self.clicks), timeout=left, timeout_summary="pace"
+            )
 
     def _waiting(self) -> list[RootReview]:
         return [

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
+from temporalio.api.enums.v1 import EventType
 
 from activities.github import GitHubAccess
 from activities.governance import GovernanceActivities
+from shared.contracts.activityrefs import ACT_CHECK_RUN
 from shared.contracts.deploy import SIGNAL_REVIEW, TASK_QUEUE, CheckRunRequest, ReviewSignal
 from shared.contracts.governance import (
     REVISION_REVIEW_WORKFLOW,
+    SIGNAL_ROOT_REVIEW,
     CarryOver,
     OwnersRequirement,
     RevisionReviewInput,
@@ -33,6 +37,7 @@ from shared.settings import Settings
 from shared.stores.blob import FileBlobStore
 from tests.support.deploy_world import REPO, Harness, World, harness, latest, sha, until
 from tests.support.histories import keep
+from workflows.revision import PACE
 
 ROOT = "staging/cluster-a"
 A, L = sha("a"), sha("1")
@@ -384,3 +389,38 @@ async def test_the_revision_summary_continues_as_new_and_keeps_its_roots() -> No
         chain = await h.run_chain(handle.id, handle.result_run_id or "")
         assert len(chain) >= 2, "the summary continued as new"
         keep("approve-all", chain)
+
+
+@scenario
+async def test_the_revision_summary_is_written_at_most_every_few_seconds_while_roots_report() -> (
+    None
+):
+    roots = [f"g/c{i}" for i in range(8)]
+    world = World(latest={r: latest(L) for r in roots})
+    async with harness(world) as h:
+        for root in roots:
+            await h.push(root, A, by="carol")
+
+        def summary(title: str) -> CheckRunRequest | None:
+            runs = [world.last(i) for i in world.revision_runs(A)]
+            return next((r for r in runs if r.title == title), None)
+
+        await until(lambda: summary("8 of 8 roots awaiting review"), "all eight listed", 90)
+        handle = h.client.get_workflow_handle(revision_review_workflow_id(REPO.full_name, A))
+        reports, writes = 0, []
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                reports += event.workflow_execution_signaled_event_attributes.signal_name == (
+                    SIGNAL_ROOT_REVIEW
+                )
+            elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                scheduled = event.activity_task_scheduled_event_attributes
+                if scheduled.activity_type.name == ACT_CHECK_RUN.name:
+                    writes.append(event.event_time.ToDatetime())
+        # Sixteen reports (each root's review asked, then its check run) and fewer writes, a
+        # pace apart: the reports that came meanwhile went out together.
+        assert reports >= 8 and 1 < len(writes) < reports
+        gaps = [later - earlier for earlier, later in itertools.pairwise(writes)]
+        assert all(gap >= PACE for gap in gaps), gaps
+        desc = await handle.describe()
+        keep("paced-summary", await h.run_chain(handle.id, desc.run_id or ""))
