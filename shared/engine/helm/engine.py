@@ -5,7 +5,7 @@ This is the only module that calls `helm_python` (the Helm v4 Go SDK through cty
 offers what the rest of rollwright needs: render a chart with final values, render a Go
 template with Helm's own engine (sprig, `tpl`, `toYaml`, ...), read a chart's defaults and pull
 a chart from a repository. Swapping in a `helm` CLI or another binding means rewriting this
-file only.
+file and `binding` only.
 """
 
 from __future__ import annotations
