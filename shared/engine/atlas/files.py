@@ -55,7 +55,8 @@ _DIR_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Validators are built on first use (start-up time: `roots --changed` may parse none).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 NameStyle = Literal["prefix", "suffix"]
@@ -393,6 +394,8 @@ class HelmRelease(Rendering, Capabilities):
 class HelmfileTemplate(Capabilities):
     """`templates/<template>/helmfile.yaml.gotmpl` after Go template rendering. Its own
     `kubeVersion` / `apiVersions` are the defaults of its releases (helmfile's)."""
+
+    model_config = ConfigDict(defer_build=True)  # as `_Strict` (start-up time)
 
     repositories: list[HelmRepository] = Field(default_factory=list)
     releases: list[HelmRelease] = Field(default_factory=list)

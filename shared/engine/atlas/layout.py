@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from shared.engine.atlas import affected, secrets, unread, validate
+from shared.engine.atlas import affected
 from shared.engine.atlas.discovery import Cluster
 from shared.engine.atlas.instance_patches import apply_instance_patches
 from shared.engine.atlas.planner import Planner
@@ -33,6 +33,7 @@ from shared.engine.tree import Tree
 
 if TYPE_CHECKING:
     from shared.engine import conformance
+    from shared.engine.atlas import secrets, unread
 
 __all__ = ["AtlasLayout", "Layer"]
 
@@ -99,6 +100,8 @@ class AtlasLayout:
 
     def secret_paths(self, root: str, release: str | None) -> set[tuple[str | int, ...]]:
         """Leaf paths of the release's values that hold or derive from a secret."""
+        from shared.engine.atlas import secrets  # noqa: PLC0415 (start-up time, `_render`)
+
         plan = self.planner.plan(root, release)
         with self.planner.naming(plan):
             layers, values = self.planner.resolve_values(plan)
@@ -107,6 +110,8 @@ class AtlasLayout:
 
     def redacted_values(self, root: str, release: str | None) -> dict[str, Any]:
         """`values()` with secrets and secret-derived leaves redacted."""
+        from shared.engine.atlas import secrets  # noqa: PLC0415 (start-up time, `_render`)
+
         plan = self.planner.plan(root, release)
         with self.planner.naming(plan):
             layers, values = self.planner.resolve_values(plan)
@@ -130,9 +135,11 @@ class AtlasLayout:
             return self._render(root, redact=True)
 
     def _render(self, root: str, *, redact: bool) -> tuple[dict[str, bytes], dict[str, bytes]]:
-        # The renderer and the schema checks (jsonschema, the OpenAPI schemas) load with the
-        # first render, not for `roots --changed`, which only plans: start-up time.
+        # The renderer, the schema checks (jsonschema, the OpenAPI schemas) and the secrets'
+        # origin tracking load with the first render, not for `roots --changed`, which only
+        # plans: start-up time (validation and the unread keys load when asked for, too).
         from shared.engine import conformance, render  # noqa: PLC0415
+        from shared.engine.atlas import secrets  # noqa: PLC0415
 
         planner = self.planner
         files: dict[str, bytes] = {}
@@ -203,6 +210,8 @@ class AtlasLayout:
         return affected.affected_roots(self.tree, self.files, changed)
 
     def validate(self) -> list[Problem]:
+        from shared.engine.atlas import validate  # noqa: PLC0415 (start-up time, `_render`)
+
         problems = validate.validate(self.planner)
         if any(not p.hygiene for p in problems):
             return problems  # keys cannot be judged while releases fail to plan
@@ -210,6 +219,8 @@ class AtlasLayout:
 
     def unread_values(self, root: str | None) -> list[Problem]:
         """Keys no template reads (`shared.engine.atlas.unread`), analysed once per layout."""
+        from shared.engine.atlas import unread  # noqa: PLC0415 (start-up time, `_render`)
+
         if self._unread is None:
             self._unread = unread.unread_keys(self.planner, strict=self.config.strict)
         return unread.roots_of(self._unread, root)
@@ -246,6 +257,8 @@ class AtlasLayout:
         definition that cannot be read), docs/formats/problems.md. Planning and values errors
         fail the render by themselves. Under rollwright.yaml `strict`, keys no template reads
         that reach `root` too."""
+        from shared.engine.atlas import validate  # noqa: PLC0415 (start-up time, `_render`)
+
         if self._structure is None:
             self._structure = validate.structure(self.planner)
         found = [p for p in self._structure if validate.touches(self.tree, p, root)]

@@ -1,10 +1,11 @@
 """The Helm engine, behind one small surface.
 
-This is the only module that imports `helm_python` (the Helm v4 Go SDK through ctypes). It
+This is the only module that calls `helm_python` (the Helm v4 Go SDK through ctypes), through
+`shared.engine.helm.binding`, which it imports where it calls into Go (start-up time). It
 offers what the rest of rollwright needs: render a chart with final values, render a Go
 template with Helm's own engine (sprig, `tpl`, `toYaml`, ...), read a chart's defaults and pull
 a chart from a repository. Swapping in a `helm` CLI or another binding means rewriting this
-file only.
+file and `binding` only.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import functools
 import gzip
 import hashlib
 import io
-import json
 import logging
 import os
 import re
@@ -25,14 +25,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import helm_python as _helm
-from helm_python import _native
 
 from shared.engine.errors import FleetError
 from shared.engine.helm.errors import reword
+
+if TYPE_CHECKING:
+    from shared.engine.helm import binding
 
 log = logging.getLogger("rollwright.helm")
 
@@ -47,10 +47,8 @@ class _DebugOnly(logging.Filter):
 
 
 log.addFilter(_DebugOnly())
-# The binding's own log comes here (INFO and above cross over; its debug chatter stays in the
-# library). Helm itself logs with Go's default logger, straight to file descriptor 2: see
-# `_go_log_to_debug`.
-_helm.enable_logging(logging.INFO, logger=log)
+# The binding's own log comes here when it loads (`shared.engine.helm.binding`). Helm itself
+# logs with Go's default logger, straight to file descriptor 2: see `_go_log_to_debug`.
 
 # `2026/11/25 20:35:41 WARN unable to find exact version requested; ...`
 _GO_LOG_LINE = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (?:DEBUG|INFO|WARN|ERROR) ")
@@ -83,34 +81,6 @@ def _go_log_to_debug() -> Iterator[None]:
             others.append(line)
     if others:
         os.write(2, ("\n".join(others) + "\n").encode())
-
-
-class _Chart(_helm.Chart):
-    """helm_python's Chart, rendering with the options its `render` does not pass on (the
-    native call takes them: `kube_version`, `api_versions`, `strict`)."""
-
-    def render_with(self, values: dict[str, Any], options: dict[str, Any]) -> dict[str, str]:
-        out = _native.call_string(
-            "helm_render", self._raw(), json.dumps(values), json.dumps(options)
-        )
-        rendered: dict[str, str] = json.loads(out)
-        return rendered
-
-
-class _Registry(_helm.RegistryClient):
-    """An OCI registry client holding credentials from the start (the native constructor
-    takes them; the binding's `login` would also write them to a credentials file)."""
-
-    def __init__(self, *, plain_http: bool, username: str, password: str, store: Path) -> None:
-        options = {
-            "plain_http": plain_http,
-            "username": username,
-            "password": password,
-            "credentials_file": str(store),  # private, never Helm's own configuration
-        }
-        _helm.NativeHandle.__init__(
-            self, _native.call_handle("helm_registry_client_new", json.dumps(options))
-        )
 
 
 @dataclass(frozen=True)
@@ -217,9 +187,11 @@ def _load_chart_keyed(path: Path, source: str) -> tuple[str, Any]:
     """The loaded chart and its fingerprint (which keys what is cached about it)."""
 
     def load() -> Any:
+        from shared.engine.helm import binding  # noqa: PLC0415 (start-up time)
+
         try:
-            return _Chart.load(str(path))
-        except _helm.HelmError as err:
+            return binding.Chart.load(str(path))
+        except binding.HelmError as err:
             raise FleetError(f"loading chart: {_clean(str(err))}", path=source) from None
 
     key = _fingerprint(path)
@@ -231,9 +203,11 @@ def _load_without_schemas(path: Path, key: str, source: str) -> Any:
     `--skip-schema-validation` is had from a binding whose render always validates."""
 
     def load() -> Any:
+        from shared.engine.helm import binding  # noqa: PLC0415 (start-up time)
+
         try:
-            return _Chart.load_archive(_without_schemas(chart_archive(path, source)))
-        except (_helm.HelmError, OSError, tarfile.TarError) as err:
+            return binding.Chart.load_archive(_without_schemas(chart_archive(path, source)))
+        except (binding.HelmError, OSError, tarfile.TarError) as err:
             raise FleetError(f"loading chart: {_clean(str(err))}", path=source) from None
 
     return _charts.get(key + ":no-schema", load)
@@ -244,10 +218,12 @@ def chart_archive(path: Path, source: str) -> bytes:
     loaded directory saved by Helm."""
     if path.is_file():
         return path.read_bytes()
+    from shared.engine.helm import binding  # noqa: PLC0415 (start-up time)
+
     with tempfile.TemporaryDirectory() as tmp:
         try:
             saved = _load_chart(path, source).save(tmp)
-        except _helm.HelmError as err:
+        except binding.HelmError as err:
             raise FleetError(f"packaging chart: {_clean(str(err))}", path=source) from None
         return Path(saved).read_bytes()
 
@@ -315,11 +291,13 @@ def loaded_dependencies(path: Path, source: str) -> list[dict[str, Any]]:
 
 def parse_set(expression: str, *, string: bool) -> dict[str, Any]:
     """helm's `--set` (or, with `string`, `--set-string`) parsing of `name=value`."""
+    from shared.engine.helm import binding  # noqa: PLC0415 (start-up time)
+
     try:
         if string:
-            return _helm.parse_set_string_values(expression)
-        return _helm.parse_set_string(expression)
-    except _helm.HelmError as err:
+            return binding.helm.parse_set_string_values(expression)
+        return binding.helm.parse_set_string(expression)
+    except binding.HelmError as err:
         raise FleetError(f"cannot parse {expression!r}: {_clean(str(err))}") from None
 
 
@@ -327,12 +305,14 @@ def parse_set(expression: str, *, string: bool) -> dict[str, Any]:
 def satisfies(constraint: str, version: str) -> bool:
     """Whether `version` meets a semver constraint exactly as Helm checks one (Masterminds
     semver through sprig's `semverCompare`, the library Helm's own checks use)."""
+    from shared.engine.helm import binding  # noqa: PLC0415 (start-up time)
+
     text = "{{ semverCompare .Values.c .Values.v }}"
     try:
         out = _template_chart(text, wrap=False).render_with(
             {"c": constraint, "v": version}, {"name": "rollwright"}
         )
-    except _helm.HelmError as err:
+    except binding.HelmError as err:
         raise FleetError(f"version constraint {constraint!r}: {_clean(str(err))}") from None
     return out.get(_TEMPLATE_NAME, "").strip() == "true"
 
@@ -363,6 +343,8 @@ def render_chart(
     `source` is the repo-relative name used in error messages; `files_root` is the chart's
     directory in the repo when `path` is a built archive of it (errors then name its files).
     """
+    from shared.engine.helm import binding  # noqa: PLC0415 (start-up time)
+
     key, chart = _load_chart_keyed(path, source)
     if skip_schema_validation:
         chart = _load_without_schemas(path, key, source)
@@ -378,7 +360,7 @@ def render_chart(
         options["api_versions"] = list(api_versions)
     try:
         templates = chart.render_with(values, options)
-    except _helm.HelmError as err:
+    except binding.HelmError as err:
         raise _chart_error(str(err), files_root or path, source, values) from None
     templates = {k: v for k, v in templates.items() if not k.endswith("NOTES.txt")}
     crds: dict[str, str] = {}
@@ -396,14 +378,16 @@ def render_chart_files(
     included), as `helm template` renders it: what Argo CD does with a published chart.
     `source` names the chart in errors, which point at `<source>/templates/<file>` and its
     line. Nothing is cached: the chart is one render's output."""
+    from shared.engine.helm import binding  # noqa: PLC0415 (start-up time)
+
     name = yaml_chart_name(files.get("Chart.yaml", b""))
     members = [(f"{name}/{path}", data) for path, data in sorted(files.items())]
     try:
-        chart: Any = _Chart.load_archive(tar_gz(members))
+        chart: Any = binding.Chart.load_archive(tar_gz(members))
         templates = chart.render_with(
             values, {"name": release, "namespace": namespace, "is_install": True, "revision": 1}
         )
-    except _helm.HelmError as err:
+    except binding.HelmError as err:
         message = str(err)
         text = f"rendering chart: {reword(_clean(message), {'Values': values})}"
         match = _CHART_POSITION.search(message)
@@ -433,11 +417,13 @@ _PARSE_ONLY = "rollwright.parse-only"
 def parse_template(text: str, *, source: str) -> None:
     """Parse `text` as a Go template with Helm's engine and its functions, without running
     it: a syntax error raises a FleetError naming `source` and the line in `text`."""
+    from shared.engine.helm import binding  # noqa: PLC0415 (start-up time)
+
     body = '{{- define "' + _PARSE_ONLY + '" }}' + text + "{{- end }}"
     chart = _template_chart(body, wrap=False)
     try:
         chart.render_with({}, {"name": "rollwright", "namespace": "default"})
-    except _helm.HelmError as err:
+    except binding.HelmError as err:
         raise _template_error(str(err), source) from None
 
 
@@ -473,7 +459,7 @@ _HELPERS_NAME = "rollwright/templates/_helpers.tpl"
 
 def _template_chart(
     text: str, *, wrap: bool = True, helpers: str = "", files: tuple[tuple[str, bytes], ...] = ()
-) -> _Chart:
+) -> binding.Chart:
     # `.x` and `.Values.x` must both work: the body runs inside `with .Values`, and the values
     # carry themselves again under `Values` (see render_template), so the map is never empty
     # and `with` always runs. `$` stays the Helm root. The closing `{{ end }}` trims nothing:
@@ -489,9 +475,11 @@ def _template_chart(
         digest.update(data)
 
     def load() -> Any:
-        return _Chart.load_archive(tar_gz(members))
+        from shared.engine.helm import binding  # noqa: PLC0415 (start-up time)
 
-    chart: _Chart = _templates.get(digest.hexdigest(), load)
+        return binding.Chart.load_archive(tar_gz(members))
+
+    chart: binding.Chart = _templates.get(digest.hexdigest(), load)
     return chart
 
 
@@ -513,6 +501,8 @@ def render_template(
     Without `values_alias`, `.` is `values` alone (`.Values` is only a key `values` has, as
     in gomplate's context; `values` must not be empty, or the body would not run).
     """
+    from shared.engine.helm import binding  # noqa: PLC0415 (start-up time)
+
     chart = _template_chart(text, helpers=helpers, files=files)
     context = dict(values)
     if values_alias:
@@ -520,7 +510,7 @@ def render_template(
     options: dict[str, Any] = {"name": "rollwright", "namespace": "default", "strict": strict}
     try:
         out = chart.render_with(context, options)
-    except _helm.HelmError as err:
+    except binding.HelmError as err:
         raise _template_error(str(err), source, context) from None
     return out.get(_TEMPLATE_NAME, "")
 
@@ -595,6 +585,8 @@ def pull_chart(
     `oci://` registries are spoken to over plain HTTP (test and dev registries), others when
     `plain_http`. A repository that cannot be reached raises `RepositoryUnreachable`.
     """
+    from shared.engine.helm import binding  # noqa: PLC0415 (start-up time)
+
     destination.mkdir(parents=True, exist_ok=True)
     plain_http = name.startswith("oci://") and (plain_http or _is_loopback_oci(name))
     what = display or f"chart {name!r} version {version or 'latest'!r} from {repo_url or name}"
@@ -603,11 +595,11 @@ def pull_chart(
             client = None
             if name.startswith("oci://") and username and password:
                 store = Path(private) / "registry.json"
-                client = _Registry(
+                client = binding.Registry(
                     plain_http=plain_http, username=username, password=password, store=store
                 )
             try:
-                result = _helm.pull(
+                result = binding.helm.pull(
                     name,
                     client=client,
                     destination=str(destination),
@@ -620,7 +612,7 @@ def pull_chart(
             finally:
                 if client is not None:
                     client.close()
-    except _helm.HelmError as err:
+    except binding.HelmError as err:
         message = _clean(str(err))
         if password:
             message = message.replace(password, "***")
@@ -642,4 +634,6 @@ def _is_loopback_oci(ref: str) -> bool:
 
 
 def engine_version() -> str:
-    return f"helm-sdk {_helm.helm_sdk_version()}"
+    from shared.engine.helm import binding  # noqa: PLC0415 (start-up time)
+
+    return f"helm-sdk {binding.helm.helm_sdk_version()}"
