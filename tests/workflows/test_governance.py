@@ -61,6 +61,12 @@ def summary_of(world: World, deployment_id: str) -> str:
     return world.last(world.check_run_of(deployment_id)).summary
 
 
+def titled(world: World, title: str) -> CheckRunRequest | None:
+    """The revision's summary check run, once its title is `title`."""
+    runs = [world.last(i) for i in world.revision_runs(A)]
+    return next((r for r in runs if r.title == title), None)
+
+
 @scenario
 async def test_a_click_without_write_access_changes_nothing_and_is_reported() -> None:
     world = World(latest={ROOT: latest(L)}, permissions={"rita": "read", "nobody": "none"})
@@ -373,15 +379,13 @@ async def test_the_revision_summary_continues_as_new_and_keeps_its_roots() -> No
         for root in roots:
             await h.push(root, A, by="carol")
 
-        def summary(title: str) -> CheckRunRequest | None:
-            runs = [world.last(i) for i in world.revision_runs(A)]
-            return next((r for r in runs if r.title == title), None)
-
         # Six roots' deployments and a summary continuing as new: on a loaded machine (two
         # shared cores) this takes longer than the harness's usual 15 s.
-        await until(lambda: summary("6 of 6 roots awaiting review"), "all six listed", 90)
+        await until(lambda: titled(world, "6 of 6 roots awaiting review"), "all six listed", 90)
         await approve_all(h, "alice")
-        done = await until(lambda: summary("6 roots: none awaiting review"), "all published", 90)
+        done = await until(
+            lambda: titled(world, "6 roots: none awaiting review"), "all published", 90
+        )
         assert done.conclusion == "success"
         # each deployment records its end after the check run that says it: wait for the last
         await until(lambda: len(world.outcomes) == 6, "six outcomes recorded", 90)
@@ -401,11 +405,7 @@ async def test_the_revision_summary_is_written_at_most_every_few_seconds_while_r
         for root in roots:
             await h.push(root, A, by="carol")
 
-        def summary(title: str) -> CheckRunRequest | None:
-            runs = [world.last(i) for i in world.revision_runs(A)]
-            return next((r for r in runs if r.title == title), None)
-
-        await until(lambda: summary("8 of 8 roots awaiting review"), "all eight listed", 90)
+        await until(lambda: titled(world, "8 of 8 roots awaiting review"), "all eight listed", 90)
         handle = h.client.get_workflow_handle(revision_review_workflow_id(REPO.full_name, A))
         reports, writes = 0, []
         async for event in handle.fetch_history_events():

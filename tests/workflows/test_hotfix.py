@@ -32,7 +32,7 @@ from shared.contracts.hotfix import (
 )
 from shared.contracts.preview import PullRequestClosed
 from shared.contracts.queueing import signal_queue
-from tests.support.deploy_world import REPO, World, harness, latest, sha, until
+from tests.support.deploy_world import REPO, Harness, World, harness, latest, sha, until
 from tests.support.histories import keep
 from workflows.registry import WORKFLOWS
 
@@ -96,6 +96,24 @@ async def command(client: Client, by: str, roots: list[str], problem: str = "") 
     )
 
 
+def hotfix_world() -> tuple[World, HotfixDoubles]:
+    """ROOT runs L; the judge allows one command. The merge renders what the hotfix published:
+    it deploys without asking."""
+    world = World(latest={ROOT: latest(L)}, empty_diffs={MERGE})
+    world.relations[(L, HEAD)] = "diverged"  # the head is not a descendant of what runs
+    doubles = HotfixDoubles()
+    doubles.verdicts = [allowed()]
+    return world, doubles
+
+
+async def hotfix_awaiting_review(h: Harness, doubles: HotfixDoubles) -> tuple[Any, str]:
+    """@alice's hotfix of ROOT, up to its deployment awaiting review: (the HotfixWorkflow's
+    handle, the deployment id)."""
+    doubles.client = h.client
+    handle = await command(h.client, "alice", [ROOT])
+    return handle, await h.awaiting_review(ROOT, HEAD)
+
+
 def _waiting_for_unlock(world: World, revision: str) -> bool:
     return any(
         any(a.identifier == "unlock" for a in world.last(run).actions)
@@ -106,15 +124,9 @@ def _waiting_for_unlock(world: World, revision: str) -> bool:
 @pytest.mark.timeout(120)
 def test_a_hotfix_locks_its_root_until_its_pull_request_is_merged() -> None:
     async def scenario() -> None:
-        # The merge renders what the hotfix published: it deploys without asking.
-        world = World(latest={ROOT: latest(L)}, empty_diffs={MERGE})
-        world.relations[(L, HEAD)] = "diverged"  # the head is not a descendant of what runs
-        doubles = HotfixDoubles()
-        doubles.verdicts = [allowed()]
+        world, doubles = hotfix_world()
         async with harness(world, WORKFLOWS, activities=doubles.activities()) as h:
-            doubles.client = h.client
-            handle = await command(h.client, "alice", [ROOT])
-            deployment = await h.awaiting_review(ROOT, HEAD)
+            handle, deployment = await hotfix_awaiting_review(h, doubles)
             asking = world.last(world.check_run_of(deployment))
             assert asking.title.startswith("Hotfix: ")
             assert f"**Hotfix** from pull request [#{PR}]" in asking.summary
@@ -208,14 +220,9 @@ def test_a_refused_hotfix_deploys_nothing_and_says_why() -> None:
 @pytest.mark.timeout(120)
 def test_a_hotfix_whose_pull_request_merges_while_it_deploys_leaves_the_root_unlocked() -> None:
     async def scenario() -> None:
-        world = World(latest={ROOT: latest(L)}, empty_diffs={MERGE})
-        world.relations[(L, HEAD)] = "diverged"
-        doubles = HotfixDoubles()
-        doubles.verdicts = [allowed()]
+        world, doubles = hotfix_world()
         async with harness(world, WORKFLOWS, activities=doubles.activities()) as h:
-            doubles.client = h.client
-            handle = await command(h.client, "alice", [ROOT])
-            deployment = await h.awaiting_review(ROOT, HEAD)
+            handle, deployment = await hotfix_awaiting_review(h, doubles)
             # Merged while the hotfix waits for its review: nothing is locked yet ...
             await handle.signal(
                 SIGNAL_HOTFIX_CLOSED,
