@@ -365,7 +365,8 @@ class RootQueueInput(Payload):
     # later does not lock the queue.
     merged_hotfixes: list[int] = Field(default_factory=list)
     # Their merge signals (who merged, the merge commit), for the audit row of a hotfix lock
-    # that opens as its deployment ends; runs before these were kept carried the numbers alone.
+    # that opens as its deployment ends (an older run's input has none: that row then names
+    # the pull request alone).
     merged_hotfix_signals: list[HotfixMerged] = Field(default_factory=list)
 
 
