@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from typing import Literal
 
@@ -15,6 +14,7 @@ from pydantic import BaseModel
 from gateway.context import Gateway, GatewayDep
 from gateway.dispatcher import DispatchError
 from gateway.fleetmetrics import read_fleet_state
+from shared import bearer
 from shared.stores.sql.outbox import OutboxStats
 
 HEALTH_TIMEOUT_SECONDS = 3.0
@@ -67,15 +67,10 @@ async def healthz(gw: GatewayDep) -> JSONResponse:
 async def prometheus_metrics(gw: GatewayDep, request: Request) -> Response:
     """Prometheus exposition of the gateway's metrics (with ROLLWRIGHT_METRICS_TOKEN set,
     only for `Authorization: Bearer <that token>`)."""
-    token = gw.settings.metrics_token
-    if token is not None:  # never empty: settings read "" as unset
-        given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
-            return Response(
-                "a valid bearer token is required\n",
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+    token = gw.settings.metrics_token  # never empty: settings read "" as unset
+    given = request.headers.get("authorization")
+    if token is not None and not bearer.accepts(given, token.get_secret_value()):
+        return Response(bearer.REFUSAL, status_code=401, headers=dict([bearer.CHALLENGE]))
     metrics = gw.metrics
     _, stats = await _check_database(gw)
     if stats is not None:  # else the gauges keep their last values

@@ -11,7 +11,6 @@ for the metrics token when one is set (as the gateway's /metrics does).
 from __future__ import annotations
 
 import asyncio
-import hmac
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -28,6 +27,7 @@ from temporalio.worker import (
 )
 
 from activities.metrics import WorkerMetrics
+from shared import bearer
 
 
 class ActivityMetrics(Interceptor):
@@ -87,11 +87,9 @@ def serve_metrics(
         if environ.get("PATH_INFO") != "/metrics":
             start("404 Not Found", [("Content-Type", "text/plain")])
             return [b"not found: the worker serves /metrics only\n"]
-        if token is not None:
-            given = environ.get("HTTP_AUTHORIZATION", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-                start("401 Unauthorized", [("WWW-Authenticate", "Bearer")])
-                return [b"a bearer token is required\n"]
+        if token is not None and not bearer.accepts(environ.get("HTTP_AUTHORIZATION"), token):
+            start("401 Unauthorized", [bearer.CHALLENGE])
+            return [bearer.REFUSAL.encode()]
         return exposition(environ, start)  # type: ignore[no-any-return]
 
     host, port = split_address(address)

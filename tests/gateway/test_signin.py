@@ -344,6 +344,8 @@ def test_secure_cookies_behind_tls_and_metrics_token(tmp_path: Path) -> None:
             scraped = client.get("/metrics", headers={"Authorization": "Bearer scrape-me"})
             assert scraped.status_code == 200 and "rollwright" in scraped.text
             assert client.get("/metrics", headers=MACHINE_HEADERS).status_code == 401
+            bare = client.get("/metrics", headers={"Authorization": "scrape-me"})
+            assert bare.status_code == 401 and bare.headers["www-authenticate"] == "Bearer"
 
 
 def _database(settings: Settings) -> Database:
