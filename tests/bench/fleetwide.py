@@ -55,7 +55,7 @@ MARKER = (
 # The pinned activities of a deployment, counted per scheduling in its history.
 PINNED = ("checkout", "render_root", "diff_render", "review_policy")
 LIMIT = 600.0  # s: stop waiting (and report what was reached) after 10 minutes
-# Targets (the issue names the measures, not values; these are ours, see the section text)
+# Targets (the requirement names the measures, not values; these are ours, see the section text)
 TARGET_SECONDS = 300.0
 TARGET_REQUESTS = 4.0
 TARGET_EVENTS = 1_000
@@ -357,7 +357,7 @@ after {LIMIT / 60:.0f} minutes; the roots not in review by then are counted by t
 state. Both workers run throughout, so a check run that says "a worker was lost" (the
 deployment rendered again elsewhere, docs/operations.md) is a false alarm, counted as such.
 
-Targets are ours (the issue names the measures only): a fleet-wide change reviewable within 5
+Targets are ours (the requirement names the measures only): a fleet-wide change reviewable within 5
 minutes on this 2-core machine; at most 4 GitHub requests per root (a check run created, then
 updated while rendering and when it asks for review, and the odd installation token); each
 DeployWorkflow's history small next to Temporal's limits (it continues as new at 10,000 events;

@@ -32,7 +32,7 @@ the gap between its DeploymentWorkflow closing and the next one starting is read
 Temporal. Checked: no run of the DeployWorkflow was terminated or failed (Temporal terminates
 a workflow whose history passes its size or length limit), the queue keeps every revision in
 order, and the history of each run stays within Temporal's limits (events and bytes from
-Temporal's describe). The issue asks for 10,000 queued revisions to survive; 1,000 keeps the
+Temporal's describe). The requirement is 10,000 queued revisions surviving; 1,000 keeps the
 case within the suite's time.
 """
 # Temporal's default limits: a workflow is terminated at 50 MB or 51,200 events and warned

@@ -33,7 +33,7 @@ from tests.chaos import (
 from tests.chaos.report import CaseResult, load_average, render
 from tests.support.cluster import Cluster
 
-# Report order is the issue's (NUMBER); run order puts the quick cases first and the one
+# Report order is the cases' own (NUMBER); run order puts the quick cases first and the one
 # that leaves a thousand-item queue behind last.
 CASES: list[ModuleType] = [
     hostile,

@@ -25,8 +25,8 @@ One root of {RELEASES} releases (a render of a few seconds), published to the gi
 `render_root` activity started on a worker, that worker's process group is killed. The
 deployment must be rendered again on the other worker and reach review, and its check run must
 say that a worker was lost (docs/operations.md: noticed by the missed heartbeat, 1 minute, or
-by the 30 s schedule-to-start timeout of the retry on the dead worker's queue; the issue asks
-for about two minutes). A new worker (`w3`) then replaces the dead one. Approve; the fleet
+by the 30 s schedule-to-start timeout of the retry on the dead worker's queue; the requirement
+is about two minutes). A new worker (`w3`) then replaces the dead one. Approve; the fleet
 repository's `post-receive` hook holds the first push it accepts — the commit is on the branch
 by then — and the worker running `publish` is killed while its push waits on that hook. The
 publish is retried on another worker (heartbeat timeout, then Temporal's retry), which must

@@ -498,7 +498,7 @@ def test_rollout_status_text_and_json(repo: Path, capsys: pytest.CaptureFixture[
 def test_rollout_status_shows_a_blocked_node_with_the_reason(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The case: integration runs a cert-manager older than the patch needs. The patch
+    # The required case: integration runs a cert-manager older than the patch needs. The patch
     # is not applied there (its roots refuse to render), and the status says so, by node.
     values = repo / "config/management-cluster/cert-manager/integration/values.yaml"
     values.write_text(values.read_text().replace("v1.15.1", "v1.12.0"))

@@ -19,7 +19,7 @@ KEY_VARIABLES = (
 )
 
 
-# A chart that uses `.Values.password` in every way the issue names, plus a weak word and
+# A chart that uses `.Values.password` in every way the requirements name, plus a weak word and
 # plain text that must stay visible.
 APP_CHART: dict[str, str] = {
     "Chart.yaml": "apiVersion: v2\nname: app\nversion: 0.1.0\n",

@@ -113,8 +113,8 @@ class RootQueueWorkflow:
         self.running_done: Callable[[], bool] | None = None  # the running child's end
         self.ended: dict[str, DeploymentUpdate] = {}  # terminal updates, by deployment id
         self.idle_since: datetime | None = None
-        self.merged_hotfixes: list[int] = []  # hotfixed pull requests merged since
-        self.merges: dict[int, HotfixMerged] = {}  # their merge signals, by pull request
+        # Hotfixed pull requests merged since, by number: their merge signals.
+        self.merges: dict[int, HotfixMerged] = {}
         self.unaudited: list[AuditRecord] = []  # locks opened as a deployment ended
 
     # --- signals and queries ---------------------------------------------------------------
@@ -161,8 +161,6 @@ class RootQueueWorkflow:
         queued or running does not lock when it ends (docs/governance.md, "Hotfixes")."""
         # Signal-with-start of a finished root: the lock is rebuilt from latest.json first.
         await workflow.wait_condition(lambda: self.started)
-        if merged.pr not in self.merged_hotfixes:
-            self.merged_hotfixes.append(merged.pr)
         self.merges.setdefault(merged.pr, merged)
         lock = self.queue.lock
         if not unlocks.opened_by_merge(lock, merged):
@@ -230,9 +228,11 @@ class RootQueueWorkflow:
         self.inp = inp
         self._judged()
         self.unlock_refusals = list(inp.unlock_refusals)
-        self.merged_hotfixes = list(dict.fromkeys(inp.merged_hotfixes + self.merged_hotfixes))
-        for merged in inp.merged_hotfix_signals:
-            self.merges.setdefault(merged.pr, merged)
+        # A signal that came before the run started was kept first; an older run's input has
+        # the numbers alone.
+        carried = {m.pr: m for m in inp.merged_hotfix_signals}
+        for pr in inp.merged_hotfixes:
+            self.merges.setdefault(pr, carried.get(pr) or HotfixMerged(pr=pr))
         self.queue = RootQueue.unpack(
             inp.queue_packed,
             inp.lock,
@@ -363,7 +363,7 @@ class RootQueueWorkflow:
                 unrecorded=self.queue.unrecorded,
                 unlock_unsaved=self.unlock_unsaved,
                 unlock_refusals=self.unlock_refusals,
-                merged_hotfixes=self.merged_hotfixes,
+                merged_hotfixes=list(self.merges),
                 merged_hotfix_signals=list(self.merges.values()),
             )
         )
@@ -604,9 +604,9 @@ class RootQueueWorkflow:
             self.queue.follow_lock(lock_from_latest(latest))
             self.unlock_unsaved = False
             hotfix = latest.hotfix
-            if hotfix is not None and hotfix.pr in self.merged_hotfixes:
+            merged = self.merges.get(hotfix.pr) if hotfix is not None else None
+            if merged is not None:
                 # Its pull request was merged while it ran: the wait it locks for is over.
-                merged = self.merges.get(hotfix.pr) or HotfixMerged(pr=hotfix.pr)
                 lock = self.queue.lock
                 if lock.locked:
                     self.unaudited.append(
