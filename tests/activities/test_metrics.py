@@ -16,8 +16,6 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.metrics import WorkerMetrics
@@ -26,7 +24,7 @@ from shared.contracts.deploy import DeploymentRecord, LockState
 from shared.stores.sql.deployments import DeploymentStore, StateChange
 from shared.stores.sql.engine import Database
 from shared.stores.sql.locks import RootLockStore
-from tests.support.deploy_world import test_server_path as time_skipping_server
+from tests.support import timeskip
 from worker.telemetry import ActivityMetrics, serve_metrics, split_address
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -214,11 +212,7 @@ def test_the_interceptor_times_each_attempt_and_counts_retries() -> None:
     metrics = WorkerMetrics()
 
     async def scenario() -> str:
-        env = await WorkflowEnvironment.start_time_skipping(
-            test_server_existing_path=time_skipping_server(),
-            data_converter=pydantic_data_converter,
-        )
-        try:
+        async with timeskip.environment() as env:
             queue = f"metrics-{uuid.uuid4().hex[:8]}"
             async with Worker(
                 env.client,
@@ -231,8 +225,6 @@ def test_the_interceptor_times_each_attempt_and_counts_retries() -> None:
                     CallsFlaky.run, id=f"flaky-{queue}", task_queue=queue
                 )
                 return result
-        finally:
-            await env.shutdown()
 
     ATTEMPTS.clear()
     assert asyncio.run(scenario()) == "done" and ATTEMPTS == [1, 2]

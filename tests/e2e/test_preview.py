@@ -54,13 +54,13 @@ from shared.github.app import webhook_signature
 from shared.github.limits import COMMENT_LIMIT, OUTPUT_LIMIT
 from shared.settings import Settings
 from tests.support.age import AgeKey, encrypt_yaml, generate_key
-from tests.support.deploy_world import register_search_attributes
 from tests.support.gitrepo import git
 from tests.support.machine import MACHINE_HEADERS, MACHINE_SECRET
 from tests.support.markdown import assert_valid, paragraphs
 from tests.support.preview import commit, web_repo
 from tests.support.pull_requests import OPENED, SYNCHRONIZE, pr_payload
 from tests.support.secrets import KEY_VARIABLES, app_chart_files, assert_hidden
+from tests.support.timeskip import register_search_attributes
 from tests.support.vendored import GITHUB_WEBHOOKS
 from worker.main import run_worker
 

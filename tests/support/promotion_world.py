@@ -18,7 +18,6 @@ from typing import Any, Literal
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -62,8 +61,8 @@ from shared.contracts.promotion import (
     WindowInfo,
     promotion_workflow_id,
 )
-from tests.support import queries
-from tests.support.deploy_world import REPO, register_search_attributes, test_server_path
+from tests.support import queries, timeskip
+from tests.support.deploy_world import REPO
 from tests.support.judging import judge_click
 from workflows.promotion import PromotionWorkflow
 
@@ -309,12 +308,7 @@ class Rollout:
 
 @asynccontextmanager
 async def rollout(fleet: Fleet) -> AsyncIterator[Rollout]:
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=test_server_path(),
-        data_converter=pydantic_data_converter,
-    )
-    try:
-        await register_search_attributes(env.client)
+    async with timeskip.environment() as env:
         fleet.client = env.client
         async with Worker(
             env.client,
@@ -323,5 +317,3 @@ async def rollout(fleet: Fleet) -> AsyncIterator[Rollout]:
             activities=fleet.activities(),
         ):
             yield Rollout(env=env, fleet=fleet)
-    finally:
-        await env.shutdown()

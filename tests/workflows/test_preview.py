@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -64,9 +63,8 @@ from shared.contracts.preview import (
     preview_external_id,
     preview_workflow_id,
 )
-from tests.support import queries
-from tests.support.deploy_world import register_search_attributes, sha, until
-from tests.support.deploy_world import test_server_path as server_path
+from tests.support import queries, timeskip
+from tests.support.deploy_world import sha, until
 from tests.support.histories import keep, run_chain_to
 from workflows.preview import PreviewWorkflow
 from workflows.quoting import QUOTED_ERRORS
@@ -221,12 +219,7 @@ class Harness:
 @asynccontextmanager
 async def harness(world: PreviewWorld | None = None) -> AsyncIterator[Harness]:
     world = world or PreviewWorld()
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=server_path(),
-        data_converter=pydantic_data_converter,
-    )
-    try:
-        await register_search_attributes(env.client)
+    async with timeskip.environment() as env:
         shared = Worker(
             env.client,
             task_queue=TASK_QUEUE,
@@ -249,8 +242,6 @@ async def harness(world: PreviewWorld | None = None) -> AsyncIterator[Harness]:
         )
         async with shared, pinned:
             yield Harness(env=env, world=world)
-    finally:
-        await env.shutdown()
 
 
 def run(coro: Any) -> Any:
