@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from shared.engine.config.fleet import FleetConfig
     from tests.support.deploy_world import (
         REPO,
+        Harness,
         World,
         harness,
         latest,
@@ -266,7 +267,7 @@ def _deployment_replay_failure(history: WorkflowHistory, deployment: type) -> Ex
     return asyncio.run(replay())
 
 
-async def _past_history_limit(h: Any, first_run: str | None, late_from: str) -> None:
+async def _past_history_limit(h: Harness, first_run: str | None, late_from: str) -> None:
     """Lengthen the queue's history past HISTORY_LIMIT with late progress reports of the ended
     deployment `late_from` (the queue ignores them; they wake nothing). The next revision's
     signal then finds the queue past its limit, between deployments."""
