@@ -708,7 +708,14 @@ class Harness:
         if not self.env.supports_time_skipping:
             return await handle.result()
         async with cast(Any, self.env).time_skipping_unlocked():
-            result: DeploymentResult = await handle.result()
+            try:
+                result: DeploymentResult = await handle.result()
+            except RuntimeError as err:  # the server's long poll ended with nothing
+                raise AssertionError(
+                    f"deployment {deployment_id} did not end while the test server could skip "
+                    "time: its clock is held (did a deployment end after its queue continued "
+                    "as new? tests/support/timeskip.py)"
+                ) from err
         return result
 
     async def unlock(self, root: str, by: str = "bob") -> None:
