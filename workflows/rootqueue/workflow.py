@@ -115,7 +115,6 @@ class RootQueueWorkflow:
         self.idle_since: datetime | None = None
         # Hotfixed pull requests merged since, by number: their merge signals.
         self.merges: dict[int, HotfixMerged] = {}
-        self.unaudited: list[AuditRecord] = []  # locks opened as a deployment ended
 
     # --- signals and queries ---------------------------------------------------------------
 
@@ -395,8 +394,7 @@ class RootQueueWorkflow:
                 return False
         update = self.ended.pop(item.deployment_id)
         self.detached = None
-        self._after_deployment(item, update.state, update.message, update.latest)
-        await self._audit_merges()
+        await self._after_deployment(item, update.state, update.message, update.latest)
         return True
 
     async def _ask_detached(self, item: QueueItem) -> bool:
@@ -407,8 +405,7 @@ class RootQueueWorkflow:
         self.detached = None
         if found.result is not None:
             done = found.result
-            self._after_deployment(item, done.state, done.message, done.latest)
-            await self._audit_merges()
+            await self._after_deployment(item, done.state, done.message, done.latest)
         else:
             await self._deployment_failed(item, f"The deployment workflow ended ({found.status}).")
         return True
@@ -539,8 +536,7 @@ class RootQueueWorkflow:
             )
             return
         self.ended.pop(item.deployment_id, None)
-        self._after_deployment(item, result.state, result.message, result.latest)
-        await self._audit_merges()
+        await self._after_deployment(item, result.state, result.message, result.latest)
 
     async def _relation(self, item: QueueItem) -> Relation | None:
         """How the item's revision stands to the latest deployed one; None when that cannot
@@ -578,15 +574,7 @@ class RootQueueWorkflow:
             hotfix=item.hotfix,
         )
 
-    async def _audit_merges(self) -> None:
-        """The audit rows of hotfix locks that opened as their deployment ended (patch
-        MERGE_AUDIT; before it, such a lock opened without one)."""
-        records, self.unaudited = self.unaudited, []
-        if records and workflow.patched(MERGE_AUDIT):
-            for record in records:
-                await clicks.audit(record)
-
-    def _after_deployment(
+    async def _after_deployment(
         self,
         item: QueueItem,
         state: DeploymentState,
@@ -595,6 +583,7 @@ class RootQueueWorkflow:
     ) -> None:
         """A deployment ended with `state`: remember the outcome for the rollouts, and follow
         the latest.json it wrote (the lock is a function of it)."""
+        opened: AuditRecord | None = None  # a hotfix lock its merge opens as it ends
         self.finished = _finished(self.inp.root, item, state, message)
         if latest is not None:
             # The child persisted latest.json (published, or a failed apply); the lock follows
@@ -609,18 +598,19 @@ class RootQueueWorkflow:
                 # Its pull request was merged while it ran: the wait it locks for is over.
                 lock = self.queue.lock
                 if lock.locked:
-                    self.unaudited.append(
-                        unlocks.merge_audit_record(
-                            self.inp.repo,
-                            self.inp.root,
-                            lock,
-                            merged,
-                            at=workflow.now(),
-                            while_deploying=True,
-                        )
+                    opened = unlocks.merge_audit_record(
+                        self.inp.repo,
+                        self.inp.root,
+                        lock,
+                        merged,
+                        at=workflow.now(),
+                        while_deploying=True,
                     )
                 self._unlock_now(UnlockSignal(by=unlocks.merge_by(merged)))
         self.current = None
+        # Before the patch MERGE_AUDIT such a lock opened without an audit row.
+        if opened is not None and workflow.patched(MERGE_AUDIT):
+            await clicks.audit(opened)
 
     async def _deployment_failed(self, item: QueueItem, message: str) -> None:
         """The deployment workflow itself failed (not the deployment it ran): say so on its
